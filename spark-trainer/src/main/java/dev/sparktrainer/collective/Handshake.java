@@ -1,0 +1,150 @@
+package dev.sparktrainer.collective;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+
+/**
+ * Mutual authentication of a new connection, before any data flows: each side sends a fresh nonce
+ * and proves the job secret with HMAC-SHA256 over both nonces, both ranks, the job id and a
+ * direction label (so one side's proof cannot be reflected back as the other's).
+ *
+ * <pre>
+ * client -> server  HELLO     magic version type jobId fromRank toRank worldSize nonceC
+ * server -> client  CHALLENGE magic version type nonceS HMAC("server", jobId, server, client, nonceC, nonceS)
+ * client -> server  RESPONSE  magic version type HMAC("client", jobId, client, server, nonceS, nonceC)
+ * server -> client  ACCEPT    magic version type
+ * </pre>
+ */
+final class Handshake {
+  static final int NONCE_BYTES = 32;
+  static final int MAC_BYTES = 32;
+  static final short HELLO = 1;
+  static final short CHALLENGE = 2;
+  static final short RESPONSE = 3;
+  static final short ACCEPT = 4;
+  static final int HELLO_BYTES = 8 + 8 + 12 + NONCE_BYTES;
+  static final int CHALLENGE_BYTES = 8 + NONCE_BYTES + MAC_BYTES;
+  static final int RESPONSE_BYTES = 8 + MAC_BYTES;
+  static final int ACCEPT_BYTES = 8;
+
+  private static final SecureRandom RANDOM = new SecureRandom();
+  private static final byte[] SERVER_LABEL = "spark-trainer ring server".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] CLIENT_LABEL = "spark-trainer ring client".getBytes(StandardCharsets.US_ASCII);
+
+  /** The peer is not an authenticated member of this ring. */
+  static final class HandshakeException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    HandshakeException(String message) {
+      super(message);
+    }
+  }
+
+  private Handshake() {}
+
+  /** Client side: this rank connected to {@code serverRank}. */
+  static void client(Link link, JobSecret secret, int myRank, int serverRank, int worldSize, long deadline)
+      throws IOException {
+    long jobId = secret.jobId();
+    byte[] nonceC = nonce();
+    ByteBuffer hello = ByteBuffer.allocate(HELLO_BYTES);
+    hello.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(HELLO).putLong(jobId);
+    hello.putInt(myRank).putInt(serverRank).putInt(worldSize).put(nonceC).flip();
+    link.writeFully(hello, null, deadline);
+
+    ByteBuffer challenge = ByteBuffer.allocate(CHALLENGE_BYTES);
+    readMessage(link, challenge, CHALLENGE, deadline, "the challenge");
+    byte[] nonceS = new byte[NONCE_BYTES];
+    byte[] macS = new byte[MAC_BYTES];
+    challenge.get(nonceS).get(macS);
+    if (!MessageDigest.isEqual(macS, mac(secret, SERVER_LABEL, jobId, serverRank, myRank, nonceC, nonceS))) {
+      throw new HandshakeException("the peer failed to prove the job secret (not a peer of this job)");
+    }
+    ByteBuffer response = ByteBuffer.allocate(RESPONSE_BYTES);
+    response.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(RESPONSE);
+    response.put(mac(secret, CLIENT_LABEL, jobId, myRank, serverRank, nonceS, nonceC)).flip();
+    link.writeFully(response, null, deadline);
+    ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
+    try {
+      readMessage(link, accept, ACCEPT, deadline, "the acceptance");
+    } catch (EOFException e) {
+      throw new HandshakeException("the peer rejected this rank's proof of the job secret");
+    }
+  }
+
+  /** Server side: expects {@code expectedClient} of this job; throws if the caller is anyone else. */
+  static void server(
+      Link link, JobSecret secret, int myRank, int expectedClient, int worldSize, long deadline)
+      throws IOException {
+    long jobId = secret.jobId();
+    ByteBuffer hello = ByteBuffer.allocate(HELLO_BYTES);
+    readMessage(link, hello, HELLO, deadline, "hello");
+    long peerJob = hello.getLong();
+    int from = hello.getInt();
+    int to = hello.getInt();
+    int world = hello.getInt();
+    byte[] nonceC = new byte[NONCE_BYTES];
+    hello.get(nonceC);
+    if (peerJob != jobId) {
+      throw new HandshakeException(
+          "foreign job " + Long.toHexString(peerJob) + ", expected job " + Long.toHexString(jobId));
+    }
+    if (to != myRank || world != worldSize || from != expectedClient) {
+      throw new HandshakeException(
+          "claims to be rank " + from + " of " + world + " connecting to rank " + to
+              + ", expected rank " + expectedClient + " of " + worldSize + " connecting to rank " + myRank);
+    }
+    byte[] nonceS = nonce();
+    ByteBuffer challenge = ByteBuffer.allocate(CHALLENGE_BYTES);
+    challenge.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(CHALLENGE).put(nonceS);
+    challenge.put(mac(secret, SERVER_LABEL, jobId, myRank, from, nonceC, nonceS)).flip();
+    link.writeFully(challenge, null, deadline);
+    ByteBuffer response = ByteBuffer.allocate(RESPONSE_BYTES);
+    readMessage(link, response, RESPONSE, deadline, "the response");
+    byte[] macC = new byte[MAC_BYTES];
+    response.get(macC);
+    if (!MessageDigest.isEqual(macC, mac(secret, CLIENT_LABEL, jobId, from, myRank, nonceS, nonceC))) {
+      throw new HandshakeException("wrong proof of the job secret");
+    }
+    ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
+    accept.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(ACCEPT).flip();
+    link.writeFully(accept, null, deadline);
+  }
+
+  private static void readMessage(Link link, ByteBuffer buf, short type, long deadline, String what)
+      throws IOException {
+    link.readFully(buf, deadline);
+    buf.flip();
+    int magic = buf.getInt();
+    short version = buf.getShort();
+    short actualType = buf.getShort();
+    if (magic != Wire.MAGIC) {
+      throw new HandshakeException(
+          "not a spark-trainer ring peer (bad magic 0x" + Integer.toHexString(magic) + " in " + what + ")");
+    }
+    if (version != Wire.VERSION) {
+      throw new HandshakeException(
+          "protocol version " + version + ", this rank speaks " + Wire.VERSION);
+    }
+    if (actualType != type) {
+      throw new HandshakeException("expected " + what + " (type " + type + "), got type " + actualType);
+    }
+  }
+
+  static byte[] nonce() {
+    byte[] n = new byte[NONCE_BYTES];
+    RANDOM.nextBytes(n);
+    return n;
+  }
+
+  static byte[] mac(
+      JobSecret secret, byte[] label, long jobId, int prover, int verifier, byte[] n1, byte[] n2) {
+    ByteBuffer m = ByteBuffer.allocate(label.length + 8 + 8 + n1.length + n2.length);
+    m.put(label).putLong(jobId).putInt(prover).putInt(verifier).put(n1).put(n2);
+    return secret.hmac(m.array());
+  }
+}

@@ -1,0 +1,148 @@
+package dev.sparktrainer.collective;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.channels.AsynchronousCloseException;
+import java.nio.channels.SocketChannel;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLSocket;
+
+/**
+ * A TLS link: an {@link SSLSocket} layered on a blocking channel. Reads wait with {@code SO_TIMEOUT};
+ * a write blocked by a peer that stops reading is ended by the operation's deadline, which aborts the
+ * link (closing the raw socket unblocks the writer).
+ */
+final class TlsLink extends Link {
+  private static final int SCRATCH = 64 * 1024;
+
+  private final SocketChannel raw;
+  private final SSLSocket ssl;
+  private final InputStream in;
+  private final OutputStream out;
+  private final byte[] readScratch = new byte[SCRATCH];
+  private final byte[] writeScratch = new byte[SCRATCH];
+  private volatile boolean aborted;
+
+  private TlsLink(SocketChannel raw, SSLSocket ssl, int peerRank, String peerAddress)
+      throws IOException {
+    super(peerRank, peerAddress);
+    this.raw = raw;
+    this.ssl = ssl;
+    this.in = ssl.getInputStream();
+    this.out = ssl.getOutputStream();
+  }
+
+  /** Runs the TLS handshake on a connected blocking channel, as client or server. */
+  static TlsLink open(
+      SocketChannel raw,
+      SSLContext context,
+      boolean client,
+      boolean needClientAuth,
+      int peerRank,
+      String peerAddress,
+      long deadlineNanos)
+      throws IOException {
+    raw.configureBlocking(true);
+    java.net.InetSocketAddress remote = (java.net.InetSocketAddress) raw.getRemoteAddress();
+    SSLSocket ssl =
+        (SSLSocket)
+            context
+                .getSocketFactory()
+                .createSocket(raw.socket(), remote.getHostString(), remote.getPort(), true);
+    ssl.setUseClientMode(client);
+    if (!client) {
+      ssl.setNeedClientAuth(needClientAuth);
+    }
+    long ms = millisLeft(deadlineNanos);
+    if (ms == 0) {
+      throw new SocketTimeoutException("timed out before the TLS handshake");
+    }
+    ssl.setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
+    ssl.startHandshake();
+    return new TlsLink(raw, ssl, peerRank, peerAddress);
+  }
+
+  @Override
+  void readFully(ByteBuffer dst, long deadlineNanos) throws IOException {
+    while (dst.hasRemaining()) {
+      checkOpen();
+      long ms = millisLeft(deadlineNanos);
+      if (ms == 0) {
+        throw new SocketTimeoutException("timed out waiting for data");
+      }
+      ssl.setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
+      int n;
+      try {
+        n = in.read(readScratch, 0, Math.min(readScratch.length, dst.remaining()));
+      } catch (SocketTimeoutException e) {
+        continue; // loop re-checks the deadline
+      } catch (IOException e) {
+        checkOpen();
+        throw e;
+      }
+      if (n < 0) {
+        throw new EOFException("connection closed by the peer");
+      }
+      dst.put(readScratch, 0, n);
+    }
+  }
+
+  @Override
+  void writeFully(ByteBuffer a, ByteBuffer b, long deadlineNanos) throws IOException {
+    // Coalesce the header with the payload into TLS records of up to SCRATCH bytes.
+    int filled = 0;
+    try {
+      for (ByteBuffer src = a; src != null; src = src == a ? b : null) {
+        while (src.hasRemaining()) {
+          int n = Math.min(src.remaining(), writeScratch.length - filled);
+          src.get(writeScratch, filled, n);
+          filled += n;
+          if (filled == writeScratch.length) {
+            checkOpen();
+            out.write(writeScratch, 0, filled);
+            filled = 0;
+          }
+        }
+      }
+      if (filled > 0) {
+        checkOpen();
+        out.write(writeScratch, 0, filled);
+      }
+      out.flush();
+    } catch (IOException e) {
+      checkOpen();
+      throw e;
+    }
+  }
+
+  private void checkOpen() throws IOException {
+    if (aborted) {
+      throw new AsynchronousCloseException();
+    }
+  }
+
+  @Override
+  SocketChannel channel() {
+    return raw;
+  }
+
+  @Override
+  void abort() {
+    aborted = true;
+    // Close the raw socket only: SSLSocket.close() would try to send close_notify and could wait for
+    // a writer blocked on a peer that stopped reading.
+    try {
+      raw.close();
+    } catch (IOException ignored) {
+      // nothing left to release
+    }
+  }
+
+  SSLSocket sslSocket() {
+    return ssl;
+  }
+}

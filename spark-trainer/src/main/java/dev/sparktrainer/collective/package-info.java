@@ -1,0 +1,43 @@
+/**
+ * Collective communication for synchronous data-parallel training: rendezvous, an authenticated TCP
+ * ring between N ranks, and the collectives the trainer needs (all-reduce, broadcast, all-gather,
+ * barrier).
+ *
+ * <p>This package has no Spark and no DJL import on purpose: the trainer's barrier tasks only glue
+ * it to {@code BarrierTaskContext.allGather}, and it is tested alone with N ranks on loopback.
+ *
+ * <h2>Use</h2>
+ *
+ * <pre>{@code
+ * JobSecret secret = JobSecret.generate();                  // on the driver, shipped to tasks
+ * try (RingListener listener = RingListener.bind(executorHost)) {
+ *   List<String> peers = allGather(listener.address());     // e.g. BarrierTaskContext.allGather
+ *   try (Communicator comm = Communicator.builder()
+ *       .setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
+ *       .optOperationTimeout(Duration.ofMinutes(2))
+ *       .build()) {
+ *     comm.allReduce(gradients, ReduceOp.MEAN);
+ *   }
+ * }
+ * }</pre>
+ *
+ * <h2>Design</h2>
+ *
+ * <ul>
+ *   <li>{@link dev.sparktrainer.collective.RingListener} binds the advertised address (not every
+ *       interface unless asked) on an ephemeral port; {@link dev.sparktrainer.collective.Communicator}
+ *       connects to its right neighbour and accepts its left neighbour, each connection
+ *       authenticated by an HMAC-SHA256 challenge-response over the job secret (nonce from each
+ *       side), optionally inside TLS.
+ *   <li>Large all-reduce: ring reduce-scatter then ring all-gather, in chunks, with a sender thread
+ *       per communicator so sending, receiving and reducing overlap. Each segment is reduced once, in
+ *       a fixed order, by the rank that owns it, then copied verbatim: every rank ends bit-identical.
+ *   <li>Small all-reduce (below a threshold): every rank's whole vector travels the ring once and each
+ *       rank reduces the N vectors in rank order 0..N-1 (N-1 hops instead of 2(N-1)).
+ *   <li>Every frame carries a header (magic, version, job id, sequence number, operation tag, payload
+ *       length) that the receiver checks before it trusts the payload.
+ *   <li>Every blocking call has a deadline; a failure names this rank, the peer rank and address and
+ *       the operation, and breaks the communicator (closing its sockets so peers fail fast too).
+ * </ul>
+ */
+package dev.sparktrainer.collective;

@@ -1,0 +1,161 @@
+package dev.sparktrainer.tfrecord.example;
+
+import java.util.Arrays;
+
+/**
+ * Finds where the wanted features of one serialized record are, without decoding any value: for
+ * each wanted name, the offset and length of its {@code Feature} (Example, SequenceExample
+ * context) or {@code FeatureList} (SequenceExample feature_lists) message. Absent features have
+ * offset -1. A key seen twice keeps its last value, as protobuf map parsing does.
+ */
+public final class ExampleScanner {
+  private final ProtoReader r = new ProtoReader();
+  private final FeatureLookup features;
+  private final FeatureLookup featureLists;
+  /** Feature (or context feature) locations, by index in the lookup. */
+  public final int[] featureOffset;
+
+  public final int[] featureLength;
+  /** FeatureList locations (SequenceExample only). */
+  public final int[] listOffset;
+
+  public final int[] listLength;
+
+  /**
+   * @param features the Example features (or SequenceExample context features) wanted
+   * @param featureLists the SequenceExample feature lists wanted, or null for Example
+   */
+  public ExampleScanner(FeatureLookup features, FeatureLookup featureLists) {
+    this.features = features;
+    this.featureLists = featureLists;
+    featureOffset = new int[features.size()];
+    featureLength = new int[features.size()];
+    int nl = featureLists == null ? 0 : featureLists.size();
+    listOffset = new int[nl];
+    listLength = new int[nl];
+  }
+
+  /** Scans a serialized {@code tf.train.Example}. */
+  public void scanExample(byte[] buf, int off, int len) {
+    Arrays.fill(featureOffset, -1);
+    r.reset(buf, off, len);
+    while (r.hasMore()) {
+      int tag = r.readTag();
+      if (tag == ((1 << 3) | ProtoReader.LEN)) { // Features features = 1
+        int n = r.readLength();
+        scanMap(r.pos + n, features, featureOffset, featureLength);
+      } else {
+        r.skip(tag);
+      }
+    }
+  }
+
+  /** Scans a serialized {@code tf.train.SequenceExample}. */
+  public void scanSequenceExample(byte[] buf, int off, int len) {
+    Arrays.fill(featureOffset, -1);
+    Arrays.fill(listOffset, -1);
+    r.reset(buf, off, len);
+    while (r.hasMore()) {
+      int tag = r.readTag();
+      if (tag == ((1 << 3) | ProtoReader.LEN)) { // Features context = 1
+        int n = r.readLength();
+        scanMap(r.pos + n, features, featureOffset, featureLength);
+      } else if (tag == ((2 << 3) | ProtoReader.LEN)) { // FeatureLists feature_lists = 2
+        int n = r.readLength();
+        if (featureLists != null) {
+          scanMap(r.pos + n, featureLists, listOffset, listLength);
+        } else {
+          r.pos += n;
+        }
+      } else {
+        r.skip(tag);
+      }
+    }
+  }
+
+  /** Scans a {@code map<string, V>} message body (repeated entries, field 1) ending at {@code end}. */
+  private void scanMap(int end, FeatureLookup lookup, int[] offs, int[] lens) {
+    int outer = r.limit;
+    r.limit = end;
+    while (r.hasMore()) {
+      int tag = r.readTag();
+      if (tag != ((1 << 3) | ProtoReader.LEN)) {
+        r.skip(tag);
+        continue;
+      }
+      int entryLen = r.readLength();
+      int entryEnd = r.pos + entryLen;
+      int saved = r.limit;
+      r.limit = entryEnd;
+      int keyOff = 0;
+      int keyLen = 0;
+      int valOff = -1;
+      int valLen = 0;
+      while (r.hasMore()) {
+        int t = r.readTag();
+        if (t == ((1 << 3) | ProtoReader.LEN)) {
+          keyLen = r.readLength();
+          keyOff = r.pos;
+          r.pos += keyLen;
+        } else if (t == ((2 << 3) | ProtoReader.LEN)) {
+          valLen = r.readLength();
+          valOff = r.pos;
+          r.pos += valLen;
+        } else {
+          r.skip(t);
+        }
+      }
+      r.limit = saved;
+      int idx = lookup.find(r.buf, keyOff, keyLen);
+      if (idx >= 0) {
+        // An entry without a value holds the default (empty) message.
+        offs[idx] = valOff < 0 ? entryEnd : valOff;
+        lens[idx] = valOff < 0 ? 0 : valLen;
+      }
+    }
+    r.limit = outer;
+  }
+
+  /**
+   * Iterates the Feature messages of a FeatureList at {@code buf[off, off+len)}: calls {@code
+   * visitor} with each feature's bytes, in order; returns the number of features.
+   */
+  public int forEachInList(byte[] buf, int off, int len, FeatureVisitor visitor) {
+    ProtoReader lr = listReader.reset(buf, off, len);
+    int n = 0;
+    while (lr.hasMore()) {
+      int tag = lr.readTag();
+      if (tag == ((1 << 3) | ProtoReader.LEN)) {
+        int fl = lr.readLength();
+        int fo = lr.pos;
+        lr.pos += fl;
+        visitor.visit(n++, buf, fo, fl);
+      } else {
+        lr.skip(tag);
+      }
+    }
+    return n;
+  }
+
+  /** Counts the features of a FeatureList. */
+  public int countInList(byte[] buf, int off, int len) {
+    ProtoReader lr = listReader.reset(buf, off, len);
+    int n = 0;
+    while (lr.hasMore()) {
+      int tag = lr.readTag();
+      if (tag == ((1 << 3) | ProtoReader.LEN)) {
+        n++;
+      }
+      lr.skip(tag);
+    }
+    return n;
+  }
+
+  private final ProtoReader listReader = new ProtoReader();
+
+  /** Receives the Feature messages of a FeatureList. */
+  @FunctionalInterface
+  public interface FeatureVisitor {
+    void visit(int index, byte[] buf, int off, int len);
+  }
+}

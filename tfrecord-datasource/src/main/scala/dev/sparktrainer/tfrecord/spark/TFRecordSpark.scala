@@ -1,0 +1,25 @@
+package dev.sparktrainer.tfrecord.spark
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.sql.SparkSession
+
+/** Glue shared by the V2 and V1 bindings. */
+private[spark] object TFRecordSpark {
+  /** Parses options with the session's `spark.sql.tfrecord.*` fallbacks. */
+  def parseOptions(session: SparkSession, options: Map[String, String]): TFRecordOptions = {
+    val conf = session.conf.getAll.filter(_._1.startsWith(TFRecordOptions.SESSION_CONF_PREFIX))
+    TFRecordOptions.parse(options.asJava, conf.asJava)
+  }
+
+  /** Spark's own error for bad options is an IllegalArgumentException; keep ours the same. */
+  def supportsDataType(dataType: org.apache.spark.sql.types.DataType): Boolean = {
+    val schema = new org.apache.spark.sql.types.StructType().add("c", dataType)
+    try {
+      TFRecordRowEncoder.validateWriteSchema(schema, RecordType.SequenceExample)
+      true
+    } catch {
+      case _: IllegalArgumentException => false
+    }
+  }
+}

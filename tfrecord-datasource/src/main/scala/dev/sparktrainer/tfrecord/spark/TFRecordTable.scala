@@ -1,0 +1,45 @@
+package dev.sparktrainer.tfrecord.spark
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.hadoop.fs.FileStatus
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.connector.write.{LogicalWriteInfo, Write, WriteBuilder}
+import org.apache.spark.sql.execution.datasources.FileFormat
+import org.apache.spark.sql.execution.datasources.v2.FileTable
+import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+/** A set of TFRecord files as a V2 table: listing and partition discovery come from FileTable. */
+case class TFRecordTable(
+    name: String,
+    sparkSession: SparkSession,
+    options: CaseInsensitiveStringMap,
+    paths: Seq[String],
+    userSpecifiedSchema: Option[StructType],
+    fallbackFileFormat: Class[_ <: FileFormat])
+  extends FileTable(sparkSession, options, paths, userSpecifiedSchema) {
+
+  private lazy val parsedOptions =
+    TFRecordSpark.parseOptions(sparkSession, options.asCaseSensitiveMap.asScala.toMap)
+
+  override def newScanBuilder(options: CaseInsensitiveStringMap): TFRecordScanBuilder =
+    TFRecordScanBuilder(sparkSession, fileIndex, schema, dataSchema, mergedOptions(options))
+
+  override def inferSchema(files: Seq[FileStatus]): Option[StructType] = {
+    val hadoopConf = sparkSession.sessionState.newHadoopConfWithOptions(
+      options.asCaseSensitiveMap.asScala.toMap)
+    val inferred = TFRecordSchemaInference.infer(files.asJava, hadoopConf, parsedOptions)
+    if (inferred.isPresent) Some(inferred.get) else None
+  }
+
+  override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder = new WriteBuilder {
+    override def build(): Write =
+      TFRecordWrite(paths, formatName, supportsDataType, mergedWriteInfo(info))
+  }
+
+  override def supportsDataType(dataType: DataType): Boolean =
+    TFRecordSpark.supportsDataType(dataType)
+
+  override def formatName: String = "TFRecord"
+}
