@@ -40,8 +40,10 @@ case class TFRecordScan(
       options.asCaseSensitiveMap.asScala.toMap)
     val broadcastedConf =
       sparkSession.sparkContext.broadcast(new SerializableConfiguration(hadoopConf))
+    val ignoreMissingFiles = Option(options.get("ignoreMissingFiles")).map(_.toBoolean)
+      .getOrElse(sparkSession.conf.get("spark.sql.files.ignoreMissingFiles", "false").toBoolean)
     TFRecordPartitionReaderFactory(broadcastedConf, readDataSchema, readPartitionSchema,
-      parsedOptions)
+      parsedOptions, ignoreMissingFiles)
   }
 
   override def supportedCustomMetrics(): Array[CustomMetric] = Array(new DroppedRecordsMetric)

@@ -24,7 +24,7 @@ case class TFRecordTable(
     TFRecordSpark.parseOptions(sparkSession, options.asCaseSensitiveMap.asScala.toMap)
 
   override def newScanBuilder(options: CaseInsensitiveStringMap): TFRecordScanBuilder =
-    TFRecordScanBuilder(sparkSession, fileIndex, schema, dataSchema, mergedOptions(options))
+    TFRecordScanBuilder(sparkSession, fileIndex, schema, dataSchema, withTableOptions(options))
 
   override def inferSchema(files: Seq[FileStatus]): Option[StructType] = {
     val hadoopConf = sparkSession.sessionState.newHadoopConfWithOptions(
@@ -34,9 +34,21 @@ case class TFRecordTable(
   }
 
   override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder = new WriteBuilder {
-    override def build(): Write =
-      TFRecordWrite(paths, formatName, supportsDataType, mergedWriteInfo(info))
+    override def build(): Write = {
+      val merged = withTableOptions(info.options())
+      val mergedInfo = new LogicalWriteInfo {
+        override def queryId(): String = info.queryId()
+        override def schema(): StructType = info.schema()
+        override def options(): CaseInsensitiveStringMap = merged
+      }
+      TFRecordWrite(paths, formatName, supportsDataType, mergedInfo)
+    }
   }
+
+  /** The table's options overridden by the scan's or write's (works on Spark 3.5 and 4). */
+  private def withTableOptions(more: CaseInsensitiveStringMap): CaseInsensitiveStringMap =
+    new CaseInsensitiveStringMap(
+      (options.asCaseSensitiveMap.asScala ++ more.asCaseSensitiveMap.asScala).asJava)
 
   override def supportsDataType(dataType: DataType): Boolean =
     TFRecordSpark.supportsDataType(dataType)
