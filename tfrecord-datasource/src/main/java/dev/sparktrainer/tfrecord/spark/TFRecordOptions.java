@@ -32,6 +32,11 @@ public final class TFRecordOptions implements Serializable {
   /** Infer bytes features as {@code binary} instead of {@code string} (default false). */
   public static final String BYTES_AS_BINARY = "bytesAsBinary";
 
+  /** Read as columnar batches where the columns allow it (default true). */
+  public static final String COLUMNAR = "columnar";
+  /** Rows per columnar batch (default 4096). */
+  public static final String BATCH_SIZE = "batchSize";
+
   /** Prefix of the session-conf fallbacks. */
   public static final String SESSION_CONF_PREFIX = "spark.sql.tfrecord.";
 
@@ -44,6 +49,8 @@ public final class TFRecordOptions implements Serializable {
   private final int maxRecordLength;
   private final int schemaSampleSize;
   private final boolean bytesAsBinary;
+  private final boolean columnar;
+  private final int batchSize;
 
   private TFRecordOptions(Function<String, String> get) {
     String rt = get.apply(RECORD_TYPE);
@@ -62,6 +69,8 @@ public final class TFRecordOptions implements Serializable {
     schemaSampleSize =
         intOption(get, SCHEMA_SAMPLE_SIZE, DEFAULT_SCHEMA_SAMPLE_SIZE, 1, Integer.MAX_VALUE);
     bytesAsBinary = boolOption(get, BYTES_AS_BINARY, false);
+    columnar = boolOption(get, COLUMNAR, true);
+    batchSize = intOption(get, BATCH_SIZE, 4096, 1, 1 << 20);
   }
 
   /**
@@ -159,5 +168,13 @@ public final class TFRecordOptions implements Serializable {
 
   public boolean bytesAsBinary() {
     return bytesAsBinary;
+  }
+
+  public boolean columnar() {
+    return columnar;
+  }
+
+  public int batchSize() {
+    return batchSize;
   }
 }

@@ -5,7 +5,6 @@ import java.io.IOException;
 import java.util.Iterator;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.slf4j.Logger;
@@ -16,25 +15,25 @@ import org.slf4j.LoggerFactory;
  * dropped-records task metric. (Spark's own FilePartitionReader changed its constructor between
  * Spark lines and reports no custom metrics, hence this small equivalent.)
  */
-final class TFRecordSplitsReader<S> implements PartitionReader<InternalRow> {
+final class TFRecordSplitsReader<S, T> implements PartitionReader<T> {
   private static final Logger LOG = LoggerFactory.getLogger(TFRecordSplitsReader.class);
 
   /** Opens one split. */
-  interface Opener<S> {
-    PartitionReader<InternalRow> open(S split) throws IOException;
+  interface Opener<S, T> {
+    PartitionReader<T> open(S split) throws IOException;
   }
 
   private final Iterator<S> splits;
-  private final Opener<S> opener;
+  private final Opener<S, T> opener;
   private final Function<S, String> describe;
   private final boolean ignoreMissingFiles;
   private final AtomicLong dropped;
-  private PartitionReader<InternalRow> current;
+  private PartitionReader<T> current;
   private S currentSplit;
 
   TFRecordSplitsReader(
       Iterator<S> splits,
-      Opener<S> opener,
+      Opener<S, T> opener,
       Function<S, String> describe,
       boolean ignoreMissingFiles,
       AtomicLong dropped) {
@@ -66,14 +65,14 @@ final class TFRecordSplitsReader<S> implements PartitionReader<InternalRow> {
       if (current.next()) {
         return true;
       }
-      PartitionReader<InternalRow> done = current;
+      PartitionReader<T> done = current;
       current = null;
       done.close();
     }
   }
 
   @Override
-  public InternalRow get() {
+  public T get() {
     return current.get();
   }
 
@@ -85,7 +84,7 @@ final class TFRecordSplitsReader<S> implements PartitionReader<InternalRow> {
   @Override
   public void close() throws IOException {
     if (current != null) {
-      PartitionReader<InternalRow> c = current;
+      PartitionReader<T> c = current;
       current = null;
       c.close();
     }

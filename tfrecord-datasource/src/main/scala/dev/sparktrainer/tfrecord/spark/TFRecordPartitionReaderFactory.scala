@@ -10,6 +10,7 @@ import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, Par
 import org.apache.spark.sql.execution.datasources.{FilePartition, PartitionedFile}
 import org.apache.spark.sql.execution.datasources.v2.PartitionReaderWithPartitionValues
 import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.vectorized.ColumnarBatch
 import org.apache.spark.util.SerializableConfiguration
 
 /** Runs on executors: one reader per file split, partition values appended. */
@@ -21,10 +22,28 @@ case class TFRecordPartitionReaderFactory(
     ignoreMissingFiles: Boolean)
   extends PartitionReaderFactory {
 
+  private val columnar = parsedOptions.columnar() &&
+    TFRecordColumnarReader.supports(readDataSchema, partitionSchema, parsedOptions.recordType())
+
+  override def supportColumnarReads(partition: InputPartition): Boolean = columnar
+
+  override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] = {
+    val dropped = new AtomicLong()
+    val files = partition.asInstanceOf[FilePartition].files
+    new TFRecordSplitsReader[PartitionedFile, ColumnarBatch](
+      files.iterator.asJava,
+      (f: PartitionedFile) => new TFRecordColumnarReader(f.toPath, f.start, f.length,
+        broadcastedConf.value.value, readDataSchema, partitionSchema, f.partitionValues,
+        parsedOptions, parsedOptions.batchSize(), dropped),
+      (f: PartitionedFile) => f.toString,
+      ignoreMissingFiles,
+      dropped)
+  }
+
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = {
     val dropped = new AtomicLong()
     val files = partition.asInstanceOf[FilePartition].files
-    new TFRecordSplitsReader[PartitionedFile](
+    new TFRecordSplitsReader[PartitionedFile, InternalRow](
       files.iterator.asJava,
       (f: PartitionedFile) => buildReader(f, dropped),
       (f: PartitionedFile) => f.toString,

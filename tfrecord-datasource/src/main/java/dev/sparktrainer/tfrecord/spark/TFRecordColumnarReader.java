@@ -1,0 +1,311 @@
+package dev.sparktrainer.tfrecord.spark;
+
+import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
+import dev.sparktrainer.tfrecord.codec.TFRecordReader;
+import dev.sparktrainer.tfrecord.example.ExampleScanner;
+import dev.sparktrainer.tfrecord.example.FeatureKind;
+import dev.sparktrainer.tfrecord.example.FeatureLookup;
+import dev.sparktrainer.tfrecord.example.FeatureValues;
+import dev.sparktrainer.tfrecord.example.MalformedRecordException;
+import dev.sparktrainer.tfrecord.spark.SparkTypes.Elem;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ColumnVectorUtils;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads one file split of Example (or ByteArray) records into columnar batches: each selected
+ * feature is decoded once and appended to its column vector — a float list is one bulk copy — so
+ * Spark's generated code reads columns directly instead of rows. A record is decoded and checked
+ * in full before anything is appended, so a malformed record dropped under DROPMALFORMED leaves no
+ * partial values behind.
+ */
+final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
+  private static final Logger LOG = LoggerFactory.getLogger(TFRecordColumnarReader.class);
+
+  private final TFRecordReader reader;
+  private final TFRecordOptions options;
+  private final AtomicLong dropped;
+  private final int batchSize;
+  private final RecordType recordType;
+  private final ExampleScanner scanner;
+  private final Column[] columns;
+  private final FeatureValues[] values;
+  private final WritableColumnVector[] vectors;
+  private final ColumnarBatch batch;
+  private final String split;
+  private long malformed;
+  private long reported;
+  private String firstMalformed;
+
+  /** Whether a scan of these columns can be read as columnar batches. */
+  static boolean supports(StructType data, StructType partition, RecordType recordType) {
+    if (recordType == RecordType.SequenceExample) {
+      return false;
+    }
+    for (StructField f : data.fields()) {
+      DataType t = f.dataType() instanceof ArrayType ? ((ArrayType) f.dataType()).elementType() : f.dataType();
+      Elem e = SparkTypes.elemOf(t);
+      if (e == null || e == Elem.DECIMAL) {
+        return false;
+      }
+    }
+    for (StructField f : partition.fields()) {
+      if (f.dataType() instanceof ArrayType || SparkTypes.isMlVector(f.dataType())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  TFRecordColumnarReader(
+      Path path,
+      long start,
+      long length,
+      Configuration conf,
+      StructType required,
+      StructType partitionSchema,
+      InternalRow partitionValues,
+      TFRecordOptions options,
+      int batchSize,
+      AtomicLong dropped)
+      throws IOException {
+    TFRecordRowDecoder.validateReadSchema(required, options.recordType());
+    this.options = options;
+    this.recordType = options.recordType();
+    this.dropped = dropped;
+    this.batchSize = batchSize;
+    this.split = path + " [" + start + ", " + (start + length) + ")";
+    StructField[] fields = required.fields();
+    columns = new Column[fields.length];
+    values = new FeatureValues[fields.length];
+    List<String> names = new ArrayList<>();
+    for (int i = 0; i < fields.length; i++) {
+      columns[i] = new Column(fields[i].name(), fields[i].dataType());
+      values[i] = new FeatureValues();
+      names.add(fields[i].name());
+    }
+    scanner = recordType == RecordType.ByteArray ? null : new ExampleScanner(new FeatureLookup(names), null);
+    OnHeapColumnVector[] data = OnHeapColumnVector.allocateColumns(batchSize, required);
+    vectors = data;
+    ColumnVector[] all = new ColumnVector[fields.length + partitionSchema.length()];
+    System.arraycopy(data, 0, all, 0, data.length);
+    for (int p = 0; p < partitionSchema.length(); p++) {
+      ConstantColumnVector c = new ConstantColumnVector(batchSize, partitionSchema.fields()[p].dataType());
+      ColumnVectorUtils.populate(c, partitionValues, p);
+      all[fields.length + p] = c;
+    }
+    batch = new ColumnarBatch(all);
+    this.reader = TFRecordFiles.open(path, start, length, conf, options);
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    for (WritableColumnVector v : vectors) {
+      v.reset();
+    }
+    int rows = 0;
+    try {
+      while (rows < batchSize && reader.next()) {
+        if (decode(reader.buffer(), reader.dataOffset(), reader.dataLength())) {
+          rows++;
+        }
+      }
+    } finally {
+      long total = reader.droppedRecords() + malformed;
+      if (total > reported) {
+        dropped.addAndGet(total - reported);
+        reported = total;
+      }
+    }
+    batch.setNumRows(rows);
+    return rows > 0;
+  }
+
+  /** Decodes and checks one record, then appends it; false if it was dropped. */
+  private boolean decode(byte[] buf, int off, int len) throws IOException {
+    if (recordType == RecordType.ByteArray) {
+      if (columns.length > 0) {
+        vectors[0].appendByteArray(buf, off, len);
+      }
+      return true;
+    }
+    try {
+      scanner.scanExample(buf, off, len);
+      for (int i = 0; i < columns.length; i++) {
+        int fo = scanner.featureOffset[i];
+        if (fo >= 0) {
+          columns[i].check(values[i].decode(buf, fo, scanner.featureLength[i]));
+        }
+      }
+    } catch (MalformedRecordException | IndexOutOfBoundsException e) {
+      String what = "not a valid " + recordType + " for the schema: " + e.getMessage();
+      if (options.mode() == CorruptRecordPolicy.FAILFAST) {
+        throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), what, e);
+      }
+      if (malformed++ == 0) {
+        firstMalformed = "file " + reader.file() + " at byte offset " + reader.recordOffset() + ": " + what;
+      }
+      return false;
+    }
+    for (int i = 0; i < columns.length; i++) {
+      if (scanner.featureOffset[i] < 0) {
+        vectors[i].appendNull();
+      } else {
+        columns[i].append(vectors[i], values[i]);
+      }
+    }
+    return true;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return batch;
+  }
+
+  @Override
+  public void close() throws IOException {
+    long total = reader.droppedRecords() + malformed;
+    if (total > 0) {
+      LOG.warn(
+          "DROPMALFORMED: dropped {} record(s) ({} bytes of damaged framing) from {}; first: {}",
+          total,
+          reader.droppedBytes(),
+          split,
+          reader.droppedRecords() > 0 ? reader.lastDropReason() : firstMalformed);
+    }
+    try {
+      reader.close();
+    } finally {
+      batch.close();
+    }
+  }
+
+  /** One column: checks a decoded feature, then appends it. */
+  private static final class Column {
+    final String name;
+    final DataType type;
+    final boolean array;
+    final Elem elem;
+
+    Column(String name, DataType type) {
+      this.name = name;
+      this.type = type;
+      this.array = type instanceof ArrayType;
+      this.elem = SparkTypes.elemOf(array ? ((ArrayType) type).elementType() : type);
+    }
+
+    void check(FeatureValues v) {
+      FeatureKind k = v.kind();
+      if (k != null) {
+        boolean ok =
+            (k == FeatureKind.INT64 && (elem.integral() || elem.floating()))
+                || (k == FeatureKind.FLOAT && elem.floating())
+                || (k == FeatureKind.BYTES && elem.bytes());
+        if (!ok) {
+          throw new MalformedRecordException(
+              "feature '" + name + "' is " + k.name().toLowerCase(java.util.Locale.ROOT)
+                  + " but column '" + name + "' is " + type.simpleString());
+        }
+      }
+      if (!array && v.count() > 1) {
+        throw new MalformedRecordException(
+            "feature '" + name + "' has " + v.count() + " values but column '" + name
+                + "' is a scalar " + type.simpleString() + ": declare it array<" + type.simpleString() + ">");
+      }
+      long min;
+      long max;
+      switch (elem) {
+        case INT:
+          min = Integer.MIN_VALUE;
+          max = Integer.MAX_VALUE;
+          break;
+        case SHORT:
+          min = Short.MIN_VALUE;
+          max = Short.MAX_VALUE;
+          break;
+        case BYTE:
+          min = Byte.MIN_VALUE;
+          max = Byte.MAX_VALUE;
+          break;
+        default:
+          return;
+      }
+      for (int i = 0; i < v.count(); i++) {
+        if (v.longAt(i) < min || v.longAt(i) > max) {
+          throw new MalformedRecordException(
+              "feature '" + name + "' value " + v.longAt(i) + " is out of range for column type " + type.simpleString());
+        }
+      }
+    }
+
+    void append(WritableColumnVector vec, FeatureValues v) {
+      int n = v.count();
+      if (!array) {
+        if (n == 0) {
+          vec.appendNull();
+        } else {
+          appendOne(vec, v, 0);
+        }
+        return;
+      }
+      vec.appendArray(n);
+      WritableColumnVector child = vec.arrayData();
+      if (elem == Elem.FLOAT && v.kind() == FeatureKind.FLOAT) {
+        child.appendFloats(n, v.floatArray(), 0);
+      } else if (elem == Elem.LONG && n > 0) {
+        child.appendLongs(n, v.longArray(), 0);
+      } else {
+        for (int i = 0; i < n; i++) {
+          appendOne(child, v, i);
+        }
+      }
+    }
+
+    private void appendOne(WritableColumnVector vec, FeatureValues v, int i) {
+      boolean fromInt = v.kind() == FeatureKind.INT64;
+      switch (elem) {
+        case LONG:
+          vec.appendLong(v.longAt(i));
+          break;
+        case INT:
+          vec.appendInt((int) v.longAt(i));
+          break;
+        case SHORT:
+          vec.appendShort((short) v.longAt(i));
+          break;
+        case BYTE:
+          vec.appendByte((byte) v.longAt(i));
+          break;
+        case BOOLEAN:
+          vec.appendBoolean(v.longAt(i) != 0);
+          break;
+        case FLOAT:
+          vec.appendFloat(fromInt ? (float) v.longAt(i) : v.floatAt(i));
+          break;
+        case DOUBLE:
+          vec.appendDouble(fromInt ? (double) v.longAt(i) : (double) v.floatAt(i));
+          break;
+        default: // STRING, BINARY
+          vec.appendByteArray(v.bytesBuffer(), v.bytesOffset(i), v.bytesLength(i));
+      }
+    }
+  }
+}
