@@ -266,4 +266,21 @@ class TFRecordDataSourceTest {
       spark.conf().unset("spark.sql.files.openCostInBytes");
     }
   }
+
+  /** Catalog tables of file sources go through the V1 FileFormat: same results. */
+  @Test
+  void sqlTablesUseTheSameCode() {
+    String out = dir.resolve("sql").toString();
+    spark.range(0, 50).selectExpr("id", "array(cast(id as float), 0f) as v").write().format("tfrecord").save(out);
+    spark.sql("DROP TABLE IF EXISTS tf_sql_test");
+    spark.sql("CREATE TABLE tf_sql_test USING tfrecord LOCATION '" + out + "'");
+    try {
+      assertThat(spark.sql("SELECT sum(id), sum(v[0]) FROM tf_sql_test").first().toString())
+          .isEqualTo("[1225,1225.0]");
+      spark.sql("INSERT INTO tf_sql_test SELECT 100L, array(1.5f, 0f)");
+      assertThat(spark.sql("SELECT count(*) FROM tf_sql_test").first().getLong(0)).isEqualTo(51L);
+    } finally {
+      spark.sql("DROP TABLE IF EXISTS tf_sql_test");
+    }
+  }
 }
