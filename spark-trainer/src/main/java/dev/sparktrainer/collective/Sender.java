@@ -95,6 +95,14 @@ final class Sender implements Runnable {
     LockSupport.unpark(thread);
   }
 
+  /**
+   * Hands out the next frame sequence number to a caller that writes a frame itself. Only while the
+   * sender is idle (after {@link #awaitSent}): the volatile queue indices order the accesses.
+   */
+  long takeSequenceNumber() {
+    return seq++;
+  }
+
   /** Frames queued so far (monotonic). */
   long queued() {
     return tail;
@@ -176,9 +184,11 @@ final class Sender implements Runnable {
       payload.clear();
       payload.position(pos[i]).limit(pos[i] + len[i]);
     } else {
+      src[i].clear(); // absolute accesses check the limit a previous frame set
+      encoded.clear();
       HalfFloats.encode(src[i], pos[i], encoded, 0, len[i], wire[i]);
       payload = encoded;
-      payload.clear().limit(2 * len[i]);
+      payload.limit(2 * len[i]);
     }
     Wire.putHeader(header, jobId, seq++, tags[i], payload.remaining());
     link.writeFully(header, payload, deadline);

@@ -18,7 +18,6 @@ final class SparkTestSession {
               .config("spark.sql.shuffle.partitions", "2")
               .config("spark.driver.bindAddress", "127.0.0.1")
               .config("spark.driver.host", "127.0.0.1")
-              .config("spark.sql.sources.useV1SourceList", "")
               .getOrCreate();
       Runtime.getRuntime().addShutdownHook(new Thread(session::stop));
     }

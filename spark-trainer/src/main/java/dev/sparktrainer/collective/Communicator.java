@@ -1,0 +1,1432 @@
+package dev.sparktrainer.collective;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.NoRouteToHostException;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.DoubleBuffer;
+import java.nio.FloatBuffer;
+import java.nio.LongBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.SocketChannel;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+import javax.net.ssl.SSLContext;
+
+/**
+ * One rank's end of an authenticated TCP ring, and the collectives over it.
+ *
+ * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to the
+ * right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link RingListener},
+ * both authenticated with the {@link JobSecret}. Afterwards the ring and its buffers are reused by
+ * every operation: the steady-state per-step path allocates nothing.
+ *
+ * <p>All ranks must call the same operations in the same order with buffers of the same size; a
+ * mismatch is detected from the frame headers and fails with a clear error. Every operation has a
+ * deadline ({@link Builder#optOperationTimeout(Duration)}); any failure throws {@link
+ * CollectiveException} naming this rank, the peer and the operation, and closes this communicator
+ * (its sockets too, so the other ranks fail fast instead of waiting for their deadlines).
+ *
+ * <p>Not thread-safe: one operation at a time. {@link #close()} may be called from any thread.
+ * Buffers hold their elements little-endian.
+ */
+public final class Communicator implements AutoCloseable {
+  /** Every thread a communicator starts has a name beginning with this. */
+  public static final String THREAD_NAME_PREFIX = "collective-";
+
+  static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(60);
+  static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(120);
+  static final Duration DEFAULT_HANDSHAKE_TIMEOUT = Duration.ofSeconds(10);
+  static final int DEFAULT_CHUNK_BYTES = 1024 * 1024;
+  static final int DEFAULT_SMALL_MESSAGE_BYTES = 64 * 1024;
+
+  private static final System.Logger LOG = System.getLogger(Communicator.class.getName());
+
+  private final int rank;
+  private final int size;
+  private final List<String> peers;
+  private final long jobId;
+  private final long operationTimeoutNanos;
+  private final int chunkBytes;
+  private final int smallMessageBytes;
+  private final WirePrecision wirePrecision;
+  private final int rejectedConnections;
+  private final Link left;
+  private final Link right;
+  private final Sender sender;
+
+  private final ByteBuffer header = ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
+  private final ByteBuffer sendHeader = ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
+  private final ByteBuffer[] sendPair = new ByteBuffer[2];
+  /** Both plain links, for the small-message path on the caller's thread; null with TLS or N = 1. */
+  private final Selector duplex;
+  private final SelectionKey duplexRight;
+  private final ByteBuffer stage;
+  private final ByteBuffer scalar = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
+  private final long[] marks;
+  private long recvSeq;
+  /** {@code recvSeq} for other threads (tests watch progress with it). */
+  private volatile long framesReceived;
+
+  private final AtomicBoolean busy = new AtomicBoolean();
+  private final Object closeLock = new Object();
+  private volatile boolean closed;
+  private boolean resourcesReleased;
+  private volatile CollectiveException failure;
+
+  // The running operation, for error messages (strings are built only on failure).
+  private String opName = "connect";
+  private long opIndex;
+  private ElementType opType;
+  private ReduceOp opReduce;
+  private long opCount;
+  private long deadline;
+
+  // Reusable buffers and views: created on first need, grown never shrunk.
+  private ByteBuffer work;
+  private ByteBuffer workSend;
+  private ByteBuffer workRecv;
+  private FloatBuffer workFloats;
+  private DoubleBuffer workDoubles;
+  private LongBuffer workLongs;
+  private ByteBuffer extOwner;
+  private ByteBuffer extSend;
+  private ByteBuffer extRecv;
+  private ByteBuffer gather;
+  private ByteBuffer gatherSend;
+  private ByteBuffer gatherRecv;
+
+  private Communicator(Builder b, Link left, Link right, int rejectedConnections) {
+    this.rank = b.rank;
+    this.size = b.peers.size();
+    this.peers = b.peers;
+    this.jobId = b.secret.jobId();
+    this.operationTimeoutNanos = b.operationTimeout.toNanos();
+    this.chunkBytes = b.chunkBytes;
+    this.smallMessageBytes = b.smallMessageBytes;
+    this.wirePrecision = b.wirePrecision;
+    this.rejectedConnections = rejectedConnections;
+    this.left = left;
+    this.right = right;
+    this.stage = ByteBuffer.allocateDirect(size > 1 ? chunkBytes : 8).order(ByteOrder.LITTLE_ENDIAN);
+    this.marks = new long[size];
+    Selector selector = null;
+    SelectionKey rightKey = null;
+    if (left instanceof ChannelLink && right instanceof ChannelLink) {
+      try {
+        selector = Selector.open();
+        left.channel().register(selector, SelectionKey.OP_READ);
+        rightKey = right.channel().register(selector, 0);
+      } catch (IOException e) {
+        // the small-message path falls back to the sender thread
+        closeQuietly(selector);
+        selector = null;
+        rightKey = null;
+      }
+    }
+    this.duplex = selector;
+    this.duplexRight = rightKey;
+    if (size > 1) {
+      sender =
+          new Sender(
+              right, jobId, chunkBytes, threadName(rank, "sender"), this::onSenderFailure);
+      sender.start();
+    } else {
+      sender = null;
+    }
+  }
+
+  /** A builder: {@code setRank}, {@code setPeers}, {@code setSecret} and (N > 1) {@code setListener}. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** This rank, 0..size-1. */
+  public int rank() {
+    return rank;
+  }
+
+  /** The number of ranks. */
+  public int size() {
+    return size;
+  }
+
+  /** Every rank's address, indexed by rank. */
+  public List<String> peers() {
+    return peers;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // all-reduce
+
+  /** Reduces {@code data} element-wise across ranks, in place; every rank ends with identical bits. */
+  public void allReduce(float[] data, ReduceOp op) {
+    allReduce(data, 0, data.length, op);
+  }
+
+  /** Reduces {@code data[offset, offset + length)} in place. */
+  public void allReduce(float[] data, int offset, int length, ReduceOp op) {
+    Objects.checkFromIndexSize(offset, length, data.length);
+    begin("allReduce", ElementType.FLOAT32, op, length);
+    try {
+      ensureWork(4L * length);
+      workFloats.put(0, data, offset, length);
+      reduce(work, 0, length, ElementType.FLOAT32, op);
+      workFloats.get(0, data, offset, length);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Reduces {@code data} element-wise across ranks, in place. */
+  public void allReduce(double[] data, ReduceOp op) {
+    allReduce(data, 0, data.length, op);
+  }
+
+  /** Reduces {@code data[offset, offset + length)} in place. */
+  public void allReduce(double[] data, int offset, int length, ReduceOp op) {
+    Objects.checkFromIndexSize(offset, length, data.length);
+    begin("allReduce", ElementType.FLOAT64, op, length);
+    try {
+      ensureWork(8L * length);
+      workDoubles.put(0, data, offset, length);
+      reduce(work, 0, length, ElementType.FLOAT64, op);
+      workDoubles.get(0, data, offset, length);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Reduces {@code data} element-wise across ranks, in place. */
+  public void allReduce(long[] data, ReduceOp op) {
+    allReduce(data, 0, data.length, op);
+  }
+
+  /** Reduces {@code data[offset, offset + length)} in place. */
+  public void allReduce(long[] data, int offset, int length, ReduceOp op) {
+    Objects.checkFromIndexSize(offset, length, data.length);
+    begin("allReduce", ElementType.INT64, op, length);
+    try {
+      ensureWork(8L * length);
+      workLongs.put(0, data, offset, length);
+      reduce(work, 0, length, ElementType.INT64, op);
+      workLongs.get(0, data, offset, length);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /**
+   * Reduces the elements between {@code buffer}'s position and limit in place, without copying them
+   * (a direct buffer goes to the socket as is). Position and limit are left unchanged; the byte count
+   * must be a multiple of the element size.
+   */
+  public void allReduce(ByteBuffer buffer, ElementType type, ReduceOp op) {
+    Objects.requireNonNull(type, "type");
+    int bytes = checkBuffer(buffer);
+    if (bytes % type.bytes() != 0) {
+      throw new IllegalArgumentException(
+          "Invalid buffer: " + bytes + " bytes is not a whole number of " + type + " elements");
+    }
+    allReduce(buffer, buffer.position(), bytes / type.bytes(), type, op);
+  }
+
+  /** {@code count} elements from byte offset {@code offset}, ignoring position and limit. */
+  void allReduce(ByteBuffer buffer, int offset, int count, ElementType type, ReduceOp op) {
+    begin("allReduce", type, op, count);
+    try {
+      reduce(buffer, offset, count, type, op);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  private void reduce(ByteBuffer buf, int base, int count, ElementType type, ReduceOp op)
+      throws IOException {
+    Objects.requireNonNull(op, "op");
+    if (size == 1) {
+      return; // the sum, min, max and mean of one value is that value
+    }
+    long bytes = (long) count * type.bytes();
+    if (bytes <= smallMessageBytes) {
+      smallAllReduce(buf, base, count, type, op, Wire.OP_SMALL_ALL_REDUCE);
+    } else {
+      if (buf == work) {
+        ringAllReduce(workSend, workRecv, base, count, type, op);
+      } else {
+        if (buf != extOwner) {
+          extOwner = buf;
+          extSend = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+          extRecv = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        }
+        ringAllReduce(extSend, extRecv, base, count, type, op);
+      }
+    }
+  }
+
+  /**
+   * Ring reduce-scatter then ring all-gather. Segment k is first sent by rank k, accumulated by k+1,
+   * k+2, ... in that order and finished by its owner k-1, which then distributes it verbatim: every
+   * element is reduced once, in one fixed order, so all ranks hold identical bits.
+   */
+  private void ringAllReduce(
+      ByteBuffer sendView, ByteBuffer recvView, int base, int count, ElementType type, ReduceOp op)
+      throws IOException {
+    WirePrecision wire = type == ElementType.FLOAT32 ? wirePrecision : WirePrecision.FP32;
+    int es = type.bytes();
+    int wireEs = wire == WirePrecision.FP32 ? es : 2;
+    int chunkElems = Math.max(1, chunkBytes / es);
+    int q = count / size;
+    int rem = count % size;
+    int maxSegment = q + (rem > 0 ? 1 : 0);
+    int chunksPerSegment = (maxSegment + chunkElems - 1) / chunkElems;
+    sender.ensureCapacity(2 * (size - 1) * chunksPerSegment + 1);
+    int tagRs = Wire.reduceTag(Wire.OP_REDUCE_SCATTER, type, op, wire);
+    int tagAg = Wire.reduceTag(Wire.OP_ALL_GATHER, type, op, wire);
+
+    // Reduce-scatter. Step s: send segment (rank - s), receive and accumulate segment (rank - s - 1).
+    int own = rank;
+    for (int off = 0, len = segmentLength(own, q, rem); off < len; off += chunkElems) {
+      int n = Math.min(chunkElems, len - off);
+      enqueue(sendView, base + (segmentStart(own, q, rem) + off) * es, n, es, tagRs, wire);
+    }
+    marks[0] = sender.queued();
+    for (int s = 0; s < size - 1; s++) {
+      int k = Math.floorMod(rank - s - 1, size);
+      int start = segmentStart(k, q, rem);
+      int len = segmentLength(k, q, rem);
+      boolean last = s == size - 2;
+      for (int off = 0; off < len; off += chunkElems) {
+        int n = Math.min(chunkElems, len - off);
+        int p = base + (start + off) * es;
+        receiveFrame(tagRs, n * wireEs, stage, 0);
+        if (wire == WirePrecision.FP32) {
+          Reductions.reduce(type, op, recvView, p, stage, 0, n);
+        } else {
+          Reductions.reduceHalf(op, wire, recvView, p, stage, 0, n);
+        }
+        if (!last) {
+          enqueue(sendView, p, n, es, tagRs, wire);
+        } else {
+          // This rank owns segment k = rank + 1: finish it, then start the all-gather with it.
+          if (op == ReduceOp.MEAN) {
+            Reductions.divide(type, recvView, p, n, size);
+          }
+          if (wire != WirePrecision.FP32) {
+            HalfFloats.roundInPlace(recvView, p, n, wire);
+          }
+          enqueue(sendView, p, n, es, tagAg, wire);
+        }
+      }
+      marks[s + 1] = sender.queued();
+    }
+
+    // All-gather. Step s: receive final segment (rank - s), forward it unless it completed the circle.
+    for (int s = 0; s < size - 1; s++) {
+      // Segment (rank - s) was sent in reduce-scatter step s; it must be on the wire before it is
+      // overwritten (the right neighbour has read all of it before it reaches its all-gather).
+      awaitSent(marks[s]);
+      int k = Math.floorMod(rank - s, size);
+      int start = segmentStart(k, q, rem);
+      int len = segmentLength(k, q, rem);
+      for (int off = 0; off < len; off += chunkElems) {
+        int n = Math.min(chunkElems, len - off);
+        int p = base + (start + off) * es;
+        if (wire == WirePrecision.FP32) {
+          receiveFrame(tagAg, n * es, recvView, p);
+        } else {
+          receiveFrame(tagAg, n * 2, stage, 0);
+          HalfFloats.decode(stage, 0, recvView, p, n, wire);
+        }
+        if (s < size - 2) {
+          enqueue(sendView, p, n, es, tagAg, wire);
+        }
+      }
+    }
+    awaitSent(sender.queued());
+  }
+
+  private void enqueue(ByteBuffer view, int pos, int n, int es, int tag, WirePrecision wire) {
+    sender.enqueue(view, pos, wire == WirePrecision.FP32 ? n * es : n, tag, wire);
+  }
+
+  static int segmentStart(int k, int q, int rem) {
+    return k * q + Math.min(k, rem);
+  }
+
+  static int segmentLength(int k, int q, int rem) {
+    return q + (k < rem ? 1 : 0);
+  }
+
+  /**
+   * Latency-optimal path for small messages: every rank's whole vector goes around the ring once
+   * (N-1 hops instead of 2(N-1)); then every rank reduces the N vectors in rank order 0..N-1, so the
+   * results are identical everywhere.
+   */
+  private void smallAllReduce(
+      ByteBuffer buf, int base, int count, ElementType type, ReduceOp op, int opcode)
+      throws IOException {
+    int bytes = count * type.bytes();
+    ensureGather((long) size * bytes);
+    gather.put(rank * bytes, buf, base, bytes);
+    ringGatherSlots(bytes, Wire.reduceTag(opcode, type, op, WirePrecision.FP32));
+    for (int k = 1; k < size; k++) {
+      Reductions.reduce(type, op, gatherRecv, 0, gatherRecv, k * bytes, count);
+    }
+    if (op == ReduceOp.MEAN) {
+      Reductions.divide(type, gatherRecv, 0, count, size);
+    }
+    buf.put(base, gather, 0, bytes);
+  }
+
+  /** Ring all-gather of equal slots of the gather buffer: slot r holds rank r's data. */
+  private void ringGatherSlots(int bytes, int tag) throws IOException {
+    sender.ensureCapacity(size);
+    for (int s = 0; s < size - 1; s++) {
+      int sendSlot = Math.floorMod(rank - s, size);
+      int recvSlot = Math.floorMod(rank - s - 1, size);
+      exchange(tag, bytes, gatherSend, sendSlot * bytes, gatherRecv, recvSlot * bytes);
+    }
+    awaitSent(sender.queued());
+  }
+
+  private static final java.util.function.Consumer<SelectionKey> IGNORE = key -> {};
+
+  /**
+   * One hop of a small message: sends a frame right while receiving one from the left. On plain
+   * links the caller's thread does both with one selector (no hand-off to the sender thread, which
+   * is what small-message latency is made of); with TLS it goes through the sender thread.
+   */
+  private void exchange(int tag, int bytes, ByteBuffer sendView, int sendPos, ByteBuffer recvView, int recvPos)
+      throws IOException {
+    if (duplex == null) {
+      sender.enqueue(sendView, sendPos, bytes, tag, WirePrecision.FP32);
+      receiveFrame(tag, bytes, recvView, recvPos);
+      return;
+    }
+    Wire.putHeader(sendHeader, jobId, sender.takeSequenceNumber(), tag, bytes);
+    sendView.clear();
+    sendView.position(sendPos).limit(sendPos + bytes);
+    sendPair[0] = sendHeader;
+    sendPair[1] = sendView;
+    header.clear();
+    recvView.clear();
+    recvView.position(recvPos).limit(recvPos + bytes);
+    SocketChannel out = right.channel();
+    SocketChannel in = left.channel();
+    boolean headerChecked = false;
+    try {
+      while (true) {
+        boolean sending = sendHeader.hasRemaining() || sendView.hasRemaining();
+        boolean receiving = !headerChecked || recvView.hasRemaining();
+        if (!sending && !receiving) {
+          break;
+        }
+        boolean progress = false;
+        if (sending) {
+          try {
+            progress = out.write(sendPair) > 0;
+          } catch (IOException e) {
+            throw new LinkException(right, "connection lost (" + e + ") while sending to", e);
+          }
+        }
+        if (receiving) {
+          int n;
+          try {
+            n = in.read(headerChecked ? recvView : header);
+          } catch (IOException e) {
+            throw new LinkException(left, "connection lost (" + e + ") while receiving from", e);
+          }
+          if (n < 0) {
+            throw new LinkException(left, "connection closed by", new EOFException());
+          }
+          progress |= n > 0;
+          if (!headerChecked && !header.hasRemaining()) {
+            header.flip();
+            checkHeader(tag, bytes);
+            headerChecked = true;
+          }
+        }
+        if (!progress) {
+          long ms = Link.millisLeft(deadline);
+          if (ms == 0) {
+            throw sending
+                ? new LinkException(right, "timed out after " + timeoutMillis() + " ms sending (is it reading?) to", null)
+                : new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from",
+                    new SocketTimeoutException());
+          }
+          if (closed) {
+            throw new ClosedChannelException();
+          }
+          duplexRight.interestOps(sending ? SelectionKey.OP_WRITE : 0);
+          duplex.select(IGNORE, ms);
+        }
+      }
+    } catch (java.nio.channels.ClosedSelectorException e) {
+      throw new LinkException(left, "communicator closed while exchanging with", e);
+    } finally {
+      sendPair[1] = null;
+      sendView.clear();
+      recvView.clear();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // broadcast, all-gather, barrier
+
+  /** Replaces {@code data} on every rank with {@code root}'s. All ranks pass the same length. */
+  public void broadcast(float[] data, int root) {
+    begin("broadcast", ElementType.FLOAT32, null, data.length);
+    try {
+      checkRoot(root);
+      ensureWork(4L * data.length);
+      if (rank == root) {
+        workFloats.put(0, data, 0, data.length);
+      }
+      broadcast(workSend, workRecv, 0, 4 * data.length, root);
+      if (rank != root) {
+        workFloats.get(0, data, 0, data.length);
+      }
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Replaces {@code data} on every rank with {@code root}'s. All ranks pass the same length. */
+  public void broadcast(double[] data, int root) {
+    begin("broadcast", ElementType.FLOAT64, null, data.length);
+    try {
+      checkRoot(root);
+      ensureWork(8L * data.length);
+      if (rank == root) {
+        workDoubles.put(0, data, 0, data.length);
+      }
+      broadcast(workSend, workRecv, 0, 8 * data.length, root);
+      if (rank != root) {
+        workDoubles.get(0, data, 0, data.length);
+      }
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Replaces {@code data} on every rank with {@code root}'s. All ranks pass the same length. */
+  public void broadcast(long[] data, int root) {
+    begin("broadcast", ElementType.INT64, null, data.length);
+    try {
+      checkRoot(root);
+      ensureWork(8L * data.length);
+      if (rank == root) {
+        workLongs.put(0, data, 0, data.length);
+      }
+      broadcast(workSend, workRecv, 0, 8 * data.length, root);
+      if (rank != root) {
+        workLongs.get(0, data, 0, data.length);
+      }
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /**
+   * Replaces the bytes between {@code buffer}'s position and limit with {@code root}'s, without
+   * copying. All ranks pass the same number of bytes; position and limit are left unchanged.
+   */
+  public void broadcast(ByteBuffer buffer, int root) {
+    int bytes = checkBuffer(buffer);
+    begin("broadcast", null, null, bytes);
+    try {
+      checkRoot(root);
+      if (buffer != extOwner) {
+        extOwner = buffer;
+        extSend = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        extRecv = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      }
+      broadcast(extSend, extRecv, buffer.position(), bytes, root);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /**
+   * Broadcasts a byte array of any length from {@code root}: the root passes its data, the others
+   * may pass null. Returns the root's bytes on every rank (the root gets its own array back).
+   */
+  public byte[] broadcastBytes(byte[] data, int root) {
+    begin("broadcast", null, null, data == null ? -1 : data.length);
+    try {
+      checkRoot(root);
+      if (rank == root) {
+        Objects.requireNonNull(data, "data (required on the root)");
+      }
+      if (size == 1) {
+        return data;
+      }
+      scalar.putLong(0, rank == root ? data.length : 0);
+      broadcast(scalar.duplicate(), scalar.duplicate(), 0, 8, root);
+      long length = scalar.getLong(0);
+      if (length < 0 || length > Integer.MAX_VALUE - 8) {
+        throw new ProtocolException(left, "broadcast length " + length + " is out of range");
+      }
+      byte[] out = rank == root ? data : new byte[(int) length];
+      broadcast(ByteBuffer.wrap(out), ByteBuffer.wrap(out), 0, out.length, root);
+      return out;
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Pipelined ring broadcast: the root streams chunks right; each rank forwards as it receives. */
+  private void broadcast(ByteBuffer sendView, ByteBuffer recvView, int base, int bytes, int root)
+      throws IOException {
+    if (size == 1) {
+      return;
+    }
+    int tag = Wire.broadcastTag(root);
+    int chunks = Math.max(1, (int) ((bytes + (long) chunkBytes - 1) / chunkBytes));
+    sender.ensureCapacity(chunks + 1);
+    boolean forward = Math.floorMod(rank + 1, size) != root;
+    for (int c = 0; c < chunks; c++) {
+      int p = base + c * chunkBytes;
+      int n = Math.min(chunkBytes, bytes - c * chunkBytes);
+      if (rank == root) {
+        sender.enqueue(sendView, p, n, tag, WirePrecision.FP32);
+      } else {
+        receiveFrame(tag, n, recvView, p);
+        if (forward) {
+          sender.enqueue(sendView, p, n, tag, WirePrecision.FP32);
+        }
+      }
+    }
+    awaitSent(sender.queued());
+  }
+
+  /**
+   * Gathers every rank's bytes (any length, may differ per rank) on every rank.
+   *
+   * @return a list indexed by rank; element {@code rank()} is a copy of {@code data}
+   */
+  public List<byte[]> allGather(byte[] data) {
+    Objects.requireNonNull(data, "data");
+    begin("allGather", null, null, data.length);
+    try {
+      byte[][] out = new byte[size][];
+      out[rank] = data.clone();
+      if (size > 1) {
+        ensureGather(8L * size);
+        gatherRecv.putLong(8 * rank, data.length);
+        ringGatherSlots(8, Wire.tag(Wire.OP_GATHER_LENGTHS, 0, 0, 0));
+        long frames = 0;
+        for (int k = 0; k < size; k++) {
+          long length = gatherRecv.getLong(8 * k);
+          if (length < 0 || length > Integer.MAX_VALUE - 8) {
+            throw new ProtocolException(left, "rank " + k + "'s all-gather length " + length + " is out of range");
+          }
+          if (k != rank) {
+            out[k] = new byte[(int) length];
+          }
+          frames += Math.max(1, (length + chunkBytes - 1) / chunkBytes);
+        }
+        sender.ensureCapacity((int) Math.min(Integer.MAX_VALUE / 2, frames + 1));
+        int tag = Wire.tag(Wire.OP_GATHER_DATA, 0, 0, 0);
+        for (int s = 0; s < size - 1; s++) {
+          byte[] send = out[Math.floorMod(rank - s, size)];
+          ByteBuffer sendView = ByteBuffer.wrap(send);
+          for (int c = 0, chunks = Math.max(1, (send.length + chunkBytes - 1) / chunkBytes); c < chunks; c++) {
+            int p = c * chunkBytes;
+            sender.enqueue(sendView, p, Math.min(chunkBytes, send.length - p), tag, WirePrecision.FP32);
+          }
+          byte[] recv = out[Math.floorMod(rank - s - 1, size)];
+          ByteBuffer recvView = ByteBuffer.wrap(recv);
+          for (int c = 0, chunks = Math.max(1, (recv.length + chunkBytes - 1) / chunkBytes); c < chunks; c++) {
+            int p = c * chunkBytes;
+            receiveFrame(tag, Math.min(chunkBytes, recv.length - p), recvView, p);
+          }
+        }
+        awaitSent(sender.queued());
+      }
+      List<byte[]> result = new ArrayList<>(size);
+      Collections.addAll(result, out);
+      return Collections.unmodifiableList(result);
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  /** Returns when every rank has called {@code barrier()} (N-1 hops). */
+  public void barrier() {
+    begin("barrier", null, null, 0);
+    try {
+      if (size == 1) {
+        return;
+      }
+      scalar.putLong(0, 1);
+      smallAllReduce(scalar, 0, 1, ElementType.INT64, ReduceOp.SUM, Wire.OP_BARRIER);
+      if (scalar.getLong(0) != size) {
+        throw new ProtocolException(left, "barrier counted " + scalar.getLong(0) + " ranks, expected " + size);
+      }
+    } catch (IOException | RuntimeException e) {
+      throw fail(e);
+    } finally {
+      end();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // frames
+
+  /**
+   * Reads one frame from the left neighbour into {@code dst[pos, pos + length)} after checking its
+   * header: magic, version, job, sequence number, operation and exact length.
+   */
+  private void receiveFrame(int tag, int length, ByteBuffer dst, int pos) throws IOException {
+    header.clear();
+    readLeft(header);
+    header.flip();
+    checkHeader(tag, length);
+    if (length > 0) {
+      dst.clear();
+      dst.position(pos).limit(pos + length);
+      readLeft(dst);
+      dst.clear(); // absolute accesses check the limit
+    }
+  }
+
+  /** Checks a received header against the expected frame; advances the receive sequence. */
+  private void checkHeader(int tag, int length) throws IOException {
+    int magic = header.getInt(0);
+    if (magic != Wire.MAGIC) {
+      throw new ProtocolException(
+          left,
+          String.format(
+              "received a frame with bad magic 0x%08x during %s (not a ring frame, or the stream is"
+                  + " out of sync)",
+              magic, Wire.describe(tag)));
+    }
+    short version = header.getShort(4);
+    if (version != Wire.VERSION) {
+      throw new ProtocolException(left, "frame of protocol version " + version + ", this rank speaks " + Wire.VERSION);
+    }
+    long frameJob = header.getLong(8);
+    if (frameJob != jobId) {
+      throw new ProtocolException(
+          left, "frame of foreign job " + Long.toHexString(frameJob) + ", expected job " + Long.toHexString(jobId));
+    }
+    long seq = header.getLong(16);
+    if (seq != recvSeq) {
+      throw new ProtocolException(left, "out-of-sequence frame #" + seq + ", expected #" + recvSeq);
+    }
+    int frameTag = header.getInt(24);
+    if (frameTag != tag) {
+      throw new ProtocolException(
+          left,
+          "expected a " + Wire.describe(tag) + " frame, got " + Wire.describe(frameTag)
+              + " (do all ranks call the same collectives in the same order?)");
+    }
+    int frameLength = header.getInt(28);
+    if (frameLength != length) {
+      throw new ProtocolException(
+          left,
+          "frame payload of " + frameLength + " bytes, expected " + length + " for " + Wire.describe(tag)
+              + " (do all ranks pass buffers of the same size?)");
+    }
+    recvSeq++;
+    framesReceived = recvSeq;
+  }
+
+  private void readLeft(ByteBuffer dst) throws IOException {
+    try {
+      left.readFully(dst, deadline);
+    } catch (SocketTimeoutException e) {
+      throw new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from", e);
+    } catch (EOFException e) {
+      throw new LinkException(left, "connection closed by", e);
+    } catch (IOException e) {
+      throw new LinkException(left, "connection lost (" + e + ") while receiving from", e);
+    }
+  }
+
+  private void awaitSent(long frames) throws IOException {
+    if (!sender.awaitSent(frames, deadline)) {
+      throw new LinkException(
+          right,
+          "timed out after " + timeoutMillis() + " ms sending (" + (sender.queued() - sender.sent())
+              + " frames unsent; is it reading?) to",
+          null);
+    }
+    Throwable f = sender.failure();
+    if (f != null) {
+      throw senderFailure(f);
+    }
+  }
+
+  private LinkException senderFailure(Throwable f) {
+    if (f instanceof SocketTimeoutException) {
+      return new LinkException(right, "timed out after " + timeoutMillis() + " ms sending (the peer is not reading) to", f);
+    }
+    if (f instanceof IOException) {
+      return new LinkException(right, "connection lost (" + f + ") while sending to", f);
+    }
+    return new LinkException(right, "internal error (" + f + ") while sending to", f);
+  }
+
+  private long timeoutMillis() {
+    return operationTimeoutNanos / 1_000_000;
+  }
+
+  /** A failure tied to one link; the message reads "... rank R at host:port". */
+  static class LinkException extends IOException {
+    private static final long serialVersionUID = 1L;
+    final transient Link link;
+
+    LinkException(Link link, String what, Throwable cause) {
+      super(what + " rank " + link.peerRank + " at " + link.peerAddress, cause);
+      this.link = link;
+    }
+
+    LinkException(String message, Link link, Throwable cause) {
+      super(message, cause);
+      this.link = link;
+    }
+  }
+
+  /** A malformed or unexpected frame. */
+  static final class ProtocolException extends LinkException {
+    private static final long serialVersionUID = 1L;
+
+    ProtocolException(Link link, String what) {
+      super(
+          "protocol error from rank " + link.peerRank + " at " + link.peerAddress + ": " + what,
+          link,
+          null);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // lifecycle and failures
+
+  private void begin(String name, ElementType type, ReduceOp op, long count) {
+    if (!busy.compareAndSet(false, true)) {
+      throw new IllegalStateException(
+          "rank " + rank + ": " + name + " called while " + opName + " is running: a Communicator"
+              + " runs one operation at a time");
+    }
+    CollectiveException f = failure;
+    if (f != null) {
+      busy.set(false);
+      throw new CollectiveException(
+          "rank " + rank + " of " + size + ": " + name + " on a communicator broken by an earlier"
+              + " failure: " + f.getMessage(),
+          rank, f.peerRank(), f.peerAddress(), name, f);
+    }
+    if (closed) {
+      busy.set(false);
+      throw new IllegalStateException("rank " + rank + ": " + name + " on a closed communicator");
+    }
+    opName = name;
+    opIndex++;
+    opType = type;
+    opReduce = op;
+    opCount = count;
+    deadline = System.nanoTime() + operationTimeoutNanos;
+    if (sender != null) {
+      sender.setDeadline(deadline);
+    }
+  }
+
+  private void end() {
+    busy.set(false);
+  }
+
+  private String describeOperation() {
+    StringBuilder sb = new StringBuilder().append(opName).append(" #").append(opIndex).append(" (");
+    if (opType != null) {
+      sb.append(opType).append(' ');
+    }
+    if (opReduce != null) {
+      sb.append(opReduce).append(", ");
+    }
+    sb.append(opCount).append(opType != null ? " elements)" : " bytes)");
+    return sb.toString();
+  }
+
+  /** Turns any failure inside an operation into the exception the caller sees, and breaks the ring. */
+  private RuntimeException fail(Exception e) {
+    if (e instanceof IllegalArgumentException || e instanceof NullPointerException
+        || e instanceof IndexOutOfBoundsException) {
+      return (RuntimeException) e; // bad arguments: nothing was sent, the ring is intact
+    }
+    if (e instanceof CollectiveException) {
+      return (CollectiveException) e;
+    }
+    Throwable senderFailure = sender == null ? null : sender.failure();
+    Link peer = null;
+    String detail;
+    Throwable cause = e;
+    if (closed && failure == null) {
+      detail = "the communicator was closed during the operation";
+    } else if (senderFailure != null && !(e instanceof ProtocolException)) {
+      LinkException se = senderFailure(senderFailure);
+      peer = right;
+      detail = se.getMessage();
+      cause = se;
+      se.addSuppressed(e);
+    } else if (e instanceof LinkException) {
+      peer = ((LinkException) e).link;
+      detail = e.getMessage();
+      if (sender != null && peer == left && sender.queued() > sender.sent()) {
+        detail += "; meanwhile " + (sender.queued() - sender.sent()) + " frame(s) to rank "
+            + right.peerRank + " at " + right.peerAddress + " were not accepted (is it reading?)";
+      }
+    } else {
+      detail = e.toString();
+    }
+    CollectiveException ce =
+        new CollectiveException(
+            "rank " + rank + " of " + size + ", " + describeOperation() + ": " + detail,
+            rank,
+            peer == null ? -1 : peer.peerRank,
+            peer == null ? null : peer.peerAddress,
+            opName,
+            cause);
+    if (failure == null) {
+      failure = ce;
+    }
+    LOG.log(System.Logger.Level.DEBUG, ce.getMessage(), ce);
+    releaseResources();
+    return ce;
+  }
+
+  private void onSenderFailure() {
+    // Wake the caller's thread (blocked reading the left link) and tell the peers at once.
+    left.abort();
+    right.abort();
+  }
+
+  /**
+   * Closes the sockets and stops the sender thread. Idempotent; safe from any thread. An operation
+   * running concurrently fails with {@link CollectiveException}.
+   */
+  @Override
+  public void close() {
+    closed = true;
+    releaseResources();
+  }
+
+  private void releaseResources() {
+    synchronized (closeLock) {
+      if (resourcesReleased) {
+        return;
+      }
+      resourcesReleased = true;
+    }
+    if (duplex != null) {
+      duplex.wakeup();
+    }
+    if (left != null) {
+      left.abort();
+    }
+    if (right != null) {
+      right.abort();
+    }
+    closeQuietly(duplex);
+    if (sender != null) {
+      try {
+        if (!sender.stop(10_000)) {
+          LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": the sender thread did not stop within 10 s");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": interrupted while stopping the sender thread");
+      }
+    }
+  }
+
+  /** True once {@link #close()} was called or an operation failed. */
+  public boolean isClosed() {
+    return closed || failure != null;
+  }
+
+  @Override
+  public String toString() {
+    return "Communicator[rank " + rank + " of " + size + (isClosed() ? ", closed" : "") + "]";
+  }
+
+  int rejectedConnections() {
+    return rejectedConnections;
+  }
+
+  Link leftLink() {
+    return left;
+  }
+
+  Link rightLink() {
+    return right;
+  }
+
+  boolean inOperation() {
+    return busy.get();
+  }
+
+  long framesReceived() {
+    return framesReceived;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // buffers
+
+  private int checkBuffer(ByteBuffer buffer) {
+    Objects.requireNonNull(buffer, "buffer");
+    if (buffer.isReadOnly()) {
+      throw new IllegalArgumentException("Invalid buffer: read-only");
+    }
+    return buffer.remaining();
+  }
+
+  private void checkRoot(int root) {
+    if (root < 0 || root >= size) {
+      throw new IllegalArgumentException("Invalid root " + root + ": expected 0.." + (size - 1));
+    }
+  }
+
+  private void ensureWork(long bytes) {
+    if (bytes > Integer.MAX_VALUE - 16) {
+      throw new IllegalArgumentException(
+          "Invalid length: " + bytes + " bytes exceeds one operation's limit of 2 GB; split it (see FusionBuffer)");
+    }
+    if (work == null || work.capacity() < bytes) {
+      work = ByteBuffer.allocateDirect((int) Math.max(bytes, 64)).order(ByteOrder.LITTLE_ENDIAN);
+      workSend = work.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      workRecv = work.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      workFloats = work.asFloatBuffer();
+      workDoubles = work.asDoubleBuffer();
+      workLongs = work.asLongBuffer();
+    }
+  }
+
+  private void ensureGather(long bytes) {
+    if (bytes > Integer.MAX_VALUE - 16) {
+      throw new IllegalArgumentException("Invalid length: gather buffer of " + bytes + " bytes");
+    }
+    if (gather == null || gather.capacity() < bytes) {
+      gather = ByteBuffer.allocateDirect((int) Math.max(bytes, 64)).order(ByteOrder.LITTLE_ENDIAN);
+      gatherSend = gather.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      gatherRecv = gather.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    }
+  }
+
+  static String threadName(int rank, String role) {
+    return THREAD_NAME_PREFIX + "r" + rank + "-" + role;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // builder and connection setup
+
+  /**
+   * Builds a {@link Communicator}: {@code setX} for required values, {@code optX} for optional ones,
+   * validated in {@link #build()}, which connects the ring.
+   */
+  public static final class Builder {
+    private int rank = -1;
+    private List<String> peers;
+    private JobSecret secret;
+    private RingListener listener;
+    private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
+    private Duration operationTimeout = DEFAULT_OPERATION_TIMEOUT;
+    private Duration handshakeTimeout = DEFAULT_HANDSHAKE_TIMEOUT;
+    private int chunkBytes = DEFAULT_CHUNK_BYTES;
+    private int smallMessageBytes = DEFAULT_SMALL_MESSAGE_BYTES;
+    private WirePrecision wirePrecision = WirePrecision.FP32;
+    private SSLContext sslContext;
+    private boolean tlsNeedClientAuth = true;
+
+    private Builder() {}
+
+    /** This rank, 0..peers-1. Required. */
+    public Builder setRank(int rank) {
+      this.rank = rank;
+      return this;
+    }
+
+    /** Every rank's {@link RingListener#address()}, indexed by rank. Required. */
+    public Builder setPeers(List<String> peers) {
+      this.peers = peers == null ? null : List.copyOf(peers);
+      return this;
+    }
+
+    /** The job's secret, the same on every rank. Required. */
+    public Builder setSecret(JobSecret secret) {
+      this.secret = secret;
+      return this;
+    }
+
+    /**
+     * This rank's listener, whose address is {@code peers.get(rank)}. Required with more than one
+     * rank. The communicator closes it once the left neighbour is connected.
+     */
+    public Builder setListener(RingListener listener) {
+      this.listener = listener;
+      return this;
+    }
+
+    /** Deadline for forming the ring, retries included. Default 60 s. */
+    public Builder optConnectTimeout(Duration timeout) {
+      this.connectTimeout = timeout;
+      return this;
+    }
+
+    /** Deadline of every collective operation. Default 120 s. */
+    public Builder optOperationTimeout(Duration timeout) {
+      this.operationTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * How long one incoming connection may take to authenticate before it is dropped and the
+     * listener accepts the next one. Default 10 s.
+     */
+    public Builder optHandshakeTimeout(Duration timeout) {
+      this.handshakeTimeout = timeout;
+      return this;
+    }
+
+    /** Frame size of the pipelined ring (bytes of data per frame). Default 1 MiB. */
+    public Builder optChunkBytes(int chunkBytes) {
+      this.chunkBytes = chunkBytes;
+      return this;
+    }
+
+    /**
+     * All-reduces of at most this many bytes take the latency-optimal path (N-1 hops, FP32 wire).
+     * Default 64 KiB; 0 sends everything through the ring.
+     */
+    public Builder optSmallMessageBytes(int smallMessageBytes) {
+      this.smallMessageBytes = smallMessageBytes;
+      return this;
+    }
+
+    /** Wire format of FLOAT32 ring all-reduce payloads. Default {@link WirePrecision#FP32}. */
+    public Builder optWirePrecision(WirePrecision wirePrecision) {
+      this.wirePrecision = wirePrecision;
+      return this;
+    }
+
+    /**
+     * Run every connection inside TLS with this context (its key managers identify this rank, its
+     * trust managers decide which peers to trust). Default: no TLS. The HMAC authentication runs
+     * either way.
+     */
+    public Builder optSslContext(SSLContext sslContext) {
+      this.sslContext = sslContext;
+      return this;
+    }
+
+    /** With TLS, require the connecting peer's certificate too (mutual TLS). Default true. */
+    public Builder optTlsNeedClientAuth(boolean needClientAuth) {
+      this.tlsNeedClientAuth = needClientAuth;
+      return this;
+    }
+
+    /**
+     * Validates the configuration and forms the ring: connects to rank + 1 (retrying with
+     * exponential backoff while it is not listening yet) and accepts rank - 1, both authenticated.
+     *
+     * @throws IllegalArgumentException for an invalid configuration
+     * @throws CollectiveException if the ring cannot be formed within the connect timeout
+     */
+    public Communicator build() {
+      validate();
+      int size = peers.size();
+      if (size == 1) {
+        if (listener != null) {
+          listener.close();
+        }
+        return new Communicator(this, null, null, 0);
+      }
+      return connect();
+    }
+
+    private void validate() {
+      if (peers == null || peers.isEmpty()) {
+        throw new IllegalArgumentException("Invalid peers: setPeers with every rank's host:port is required");
+      }
+      for (String p : peers) {
+        PeerAddress.parse(p);
+      }
+      if (rank < 0 || rank >= peers.size()) {
+        throw new IllegalArgumentException(
+            "Invalid rank " + rank + ": expected 0.." + (peers.size() - 1) + " (" + peers.size() + " peers)");
+      }
+      Objects.requireNonNull(secret, "secret: setSecret is required");
+      if (peers.size() > 1) {
+        if (listener == null) {
+          throw new IllegalArgumentException("Invalid listener: setListener is required with more than one rank");
+        }
+        if (!listener.isOpen()) {
+          throw new IllegalArgumentException("Invalid listener " + listener + ": it is closed");
+        }
+        if (!listener.address().equals(peers.get(rank))) {
+          throw new IllegalArgumentException(
+              "Invalid peers: peers[" + rank + "] is '" + peers.get(rank) + "' but this rank's listener is at '"
+                  + listener.address() + "'");
+        }
+      }
+      checkPositive("connectTimeout", connectTimeout);
+      checkPositive("operationTimeout", operationTimeout);
+      checkPositive("handshakeTimeout", handshakeTimeout);
+      if (chunkBytes < 1024 || chunkBytes > (64 << 20) || chunkBytes % 8 != 0) {
+        throw new IllegalArgumentException(
+            "Invalid chunkBytes " + chunkBytes + ": expected a multiple of 8 in 1024..67108864");
+      }
+      if (smallMessageBytes < 0 || smallMessageBytes > (16 << 20)) {
+        throw new IllegalArgumentException(
+            "Invalid smallMessageBytes " + smallMessageBytes + ": expected 0..16777216");
+      }
+      Objects.requireNonNull(wirePrecision, "wirePrecision");
+    }
+
+    private static void checkPositive(String name, Duration d) {
+      if (d == null || d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("Invalid " + name + " " + d + ": expected a positive duration");
+      }
+    }
+
+    private Communicator connect() {
+      int size = peers.size();
+      int leftRank = Math.floorMod(rank - 1, size);
+      int rightRank = Math.floorMod(rank + 1, size);
+      long deadline = System.nanoTime() + connectTimeout.toNanos();
+      Acceptor acceptor = new Acceptor(this, leftRank, deadline);
+      Thread acceptThread = new Thread(acceptor, threadName(rank, "accept"));
+      acceptThread.setDaemon(true);
+      acceptThread.start();
+      Link right = null;
+      boolean formed = false;
+      try {
+        right = connectRight(rightRank, deadline);
+        acceptThread.join(Link.millisLeft(deadline) + 1000);
+        if (acceptThread.isAlive()) {
+          throw new CollectiveException(
+              "rank " + rank + " of " + size + ": no authenticated connection from rank " + leftRank
+                  + " at " + peers.get(leftRank) + " within " + connectTimeout.toMillis() + " ms",
+              rank, leftRank, peers.get(leftRank), "connect", null);
+        }
+        if (acceptor.error != null) {
+          throw acceptor.error;
+        }
+        Communicator c = new Communicator(this, acceptor.link, right, acceptor.rejected);
+        formed = true;
+        return c;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new CollectiveException(
+            "rank " + rank + " of " + size + ": interrupted while forming the ring",
+            rank, -1, null, "connect", e);
+      } finally {
+        listener.close(); // ends a still-running accept loop; no one else may connect later
+        if (!formed) {
+          if (right != null) {
+            right.abort();
+          }
+          try {
+            acceptThread.join(10_000);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+          Link accepted = acceptor.link;
+          if (accepted != null) {
+            accepted.abort();
+          }
+        }
+      }
+    }
+
+    private Link connectRight(int rightRank, long deadline) throws InterruptedException {
+      String address = peers.get(rightRank);
+      InetSocketAddress unresolved = PeerAddress.parse(address);
+      long backoffMillis = 10;
+      IOException last = null;
+      int attempts = 0;
+      while (true) {
+        long ms = Link.millisLeft(deadline);
+        if (ms == 0) {
+          throw new CollectiveException(
+              "rank " + rank + " of " + peers.size() + ": cannot connect to rank " + rightRank + " at "
+                  + address + " within " + connectTimeout.toMillis() + " ms (" + attempts + " attempts"
+                  + (last == null ? "" : ", last: " + last) + ")",
+              rank, rightRank, address, "connect", last);
+        }
+        SocketChannel ch = null;
+        try {
+          attempts++;
+          InetSocketAddress target = new InetSocketAddress(unresolved.getHostString(), unresolved.getPort());
+          ch = SocketChannel.open();
+          ch.socket().connect(target, (int) Math.min(Integer.MAX_VALUE, ms));
+        } catch (ConnectException | NoRouteToHostException | SocketTimeoutException e) {
+          closeQuietly(ch);
+          last = e;
+          long sleep = Math.min(backoffMillis, Link.millisLeft(deadline));
+          if (sleep > 0) {
+            Thread.sleep(sleep);
+          }
+          backoffMillis = Math.min(backoffMillis * 2, 1000);
+          continue;
+        } catch (IOException | RuntimeException e) {
+          closeQuietly(ch);
+          throw new CollectiveException(
+              "rank " + rank + " of " + peers.size() + ": cannot connect to rank " + rightRank + " at "
+                  + address + ": " + e,
+              rank, rightRank, address, "connect", e);
+        }
+        Link link = null;
+        try {
+          link = openLink(ch, true, rightRank, address, deadline);
+          Handshake.client(link, secret, rank, rightRank, peers.size(), deadline);
+          return link;
+        } catch (IOException | RuntimeException e) {
+          if (link != null) {
+            link.abort();
+          } else {
+            closeQuietly(ch);
+          }
+          String why =
+              e instanceof EOFException
+                  ? "it closed the connection during authentication (wrong job secret, TLS mismatch,"
+                      + " or a different peers list?)"
+                  : e.getMessage();
+          throw new CollectiveException(
+              "rank " + rank + " of " + peers.size() + ": authentication with rank " + rightRank + " at "
+                  + address + " failed: " + why,
+              rank, rightRank, address, "connect", e);
+        }
+      }
+    }
+
+    Link openLink(SocketChannel ch, boolean client, int peerRank, String address, long deadline)
+        throws IOException {
+      ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+      if (sslContext != null) {
+        return TlsLink.open(ch, sslContext, client, tlsNeedClientAuth, peerRank, address, deadline);
+      }
+      return new ChannelLink(ch, peerRank, address);
+    }
+
+    /** Accepts connections until the left neighbour authenticates; drops and logs everyone else. */
+    private static final class Acceptor implements Runnable {
+      private final Builder b;
+      private final int leftRank;
+      private final long deadline;
+      volatile Link link;
+      volatile CollectiveException error;
+      volatile int rejected;
+
+      Acceptor(Builder b, int leftRank, long deadline) {
+        this.b = b;
+        this.leftRank = leftRank;
+        this.deadline = deadline;
+      }
+
+      @Override
+      public void run() {
+        String leftAddress = b.peers.get(leftRank);
+        String prefix = "rank " + b.rank + " of " + b.peers.size() + ": ";
+        try {
+          b.listener.channel().configureBlocking(true);
+          while (true) {
+            long ms = Link.millisLeft(deadline);
+            if (ms == 0) {
+              error =
+                  new CollectiveException(
+                      prefix + "no authenticated connection from rank " + leftRank + " at " + leftAddress
+                          + " within " + b.connectTimeout.toMillis() + " ms (" + rejected
+                          + " other connection(s) rejected)",
+                      b.rank, leftRank, leftAddress, "connect", null);
+              return;
+            }
+            Socket s;
+            try {
+              b.listener.channel().socket().setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
+              s = b.listener.channel().socket().accept();
+            } catch (SocketTimeoutException e) {
+              continue;
+            }
+            SocketChannel ch = s.getChannel();
+            Object remote = s.getRemoteSocketAddress();
+            long handshakeDeadline =
+                Math.min(deadline, System.nanoTime() + b.handshakeTimeout.toNanos());
+            Link candidate = null;
+            try {
+              candidate = b.openLink(ch, false, leftRank, leftAddress, handshakeDeadline);
+              Handshake.server(candidate, b.secret, b.rank, leftRank, b.peers.size(), handshakeDeadline);
+              link = candidate;
+              return;
+            } catch (IOException | RuntimeException e) {
+              rejected++;
+              if (candidate != null) {
+                candidate.abort();
+              } else {
+                closeQuietly(ch);
+              }
+              LOG.log(
+                  System.Logger.Level.WARNING,
+                  prefix + "dropped an unauthenticated connection from " + remote + " while waiting for rank "
+                      + leftRank + ": " + e.getMessage());
+            }
+          }
+        } catch (ClosedChannelException e) {
+          error =
+              new CollectiveException(
+                  prefix + "stopped waiting for rank " + leftRank + " at " + leftAddress + ": listener closed",
+                  b.rank, leftRank, leftAddress, "connect", e);
+        } catch (IOException | RuntimeException e) {
+          error =
+              new CollectiveException(
+                  prefix + "accepting rank " + leftRank + " failed: " + e,
+                  b.rank, leftRank, leftAddress, "connect", e);
+        }
+      }
+    }
+  }
+
+  private static void closeQuietly(java.io.Closeable ch) {
+    if (ch != null) {
+      try {
+        ch.close();
+      } catch (IOException ignored) {
+        // nothing more to release
+      }
+    }
+  }
+}

@@ -1,0 +1,50 @@
+package dev.sparktrainer.data;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+
+/**
+ * One batch for one worker: the feature tensors (one per feature column, each {@code [size,
+ * ...shape]}, float32) and the label tensor ({@code [size]}, int64 for class labels or float32 for
+ * regression targets), attached to their own {@link NDManager} on the worker's device. The consumer
+ * closes the batch when the step is done, which frees its native memory.
+ */
+public final class Batch implements AutoCloseable {
+  private final NDManager manager;
+  private final NDList features;
+  private final NDArray labels;
+  private final int size;
+
+  public Batch(NDManager manager, NDList features, NDArray labels, int size) {
+    this.manager = manager;
+    this.features = features;
+    this.labels = labels;
+    this.size = size;
+  }
+
+  /** The feature tensors, in the order of the spec's feature columns. */
+  public NDList features() {
+    return features;
+  }
+
+  /** The labels. */
+  public NDArray labels() {
+    return labels;
+  }
+
+  /** Number of examples (the leading dimension). */
+  public int size() {
+    return size;
+  }
+
+  /** The manager owning this batch's arrays. */
+  public NDManager manager() {
+    return manager;
+  }
+
+  @Override
+  public void close() {
+    manager.close();
+  }
+}

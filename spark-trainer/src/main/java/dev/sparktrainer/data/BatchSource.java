@@ -1,0 +1,27 @@
+package dev.sparktrainer.data;
+
+import java.util.Iterator;
+
+/**
+ * The batches of one worker: the contract between the input pipeline and the trainer.
+ *
+ * <p>Every worker of a job gets the same {@link #stepsPerEpoch()}, so synchronous training never
+ * waits on a worker that ran out of data. For a fixed seed, the sequence of batches of an epoch is
+ * reproducible, so a worker resuming from a checkpoint at step k of epoch e calls {@code epoch(e,
+ * k)} and sees exactly the batches it would have seen.
+ */
+public interface BatchSource extends AutoCloseable {
+  /** Steps (batches) per epoch, equal on every worker. */
+  long stepsPerEpoch();
+
+  /**
+   * The batches of {@code epoch} for this worker, starting after {@code skipSteps} batches. The
+   * iterator yields exactly {@code stepsPerEpoch() - skipSteps} batches; the caller closes each.
+   * Reader failures surface from {@code hasNext()/next()} as exceptions naming the file.
+   */
+  Iterator<Batch> epoch(int epoch, long skipSteps);
+
+  /** Stops reader threads and releases buffers. */
+  @Override
+  void close();
+}

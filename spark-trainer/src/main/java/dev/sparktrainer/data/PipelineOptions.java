@@ -1,0 +1,294 @@
+package dev.sparktrainer.data;
+
+import java.io.Serializable;
+import java.util.Locale;
+
+/**
+ * How the pipeline streams: every stage's knob, with tf.data's meaning. Immutable, serializable.
+ * {@link #AUTOTUNE} lets the pipeline choose reader parallelism and prefetch depth from the
+ * measured time the consumer waits, within {@link #memoryBudgetBytes()}.
+ */
+public final class PipelineOptions implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** For {@code readerParallelism} and {@code prefetchBatches}: adjusted while running. */
+  public static final int AUTOTUNE = -1;
+
+  /** How records are divided among workers. */
+  public enum ShardingPolicy {
+    /** FILE when there are at least as many splits as workers, DATA otherwise. */
+    AUTO,
+    /** Each worker reads whole splits (balanced by record count). */
+    FILE,
+    /** Every worker reads every split and keeps every N-th record. */
+    DATA;
+
+    public static ShardingPolicy parse(String v) {
+      try {
+        return valueOf(v.trim().toUpperCase(Locale.ROOT));
+      } catch (IllegalArgumentException | NullPointerException e) {
+        throw new IllegalArgumentException("Invalid sharding '" + v + "': expected AUTO, FILE or DATA");
+      }
+    }
+  }
+
+  /** How workers with fewer records than others reach the common step count. */
+  public enum UnevenPolicy {
+    /** Steps = the largest worker's; workers that run out repeat their records from the start. */
+    PAD,
+    /** Steps = the smallest worker's; the others stop early (some records unused that epoch). */
+    TRUNCATE;
+
+    public static UnevenPolicy parse(String v) {
+      try {
+        return valueOf(v.trim().toUpperCase(Locale.ROOT));
+      } catch (IllegalArgumentException | NullPointerException e) {
+        throw new IllegalArgumentException("Invalid uneven policy '" + v + "': expected PAD or TRUNCATE");
+      }
+    }
+  }
+
+  private final int batchSize;
+  private final boolean dropRemainder;
+  private final int shuffleBuffer;
+  private final boolean shuffleSplits;
+  private final int cycleLength;
+  private final int blockLength;
+  private final int readerParallelism;
+  private final int prefetchBatches;
+  private final long memoryBudgetBytes;
+  private final ShardingPolicy sharding;
+  private final UnevenPolicy uneven;
+  private final long seed;
+  private final long splitSizeBytes;
+  private final String cacheDir;
+
+  private PipelineOptions(Builder b) {
+    batchSize = b.batchSize;
+    dropRemainder = b.dropRemainder;
+    shuffleBuffer = b.shuffleBuffer;
+    shuffleSplits = b.shuffleSplits;
+    cycleLength = b.cycleLength;
+    blockLength = b.blockLength;
+    readerParallelism = b.readerParallelism;
+    prefetchBatches = b.prefetchBatches;
+    memoryBudgetBytes = b.memoryBudgetBytes;
+    sharding = b.sharding;
+    uneven = b.uneven;
+    seed = b.seed;
+    splitSizeBytes = b.splitSizeBytes;
+    cacheDir = b.cacheDir;
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  public Builder toBuilder() {
+    Builder b = new Builder();
+    b.batchSize = batchSize;
+    b.dropRemainder = dropRemainder;
+    b.shuffleBuffer = shuffleBuffer;
+    b.shuffleSplits = shuffleSplits;
+    b.cycleLength = cycleLength;
+    b.blockLength = blockLength;
+    b.readerParallelism = readerParallelism;
+    b.prefetchBatches = prefetchBatches;
+    b.memoryBudgetBytes = memoryBudgetBytes;
+    b.sharding = sharding;
+    b.uneven = uneven;
+    b.seed = seed;
+    b.splitSizeBytes = splitSizeBytes;
+    b.cacheDir = cacheDir;
+    return b;
+  }
+
+  /** Examples per batch on one worker (the global batch is this times the number of workers). */
+  public int batchSize() {
+    return batchSize;
+  }
+
+  /** Drop a last partial batch (true, the default) or emit it. */
+  public boolean dropRemainder() {
+    return dropRemainder;
+  }
+
+  /** Records in the shuffle buffer (0 or 1: no shuffling of records). */
+  public int shuffleBuffer() {
+    return shuffleBuffer;
+  }
+
+  /** Reshuffle the order of splits every epoch from (seed, epoch). */
+  public boolean shuffleSplits() {
+    return shuffleSplits;
+  }
+
+  /** Splits read at once by the interleave stage. */
+  public int cycleLength() {
+    return cycleLength;
+  }
+
+  /** Consecutive records taken from one split before moving to the next. */
+  public int blockLength() {
+    return blockLength;
+  }
+
+  /** Reader threads, at most {@link #cycleLength()}; {@link #AUTOTUNE} to adjust. */
+  public int readerParallelism() {
+    return readerParallelism;
+  }
+
+  /** Ready batches buffered ahead of the consumer; {@link #AUTOTUNE} to adjust. */
+  public int prefetchBatches() {
+    return prefetchBatches;
+  }
+
+  /** Bound on the bytes the pipeline holds (shuffle buffer, reader queues, prefetched batches). */
+  public long memoryBudgetBytes() {
+    return memoryBudgetBytes;
+  }
+
+  public ShardingPolicy sharding() {
+    return sharding;
+  }
+
+  public UnevenPolicy uneven() {
+    return uneven;
+  }
+
+  public long seed() {
+    return seed;
+  }
+
+  /** Uncompressed TFRecord files larger than this are split into byte ranges. */
+  public long splitSizeBytes() {
+    return splitSizeBytes;
+  }
+
+  /** Local directory for the decoded-record cache, or null for no cache. */
+  public String cacheDir() {
+    return cacheDir;
+  }
+
+  /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
+  public static final class Builder {
+    private int batchSize = 32;
+    private boolean dropRemainder = true;
+    private int shuffleBuffer = 10_000;
+    private boolean shuffleSplits = true;
+    private int cycleLength = 4;
+    private int blockLength = 1;
+    private int readerParallelism = AUTOTUNE;
+    private int prefetchBatches = AUTOTUNE;
+    private long memoryBudgetBytes = 256L << 20;
+    private ShardingPolicy sharding = ShardingPolicy.AUTO;
+    private UnevenPolicy uneven = UnevenPolicy.PAD;
+    private long seed = 42;
+    private long splitSizeBytes = 128L << 20;
+    private String cacheDir;
+
+    /** Default 32. */
+    public Builder setBatchSize(int v) {
+      batchSize = v;
+      return this;
+    }
+
+    /** Default true. */
+    public Builder optDropRemainder(boolean v) {
+      dropRemainder = v;
+      return this;
+    }
+
+    /** Default 10,000 records. */
+    public Builder optShuffleBuffer(int v) {
+      shuffleBuffer = v;
+      return this;
+    }
+
+    /** Default true. */
+    public Builder optShuffleSplits(boolean v) {
+      shuffleSplits = v;
+      return this;
+    }
+
+    /** Default 4. */
+    public Builder optCycleLength(int v) {
+      cycleLength = v;
+      return this;
+    }
+
+    /** Default 1. */
+    public Builder optBlockLength(int v) {
+      blockLength = v;
+      return this;
+    }
+
+    /** Default AUTOTUNE. */
+    public Builder optReaderParallelism(int v) {
+      readerParallelism = v;
+      return this;
+    }
+
+    /** Default AUTOTUNE. */
+    public Builder optPrefetchBatches(int v) {
+      prefetchBatches = v;
+      return this;
+    }
+
+    /** Default 256 MiB. */
+    public Builder optMemoryBudgetBytes(long v) {
+      memoryBudgetBytes = v;
+      return this;
+    }
+
+    /** Default AUTO. */
+    public Builder optSharding(ShardingPolicy v) {
+      sharding = v;
+      return this;
+    }
+
+    /** Default PAD. */
+    public Builder optUneven(UnevenPolicy v) {
+      uneven = v;
+      return this;
+    }
+
+    /** Default 42. */
+    public Builder optSeed(long v) {
+      seed = v;
+      return this;
+    }
+
+    /** Default 128 MiB. */
+    public Builder optSplitSizeBytes(long v) {
+      splitSizeBytes = v;
+      return this;
+    }
+
+    /** Default none. */
+    public Builder optCacheDir(String dir) {
+      cacheDir = dir;
+      return this;
+    }
+
+    public PipelineOptions build() {
+      check(batchSize >= 1, "batchSize", batchSize, "at least 1");
+      check(shuffleBuffer >= 0, "shuffleBuffer", shuffleBuffer, "0 or more");
+      check(cycleLength >= 1, "cycleLength", cycleLength, "at least 1");
+      check(blockLength >= 1, "blockLength", blockLength, "at least 1");
+      check(readerParallelism == AUTOTUNE || (readerParallelism >= 1),
+          "readerParallelism", readerParallelism, "AUTOTUNE (-1) or at least 1");
+      check(prefetchBatches == AUTOTUNE || prefetchBatches >= 1,
+          "prefetchBatches", prefetchBatches, "AUTOTUNE (-1) or at least 1");
+      check(memoryBudgetBytes >= (1 << 20), "memoryBudgetBytes", memoryBudgetBytes, "at least 1048576");
+      check(splitSizeBytes >= 1024, "splitSizeBytes", splitSizeBytes, "at least 1024");
+      return new PipelineOptions(this);
+    }
+
+    private static void check(boolean ok, String name, long value, String expected) {
+      if (!ok) {
+        throw new IllegalArgumentException("Invalid " + name + " " + value + ": expected " + expected);
+      }
+    }
+  }
+}

@@ -1,0 +1,168 @@
+package dev.sparktrainer.data;
+
+import dev.sparktrainer.data.PipelineOptions.ShardingPolicy;
+import dev.sparktrainer.data.PipelineOptions.UnevenPolicy;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Random;
+
+/**
+ * Which records one worker owns, and the common number of steps per epoch.
+ *
+ * <p>FILE policy: whole splits are dealt to workers, largest first, each to the worker with the
+ * fewest records so far (ties broken by a seeded shuffle), which balances uneven files. DATA policy:
+ * every worker reads every split and owns the records whose position in the canonical order is
+ * congruent to its rank modulo the number of workers. Either way a worker owns the same records
+ * every epoch — only their order changes, from (seed, epoch) — so every record belongs to exactly
+ * one worker per epoch, the step count is the same every epoch, and a cache of decoded records
+ * stays valid.
+ */
+public final class WorkerShard implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  private final int rank;
+  private final int numWorkers;
+  private final ShardingPolicy policy;
+  private final List<Split> splits; // the splits this worker reads, canonical order
+  private final long[] firstRecordIndex; // DATA: canonical index of each split's first record
+  private final long records;
+  private final long stepsPerEpoch;
+  private final long[] recordsPerWorker;
+
+  private WorkerShard(int rank, int numWorkers, ShardingPolicy policy, List<Split> splits,
+      long[] firstRecordIndex, long records, long stepsPerEpoch, long[] recordsPerWorker) {
+    this.rank = rank;
+    this.numWorkers = numWorkers;
+    this.policy = policy;
+    this.splits = Collections.unmodifiableList(splits);
+    this.firstRecordIndex = firstRecordIndex;
+    this.records = records;
+    this.stepsPerEpoch = stepsPerEpoch;
+    this.recordsPerWorker = recordsPerWorker;
+  }
+
+  static WorkerShard of(DatasetPlan plan, int rank, int n, PipelineOptions options) {
+    if (n < 1 || rank < 0 || rank >= n) {
+      throw new IllegalArgumentException("Invalid rank " + rank + " of " + n + " workers");
+    }
+    List<Split> all = plan.splits();
+    ShardingPolicy policy = options.sharding();
+    if (policy == ShardingPolicy.AUTO) {
+      policy = all.size() >= n ? ShardingPolicy.FILE : ShardingPolicy.DATA;
+    }
+    long[] perWorker = new long[n];
+    List<Split> mine = new ArrayList<>();
+    long[] first = null;
+    if (policy == ShardingPolicy.FILE) {
+      if (all.size() < n) {
+        throw new IllegalArgumentException(
+            "FILE sharding needs at least as many splits as workers: " + all.size() + " splits for "
+                + n + " workers (use DATA or AUTO, or a smaller split size)");
+      }
+      List<Split> order = new ArrayList<>(all);
+      Collections.shuffle(order, new Random(options.seed()));
+      order.sort(Comparator.comparingLong(Split::records).reversed()); // stable: seeded tie order
+      int[] owner = new int[all.size()];
+      for (Split s : order) {
+        int best = 0;
+        for (int w = 1; w < n; w++) {
+          if (perWorker[w] < perWorker[best]) {
+            best = w;
+          }
+        }
+        perWorker[best] += s.records();
+        owner[s.index()] = best;
+      }
+      for (Split s : all) {
+        if (owner[s.index()] == rank) {
+          mine.add(s);
+        }
+      }
+    } else {
+      mine.addAll(all);
+      first = new long[all.size()];
+      long g = 0;
+      for (int i = 0; i < all.size(); i++) {
+        first[i] = g;
+        g += all.get(i).records();
+      }
+      for (int w = 0; w < n; w++) {
+        perWorker[w] = g / n + (w < g % n ? 1 : 0);
+      }
+    }
+    int b = options.batchSize();
+    long steps = options.uneven() == UnevenPolicy.PAD ? 0 : Long.MAX_VALUE;
+    for (long r : perWorker) {
+      long s = options.dropRemainder() ? r / b : (r + b - 1) / b;
+      steps = options.uneven() == UnevenPolicy.PAD ? Math.max(steps, s) : Math.min(steps, s);
+    }
+    if (steps <= 0) {
+      throw new IllegalArgumentException(
+          "Too little data for a step on every worker: " + plan.totalRecords() + " records over " + n
+              + " workers (" + Arrays.toString(perWorker) + " per worker, " + policy + " sharding) with batch size "
+              + b + (options.dropRemainder() ? " and dropRemainder" : ""));
+    }
+    return new WorkerShard(rank, n, policy, mine, first, perWorker[rank], steps, perWorker);
+  }
+
+  public int rank() {
+    return rank;
+  }
+
+  public int numWorkers() {
+    return numWorkers;
+  }
+
+  /** The policy in effect (AUTO resolved). */
+  public ShardingPolicy policy() {
+    return policy;
+  }
+
+  /** The splits this worker reads, in canonical order. */
+  public List<Split> splits() {
+    return splits;
+  }
+
+  /** Records this worker owns per epoch. */
+  public long records() {
+    return records;
+  }
+
+  /** Records each worker owns, by rank. */
+  public long[] recordsPerWorker() {
+    return recordsPerWorker.clone();
+  }
+
+  public long stepsPerEpoch() {
+    return stepsPerEpoch;
+  }
+
+  /**
+   * Whether record {@code j} of split number {@code i} of {@link #splits()} belongs to this worker.
+   */
+  boolean owns(int i, long j) {
+    return policy == ShardingPolicy.FILE || (firstRecordIndex[i] + j) % numWorkers == rank;
+  }
+
+  /** Position in {@link #splits()} of each split, in the order of {@code epoch}. */
+  int[] epochOrder(int epoch, PipelineOptions options) {
+    int[] order = new int[splits.size()];
+    for (int i = 0; i < order.length; i++) {
+      order[i] = i;
+    }
+    if (options.shuffleSplits()) {
+      Random rnd = new Random(Seeds.mix(options.seed(), epoch, rank, 1));
+      for (int i = order.length - 1; i > 0; i--) {
+        int j = rnd.nextInt(i + 1);
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+    }
+    return order;
+  }
+}

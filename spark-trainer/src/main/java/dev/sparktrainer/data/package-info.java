@@ -1,0 +1,12 @@
+/**
+ * The streaming input pipeline, with {@code tf.data} semantics: a {@link
+ * dev.sparktrainer.data.DatasetSpec} (paths or globs on any Hadoop FileSystem, TFRecord or Parquet,
+ * feature and label columns with their shapes) is planned into splits on the driver, sharded per
+ * worker and epoch, then streamed inside each worker through interleaved readers, a shuffle buffer,
+ * decoding, batching and a bounded prefetch queue into {@link dev.sparktrainer.data.Batch}es of DJL
+ * NDArrays on the worker's device. Memory is bounded by configuration, never by the dataset size.
+ *
+ * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
+ * same number of steps every epoch on every worker, and an iterator of batches per epoch.
+ */
+package dev.sparktrainer.data;
