@@ -49,8 +49,8 @@ public final class DatasetSpec implements Serializable {
     FLOAT
   }
 
-  /** How a feature column is stored. */
-  public enum FeatureKind {
+  /** How a feature column is encoded. */
+  public enum Encoding {
     /** Numbers: a scalar, a list, or a vector, reshaped to the column's shape. */
     NUMERIC,
     /** An encoded image (PNG, JPEG, ...) decoded with ImageIO to [height, width, channels], scaled to 0..1. */
@@ -62,12 +62,12 @@ public final class DatasetSpec implements Serializable {
     private static final long serialVersionUID = 1L;
     private final String name;
     private final long[] shape;
-    private final FeatureKind kind;
+    private final Encoding encoding;
 
-    Feature(String name, long[] shape, FeatureKind kind) {
+    Feature(String name, long[] shape, Encoding encoding) {
       this.name = name;
       this.shape = shape.clone();
-      this.kind = kind;
+      this.encoding = encoding;
     }
 
     public String name() {
@@ -79,8 +79,8 @@ public final class DatasetSpec implements Serializable {
       return shape.clone();
     }
 
-    public FeatureKind kind() {
-      return kind;
+    public Encoding encoding() {
+      return encoding;
     }
 
     /** Number of float values of one example. */
@@ -94,7 +94,7 @@ public final class DatasetSpec implements Serializable {
 
     @Override
     public String toString() {
-      return name + Arrays.toString(shape) + (kind == FeatureKind.IMAGE ? " image" : "");
+      return name + Arrays.toString(shape) + (encoding == Encoding.IMAGE ? " image" : "");
     }
   }
 
@@ -189,13 +189,13 @@ public final class DatasetSpec implements Serializable {
 
     /** A numeric feature column with the shape of one example, e.g. {@code 784} or {@code 28, 28, 1}. */
     public Builder addFeature(String name, long... shape) {
-      features.add(new Feature(name, shape.length == 0 ? new long[] {1} : shape, FeatureKind.NUMERIC));
+      features.add(new Feature(name, shape.length == 0 ? new long[] {1} : shape, Encoding.NUMERIC));
       return this;
     }
 
     /** An encoded-image feature column decoded to {@code [height, width, channels]}. */
     public Builder addImageFeature(String name, int height, int width, int channels) {
-      features.add(new Feature(name, new long[] {height, width, channels}, FeatureKind.IMAGE));
+      features.add(new Feature(name, new long[] {height, width, channels}, Encoding.IMAGE));
       return this;
     }
 
@@ -231,9 +231,6 @@ public final class DatasetSpec implements Serializable {
           throw new IllegalArgumentException("DatasetSpec: feature '" + f.name + "' given twice");
         }
         names.add(f.name);
-        if (f.kind == FeatureKind.IMAGE && format != Format.TFRECORD && format != Format.PARQUET) {
-          throw new IllegalArgumentException("DatasetSpec: image features need TFRecord or Parquet");
-        }
       }
       if (label != null && names.contains(label)) {
         throw new IllegalArgumentException("DatasetSpec: column '" + label + "' is both a feature and the label");

@@ -1,0 +1,228 @@
+package dev.sparktrainer.data;
+
+import java.io.IOException;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One epoch of one worker: a producer thread runs interleave → shuffle buffer → batch into the
+ * prefetch queue; the consumer takes ready batches. It yields exactly the shard's steps (minus the
+ * skipped ones): a worker that runs out of records repeats its shard (PAD), one with more stops
+ * early (TRUNCATE).
+ */
+final class EpochStream implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(EpochStream.class);
+  private static final Object END = new Object();
+  private static final int TUNE_WINDOW = 16;
+
+  private final PipelineContext ctx;
+  private final int epoch;
+  private final long skip;
+  private final ResizableQueue<Object> prefetch;
+  private final AdjustableSemaphore permits;
+  private final Thread producer;
+  private volatile boolean closed;
+  private boolean ended;
+
+  // consumer-side measurements
+  private long batches;
+  private long records;
+  private long waitNanos;
+  private long consumerNanos;
+  private long lastReturn;
+  private long windowWait;
+  private long windowTotal;
+  private int windowBatches;
+
+  EpochStream(PipelineContext ctx, int epoch, long skip) {
+    this.ctx = ctx;
+    this.epoch = epoch;
+    this.skip = skip;
+    this.prefetch = new ResizableQueue<>(ctx.initialPrefetch());
+    this.permits = new AdjustableSemaphore(ctx.initialParallelism());
+    this.producer = new Thread(this::produce, "pipeline-r" + ctx.rank() + "-e" + epoch);
+    producer.setDaemon(true);
+    producer.start();
+  }
+
+  private void produce() {
+    WorkerShard shard = ctx.shard();
+    PipelineOptions o = ctx.options();
+    int[] order = shard.epochOrder(epoch, o);
+    int b = o.batchSize();
+    long target = shard.stepsPerEpoch();
+    Record[] buf = new Record[b];
+    int n = 0;
+    long emitted = 0;
+    Random rnd = new Random(Seeds.mix(o.seed(), epoch, ctx.rank(), 2));
+    Record[] shuffle = new Record[Math.max(1, o.shuffleBuffer())];
+    int held = 0;
+    try (Interleaver in = new Interleaver(order, o.cycleLength(), o.blockLength(), ctx.slotCapacity(),
+        permits, ctx.opener(), "pipeline-r" + ctx.rank() + "-reader")) {
+      boolean sourceDone = false;
+      long fromThisPass = 0;
+      while (emitted < target && !closed) {
+        // Shuffle buffer: fill, then emit a random element and put the new one in its place.
+        Record r = null;
+        if (!sourceDone) {
+          Record incoming = in.next();
+          if (incoming == null) {
+            sourceDone = true;
+          } else {
+            fromThisPass++;
+            if (o.shuffleBuffer() <= 1) {
+              r = incoming;
+            } else if (held < shuffle.length) {
+              shuffle[held++] = incoming;
+              continue;
+            } else {
+              int i = rnd.nextInt(held);
+              r = shuffle[i];
+              shuffle[i] = incoming;
+            }
+          }
+        }
+        if (r == null && sourceDone) {
+          if (held > 0) {
+            int i = rnd.nextInt(held);
+            r = shuffle[i];
+            shuffle[i] = shuffle[--held];
+            shuffle[held] = null;
+          } else {
+            // The shard is exhausted.
+            if (n > 0 && !o.dropRemainder() && emitted == target - 1) {
+              emitted = emit(buf, n, emitted);
+              n = 0;
+              break;
+            }
+            if (fromThisPass == 0) {
+              throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
+                  + target + " steps");
+            }
+            in.restart(); // PAD: repeat the shard
+            sourceDone = false;
+            fromThisPass = 0;
+            continue;
+          }
+        }
+        if (r == null) {
+          continue;
+        }
+        buf[n++] = r;
+        if (n == b) {
+          emitted = emit(buf, n, emitted);
+          n = 0;
+        }
+      }
+      prefetch.put(END, true);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (Throwable t) {
+      if (!closed) {
+        try {
+          prefetch.put(new Failure(t), true);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+      }
+    }
+  }
+
+  private long emit(Record[] buf, int n, long emitted) throws InterruptedException {
+    if (emitted >= skip) {
+      prefetch.put(HostBatch.of(buf, n, ctx.spec()), false);
+    }
+    java.util.Arrays.fill(buf, 0, n, null);
+    return emitted + 1;
+  }
+
+  /** The next batch, or null at the end of the epoch. */
+  HostBatch take() throws IOException {
+    if (ended) {
+      return null;
+    }
+    long start = System.nanoTime();
+    if (lastReturn != 0) {
+      consumerNanos += start - lastReturn;
+      windowTotal += start - lastReturn;
+    }
+    Object o;
+    try {
+      do {
+        o = prefetch.poll(100, TimeUnit.MILLISECONDS);
+        if (o == null && !producer.isAlive() && prefetch.size() == 0) {
+          throw new IOException("The input pipeline of worker " + ctx.rank() + " stopped without a result");
+        }
+      } while (o == null);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("Interrupted while waiting for a batch", e);
+    }
+    long now = System.nanoTime();
+    waitNanos += now - start;
+    windowWait += now - start;
+    windowTotal += now - start;
+    lastReturn = now;
+    if (o == END) {
+      ended = true;
+      return null;
+    }
+    if (o instanceof Failure) {
+      ended = true;
+      Throwable t = ((Failure) o).error;
+      throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
+    }
+    HostBatch hb = (HostBatch) o;
+    batches++;
+    records += hb.size;
+    if (++windowBatches >= TUNE_WINDOW) {
+      autotune();
+    }
+    return hb;
+  }
+
+  /** Grows prefetch depth and reader parallelism while the consumer waits more than 2% of the time. */
+  private void autotune() {
+    double wait = windowTotal == 0 ? 0 : (double) windowWait / windowTotal;
+    if (wait > 0.02) {
+      if (ctx.options().prefetchBatches() == PipelineOptions.AUTOTUNE
+          && prefetch.capacity() < ctx.maxPrefetch()) {
+        prefetch.setCapacity(Math.min(ctx.maxPrefetch(), prefetch.capacity() * 2));
+      }
+      if (ctx.options().readerParallelism() == PipelineOptions.AUTOTUNE
+          && permits.limit() < ctx.options().cycleLength()) {
+        permits.setLimit(permits.limit() + 1);
+      }
+      LOG.debug("AUTOTUNE worker {}: wait {}%, prefetch {}, parallelism {}", ctx.rank(),
+          Math.round(wait * 100), prefetch.capacity(), permits.limit());
+    }
+    windowWait = 0;
+    windowTotal = 0;
+    windowBatches = 0;
+  }
+
+  PipelineStats stats() {
+    return new PipelineStats(batches, records, waitNanos, consumerNanos, permits.limit(), prefetch.capacity());
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    producer.interrupt();
+    try {
+      producer.join(30_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static final class Failure {
+    final Throwable error;
+
+    Failure(Throwable error) {
+      this.error = error;
+    }
+  }
+}

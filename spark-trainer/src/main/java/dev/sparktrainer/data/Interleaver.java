@@ -1,0 +1,208 @@
+package dev.sparktrainer.data;
+
+import java.io.IOException;
+import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * tf.data's deterministic interleave: {@code cycleLength} splits are open at once, each read by its
+ * own thread into a small bounded queue; the consumer takes {@code blockLength} records from each
+ * open split in turn, and an exhausted split's place in the cycle goes to the next split of the
+ * list. The output order depends only on the list, never on thread timing. A semaphore bounds how
+ * many readers decode at once (AUTOTUNE adjusts it).
+ */
+final class Interleaver implements AutoCloseable {
+  /** Opens the stream of one item. */
+  interface Opener {
+    RecordStream open(int item) throws IOException;
+
+    String describe(int item);
+  }
+
+  private static final Object END = new Object();
+  private static final int CHUNK = 16;
+
+  private final int[] items;
+  private final int blockLength;
+  private final int slotCapacity;
+  private final Semaphore permits;
+  private final Opener opener;
+  private final String threadName;
+  private final Slot[] slots;
+  private int nextItem;
+  private int cur;
+  private int takenInBlock;
+  private volatile boolean closed;
+
+  Interleaver(int[] items, int cycleLength, int blockLength, int slotCapacity, Semaphore permits,
+      Opener opener, String threadName) {
+    this.items = items;
+    this.blockLength = blockLength;
+    this.slotCapacity = slotCapacity;
+    this.permits = permits;
+    this.opener = opener;
+    this.threadName = threadName;
+    this.slots = new Slot[Math.min(cycleLength, Math.max(1, items.length))];
+    start();
+  }
+
+  private void start() {
+    nextItem = 0;
+    cur = 0;
+    takenInBlock = 0;
+    for (int i = 0; i < slots.length && nextItem < items.length; i++) {
+      slots[i] = new Slot(items[nextItem++]);
+    }
+  }
+
+  /** Starts over from the first item (PAD: repeating the shard). */
+  void restart() {
+    closeSlots();
+    start();
+  }
+
+  /** The next record, or null when every item is exhausted. */
+  Record next() throws IOException, InterruptedException {
+    while (true) {
+      boolean any = false;
+      for (Slot s : slots) {
+        any |= s != null;
+      }
+      if (!any) {
+        return null;
+      }
+      Slot s = slots[cur];
+      if (s == null) {
+        advance();
+        continue;
+      }
+      Object o = s.take();
+      if (o == END) {
+        slots[cur] = nextItem < items.length ? new Slot(items[nextItem++]) : null;
+        advance();
+        continue;
+      }
+      if (o instanceof Failure) {
+        Throwable t = ((Failure) o).error;
+        if (t instanceof IOException) {
+          throw new IOException(t.getMessage(), t);
+        }
+        throw new IOException("Reading " + opener.describe(s.item) + ": " + t, t);
+      }
+      if (++takenInBlock >= blockLength) {
+        advance();
+      }
+      return (Record) o;
+    }
+  }
+
+  private void advance() {
+    cur = (cur + 1) % slots.length;
+    takenInBlock = 0;
+  }
+
+  private void closeSlots() {
+    for (int i = 0; i < slots.length; i++) {
+      if (slots[i] != null) {
+        slots[i].stop();
+        slots[i] = null;
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    closeSlots();
+  }
+
+  private static final class Failure {
+    final Throwable error;
+
+    Failure(Throwable error) {
+      this.error = error;
+    }
+  }
+
+  /** One open item and its reader thread. */
+  private final class Slot implements Runnable {
+    final int item;
+    final ArrayBlockingQueue<Object> queue = new ArrayBlockingQueue<>(slotCapacity + 1);
+    final Thread thread;
+    volatile boolean stopped;
+
+    Slot(int item) {
+      this.item = item;
+      this.thread = new Thread(this, threadName);
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    @Override
+    public void run() {
+      try (RecordStream in = opener.open(item)) {
+        Record[] chunk = new Record[CHUNK];
+        boolean more = true;
+        while (more && !stopped) {
+          int n = 0;
+          permits.acquire();
+          try {
+            while (n < CHUNK) {
+              Record r = in.next();
+              if (r == null) {
+                more = false;
+                break;
+              }
+              chunk[n++] = r;
+            }
+          } finally {
+            permits.release();
+          }
+          for (int i = 0; i < n; i++) {
+            while (!queue.offer(chunk[i], 100, TimeUnit.MILLISECONDS)) {
+              if (stopped) {
+                return;
+              }
+            }
+            chunk[i] = null;
+          }
+        }
+        if (!stopped) {
+          queue.put(END);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (Throwable t) {
+        queue.clear();
+        queue.offer(new Failure(t));
+      }
+    }
+
+    Object take() throws InterruptedException, IOException {
+      while (true) {
+        Object o = queue.poll(100, TimeUnit.MILLISECONDS);
+        if (o != null) {
+          return o;
+        }
+        if (closed) {
+          throw new InterruptedException("pipeline closed");
+        }
+        if (!thread.isAlive() && queue.isEmpty()) {
+          throw new IOException("Reader of " + opener.describe(item) + " stopped without a result");
+        }
+      }
+    }
+
+    void stop() {
+      stopped = true;
+      thread.interrupt();
+      try {
+        thread.join(10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}

@@ -1,0 +1,134 @@
+package dev.sparktrainer.data;
+
+import java.io.IOException;
+import java.util.Locale;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * What one worker's pipeline needs in every epoch: its shard, the options, how to open a split,
+ * and the memory plan — the shuffle buffer, the reader queues and the prefetched batches must fit
+ * the memory budget together.
+ */
+final class PipelineContext {
+  /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
+  private static final int RECORD_OVERHEAD = 48;
+
+  private final DatasetPlan plan;
+  private final WorkerShard shard;
+  private final PipelineOptions options;
+  private final int rank;
+  private final Interleaver.Opener opener;
+  private final int slotCapacity;
+  private final int maxPrefetch;
+  private final int initialPrefetch;
+  private final int initialParallelism;
+
+  PipelineContext(DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
+    this.plan = plan;
+    this.options = options;
+    this.rank = rank;
+    this.shard = plan.shard(rank, numWorkers, options);
+    DatasetSpec spec = plan.spec();
+    long recordBytes = 4L * spec.featureSize() + RECORD_OVERHEAD;
+    long batchBytes = 2L * options.batchSize() * (4L * spec.featureSize() + 8); // records + the batch copy
+    long budget = options.memoryBudgetBytes();
+    long shuffleBytes = (long) Math.max(1, options.shuffleBuffer()) * recordBytes;
+    int k = Math.min(options.cycleLength(), Math.max(1, shard.splits().size()));
+    long readerBudget = Math.max(0, (budget - shuffleBytes - 2 * batchBytes) / 4);
+    this.slotCapacity = (int) Math.max(2, Math.min(256, readerBudget / Math.max(1, k * recordBytes)));
+    long fixed = shuffleBytes + (long) k * (slotCapacity + 17) * recordBytes + batchBytes;
+    if (fixed + batchBytes > budget) {
+      throw new IllegalArgumentException(String.format(Locale.ROOT,
+          "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"
+              + " %d reader queues of %d records and one batch of %d need %d bytes; raise the budget"
+              + " or lower shuffleBuffer, cycleLength or batchSize",
+          budget, options.shuffleBuffer(), recordBytes, shuffleBytes, k, slotCapacity, batchBytes,
+          fixed + batchBytes));
+    }
+    this.maxPrefetch = (int) Math.max(1, Math.min(64, (budget - fixed) / batchBytes));
+    this.initialPrefetch = options.prefetchBatches() == PipelineOptions.AUTOTUNE
+        ? Math.min(2, maxPrefetch) : options.prefetchBatches();
+    if (initialPrefetch > maxPrefetch) {
+      throw new IllegalArgumentException("prefetchBatches " + options.prefetchBatches()
+          + " batches of " + batchBytes + " bytes exceed memoryBudgetBytes " + budget
+          + " with the shuffle buffer and reader queues (at most " + maxPrefetch + ")");
+    }
+    this.initialParallelism = options.readerParallelism() == PipelineOptions.AUTOTUNE
+        ? Math.min(2, k) : Math.min(options.readerParallelism(), options.cycleLength());
+    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers);
+  }
+
+  DatasetSpec spec() {
+    return plan.spec();
+  }
+
+  WorkerShard shard() {
+    return shard;
+  }
+
+  PipelineOptions options() {
+    return options;
+  }
+
+  int rank() {
+    return rank;
+  }
+
+  Interleaver.Opener opener() {
+    return opener;
+  }
+
+  int slotCapacity() {
+    return slotCapacity;
+  }
+
+  int maxPrefetch() {
+    return maxPrefetch;
+  }
+
+  int initialPrefetch() {
+    return initialPrefetch;
+  }
+
+  int initialParallelism() {
+    return initialParallelism;
+  }
+
+  /** Opens item {@code i} (a position in the shard's split list), from the cache when it holds it. */
+  private static final class Opener implements Interleaver.Opener {
+    private final DatasetPlan plan;
+    private final WorkerShard shard;
+    private final Configuration conf;
+    private final RecordCache cache;
+
+    Opener(DatasetPlan plan, WorkerShard shard, Configuration conf, PipelineOptions options, int rank,
+        int numWorkers) {
+      this.plan = plan;
+      this.shard = shard;
+      this.conf = conf;
+      this.cache = options.cacheDir() == null ? null
+          : new RecordCache(options.cacheDir(), plan, shard, rank, numWorkers);
+    }
+
+    @Override
+    public RecordStream open(int i) throws IOException {
+      Split s = shard.splits().get(i);
+      if (cache != null) {
+        RecordStream cached = cache.open(s);
+        if (cached != null) {
+          return cached;
+        }
+      }
+      RecordStream source = plan.spec().format() == DatasetSpec.Format.PARQUET
+          ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf)
+          : new TFRecordStream(s, plan.spec(), j -> shard.owns(i, j), conf,
+              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH);
+      return cache == null ? source : cache.writeThrough(s, source);
+    }
+
+    @Override
+    public String describe(int i) {
+      return shard.splits().get(i).toString();
+    }
+  }
+}

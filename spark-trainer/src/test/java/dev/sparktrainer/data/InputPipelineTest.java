@@ -1,0 +1,221 @@
+package dev.sparktrainer.data;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import dev.sparktrainer.data.PipelineOptions.ShardingPolicy;
+import dev.sparktrainer.data.PipelineOptions.UnevenPolicy;
+import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Assertions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class InputPipelineTest {
+  private static final int W = 4;
+
+  @TempDir Path dir;
+
+  /** The ids one worker sees in one epoch, batch by batch. */
+  private static List<Long> ids(InputPipeline p, int epoch) {
+    List<Long> out = new ArrayList<>();
+    Iterator<HostBatch> it = p.hostEpoch(epoch, 0);
+    long batches = 0;
+    while (it.hasNext()) {
+      HostBatch b = it.next();
+      for (int i = 0; i < b.size; i++) {
+        out.add(TestData.idOf(b, i, W));
+        assertThat(b.labels[i]).isEqualTo(TestData.idOf(b, i, W) % 10);
+        assertThat(b.features[0][i * W + 3]).isEqualTo(TestData.idOf(b, i, W) + 1.5f);
+      }
+      batches++;
+    }
+    assertThat(batches).as("batches of an epoch").isEqualTo(p.stepsPerEpoch());
+    return out;
+  }
+
+  private DatasetPlan plan(int... counts) throws IOException {
+    TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, counts);
+    return DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(), TestData.CONF);
+  }
+
+  private static PipelineOptions.Builder opts() {
+    return PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
+        .optMemoryBudgetBytes(8 << 20);
+  }
+
+  /** Every record is seen by exactly one worker per epoch; every worker takes the same steps. */
+  @Test
+  void exactlyOnceCoverageForEveryPolicy() throws IOException {
+    DatasetPlan plan = plan(100, 37, 5, 260, 1, 64); // uneven shards
+    long total = plan.totalRecords();
+    for (ShardingPolicy policy : ShardingPolicy.values()) {
+      for (int n : new int[] {1, 2, 3, 7}) {
+        if (policy == ShardingPolicy.FILE && n > plan.splits().size()) {
+          continue;
+        }
+        PipelineOptions o = opts().optSharding(policy).optDropRemainder(false).optUneven(UnevenPolicy.PAD).build();
+        Set<Long> union = new HashSet<>();
+        long steps = -1;
+        for (int r = 0; r < n; r++) {
+          try (InputPipeline p = InputPipeline.create(plan, o, r, n, null, TestData.CONF)) {
+            if (steps < 0) {
+              steps = p.stepsPerEpoch();
+            }
+            assertThat(p.stepsPerEpoch()).as("same steps on every worker").isEqualTo(steps);
+            Set<Long> mine = new HashSet<>(ids(p, 0));
+            assertThat(mine).as(policy + " n=" + n + " rank " + r + " owns").hasSize((int) p.shard().records());
+            for (Long id : mine) {
+              assertThat(union.add(id)).as("record " + id + " seen by two workers").isTrue();
+            }
+          }
+        }
+        assertThat(union).as(policy + " n=" + n).hasSize((int) total);
+      }
+    }
+  }
+
+  @Test
+  void autoPicksFileOrDataAndUnevenPoliciesSetSteps() throws IOException {
+    DatasetPlan plan = plan(100, 37, 5, 260);
+    assertThat(plan.shard(0, 4, opts().build()).policy()).isEqualTo(ShardingPolicy.FILE);
+    assertThat(plan.shard(0, 5, opts().build()).policy()).isEqualTo(ShardingPolicy.DATA);
+    // FILE with 2 workers, balanced: {260} vs {100, 37, 5}.
+    WorkerShard pad = plan.shard(0, 2, opts().optSharding(ShardingPolicy.FILE).build());
+    assertThat(pad.recordsPerWorker()).containsExactlyInAnyOrder(260L, 142L);
+    assertThat(pad.stepsPerEpoch()).isEqualTo(260 / 8);
+    WorkerShard cut = plan.shard(0, 2, opts().optSharding(ShardingPolicy.FILE).optUneven(UnevenPolicy.TRUNCATE).build());
+    assertThat(cut.stepsPerEpoch()).isEqualTo(142 / 8);
+    for (int r = 0; r < 2; r++) {
+      try (InputPipeline p = InputPipeline.create(plan, opts().optSharding(ShardingPolicy.FILE)
+          .optUneven(UnevenPolicy.TRUNCATE).build(), r, 2, null, TestData.CONF)) {
+        assertThat(ids(p, 1)).hasSize(142 / 8 * 8);
+      }
+    }
+    assertThatThrownBy(() -> plan.shard(0, 2, opts().setBatchSize(1000).build()))
+        .hasMessageContaining("Too little data for a step on every worker: 402 records over 2 workers");
+  }
+
+  @Test
+  void reproducibleWithASeedAndReshuffledEveryEpoch() throws IOException {
+    DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
+    PipelineOptions o = opts().optSeed(7).build();
+    List<Long> a0;
+    List<Long> a1;
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+      a0 = ids(p, 0);
+      a1 = ids(p, 1);
+    }
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+      assertThat(ids(p, 1)).isEqualTo(a1);
+      assertThat(ids(p, 0)).isEqualTo(a0);
+    }
+    assertThat(a1).isNotEqualTo(a0);
+    try (InputPipeline p = InputPipeline.create(plan, opts().optSeed(8).build(), 1, 2, null, TestData.CONF)) {
+      assertThat(ids(p, 0)).isNotEqualTo(a0);
+    }
+    // Resuming at step k yields the rest of the same sequence.
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+      List<Long> rest = new ArrayList<>();
+      p.hostEpoch(1, 5).forEachRemaining(b -> {
+        for (int i = 0; i < b.size; i++) {
+          rest.add(TestData.idOf(b, i, W));
+        }
+      });
+      assertThat(rest).isEqualTo(a1.subList(5 * 8, a1.size()));
+    }
+  }
+
+  @Test
+  void interleaveWithoutShuffleTakesBlocksInTurn() throws IOException {
+    DatasetPlan plan = plan(6, 6);
+    PipelineOptions o = PipelineOptions.builder().setBatchSize(12).optShuffleBuffer(0).optShuffleSplits(false)
+        .optCycleLength(2).optBlockLength(2).build();
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+      assertThat(ids(p, 0)).containsExactly(0L, 1L, 6L, 7L, 2L, 3L, 8L, 9L, 4L, 5L, 10L, 11L);
+    }
+  }
+
+  @Test
+  void readerFailureNamesTheFileInsteadOfHanging() throws IOException {
+    DatasetPlan plan = plan(50, 50, 50);
+    Path bad = dir.resolve("d").resolve("part-001.tfrecord");
+    byte[] bytes = Files.readAllBytes(bad);
+    bytes[bytes.length / 2] ^= 0x55;
+    Files.write(bad, bytes);
+    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
+      try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+        assertThatThrownBy(() -> ids(p, 0))
+            .isInstanceOf(UncheckedIOException.class)
+            .hasMessageContaining("Corrupt TFRecord file " + bad.toUri().toString().replace("file:///", "file:/"))
+            .hasMessageContaining("at byte offset");
+      }
+    });
+  }
+
+  @Test
+  void cacheServesLaterEpochsWithoutTheSourceFiles() throws IOException {
+    DatasetPlan plan = plan(40, 30, 20);
+    Path cache = dir.resolve("cache");
+    PipelineOptions cached = opts().optCacheDir(cache.toString()).build();
+    List<Long> expected;
+    try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+      expected = ids(p, 1);
+    }
+    try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, null, TestData.CONF)) {
+      ids(p, 0); // fills the cache
+      try (Stream<Path> files = Files.walk(dir.resolve("d"))) {
+        files.filter(Files::isRegularFile).forEach(f -> f.toFile().delete());
+      }
+      assertThat(ids(p, 1)).isEqualTo(expected);
+    }
+    try (Stream<Path> files = Files.walk(cache)) {
+      assertThat(files.filter(f -> f.toString().endsWith(".bin")).count()).isEqualTo(3);
+    }
+  }
+
+  @Test
+  void batchesBecomeNdArraysOfTheSpecsShapes() throws IOException {
+    TestData.writeTFRecords(dir.resolve("d"), 6, 0, TFRecordCompression.GZIP, 20);
+    DatasetSpec spec = DatasetSpec.builder().addPath(dir.resolve("d").toString()).addFeature("x", 2, 3)
+        .setLabel("label", DatasetSpec.LabelType.FLOAT).build();
+    DatasetPlan plan = DatasetPlanner.plan(spec, opts().build(), TestData.CONF);
+    try (NDManager m = NDManager.newBaseManager();
+        InputPipeline p = InputPipeline.create(plan, opts().setBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
+      Iterator<Batch> it = p.epoch(0, 0);
+      int n = 0;
+      while (it.hasNext()) {
+        try (Batch b = it.next()) {
+          assertThat(b.features().get(0).getShape().getShape()).containsExactly(5, 2, 3);
+          assertThat(b.features().get(0).getDataType()).isEqualTo(DataType.FLOAT32);
+          assertThat(b.labels().getDataType()).isEqualTo(DataType.FLOAT32);
+          float id = b.features().get(0).get(0, 0, 0).getFloat();
+          assertThat(b.labels().getFloat(0)).isEqualTo(id % 10);
+          n++;
+        }
+      }
+      assertThat(n).isEqualTo(4);
+      assertThat(p.stats().batches()).isEqualTo(4);
+    }
+  }
+
+  @Test
+  void budgetTooSmallIsAClearError() throws IOException {
+    DatasetPlan plan = plan(10);
+    assertThatThrownBy(() -> InputPipeline.create(plan, opts().optShuffleBuffer(1_000_000)
+        .optMemoryBudgetBytes(1 << 20).build(), 0, 1, null, TestData.CONF))
+        .hasMessageStartingWith("memoryBudgetBytes 1048576 is too small: the shuffle buffer (1000000 records");
+  }
+}
