@@ -22,3 +22,17 @@ run_main() {
   # shellcheck disable=SC2086
   exec java $opts -Dlog4j2.configurationFile="$ROOT/bin/log4j2.properties" ${JAVA_OPTS:-} -cp "$cp" "$cls" "$@"
 }
+
+# test_classpath MODULE: compiles MODULE's tests if needed and prints its test class path (for the
+# benchmarks, which live with the tests they share data generators with).
+test_classpath() {
+  local module="$1" cpfile="$ROOT/$1/target/test-classpath.txt"
+  if [ ! -d "$ROOT/$module/target/test-classes" ] || [ ! -f "$cpfile" ] \
+     || [ -n "$(find "$ROOT/$module/src" -newer "$cpfile" -name '*.java' -print -quit)" ]; then
+    echo "Building $module and its tests (first run)..." >&2
+    # One reactor build: the class path then points at this checkout's modules, not at ~/.m2.
+    (cd "$ROOT" && mvn -B -q -ntp -DskipTests -pl "$module" -am install dependency:build-classpath \
+           -Dmdep.includeScope=test -Dmdep.outputFile="$cpfile" >&2) || { echo "build failed" >&2; exit 1; }
+  fi
+  echo "$ROOT/$module/target/test-classes:$ROOT/$module/target/classes:$(cat "$cpfile")"
+}

@@ -15,12 +15,19 @@ public final class Batch implements AutoCloseable {
   private final NDList features;
   private final NDArray labels;
   private final int size;
+  private final Runnable onClose;
 
   public Batch(NDManager manager, NDList features, NDArray labels, int size) {
+    this(manager, features, labels, size, null);
+  }
+
+  /** A batch that runs {@code onClose} after its manager is closed (to recycle buffers). */
+  public Batch(NDManager manager, NDList features, NDArray labels, int size, Runnable onClose) {
     this.manager = manager;
     this.features = features;
     this.labels = labels;
     this.size = size;
+    this.onClose = onClose;
   }
 
   /** The feature tensors, in the order of the spec's feature columns. */
@@ -46,5 +53,8 @@ public final class Batch implements AutoCloseable {
   @Override
   public void close() {
     manager.close();
+    if (onClose != null) {
+      onClose.run();
+    }
   }
 }

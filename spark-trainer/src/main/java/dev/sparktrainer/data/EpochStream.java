@@ -132,7 +132,11 @@ final class EpochStream implements AutoCloseable {
 
   private long emit(Record[] buf, int n, long emitted) throws InterruptedException {
     if (emitted >= skip) {
-      prefetch.put(HostBatch.of(buf, n, ctx.spec()), false);
+      prefetch.put(HostBatch.of(buf, n, ctx), false);
+    } else {
+      for (int i = 0; i < n; i++) {
+        ctx.recordPool().give(buf[i].features);
+      }
     }
     java.util.Arrays.fill(buf, 0, n, null);
     return emitted + 1;

@@ -1,26 +1,48 @@
 package dev.sparktrainer.data;
 
-/** A batch still on the Java heap: one float array per feature column, and the labels. */
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+
+/**
+ * A batch ready for the device: one direct buffer per feature column (native order, so DJL wraps it
+ * without a copy on CPU), and the labels. Full batches' buffers come from, and go back to, a pool.
+ */
 final class HostBatch {
-  final float[][] features;
+  final ByteBuffer[] features;
   final double[] labels;
   final int size;
 
-  HostBatch(float[][] features, double[] labels, int size) {
+  HostBatch(ByteBuffer[] features, double[] labels, int size) {
     this.features = features;
     this.labels = labels;
     this.size = size;
   }
 
-  static HostBatch of(Record[] records, int n, DatasetSpec spec) {
+  /** Column {@code c} as floats. */
+  FloatBuffer floats(int c) {
+    return features[c].duplicate().order(ByteOrder.nativeOrder()).asFloatBuffer();
+  }
+
+  /** Value {@code i} of column {@code c}. */
+  float feature(int c, int i) {
+    return features[c].getFloat(i * 4);
+  }
+
+  /** Copies {@code n} records into a batch and hands their arrays back to the record pool. */
+  static HostBatch of(Record[] records, int n, PipelineContext ctx) {
+    DatasetSpec spec = ctx.spec();
     int cols = spec.features().size();
-    float[][] f = new float[cols][];
+    ByteBuffer[] f = new ByteBuffer[cols];
     int off = 0;
+    boolean full = n == ctx.options().batchSize();
     for (int c = 0; c < cols; c++) {
       int size = spec.features().get(c).size();
-      float[] col = new float[n * size];
+      ByteBuffer col = full ? ctx.columnPool(c).take()
+          : ByteBuffer.allocateDirect(n * size * 4).order(ByteOrder.nativeOrder());
+      FloatBuffer fb = col.asFloatBuffer();
       for (int i = 0; i < n; i++) {
-        System.arraycopy(records[i].features, off, col, i * size, size);
+        fb.put(records[i].features, off, size);
       }
       f[c] = col;
       off += size;
@@ -28,6 +50,7 @@ final class HostBatch {
     double[] labels = new double[n];
     for (int i = 0; i < n; i++) {
       labels[i] = records[i].label;
+      ctx.recordPool().give(records[i].features);
     }
     return new HostBatch(f, labels, n);
   }

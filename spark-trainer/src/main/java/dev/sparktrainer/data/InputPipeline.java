@@ -60,7 +60,7 @@ public final class InputPipeline implements BatchSource {
 
   @Override
   public Iterator<Batch> epoch(int epoch, long skipSteps) {
-    HostIterator host = hostEpoch(epoch, skipSteps);
+    HostIterator host = start(epoch, skipSteps, false);
     return new Iterator<>() {
       @Override
       public boolean hasNext() {
@@ -74,14 +74,21 @@ public final class InputPipeline implements BatchSource {
     };
   }
 
-  /** The epoch's batches as Java arrays (no DJL): for benchmarks, tools and tests. */
+  /**
+   * The epoch's batches on the Java side (no DJL): for benchmarks, tools and tests. A batch is valid
+   * until the next call to the iterator, which recycles its buffers.
+   */
   HostIterator hostEpoch(int epoch, long skipSteps) {
+    return start(epoch, skipSteps, true);
+  }
+
+  private HostIterator start(int epoch, long skipSteps, boolean recycle) {
     if (skipSteps < 0 || skipSteps > stepsPerEpoch()) {
       throw new IllegalArgumentException("skipSteps " + skipSteps + " outside 0.." + stepsPerEpoch());
     }
     closeCurrent();
     current = new EpochStream(ctx, epoch, skipSteps);
-    return new HostIterator(current);
+    return new HostIterator(current, recycle ? ctx : null);
   }
 
   /** Measurements of the current (or last) epoch. */
@@ -99,7 +106,7 @@ public final class InputPipeline implements BatchSource {
         long[] full = new long[shape.length + 1];
         full[0] = hb.size;
         System.arraycopy(shape, 0, full, 1, shape.length);
-        features.add(m.create(hb.features[c], new Shape(full)));
+        features.add(m.create(hb.features[c], new Shape(full), ai.djl.ndarray.types.DataType.FLOAT32));
       }
       NDArray labels;
       if (spec.labelType() == DatasetSpec.LabelType.INT) {
@@ -115,7 +122,8 @@ public final class InputPipeline implements BatchSource {
         }
         labels = m.create(l);
       }
-      return new Batch(m, features, labels, hb.size);
+      // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
+      return new Batch(m, features, labels, hb.size, () -> ctx.recycle(hb));
     } catch (RuntimeException e) {
       m.close();
       throw e;
@@ -138,16 +146,23 @@ public final class InputPipeline implements BatchSource {
   /** Host batches of one epoch; reader failures surface as {@link UncheckedIOException}s naming the file. */
   static final class HostIterator implements Iterator<HostBatch> {
     private final EpochStream stream;
+    private final PipelineContext recycler;
     private HostBatch next;
+    private HostBatch returned;
     private boolean done;
 
-    HostIterator(EpochStream stream) {
+    HostIterator(EpochStream stream, PipelineContext recycler) {
       this.stream = stream;
+      this.recycler = recycler;
     }
 
     @Override
     public boolean hasNext() {
       if (next == null && !done) {
+        if (recycler != null && returned != null) {
+          recycler.recycle(returned);
+          returned = null;
+        }
         try {
           next = stream.take();
         } catch (IOException e) {
@@ -166,6 +181,7 @@ public final class InputPipeline implements BatchSource {
       }
       HostBatch b = next;
       next = null;
+      returned = b;
       return b;
     }
 

@@ -78,7 +78,7 @@ final class Interleaver implements AutoCloseable {
         advance();
         continue;
       }
-      Object o = s.take();
+      Object o = s.nextRecord();
       if (o == END) {
         slots[cur] = nextItem < items.length ? new Slot(items[nextItem++]) : null;
         advance();
@@ -129,7 +129,10 @@ final class Interleaver implements AutoCloseable {
   /** One open item and its reader thread. */
   private final class Slot implements Runnable {
     final int item;
-    final ArrayBlockingQueue<Object> queue = new ArrayBlockingQueue<>(slotCapacity + 1);
+    final ArrayBlockingQueue<Object> queue =
+        new ArrayBlockingQueue<>(Math.max(2, slotCapacity / CHUNK) + 1);
+    private Record[] chunk; // the chunk being consumed
+    private int chunkPos;
     final Thread thread;
     volatile boolean stopped;
 
@@ -143,9 +146,9 @@ final class Interleaver implements AutoCloseable {
     @Override
     public void run() {
       try (RecordStream in = opener.open(item)) {
-        Record[] chunk = new Record[CHUNK];
         boolean more = true;
         while (more && !stopped) {
+          Record[] out = new Record[CHUNK];
           int n = 0;
           permits.acquire();
           try {
@@ -155,18 +158,19 @@ final class Interleaver implements AutoCloseable {
                 more = false;
                 break;
               }
-              chunk[n++] = r;
+              out[n++] = r;
             }
           } finally {
             permits.release();
           }
-          for (int i = 0; i < n; i++) {
-            while (!queue.offer(chunk[i], 100, TimeUnit.MILLISECONDS)) {
-              if (stopped) {
-                return;
-              }
+          if (n == 0) {
+            break;
+          }
+          Object handoff = n == CHUNK ? out : java.util.Arrays.copyOf(out, n);
+          while (!queue.offer(handoff, 100, TimeUnit.MILLISECONDS)) {
+            if (stopped) {
+              return;
             }
-            chunk[i] = null;
           }
         }
         if (!stopped) {
@@ -178,6 +182,25 @@ final class Interleaver implements AutoCloseable {
         queue.clear();
         queue.offer(new Failure(t));
       }
+    }
+
+    /** The next record, END or a Failure; records are handed over in chunks to cut synchronisation. */
+    Object nextRecord() throws InterruptedException, IOException {
+      if (chunk != null && chunkPos < chunk.length) {
+        Record r = chunk[chunkPos];
+        chunk[chunkPos++] = null;
+        return r;
+      }
+      chunk = null;
+      Object o = take();
+      if (o instanceof Record[]) {
+        chunk = (Record[]) o;
+        chunkPos = 1;
+        Record r = chunk[0];
+        chunk[0] = null;
+        return r;
+      }
+      return o;
     }
 
     Object take() throws InterruptedException, IOException {

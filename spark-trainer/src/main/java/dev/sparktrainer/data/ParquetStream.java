@@ -27,6 +27,7 @@ import org.apache.parquet.schema.Type;
  */
 final class ParquetStream implements RecordStream {
   private final String file;
+  private final ArrayPool pool;
   private final ParquetFileReader reader;
   private final MessageType fileSchema;
   private final MessageType projection;
@@ -37,7 +38,9 @@ final class ParquetStream implements RecordStream {
   private long rowsLeftInGroup;
   private long index;
 
-  ParquetStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf) throws IOException {
+  ParquetStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, ArrayPool pool)
+      throws IOException {
+    this.pool = pool;
     this.file = split.path();
     this.spec = spec;
     this.owned = owned;
@@ -99,7 +102,7 @@ final class ParquetStream implements RecordStream {
   }
 
   private Record decode(Group g) throws IOException {
-    float[] out = new float[spec.featureSize()];
+    float[] out = pool.take();
     int pos = 0;
     List<DatasetSpec.Feature> features = spec.features();
     for (int c = 0; c < features.size(); c++) {

@@ -22,6 +22,8 @@ final class PipelineContext {
   private final int maxPrefetch;
   private final int initialPrefetch;
   private final int initialParallelism;
+  private final ArrayPool records;
+  private final BufferPool[] columns;
 
   PipelineContext(DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
     this.plan = plan;
@@ -55,7 +57,30 @@ final class PipelineContext {
     }
     this.initialParallelism = options.readerParallelism() == PipelineOptions.AUTOTUNE
         ? Math.min(2, k) : Math.min(options.readerParallelism(), options.cycleLength());
-    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers);
+    int live = Math.max(1, options.shuffleBuffer()) + k * (slotCapacity + 17) + 2 * options.batchSize();
+    this.records = new ArrayPool(spec.featureSize(), live);
+    this.columns = new BufferPool[spec.features().size()];
+    for (int c = 0; c < columns.length; c++) {
+      columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(), maxPrefetch + 4);
+    }
+    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records);
+  }
+
+  /** Decoded records' arrays, recycled once a record is copied into a batch. */
+  ArrayPool recordPool() {
+    return records;
+  }
+
+  /** Direct buffers of full batches' feature columns, recycled when the batch is closed. */
+  BufferPool columnPool(int column) {
+    return columns[column];
+  }
+
+  /** Returns a batch's buffers once nothing refers to them any more. */
+  void recycle(HostBatch b) {
+    for (int c = 0; c < b.features.length; c++) {
+      columns[c].give(b.features[c]);
+    }
   }
 
   DatasetSpec spec() {
@@ -100,9 +125,11 @@ final class PipelineContext {
     private final WorkerShard shard;
     private final Configuration conf;
     private final RecordCache cache;
+    private final ArrayPool records;
 
     Opener(DatasetPlan plan, WorkerShard shard, Configuration conf, PipelineOptions options, int rank,
-        int numWorkers) {
+        int numWorkers, ArrayPool records) {
+      this.records = records;
       this.plan = plan;
       this.shard = shard;
       this.conf = conf;
@@ -114,15 +141,15 @@ final class PipelineContext {
     public RecordStream open(int i) throws IOException {
       Split s = shard.splits().get(i);
       if (cache != null) {
-        RecordStream cached = cache.open(s);
+        RecordStream cached = cache.open(s, records);
         if (cached != null) {
           return cached;
         }
       }
       RecordStream source = plan.spec().format() == DatasetSpec.Format.PARQUET
-          ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf)
+          ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
           : new TFRecordStream(s, plan.spec(), j -> shard.owns(i, j), conf,
-              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH);
+              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

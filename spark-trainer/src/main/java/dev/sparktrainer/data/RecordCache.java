@@ -56,7 +56,7 @@ final class RecordCache {
   }
 
   /** The cached records of {@code s}, or null if not cached yet. */
-  RecordStream open(Split s) throws IOException {
+  RecordStream open(Split s, ArrayPool pool) throws IOException {
     Path f = fileOf(s);
     if (!Files.exists(f)) {
       return null;
@@ -69,10 +69,11 @@ final class RecordCache {
     return new RecordStream() {
       @Override
       public Record next() throws IOException {
-        float[] v = new float[featureSize];
+        float[] v = pool.take();
         try {
           v[0] = in.readFloat();
         } catch (EOFException e) {
+          pool.give(v);
           return null;
         }
         for (int i = 1; i < featureSize; i++) {

@@ -25,6 +25,7 @@ import org.apache.hadoop.fs.Path;
  */
 final class TFRecordStream implements RecordStream {
   private final TFRecordReader reader;
+  private final ArrayPool pool;
   private final DatasetSpec spec;
   private final LongPredicate owned;
   private final ExampleScanner scanner;
@@ -33,8 +34,9 @@ final class TFRecordStream implements RecordStream {
   private final boolean labelled;
   private long index;
 
-  TFRecordStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, int maxRecordLength)
-      throws IOException {
+  TFRecordStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, int maxRecordLength,
+      ArrayPool pool) throws IOException {
+    this.pool = pool;
     this.spec = spec;
     this.owned = owned;
     this.featureSize = spec.featureSize();
@@ -70,7 +72,7 @@ final class TFRecordStream implements RecordStream {
 
   private Record decode(byte[] buf, int off, int len) throws IOException {
     scanner.scanExample(buf, off, len);
-    float[] out = new float[featureSize];
+    float[] out = pool.take();
     int pos = 0;
     List<DatasetSpec.Feature> features = spec.features();
     for (int c = 0; c < features.size(); c++) {

@@ -38,7 +38,7 @@ class InputPipelineTest {
       for (int i = 0; i < b.size; i++) {
         out.add(TestData.idOf(b, i, W));
         assertThat(b.labels[i]).isEqualTo(TestData.idOf(b, i, W) % 10);
-        assertThat(b.features[0][i * W + 3]).isEqualTo(TestData.idOf(b, i, W) + 1.5f);
+        assertThat(b.feature(0, i * W + 3)).isEqualTo(TestData.idOf(b, i, W) + 1.5f);
       }
       batches++;
     }

@@ -105,11 +105,11 @@ class PlannerAndFormatsTest {
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       p.hostEpoch(0, 0).forEachRemaining(b -> {
         for (int i = 0; i < b.size; i++) {
-          long id = (long) b.features[0][i * 4];
+          long id = (long) b.feature(0, i * 4);
           ids.add(id);
-          assertThat(b.features[0][i * 4 + 3]).isEqualTo(id + 1.5f);
-          assertThat(b.features[1][i * 2]).isEqualTo((float) id);
-          assertThat(b.features[1][i * 2 + 1]).isEqualTo(2f * id);
+          assertThat(b.feature(0, i * 4 + 3)).isEqualTo(id + 1.5f);
+          assertThat(b.feature(1, i * 2)).isEqualTo((float) id);
+          assertThat(b.feature(1, i * 2 + 1)).isEqualTo(2f * id);
           assertThat(b.labels[i]).isEqualTo(id % 10);
         }
       });
@@ -178,9 +178,9 @@ class PlannerAndFormatsTest {
       HostBatch b = p.hostEpoch(0, 0).next();
       for (int i = 0; i < 6; i++) {
         int px = i * 18 + (0 * 3 + 1) * 3; // row 0, column 1
-        assertThat(b.features[0][px]).isEqualTo((float) (b.labels[i] * 40) / 255f);
-        assertThat(b.features[0][px + 2]).isEqualTo(1f);
-        assertThat(b.features[0][px + 1]).isEqualTo(0f);
+        assertThat(b.feature(0, px)).isEqualTo((float) (b.labels[i] * 40) / 255f);
+        assertThat(b.feature(0, px + 2)).isEqualTo(1f);
+        assertThat(b.feature(0, px + 1)).isEqualTo(0f);
       }
     }
     DatasetSpec wrongSize = DatasetSpec.builder().addPath(d.toString()).addImageFeature("image", 4, 4, 3).build();

@@ -53,6 +53,6 @@ final class TestData {
 
   /** The id of a decoded record (its first feature value). */
   static long idOf(HostBatch b, int row, int width) {
-    return (long) b.features[0][row * width];
+    return (long) b.feature(0, row * width);
   }
 }

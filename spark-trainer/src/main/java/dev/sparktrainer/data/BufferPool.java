@@ -1,0 +1,40 @@
+package dev.sparktrainer.data;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/** Recycles direct buffers of one size (batch columns), so the steady state allocates no native memory. */
+final class BufferPool {
+  private final int bytes;
+  private final int capacity;
+  private final ConcurrentLinkedQueue<ByteBuffer> free = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger pooled = new AtomicInteger();
+
+  BufferPool(int bytes, int capacity) {
+    this.bytes = bytes;
+    this.capacity = capacity;
+  }
+
+  ByteBuffer take() {
+    ByteBuffer b = free.poll();
+    if (b == null) {
+      return ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+    }
+    pooled.decrementAndGet();
+    b.clear();
+    return b;
+  }
+
+  void give(ByteBuffer b) {
+    if (b == null || b.capacity() != bytes) {
+      return;
+    }
+    if (pooled.incrementAndGet() <= capacity) {
+      free.offer(b);
+    } else {
+      pooled.decrementAndGet();
+    }
+  }
+}

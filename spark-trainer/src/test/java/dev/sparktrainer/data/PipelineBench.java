@@ -1,0 +1,263 @@
+package dev.sparktrainer.data;
+
+import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
+import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
+import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
+import dev.sparktrainer.tfrecord.codec.TFRecordReader;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.locks.LockSupport;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * The input-pipeline benchmark ({@code bin/bench-pipeline}): on an MNIST-like TFRecord dataset
+ * (784 floats and an int64 label per record) on local disk, measures in one run
+ *
+ * <ol>
+ *   <li>the raw TFRecord framing + CRC scan, records/s on one thread (the data-source benchmark's
+ *       path 1);
+ *   <li>the pipeline's records/s with a zero-cost consumer (batches made into NDArrays and closed);
+ *   <li>the fraction of time a consumer needing a fixed time per batch waits for data;
+ *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size.
+ * </ol>
+ *
+ * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--out FILE]}.
+ */
+public final class PipelineBench {
+  private static final int WIDTH = 784;
+  private static final Configuration CONF = new Configuration();
+
+  private PipelineBench() {}
+
+  public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("stream")) {
+      streamChild(Path.of(args[1]), Long.parseLong(args[2]));
+      return;
+    }
+    int datasetMb = 500;
+    int heapMb = 48;
+    int stepMs = 5;
+    Path out = Path.of("target/bench/pipeline.jsonl");
+    Path data = Path.of("target/bench/pipeline-data");
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--dataset-mb": datasetMb = Integer.parseInt(args[++i]); break;
+        case "--heap-mb": heapMb = Integer.parseInt(args[++i]); break;
+        case "--step-ms": stepMs = Integer.parseInt(args[++i]); break;
+        case "--out": out = Path.of(args[++i]); break;
+        case "--data": data = Path.of(args[++i]); break;
+        default: throw new IllegalArgumentException("Unknown argument " + args[i]
+            + " (expected --dataset-mb, --heap-mb, --step-ms, --out, --data)");
+      }
+    }
+    long bytes = generate(data, datasetMb);
+    double datasetMbActual = bytes / 1e6;
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
+        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    PipelineOptions options = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(10_000).build();
+    DatasetPlan plan = DatasetPlanner.plan(spec, options, CONF);
+    System.out.printf(Locale.ROOT, "dataset: %s, %d records, %.0f MB in %d files; %d cores%n", data,
+        plan.totalRecords(), datasetMbActual, plan.splits().size(), Runtime.getRuntime().availableProcessors());
+
+    // Warm up both paths once, then measure them side by side, best of 3 each.
+    double raw = 0;
+    double pipe = 0;
+    try (NDManager manager = NDManager.newBaseManager()) {
+      rawScan(plan);
+      pipelineRate(plan, options, manager, 0);
+      for (int round = 0; round < 3; round++) {
+        raw = Math.max(raw, rawScan(plan));
+        pipe = Math.max(pipe, pipelineRate(plan, options, manager, round + 1));
+      }
+    }
+    double wait = waitFraction(plan, options, stepMs);
+    long[] mem = childMemory(data, heapMb);
+
+    System.out.println();
+    System.out.printf(Locale.ROOT, "%-52s %14s%n", "measure", "value");
+    System.out.printf(Locale.ROOT, "%-52s %14.0f%n", "raw TFRecord scan (framing + CRC, 1 thread), records/s", raw);
+    System.out.printf(Locale.ROOT, "%-52s %14.0f%n", "pipeline, zero-cost consumer, records/s", pipe);
+    System.out.printf(Locale.ROOT, "%-52s %13.0f%%  (target >= 70%%: %s)%n", "pipeline / raw scan",
+        100 * pipe / raw, pipe >= 0.7 * raw ? "met" : "MISSED");
+    System.out.printf(Locale.ROOT, "%-52s %13.2f%%  (target < 5%%: %s)%n",
+        "consumer wait, " + stepMs + " ms per batch of 64", 100 * wait, wait < 0.05 ? "met" : "MISSED");
+    System.out.printf(Locale.ROOT, "%-52s %11d MB  (dataset %.0f MB = %.1fx the heap)%n",
+        "streaming JVM: -Xmx", heapMb, datasetMbActual, datasetMbActual / heapMb);
+    System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak heap used (sampled every 2 ms)", mem[0]);
+    System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak RSS", mem[1]);
+    System.out.printf(Locale.ROOT, "%-52s %14d%n", "streaming JVM: records read", mem[2]);
+
+    Files.createDirectories(out.toAbsolutePath().getParent());
+    String json = String.format(Locale.ROOT,
+        "{\"wait_fraction\": %.4f, \"records_per_s\": %.0f, \"raw_records_per_s\": %.0f, \"dataset_mb\": %.1f,"
+            + " \"heap_mb\": %d, \"peak_rss_mb\": %d, \"peak_heap_used_mb\": %d, \"step_ms\": %d, \"batch_size\": 64}%n",
+        wait, pipe, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs);
+    Files.writeString(out, json, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+    System.out.println("\nJSON appended to " + out.toAbsolutePath());
+  }
+
+  /** Writes MNIST-like records until the dataset reaches {@code mb} MB (kept if already there). */
+  private static long generate(Path dir, int mb) throws IOException {
+    Path marker = dir.resolve("_" + mb + "MB");
+    if (Files.exists(marker)) {
+      try (var files = Files.list(dir)) {
+        return files.filter(f -> f.getFileName().toString().endsWith(".tfrecord"))
+            .mapToLong(f -> f.toFile().length()).sum();
+      }
+    }
+    if (Files.exists(dir)) {
+      try (var files = Files.list(dir)) {
+        for (Path f : files.toList()) {
+          Files.delete(f);
+        }
+      }
+    }
+    Files.createDirectories(dir);
+    Random rnd = new Random(1);
+    long target = (long) mb * 1_000_000;
+    long written = 0;
+    int file = 0;
+    float[] px = new float[WIDTH];
+    while (written < target) {
+      try (OutputStream os = Files.newOutputStream(dir.resolve(String.format("part-%04d.tfrecord", file++)));
+          TFRecordWriter w = new TFRecordWriter(new java.io.BufferedOutputStream(os, 1 << 20))) {
+        while (w.bytesWritten() < 64_000_000 && written + w.bytesWritten() < target) {
+          for (int k = 0; k < WIDTH; k++) {
+            px[k] = rnd.nextInt(256) / 255f;
+          }
+          Map<String, Feature> m = new LinkedHashMap<>();
+          m.put("pixels", Feature.ofFloats(px));
+          m.put("label", Feature.ofInt64(rnd.nextInt(10)));
+          w.write(Examples.encodeExample(m));
+        }
+        written += w.bytesWritten();
+      }
+    }
+    Files.createFile(marker);
+    return written;
+  }
+
+  private static double rawScan(DatasetPlan plan) throws IOException {
+    long t = System.nanoTime();
+    long n = 0;
+    for (Split s : plan.splits()) {
+      org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(s.path());
+      try (TFRecordReader r = TFRecordFiles.open(p, s.start(), s.length(), CONF, TFRecordCompression.NONE,
+          TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, CorruptRecordPolicy.FAILFAST)) {
+        while (r.next()) {
+          n++;
+        }
+      }
+    }
+    return n / ((System.nanoTime() - t) / 1e9);
+  }
+
+  private static double pipelineRate(DatasetPlan plan, PipelineOptions o, NDManager m, int epoch) {
+    long t = System.nanoTime();
+    long n = 0;
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+      Iterator<Batch> it = p.epoch(epoch, 0);
+      while (it.hasNext()) {
+        try (Batch b = it.next()) {
+          n += b.size();
+        }
+      }
+    }
+    return n / ((System.nanoTime() - t) / 1e9);
+  }
+
+  private static double waitFraction(DatasetPlan plan, PipelineOptions o, int stepMs) {
+    try (NDManager m = NDManager.newBaseManager(); InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+      Iterator<Batch> it = p.epoch(7, 0);
+      long steps = 0;
+      long deadlineNs = System.nanoTime() + 20_000_000_000L; // 20 s of training time is plenty
+      while (it.hasNext() && System.nanoTime() < deadlineNs) {
+        try (Batch b = it.next()) {
+          long until = System.nanoTime() + stepMs * 1_000_000L;
+          while (System.nanoTime() < until) {
+            LockSupport.parkNanos(50_000);
+          }
+          steps++;
+        }
+      }
+      PipelineStats s = p.stats();
+      System.out.printf(Locale.ROOT, "wait run: %d steps, %s%n", steps, s);
+      return s.waitFraction();
+    }
+  }
+
+  /** Runs {@code stream} in a JVM with a small heap; returns peak heap MB, peak RSS MB, records. */
+  private static long[] childMemory(Path data, int heapMb) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx" + heapMb + "m", "-cp", System.getProperty("java.class.path"), PipelineBench.class.getName(),
+        "stream", data.toString(), String.valueOf(Math.max(4L << 20, heapMb * (1L << 20) / 3))));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    try {
+      String out = new String(p.getInputStream().readAllBytes());
+      if (p.waitFor() != 0) {
+        throw new IllegalStateException("streaming JVM failed:\n" + out);
+      }
+      long[] r = new long[3];
+      for (String line : out.split("\n")) {
+        if (line.startsWith("peak ")) {
+          String[] f = line.split(" ");
+          r[0] = Long.parseLong(f[1]);
+          r[1] = Long.parseLong(f[2]);
+          r[2] = Long.parseLong(f[3]);
+        }
+      }
+      return r;
+    } finally {
+      p.destroyForcibly();
+    }
+  }
+
+  /** In the child JVM: stream one epoch with a budget of a third of the heap; print peaks. */
+  private static void streamChild(Path data, long budget) throws Exception {
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
+        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(1000)
+        .optMemoryBudgetBytes(budget).build();
+    DatasetPlan plan = DatasetPlanner.plan(spec, o, CONF);
+    long[] heapPeak = {0};
+    java.lang.management.MemoryMXBean mx = ManagementFactory.getMemoryMXBean();
+    Thread sampler = new Thread(() -> {
+      while (!Thread.currentThread().isInterrupted()) {
+        heapPeak[0] = Math.max(heapPeak[0], mx.getHeapMemoryUsage().getUsed());
+        LockSupport.parkNanos(2_000_000);
+      }
+    });
+    sampler.setDaemon(true);
+    sampler.start();
+    long n = 0;
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, CONF)) {
+      Iterator<HostBatch> it = p.hostEpoch(0, 0);
+      while (it.hasNext()) {
+        n += it.next().size;
+      }
+    }
+    sampler.interrupt();
+    sampler.join();
+    long rssKb = 0;
+    for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+      if (line.startsWith("VmHWM:")) {
+        rssKb = Long.parseLong(line.replaceAll("[^0-9]", ""));
+      }
+    }
+    System.out.println("peak " + heapPeak[0] / (1 << 20) + " " + rssKb / 1024 + " " + n);
+  }
+}
