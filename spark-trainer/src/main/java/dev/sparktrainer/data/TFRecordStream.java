@@ -81,8 +81,17 @@ final class TFRecordStream implements RecordStream {
       if (fo < 0) {
         throw new MalformedRecordException("feature '" + f.name() + "' is missing");
       }
-      values.decode(buf, fo, scanner.featureLength[c]);
       int n = f.size();
+      if (f.encoding() != Encoding.IMAGE) {
+        int at = FeatureValues.packedFloatsAt(buf, fo, scanner.featureLength[c], n);
+        if (at >= 0) { // TensorFlow's own encoding: one bulk copy
+          java.nio.ByteBuffer.wrap(buf, at, 4 * n).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+              .asFloatBuffer().get(out, pos, n);
+          pos += n;
+          continue;
+        }
+      }
+      values.decode(buf, fo, scanner.featureLength[c]);
       if (f.encoding() == Encoding.IMAGE) {
         if (values.kind() != dev.sparktrainer.tfrecord.example.FeatureKind.BYTES || values.count() != 1) {
           throw new MalformedRecordException("feature '" + f.name() + "' must hold one encoded image");

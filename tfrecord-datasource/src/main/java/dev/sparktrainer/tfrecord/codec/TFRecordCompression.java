@@ -15,8 +15,11 @@ public enum TFRecordCompression {
   NONE(".tfrecord"),
   /** RFC 1952 gzip, as {@code tf.io.TFRecordOptions(compression_type="GZIP")} writes. */
   GZIP(".tfrecord.gz"),
-  /** RFC 1950 zlib, as {@code compression_type="ZLIB"} writes. */
-  ZLIB(".tfrecord.zlib");
+  /**
+   * RFC 1950 zlib, as {@code compression_type="ZLIB"} writes; named {@code .deflate}, the extension
+   * of Hadoop's zlib codec, so Hadoop tools (TensorFlow's own input format among them) read it too.
+   */
+  ZLIB(".tfrecord.deflate");
 
   private static final int BUFFER = 1 << 16;
   private final String extension;

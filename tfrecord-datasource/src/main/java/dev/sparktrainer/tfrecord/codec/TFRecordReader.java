@@ -77,7 +77,8 @@ public final class TFRecordReader implements Closeable {
     this.maxRecordLength = maxRecordLength;
     this.policy = policy;
     this.resyncing = start > 0;
-    this.buf = new byte[1 << 16];
+    // Large blocks let reads bypass the stream's own buffer; small splits need no more than 64 KiB.
+    this.buf = new byte[(int) Math.min(1 << 20, Math.max(1 << 16, end - start))];
   }
 
   /** A reader of a whole stream with the default bound and FAILFAST. */

@@ -46,6 +46,39 @@ public final class FeatureValues {
     return this;
   }
 
+  /**
+   * The fast path for the commonest feature: if the Feature message in {@code buf[off, off+len)} is
+   * exactly one packed float list of {@code count} values — what TensorFlow writes — the offset of
+   * the little-endian values in {@code buf}; otherwise -1 (use {@link #decode}).
+   */
+  public static int packedFloatsAt(byte[] buf, int off, int len, int count) {
+    int end = off + len;
+    int p = off;
+    if (p >= end || buf[p++] != (byte) ((2 << 3) | ProtoReader.LEN)) {
+      return -1;
+    }
+    long outer = 0;
+    for (int shift = 0; p < end && shift < 35; shift += 7) {
+      byte b = buf[p++];
+      outer |= (long) (b & 0x7f) << shift;
+      if (b >= 0) {
+        break;
+      }
+    }
+    if (outer != end - p || p >= end || buf[p++] != (byte) ((1 << 3) | ProtoReader.LEN)) {
+      return -1;
+    }
+    long inner = 0;
+    for (int shift = 0; p < end && shift < 35; shift += 7) {
+      byte b = buf[p++];
+      inner |= (long) (b & 0x7f) << shift;
+      if (b >= 0) {
+        break;
+      }
+    }
+    return inner == 4L * count && inner == end - p ? p : -1;
+  }
+
   /** Clears to "feature absent / empty". */
   public FeatureValues clear() {
     kind = null;

@@ -194,4 +194,20 @@ class ExampleCodecTest {
     byte[] oddPacked = example(false, "f", concat(new byte[] {(2 << 3) | 2, 3, (1 << 3) | 2, 1, 0}));
     assertThatThrownBy(() -> Examples.parseExample(oddPacked)).hasMessageContaining("packed float list of 1 bytes");
   }
+
+  @Test
+  void packedFloatFastPathOnlyMatchesTensorFlowsOwnLayout() {
+    byte[] packed = packedFloats(1f, 2f, 3f);
+    int at = FeatureValues.packedFloatsAt(packed, 0, packed.length, 3);
+    assertThat(at).isPositive();
+    assertThat(dev.sparktrainer.tfrecord.codec.LittleEndian.getFloat(packed, at + 8)).isEqualTo(3f);
+    assertThat(FeatureValues.packedFloatsAt(packed, 0, packed.length, 2)).isEqualTo(-1);
+    byte[] unpacked = unpackedFloats(1f, 2f, 3f);
+    assertThat(FeatureValues.packedFloatsAt(unpacked, 0, unpacked.length, 3)).isEqualTo(-1);
+    byte[] twoRuns = concat(packedFloats(1f), packedFloats(2f, 3f));
+    assertThat(FeatureValues.packedFloatsAt(twoRuns, 0, twoRuns.length, 3)).isEqualTo(-1);
+    byte[] ints = unpackedInt64(1, 2, 3);
+    assertThat(FeatureValues.packedFloatsAt(ints, 0, ints.length, 3)).isEqualTo(-1);
+    assertThat(FeatureValues.packedFloatsAt(new byte[0], 0, 0, 0)).isEqualTo(-1);
+  }
 }

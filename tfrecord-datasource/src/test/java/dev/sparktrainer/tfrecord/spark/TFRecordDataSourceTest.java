@@ -122,7 +122,7 @@ class TFRecordDataSourceTest {
 
   @Test
   void compressionOnWriteNamesFilesAndReadsBack() throws IOException {
-    for (String[] c : new String[][] {{"compression", "gzip", ".tfrecord.gz"}, {"codec", "zlib", ".tfrecord.zlib"},
+    for (String[] c : new String[][] {{"compression", "gzip", ".tfrecord.gz"}, {"codec", "zlib", ".tfrecord.deflate"},
         {"codec", "org.apache.hadoop.io.compress.GzipCodec", ".tfrecord.gz"}, {"compression", "none", ".tfrecord"}}) {
       Path p = dir.resolve("c-" + c[1].replace('.', '_'));
       spark.range(0, 1000, 1, 2).selectExpr("id", "cast(id as string) as s")
