@@ -52,6 +52,16 @@ public final class Communicator implements AutoCloseable {
   static final int DEFAULT_CHUNK_BYTES = 1024 * 1024;
   static final int DEFAULT_SMALL_MESSAGE_BYTES = 64 * 1024;
 
+  /**
+   * How long the small-message path polls its sockets before it blocks in the selector. Tuned so
+   * that a neighbour that is running answers without the wake-up; short, because with more ranks
+   * than cores a spinning rank delays the rank it waits for.
+   */
+  static final long SPIN_NANOS = Long.getLong("collective.spinNanos", 20_000);
+  /** Frames up to this size are waited for with {@link #SPIN_NANOS} of polling first. */
+  static final int SPIN_MAX_FRAME_BYTES = 64 * 1024;
+  static final long THREADED_FROM = Long.getLong("collective.threadedFrom", (4 << 20) + 1);
+
   private static final System.Logger LOG = System.getLogger(Communicator.class.getName());
 
   private final int rank;
@@ -68,13 +78,21 @@ public final class Communicator implements AutoCloseable {
   private final Sender sender;
 
   private final ByteBuffer header = ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
-  private final ByteBuffer sendHeader = ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
-  private final ByteBuffer[] sendPair = new ByteBuffer[2];
-  /** Both plain links, for the small-message path on the caller's thread; null with TLS or N = 1. */
+  private final ByteBuffer[] recvPair = new ByteBuffer[2];
+  /**
+   * Both plain links, for the caller's thread to wait on either (it writes queued frames while it
+   * waits to receive); null with TLS or N = 1, where a sender thread writes.
+   */
   private final Selector duplex;
+  private final SelectionKey duplexLeft;
   private final SelectionKey duplexRight;
   private final ByteBuffer stage;
   private final ByteBuffer scalar = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
+  private final Reductions.Scratch scratch = new Reductions.Scratch();
+  /** Typed views for the kernels: of the buffer being reduced, of the stage, of the gather buffer. */
+  private final Reductions.View target = new Reductions.View();
+  private final Reductions.View stageView = new Reductions.View();
+  private final Reductions.View gatherView = new Reductions.View();
   private final long[] marks;
   private long recvSeq;
   /** {@code recvSeq} for other threads (tests watch progress with it). */
@@ -121,27 +139,29 @@ public final class Communicator implements AutoCloseable {
     this.left = left;
     this.right = right;
     this.stage = ByteBuffer.allocateDirect(size > 1 ? chunkBytes : 8).order(ByteOrder.LITTLE_ENDIAN);
+    stageView.on(stage, 0);
     this.marks = new long[size];
     Selector selector = null;
+    SelectionKey leftKey = null;
     SelectionKey rightKey = null;
     if (left instanceof ChannelLink && right instanceof ChannelLink) {
       try {
         selector = Selector.open();
-        left.channel().register(selector, SelectionKey.OP_READ);
+        leftKey = left.channel().register(selector, SelectionKey.OP_READ);
         rightKey = right.channel().register(selector, 0);
       } catch (IOException e) {
-        // the small-message path falls back to the sender thread
+        // falls back to a sender thread
         closeQuietly(selector);
         selector = null;
+        leftKey = null;
         rightKey = null;
       }
     }
     this.duplex = selector;
+    this.duplexLeft = leftKey;
     this.duplexRight = rightKey;
     if (size > 1) {
-      sender =
-          new Sender(
-              right, jobId, chunkBytes, threadName(rank, "sender"), this::onSenderFailure);
+      sender = new Sender(right, jobId, chunkBytes, threadName(rank, "sender"), this::onSenderFailure);
       sender.start();
     } else {
       sender = null;
@@ -268,9 +288,11 @@ public final class Communicator implements AutoCloseable {
       return; // the sum, min, max and mean of one value is that value
     }
     long bytes = (long) count * type.bytes();
+    sender.setCallerDriven(duplex != null && bytes < THREADED_FROM);
     if (bytes <= smallMessageBytes) {
       smallAllReduce(buf, base, count, type, op, Wire.OP_SMALL_ALL_REDUCE);
     } else {
+      target.on(buf, base);
       if (buf == work) {
         ringAllReduce(workSend, workRecv, base, count, type, op);
       } else {
@@ -319,19 +341,18 @@ public final class Communicator implements AutoCloseable {
       for (int off = 0; off < len; off += chunkElems) {
         int n = Math.min(chunkElems, len - off);
         int p = base + (start + off) * es;
-        receiveFrame(tagRs, n * wireEs, stage, 0);
+        receiveFrame(tagRs, n * wireEs, stage, 0, true);
+        // On the last step this rank finishes segment k = rank + 1 (MEAN divides it here).
+        int divisor = last && op == ReduceOp.MEAN ? size : 0;
         if (wire == WirePrecision.FP32) {
-          Reductions.reduce(type, op, recvView, p, stage, 0, n);
+          Reductions.reduce(type, op, target, p, stageView, 0, n, divisor, scratch);
         } else {
-          Reductions.reduceHalf(op, wire, recvView, p, stage, 0, n);
+          Reductions.reduceHalf(op, wire, recvView, p, stage, 0, n, divisor);
         }
         if (!last) {
           enqueue(sendView, p, n, es, tagRs, wire);
         } else {
-          // This rank owns segment k = rank + 1: finish it, then start the all-gather with it.
-          if (op == ReduceOp.MEAN) {
-            Reductions.divide(type, recvView, p, n, size);
-          }
+          // This rank owns segment k = rank + 1: start the all-gather with it.
           if (wire != WirePrecision.FP32) {
             HalfFloats.roundInPlace(recvView, p, n, wire);
           }
@@ -353,9 +374,9 @@ public final class Communicator implements AutoCloseable {
         int n = Math.min(chunkElems, len - off);
         int p = base + (start + off) * es;
         if (wire == WirePrecision.FP32) {
-          receiveFrame(tagAg, n * es, recvView, p);
+          receiveFrame(tagAg, n * es, recvView, p, false);
         } else {
-          receiveFrame(tagAg, n * 2, stage, 0);
+          receiveFrame(tagAg, n * 2, stage, 0, true);
           HalfFloats.decode(stage, 0, recvView, p, n, wire);
         }
         if (s < size - 2) {
@@ -390,11 +411,10 @@ public final class Communicator implements AutoCloseable {
     ensureGather((long) size * bytes);
     gather.put(rank * bytes, buf, base, bytes);
     ringGatherSlots(bytes, Wire.reduceTag(opcode, type, op, WirePrecision.FP32));
+    gatherView.on(gather, 0);
     for (int k = 1; k < size; k++) {
-      Reductions.reduce(type, op, gatherRecv, 0, gatherRecv, k * bytes, count);
-    }
-    if (op == ReduceOp.MEAN) {
-      Reductions.divide(type, gatherRecv, 0, count, size);
+      int divisor = k == size - 1 && op == ReduceOp.MEAN ? size : 0;
+      Reductions.reduce(type, op, gatherView, 0, gatherView, k * bytes, count, divisor, scratch);
     }
     buf.put(base, gather, 0, bytes);
   }
@@ -412,83 +432,11 @@ public final class Communicator implements AutoCloseable {
 
   private static final java.util.function.Consumer<SelectionKey> IGNORE = key -> {};
 
-  /**
-   * One hop of a small message: sends a frame right while receiving one from the left. On plain
-   * links the caller's thread does both with one selector (no hand-off to the sender thread, which
-   * is what small-message latency is made of); with TLS it goes through the sender thread.
-   */
+  /** One hop of a small message: queues a frame for the right while receiving one from the left. */
   private void exchange(int tag, int bytes, ByteBuffer sendView, int sendPos, ByteBuffer recvView, int recvPos)
       throws IOException {
-    if (duplex == null) {
-      sender.enqueue(sendView, sendPos, bytes, tag, WirePrecision.FP32);
-      receiveFrame(tag, bytes, recvView, recvPos);
-      return;
-    }
-    Wire.putHeader(sendHeader, jobId, sender.takeSequenceNumber(), tag, bytes);
-    sendView.clear();
-    sendView.position(sendPos).limit(sendPos + bytes);
-    sendPair[0] = sendHeader;
-    sendPair[1] = sendView;
-    header.clear();
-    recvView.clear();
-    recvView.position(recvPos).limit(recvPos + bytes);
-    SocketChannel out = right.channel();
-    SocketChannel in = left.channel();
-    boolean headerChecked = false;
-    try {
-      while (true) {
-        boolean sending = sendHeader.hasRemaining() || sendView.hasRemaining();
-        boolean receiving = !headerChecked || recvView.hasRemaining();
-        if (!sending && !receiving) {
-          break;
-        }
-        boolean progress = false;
-        if (sending) {
-          try {
-            progress = out.write(sendPair) > 0;
-          } catch (IOException e) {
-            throw new LinkException(right, "connection lost (" + e + ") while sending to", e);
-          }
-        }
-        if (receiving) {
-          int n;
-          try {
-            n = in.read(headerChecked ? recvView : header);
-          } catch (IOException e) {
-            throw new LinkException(left, "connection lost (" + e + ") while receiving from", e);
-          }
-          if (n < 0) {
-            throw new LinkException(left, "connection closed by", new EOFException());
-          }
-          progress |= n > 0;
-          if (!headerChecked && !header.hasRemaining()) {
-            header.flip();
-            checkHeader(tag, bytes);
-            headerChecked = true;
-          }
-        }
-        if (!progress) {
-          long ms = Link.millisLeft(deadline);
-          if (ms == 0) {
-            throw sending
-                ? new LinkException(right, "timed out after " + timeoutMillis() + " ms sending (is it reading?) to", null)
-                : new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from",
-                    new SocketTimeoutException());
-          }
-          if (closed) {
-            throw new ClosedChannelException();
-          }
-          duplexRight.interestOps(sending ? SelectionKey.OP_WRITE : 0);
-          duplex.select(IGNORE, ms);
-        }
-      }
-    } catch (java.nio.channels.ClosedSelectorException e) {
-      throw new LinkException(left, "communicator closed while exchanging with", e);
-    } finally {
-      sendPair[1] = null;
-      sendView.clear();
-      recvView.clear();
-    }
+    sender.enqueue(sendView, sendPos, bytes, tag, WirePrecision.FP32);
+    receiveFrame(tag, bytes, recvView, recvPos, recvView == gatherRecv);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -622,7 +570,7 @@ public final class Communicator implements AutoCloseable {
       if (rank == root) {
         sender.enqueue(sendView, p, n, tag, WirePrecision.FP32);
       } else {
-        receiveFrame(tag, n, recvView, p);
+        receiveFrame(tag, n, recvView, p, false);
         if (forward) {
           sender.enqueue(sendView, p, n, tag, WirePrecision.FP32);
         }
@@ -670,7 +618,7 @@ public final class Communicator implements AutoCloseable {
           ByteBuffer recvView = ByteBuffer.wrap(recv);
           for (int c = 0, chunks = Math.max(1, (recv.length + chunkBytes - 1) / chunkBytes); c < chunks; c++) {
             int p = c * chunkBytes;
-            receiveFrame(tag, Math.min(chunkBytes, recv.length - p), recvView, p);
+            receiveFrame(tag, Math.min(chunkBytes, recv.length - p), recvView, p, false);
           }
         }
         awaitSent(sender.queued());
@@ -709,18 +657,120 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Reads one frame from the left neighbour into {@code dst[pos, pos + length)} after checking its
-   * header: magic, version, job, sequence number, operation and exact length.
+   * header: magic, version, job, sequence number, operation and exact length. With plain links the
+   * caller's thread writes queued frames to the right neighbour while it waits.
+   *
+   * @param scratch {@code dst} is this communicator's own buffer (the stage or the gather buffer):
+   *     the header and the payload may then arrive in one read, because nothing of the payload is
+   *     used unless the header, checked as soon as it is complete, matches. A caller's buffer only
+   *     receives bytes after its frame's header was checked.
    */
-  private void receiveFrame(int tag, int length, ByteBuffer dst, int pos) throws IOException {
+  private void receiveFrame(int tag, int length, ByteBuffer dst, int pos, boolean scratch) throws IOException {
     header.clear();
-    readLeft(header);
-    header.flip();
-    checkHeader(tag, length);
-    if (length > 0) {
-      dst.clear();
-      dst.position(pos).limit(pos + length);
+    dst.clear();
+    dst.position(pos).limit(pos + length);
+    try {
+      if (sender.callerDriven()) {
+        pumpUntilReceived(tag, length, dst, scratch);
+        return;
+      }
+      readLeft(header);
+      header.flip();
+      checkHeader(tag, length);
       readLeft(dst);
+    } finally {
       dst.clear(); // absolute accesses check the limit
+    }
+  }
+
+  /** {@link #receiveFrame} on plain links: one thread drives both non-blocking sockets. */
+  private void pumpUntilReceived(int tag, int length, ByteBuffer dst, boolean scratch) throws IOException {
+    SocketChannel in = left.channel();
+    recvPair[0] = header;
+    recvPair[1] = dst;
+    boolean headerChecked = false;
+    // Small frames poll a little before blocking: the neighbour's frame usually arrives within the
+    // time a blocked thread needs to be woken up and rescheduled. Large ones block at once, to leave
+    // the cores to the ranks that copy.
+    long spinUntil = length <= SPIN_MAX_FRAME_BYTES ? 0 : Long.MIN_VALUE;
+    try {
+      while (true) {
+        boolean progress = pumpSends();
+        long n;
+        try {
+          n = headerChecked ? in.read(dst) : scratch ? in.read(recvPair) : in.read(header);
+        } catch (IOException e) {
+          throw new LinkException(left, "connection lost (" + e + ") while receiving from", e);
+        }
+        if (n < 0) {
+          throw new LinkException(left, "connection closed by", new EOFException());
+        }
+        if (!headerChecked && !header.hasRemaining()) {
+          header.flip();
+          checkHeader(tag, length);
+          headerChecked = true;
+        }
+        if (headerChecked && !dst.hasRemaining()) {
+          return;
+        }
+        if (n > 0 || progress) {
+          if (spinUntil != Long.MIN_VALUE) {
+            spinUntil = 0;
+          }
+          continue;
+        }
+        if (spinUntil != Long.MIN_VALUE) {
+          long now = System.nanoTime();
+          if (spinUntil == 0) {
+            spinUntil = now + SPIN_NANOS;
+          }
+          if (now - spinUntil < 0) {
+            // yield, not onSpinWait: a PAUSE loop makes a virtual CPU give up its core to the host
+            Thread.yield();
+            continue;
+          }
+        }
+        waitForLinks(true);
+      }
+    } finally {
+      recvPair[1] = null;
+    }
+  }
+
+  /** Caller-driven: writes what the right socket takes now; whether any byte moved. */
+  private boolean pumpSends() throws LinkException {
+    try {
+      return sender.pump();
+    } catch (IOException e) {
+      throw new LinkException(right, "connection lost (" + e + ") while sending to", e);
+    }
+  }
+
+  /**
+   * Blocks until the left socket is readable ({@code receiving}) or the right one writable (frames
+   * pending), or fails at the operation's deadline naming the link it waited for.
+   */
+  private void waitForLinks(boolean receiving) throws IOException {
+    long ms = Link.millisLeft(deadline);
+    if (ms == 0) {
+      throw receiving
+          ? new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from",
+              new SocketTimeoutException())
+          : new LinkException(
+              right,
+              "timed out after " + timeoutMillis() + " ms sending (" + (sender.queued() - sender.sent())
+                  + " frames unsent; is it reading?) to",
+              new SocketTimeoutException());
+    }
+    if (closed) {
+      throw new ClosedChannelException();
+    }
+    try {
+      duplexLeft.interestOps(receiving ? SelectionKey.OP_READ : 0);
+      duplexRight.interestOps(sender.hasPending() ? SelectionKey.OP_WRITE : 0);
+      duplex.select(IGNORE, ms);
+    } catch (java.nio.channels.ClosedSelectorException | java.nio.channels.CancelledKeyException e) {
+      throw new LinkException(left, "communicator closed while exchanging with", e);
     }
   }
 
@@ -779,6 +829,14 @@ public final class Communicator implements AutoCloseable {
   }
 
   private void awaitSent(long frames) throws IOException {
+    if (sender.callerDriven()) {
+      while (sender.sent() < frames) {
+        if (!pumpSends()) {
+          waitForLinks(false);
+        }
+      }
+      return;
+    }
     if (!sender.awaitSent(frames, deadline)) {
       throw new LinkException(
           right,
@@ -863,6 +921,7 @@ public final class Communicator implements AutoCloseable {
     deadline = System.nanoTime() + operationTimeoutNanos;
     if (sender != null) {
       sender.setDeadline(deadline);
+      sender.setCallerDriven(duplex != null);
     }
   }
 
@@ -1337,6 +1396,9 @@ public final class Communicator implements AutoCloseable {
     Link openLink(SocketChannel ch, boolean client, int peerRank, String address, long deadline)
         throws IOException {
       ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+      if (Integer.getInteger("collective.sndbuf", 0) > 0) {
+        ch.setOption(StandardSocketOptions.SO_SNDBUF, Integer.getInteger("collective.sndbuf", 0));
+      }
       if (sslContext != null) {
         return TlsLink.open(ch, sslContext, client, tlsNeedClientAuth, peerRank, address, deadline);
       }

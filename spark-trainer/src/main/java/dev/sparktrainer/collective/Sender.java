@@ -2,19 +2,31 @@ package dev.sparktrainer.collective;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.SocketChannel;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The thread that writes frames to the right neighbour while the caller's thread receives from the
- * left and reduces, so both directions of the rank's links are busy at once.
+ * The queue of frames for the right neighbour, and who writes them.
  *
  * <p>A single-producer single-consumer queue of frame descriptors, preallocated and reused: the
- * caller publishes by advancing {@code tail}, the sender by advancing {@code done}; hand-offs use
- * {@link LockSupport}, so the steady state allocates nothing.
+ * caller publishes by advancing {@code tail}, the writer by advancing {@code done}. Two ways to drain
+ * it:
+ *
+ * <ul>
+ *   <li>Caller-driven (plain TCP links): no thread. The caller's thread, whenever it would otherwise
+ *       wait for its left neighbour or for the queue to drain, calls {@link #pump} to write as much
+ *       as the non-blocking socket takes. Fewer threads than cores matters on a shared host: there is
+ *       no hand-off (no wake-up) per frame, and a rank that is scheduled makes progress on both links.
+ *   <li>Threaded (TLS links, whose writes block): a sender thread writes while the caller's thread
+ *       receives and reduces; hand-offs use {@link LockSupport}.
+ * </ul>
+ *
+ * The steady state allocates nothing either way.
  */
 final class Sender implements Runnable {
   /** Busy-wait this many times before parking: cheap latency for back-to-back frames. */
-  private static final int SPINS = 200;
+  private static final int SPINS = Integer.getInteger("collective.senderSpins", 50);
+  private static final int SPIN_MODE = Integer.getInteger("collective.senderSpinMode", 1);
 
   private final Link link;
   private final long jobId;
@@ -23,6 +35,11 @@ final class Sender implements Runnable {
       ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
   private final ByteBuffer encoded;
   private final Thread thread;
+  /** Caller-driven now: the thread (if any) leaves the queue alone. Changed only while idle. */
+  private volatile boolean pumping;
+  // The caller-driven frame being written: header then payload.
+  private final ByteBuffer[] writing = new ByteBuffer[2];
+  private boolean inFrame;
 
   private ByteBuffer[] src = new ByteBuffer[0];
   private int[] pos = new int[0];
@@ -39,6 +56,10 @@ final class Sender implements Runnable {
   private volatile boolean stopping;
   private volatile Thread waiter;
 
+  /**
+   * A threaded sender when {@code threadName} is not null (start it with {@link #start()}), else a
+   * caller-driven one, whose link must be a non-blocking {@link ChannelLink}.
+   */
   Sender(Link link, long jobId, int maxEncodedBytes, String threadName, Runnable onFailure) {
     this.link = link;
     this.jobId = jobId;
@@ -46,11 +67,23 @@ final class Sender implements Runnable {
     this.encoded = ByteBuffer.allocateDirect(Math.max(16, maxEncodedBytes)).order(ByteOrder.LITTLE_ENDIAN);
     this.thread = new Thread(this, threadName);
     thread.setDaemon(true);
+    this.pumping = false;
     ensureCapacity(64);
   }
 
   void start() {
     thread.start();
+  }
+
+  boolean callerDriven() {
+    return pumping;
+  }
+
+  void setCallerDriven(boolean callerDriven) {
+    if (tail != done) {
+      throw new IllegalStateException("sender mode changed while busy");
+    }
+    pumping = callerDriven;
   }
 
   /** Grows the queue; call only while idle (between operations). */
@@ -92,15 +125,46 @@ final class Sender implements Runnable {
     tags[i] = tag;
     wire[i] = precision;
     tail = t + 1;
-    LockSupport.unpark(thread);
+    if (!pumping) {
+      LockSupport.unpark(thread);
+    }
+  }
+
+  /** True while frames are queued or partly written. */
+  boolean hasPending() {
+    return done != tail;
   }
 
   /**
-   * Hands out the next frame sequence number to a caller that writes a frame itself. Only while the
-   * sender is idle (after {@link #awaitSent}): the volatile queue indices order the accesses.
+   * Caller-driven: writes queued frames until the queue is empty or the socket takes no more
+   * (non-blocking: never waits). Returns whether any byte was written.
    */
-  long takeSequenceNumber() {
-    return seq++;
+  boolean pump() throws java.io.IOException {
+    SocketChannel ch = link.channel();
+    boolean progress = false;
+    while (true) {
+      long d = done;
+      int i = (int) (d & mask);
+      if (!inFrame) {
+        if (d == tail) {
+          return progress;
+        }
+        writing[0] = header;
+        writing[1] = payload(i);
+        Wire.putHeader(header, jobId, seq++, tags[i], writing[1].remaining());
+        inFrame = true;
+      }
+      if (ch.write(writing) > 0) {
+        progress = true;
+      }
+      if (header.hasRemaining() || writing[1].hasRemaining()) {
+        return progress;
+      }
+      inFrame = false;
+      writing[1] = null;
+      src[i] = null;
+      done = d + 1;
+    }
   }
 
   /** Frames queued so far (monotonic). */
@@ -144,9 +208,15 @@ final class Sender implements Runnable {
     int idle = 0;
     while (!stopping) {
       long d = done;
-      if (d == tail) {
+      if (d == tail || pumping) {
         if (++idle < SPINS) {
-          Thread.onSpinWait();
+          if (SPIN_MODE == 0) {
+            Thread.onSpinWait();
+          } else if (SPIN_MODE == 1) {
+            Thread.yield();
+          } else {
+            idle = SPINS;
+          }
         } else {
           idle = 0;
           LockSupport.park(this);
@@ -178,6 +248,13 @@ final class Sender implements Runnable {
   }
 
   private void send(int i) throws java.io.IOException {
+    ByteBuffer payload = payload(i);
+    Wire.putHeader(header, jobId, seq++, tags[i], payload.remaining());
+    link.writeFully(header, payload, deadline);
+  }
+
+  /** Frame {@code i}'s payload, positioned; 16-bit wire formats are encoded here. */
+  private ByteBuffer payload(int i) {
     ByteBuffer payload;
     if (wire[i] == WirePrecision.FP32) {
       payload = src[i];
@@ -190,8 +267,7 @@ final class Sender implements Runnable {
       payload = encoded;
       payload.limit(2 * len[i]);
     }
-    Wire.putHeader(header, jobId, seq++, tags[i], payload.remaining());
-    link.writeFully(header, payload, deadline);
+    return payload;
   }
 
   /** Stops the thread (pending frames are dropped) and waits for it up to {@code timeoutMillis}. */

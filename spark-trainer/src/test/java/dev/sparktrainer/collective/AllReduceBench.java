@@ -13,14 +13,19 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Semaphore;
 
 /**
  * All-reduce benchmark over loopback, N processes (not a test: run by {@code bin/bench-allreduce}).
  *
- * <p>{@code AllReduceBench launch --workers 2,4 --max-bytes 67108864 --out file}: for each N,
- * launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient case) of 4 KB to
- * max-bytes, then measures the bound: every rank streams plain bytes to its right neighbour while
- * receiving from its left, all at once, through buffers as large as the largest message. Prints a table, writes JSON lines and fits a cost model.
+ * <p>{@code AllReduceBench launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out file}:
+ * for each N, launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient case) of 4
+ * KB to max-bytes. The bound is what the same sockets carry when every rank streams plain bytes to
+ * its right neighbour while receiving from its left, all at once. On a shared machine it drifts by 2x
+ * within a minute, so from 1 MB up every timed all-reduce is paired with a stream of the bytes it
+ * sends, right after it, and bus/bound is the median of the per-pair ratios; the long-stream bound
+ * (512 MB per rank, median of three measurements spread over the run) is printed too and is the
+ * reference of the smaller sizes. Prints a table, writes JSON lines and fits a cost model.
  */
 public final class AllReduceBench {
   private static final int[] DEFAULT_WORKERS = {2, 4};
@@ -31,7 +36,8 @@ public final class AllReduceBench {
     if (args.length > 0 && args[0].equals("launch")) {
       launch(args);
     } else {
-      child(Integer.parseInt(args[0]), Integer.parseInt(args[1]), Long.parseLong(args[2]), Integer.parseInt(args[3]));
+      child(Integer.parseInt(args[0]), Integer.parseInt(args[1]), Long.parseLong(args[2]), Long.parseLong(args[3]),
+          Integer.parseInt(args[4]));
     }
   }
 
@@ -53,6 +59,7 @@ public final class AllReduceBench {
   private static void launch(String[] args) throws Exception {
     int[] workers = DEFAULT_WORKERS;
     long maxBytes = 64L << 20;
+    long minBytes = 4096;
     Path out = Path.of("target/bench/allreduce.jsonl");
     int chunkBytes = Communicator.DEFAULT_CHUNK_BYTES;
     for (int i = 1; i + 1 < args.length; i += 2) {
@@ -63,6 +70,9 @@ public final class AllReduceBench {
         case "--max-bytes":
           maxBytes = Long.parseLong(args[i + 1]);
           break;
+        case "--min-bytes":
+          minBytes = Long.parseLong(args[i + 1]);
+          break;
         case "--chunk-bytes":
           chunkBytes = Integer.parseInt(args[i + 1]);
           break;
@@ -70,20 +80,26 @@ public final class AllReduceBench {
           out = Path.of(args[i + 1]);
           break;
         default:
-          throw new IllegalArgumentException("Invalid option '" + args[i] + "': expected --workers, --max-bytes or --out");
+          throw new IllegalArgumentException(
+              "Invalid option '" + args[i] + "': expected --workers, --min-bytes, --max-bytes, --chunk-bytes or --out");
       }
+    }
+    if (maxBytes < 4096 || maxBytes > (1L << 30)) {
+      throw new IllegalArgumentException("Invalid --max-bytes " + maxBytes + ": expected 4096..1073741824");
+    }
+    if (minBytes < 4 || minBytes % 4 != 0 || minBytes > maxBytes) {
+      throw new IllegalArgumentException("Invalid --min-bytes " + minBytes + ": expected a multiple of 4 in 4.." + maxBytes);
     }
     Files.createDirectories(out.toAbsolutePath().getParent());
     List<Point> points = new ArrayList<>();
     List<String> json = new ArrayList<>();
-    System.out.printf(Locale.ROOT, "%7s %11s %11s %11s %11s %11s%n", "workers", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "bus/bound");
-    double[] bounds = new double[workers.length];
-    for (int w = 0; w < workers.length; w++) {
-      int n = workers[w];
+    System.out.printf(Locale.ROOT, "%7s %11s %11s %11s %11s %11s %11s%n",
+        "workers", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "bound_GB/s", "bus/bound");
+    for (int n : workers) {
       List<String> lines = new ArrayList<>();
       try (ProcessRing ring =
           ProcessRing.launch(n, AllReduceBench.class,
-              List.of("-Xmx1g", "-XX:+UseParallelGC", "-XX:-UsePerfData"), List.of(Long.toString(maxBytes), Integer.toString(chunkBytes)))) {
+              childJvmArgs(), List.of(Long.toString(minBytes), Long.toString(maxBytes), Integer.toString(chunkBytes)))) {
         while (true) {
           String line = ring.awaitLine(0, l -> l.startsWith("BENCH ") || l.startsWith("STREAM ") || l.equals("DONE"), Duration.ofMinutes(10));
           if (line.equals("DONE")) {
@@ -93,36 +109,60 @@ public final class AllReduceBench {
         }
         ring.awaitExit(Duration.ofSeconds(60));
       }
-      double bound = 0;
+      double bound = Double.NaN;
       for (String l : lines) {
         if (l.startsWith("STREAM ")) {
           bound = Double.parseDouble(l.substring(7).trim());
         }
       }
-      bounds[w] = bound;
       for (String l : lines) {
         if (!l.startsWith("BENCH ")) {
           continue;
         }
+        // BENCH bytes seconds [paired-stream GB/s, median of the per-iteration busbw/stream ratios]
         String[] f = l.substring(6).trim().split(" ");
         long bytes = Long.parseLong(f[0]);
         double seconds = Double.parseDouble(f[1]);
+        boolean paired = f.length > 2;
+        double rowBound = paired ? Double.parseDouble(f[2]) : bound;
+        double ratio = n == 1 ? Double.NaN : paired ? Double.parseDouble(f[3]) : 0;
         double algbw = bytes / seconds / 1e9;
         double busbw = algbw * 2.0 * (n - 1) / n;
+        if (!paired) {
+          ratio = busbw / bound;
+        }
         points.add(new Point(n, bytes, seconds));
-        System.out.printf(Locale.ROOT, "%7d %11d %11.1f %11.3f %11.3f %10.0f%%%n", n, bytes, seconds * 1e6, algbw, busbw, 100 * busbw / bound);
-        json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"bytes\": %d, \"time_us\": %.1f, \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f}",
-            n, bytes, seconds * 1e6, algbw, busbw));
+        System.out.printf(Locale.ROOT, "%7d %11d %11.1f %11.3f %11.3f %10.3f%s %10.0f%%%n",
+            n, bytes, seconds * 1e6, algbw, busbw, rowBound, paired ? "*" : " ", 100 * ratio);
+        json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"bytes\": %d, \"time_us\": %.1f, \"algbw_gbps\": %.4f,"
+            + " \"busbw_gbps\": %.4f, \"bound_gbps\": %.4f, \"bound_paired\": %s, \"bus_over_bound\": %.4f}",
+            n, bytes, seconds * 1e6, algbw, busbw, rowBound, paired, ratio));
       }
-      System.out.printf(Locale.ROOT, "%7d   loopback bound (per-stream, all %d streams at once): %.3f GB/s%n", n, n, bound);
+      System.out.printf(Locale.ROOT, "%7d   loopback bound (per-stream, all %d streams at once, %d MB each, median of %d): %.3f GB/s%n",
+          n, n, STREAM_BYTES >> 20, STREAM_REPEATS, bound);
       json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"loopback_gbps\": %.4f}", n, bound));
     }
+    System.out.printf(Locale.ROOT, "%s%n%s%n",
+        "* bound measured in pairs: every timed all-reduce is followed by the same ranks streaming the bytes it sends"
+            + " (2(N-1)/N x size) as plain bytes,",
+        "  all at once; bus/bound is the median of the per-pair ratios. Other rows: the loopback bound line below them.");
     try (PrintWriter pw = new PrintWriter(Files.newBufferedWriter(out, StandardCharsets.UTF_8))) {
       json.forEach(pw::println);
     }
     System.out.println();
     System.out.println("JSON lines: " + out);
     costModel(points);
+  }
+
+  /** The children's JVM options, plus any {@code -Dcollective.*} property given to the launcher (for tuning runs). */
+  private static List<String> childJvmArgs() {
+    List<String> args = new ArrayList<>(List.of("-Xmx1g", "-XX:+UseParallelGC", "-XX:-UsePerfData"));
+    for (String name : System.getProperties().stringPropertyNames()) {
+      if (name.startsWith("collective.")) {
+        args.add("-D" + name + "=" + System.getProperty(name));
+      }
+    }
+    return args;
   }
 
   /**
@@ -192,7 +232,13 @@ public final class AllReduceBench {
   // --------------------------------------------------------------------------------------------
   // child
 
-  private static void child(int rank, int n, long maxBytes, int chunkBytes) throws Exception {
+  /** Sizes from this one up are timed in pairs with a plain stream of the same bytes. */
+  private static final long PAIRED_FROM_BYTES = 1 << 20;
+  /** The long-stream bound: bytes per rank, and how many times it is measured (spread over the run). */
+  private static final long STREAM_BYTES = 512L << 20;
+  private static final int STREAM_REPEATS = 3;
+
+  private static void child(int rank, int n, long minBytes, long maxBytes, int chunkBytes) throws Exception {
     JobSecret secret = JobSecret.fromHex(System.getenv(ProcessRing.SECRET_ENV));
     RingListener listener = RingListener.bind("127.0.0.1");
     System.out.println("ADDR " + listener.address());
@@ -200,38 +246,79 @@ public final class AllReduceBench {
     String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
     List<String> peers = Arrays.asList(line.substring("PEERS ".length()).split(","));
     try (Communicator c = Communicator.builder().setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
-        .optOperationTimeout(Duration.ofSeconds(60)).optChunkBytes(chunkBytes).build()) {
+            .optOperationTimeout(Duration.ofSeconds(60)).optChunkBytes(chunkBytes).build();
+        Streamer streamer = n > 1 ? new Streamer(c, (int) maxBytes) : null) {
       ByteBuffer buf = ByteBuffer.allocateDirect((int) maxBytes).order(ByteOrder.LITTLE_ENDIAN);
       for (int i = 0; i < maxBytes / 4; i++) {
         buf.putFloat(4 * i, 1.0f + (i % 7));
       }
-      for (long bytes = 4096; bytes <= maxBytes; bytes *= 4) {
-        int iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 30 : 10;
+      double[] bounds = new double[STREAM_REPEATS];
+      int boundsTaken = 0;
+      if (streamer != null) {
+        bounds[boundsTaken++] = streamer.bound(STREAM_BYTES);
+      }
+      for (long bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
+        int iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 30 : 15;
         int warmup = bytes <= (1 << 20) ? iters : 3;
+        boolean paired = streamer != null && bytes >= PAIRED_FROM_BYTES;
         ByteBuffer slice = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         slice.limit((int) bytes);
         long[] times = new long[iters];
+        long[] streamTimes = new long[iters];
+        long streamed = (long) (2.0 * (n - 1) / n * bytes); // what one rank sends in a ring all-reduce
         c.barrier();
         for (int it = 0; it < warmup; it++) {
           c.allReduce(slice, ElementType.FLOAT32, ReduceOp.MEAN);
         }
+        if (paired) {
+          streamer.stream(streamed, (int) bytes);
+        }
         c.barrier();
         for (int it = 0; it < iters; it++) {
+          if (paired) {
+            c.barrier();
+          }
           long t0 = System.nanoTime();
           c.allReduce(slice, ElementType.FLOAT32, ReduceOp.MEAN);
           times[it] = System.nanoTime() - t0;
+          if (paired) {
+            c.barrier();
+            streamTimes[it] = streamer.stream(streamed, (int) bytes);
+          }
         }
         // The operation's time is the slowest rank's; report the median over iterations.
         long[] slowest = maxOverRanks(c, times);
-        Arrays.sort(slowest);
+        long[] slowestStream = paired ? maxOverRanks(c, streamTimes) : null;
         if (rank == 0) {
-          System.out.printf(Locale.ROOT, "BENCH %d %.9f%n", bytes, slowest[iters / 2] / 1e9);
+          String extra = "";
+          if (paired) {
+            // busbw / stream throughput of one pair = stream time / all-reduce time (same bytes).
+            double[] ratios = new double[iters];
+            long[] st = slowestStream.clone();
+            for (int it = 0; it < iters; it++) {
+              ratios[it] = (double) slowestStream[it] / slowest[it];
+            }
+            Arrays.sort(ratios);
+            Arrays.sort(st);
+            extra = String.format(Locale.ROOT, " %.4f %.4f", streamed / (st[iters / 2] / 1e9) / 1e9, ratios[iters / 2]);
+          }
+          long[] sorted = slowest.clone();
+          Arrays.sort(sorted);
+          System.out.printf(Locale.ROOT, "BENCH %d %.9f%s%n", bytes, sorted[iters / 2] / 1e9, extra);
           System.out.flush();
         }
+        if (streamer != null && boundsTaken < STREAM_REPEATS - 1 && bytes * 16 > maxBytes && bytes * 4 <= maxBytes) {
+          bounds[boundsTaken++] = streamer.bound(STREAM_BYTES); // once mid-run
+        }
       }
-      double bound = streamBound(c, 512L << 20, (int) maxBytes);
+      if (streamer != null) {
+        while (boundsTaken < STREAM_REPEATS) {
+          bounds[boundsTaken++] = streamer.bound(STREAM_BYTES);
+        }
+        Arrays.sort(bounds);
+      }
       if (rank == 0) {
-        System.out.printf(Locale.ROOT, "STREAM %.4f%n", bound);
+        System.out.printf(Locale.ROOT, "STREAM %.4f%n", streamer == null ? Double.NaN : bounds[STREAM_REPEATS / 2]);
         System.out.println("DONE");
         System.out.flush();
       }
@@ -252,57 +339,94 @@ public final class AllReduceBench {
   }
 
   /**
-   * Every rank streams {@code bytes} plain bytes to its right neighbour while receiving as many from
-   * its left, all at once, over the ring's own sockets (no frames, no reduction). Returns the
-   * per-stream throughput in GB/s: bytes over the time the slowest rank needed to finish both.
+   * Every rank streams plain bytes to its right neighbour while receiving as many from its left, all
+   * at once, over the ring's own sockets (no frames, no reduction): the writer is a thread of its
+   * own, started once, and the caller reads. Buffers as large as the message, so both sides of a
+   * comparison touch the same amount of memory (a 1 MB buffer would stay in cache).
    */
-  private static double streamBound(Communicator c, long bytes, int bufferBytes) throws Exception {
-    if (c.size() == 1) {
-      return Double.NaN;
-    }
-    int chunk = 1 << 20;
-    // Stream through buffers as large as the largest message, so both sides of the comparison
-    // touch the same amount of memory (a 1 MB buffer would stay in cache).
-    int span = Math.max(chunk, bufferBytes / chunk * chunk);
-    ByteBuffer out = ByteBuffer.allocateDirect(span);
-    ByteBuffer in = ByteBuffer.allocateDirect(span);
-    // warm up the socket buffers and the code path once
-    for (int pass = 0; pass < 2; pass++) {
-      long total = pass == 0 ? bytes / 8 : bytes;
-      c.barrier();
-      long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
-      Throwable[] writerError = new Throwable[1];
-      long t0 = System.nanoTime();
-      Thread writer =
-          new Thread(
-              () -> {
-                try {
-                  for (long sent = 0; sent < total; sent += chunk) {
-                    int at = (int) (sent % span);
-                    out.clear().position(at).limit(at + chunk);
-                    c.rightLink().writeFully(out, null, deadline);
-                  }
-                } catch (Throwable e) {
-                  writerError[0] = e;
-                }
-              },
-              "bench-stream-writer");
+  private static final class Streamer implements AutoCloseable {
+    private static final int CHUNK = 1 << 20;
+    private final Communicator c;
+    private final ByteBuffer out;
+    private final ByteBuffer in;
+    private final Thread writer;
+    private final Semaphore go = new Semaphore(0);
+    private final Semaphore done = new Semaphore(0);
+    private volatile long total;
+    private volatile int span;
+    private volatile long deadline;
+    private volatile Throwable error;
+    private volatile boolean stop;
+
+    Streamer(Communicator c, int maxBytes) {
+      this.c = c;
+      out = ByteBuffer.allocateDirect(maxBytes);
+      in = ByteBuffer.allocateDirect(maxBytes);
+      writer = new Thread(this::write, "bench-stream-writer");
+      writer.setDaemon(true);
       writer.start();
-      for (long got = 0; got < total; got += chunk) {
-        int at = (int) (got % span);
-        in.clear().position(at).limit(at + chunk);
-        c.leftLink().readFully(in, deadline);
-      }
-      writer.join();
-      long elapsed = System.nanoTime() - t0;
-      if (writerError[0] != null) {
-        throw new IllegalStateException("streaming failed", writerError[0]);
-      }
-      if (pass == 1) {
-        long[] slowest = maxOverRanks(c, new long[] {elapsed});
-        return total / (slowest[0] / 1e9) / 1e9;
+    }
+
+    private void write() {
+      while (true) {
+        go.acquireUninterruptibly();
+        if (stop) {
+          return;
+        }
+        try {
+          pump(out, c.rightLink(), true);
+        } catch (Throwable e) {
+          error = e;
+        }
+        done.release();
       }
     }
-    throw new AssertionError();
+
+    private void pump(ByteBuffer b, Link link, boolean writing) throws java.io.IOException {
+      for (long moved = 0; moved < total; ) {
+        int at = (int) (moved % span);
+        int n = (int) Math.min(Math.min(CHUNK, total - moved), span - at);
+        b.clear().position(at).limit(at + n);
+        if (writing) {
+          link.writeFully(b, null, deadline);
+        } else {
+          link.readFully(b, deadline);
+        }
+        moved += n;
+      }
+    }
+
+    /** Streams {@code bytes} each way through the first {@code spanBytes} of the buffers; returns this rank's nanoseconds. */
+    long stream(long bytes, int spanBytes) throws Exception {
+      total = bytes;
+      span = Math.min(spanBytes, out.capacity());
+      deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+      long t0 = System.nanoTime();
+      go.release();
+      pump(in, c.leftLink(), false);
+      done.acquire();
+      long elapsed = System.nanoTime() - t0;
+      if (error != null) {
+        throw new IllegalStateException("streaming failed", error);
+      }
+      return elapsed;
+    }
+
+    /** The long-stream bound in GB/s: a warm-up pass, then {@code bytes} per rank, timed by the slowest rank. */
+    double bound(long bytes) throws Exception {
+      c.barrier();
+      stream(bytes / 8, out.capacity());
+      c.barrier();
+      long elapsed = stream(bytes, out.capacity());
+      long[] slowest = maxOverRanks(c, new long[] {elapsed});
+      return bytes / (slowest[0] / 1e9) / 1e9;
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      stop = true;
+      go.release();
+      writer.join(10_000);
+    }
   }
 }

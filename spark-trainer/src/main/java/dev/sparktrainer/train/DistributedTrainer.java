@@ -1,0 +1,324 @@
+package dev.sparktrainer.train;
+
+import dev.sparktrainer.checkpoint.SerializableConfiguration;
+import dev.sparktrainer.collective.FusionBuffer;
+import dev.sparktrainer.collective.JobSecret;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Objects;
+import java.util.stream.IntStream;
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.SparkSession;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
+
+/**
+ * Synchronous data-parallel training on Spark with MultiWorkerMirroredStrategy semantics: N
+ * barrier tasks, one model replica each, rank 0's initial parameters broadcast, gradients averaged
+ * by a ring all-reduce over the executors' sockets, the same optimizer step on every replica, global
+ * metrics, and BackupAndRestore checkpoints.
+ *
+ * <pre>{@code
+ * TrainedModel model = DistributedTrainer.builder()
+ *     .setModel(MlpSpec.of(784, 10, 256, 128))
+ *     .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+ *     .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-3f).build())
+ *     .setTrainingData(trainFactory)          // a BatchSourceFactory: per-worker batches
+ *     .optValidationData(testFactory)
+ *     .setNumWorkers(2)
+ *     .setEpochs(10)
+ *     .optCheckpointDir("hdfs:///jobs/mnist/ckpt")
+ *     .optOutputDir("hdfs:///jobs/mnist/model")
+ *     .build()
+ *     .fit(spark);
+ * System.out.println(model.history().last());
+ * }</pre>
+ *
+ * <p><b>One training task per executor JVM.</b> DJL's gradient collector and PyTorch's random
+ * generator and thread pool are per process. On a cluster, size executors so each runs one training
+ * task (e.g. {@code spark.task.cpus = spark.executor.cores}, or one GPU per task); the task then
+ * uses all its CPUs as PyTorch intra-op threads. Several training tasks in one JVM (local mode) are
+ * still correct: their forward/backward passes take turns behind a JVM-wide lock.
+ *
+ * <p><b>Failures.</b> The barrier stage ends in a shuffle, so it is a shuffle-map stage that Spark
+ * retries as a whole (up to {@code spark.stage.maxConsecutiveAttempts}) when a task fails; with a
+ * checkpoint directory, the retry — or the same job submitted again — resumes from the latest
+ * complete checkpoint.
+ */
+public final class DistributedTrainer {
+  private final TrainingConfig cfg;
+  private final String outputDir;
+  private final String ringHost;
+  private final long slotWaitMillis;
+
+  private DistributedTrainer(Builder b, TrainingConfig cfg) {
+    this.cfg = cfg;
+    this.outputDir = b.outputDir;
+    this.ringHost = b.ringHost;
+    this.slotWaitMillis = b.slotWait.toMillis();
+  }
+
+  /** A builder: {@code setX} for required values, {@code optX} for optional ones. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /**
+   * Checks the job on the driver, runs the N barrier tasks and returns the trained model (saved to
+   * the output directory if one was given).
+   *
+   * @throws IllegalArgumentException from the pre-flight checks, before any task starts
+   * @throws org.apache.spark.SparkException if training fails after Spark's retries
+   */
+  public TrainedModel fit(SparkSession spark) {
+    SparkContext sc = spark.sparkContext();
+    Preflight.check(sc, cfg, outputDir, slotWaitMillis);
+    TrainingConfig job = copyWithSecret(cfg);
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
+    Broadcast<SerializableConfiguration> hadoop =
+        jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
+    List<Integer> ranks = IntStream.range(0, job.numWorkers).boxed().toList();
+    String previous = sc.getLocalProperty("spark.job.description");
+    sc.setJobDescription("spark-trainer: " + job.numWorkers + " workers, " + job.epochs + " epochs, " + job.model);
+    List<WorkerResult> results;
+    try {
+      ClassTag<WorkerResult> tag = ClassTag$.MODULE$.apply(WorkerResult.class);
+      RDD<WorkerResult> trained =
+          jsc.parallelize(ranks, job.numWorkers)
+              .rdd()
+              .barrier()
+              .mapPartitions(new BarrierTrainingTask(job, hadoop, ringHost), false, tag);
+      // The shuffle makes the barrier stage a shuffle-map stage: Spark retries it as a whole when a
+      // task fails (a failed barrier result stage would not be retried).
+      results = new ArrayList<>(JavaRDD.fromRDD(trained, tag).repartition(1).collect());
+    } finally {
+      sc.setJobDescription(previous);
+      hadoop.destroy();
+    }
+    return finish(job, results, sc.hadoopConfiguration());
+  }
+
+  /** Runs the workers as threads of this JVM, without Spark (tests, and the same code path). */
+  TrainedModel fitInProcess(int attempt, org.apache.hadoop.conf.Configuration conf) throws Exception {
+    TrainingConfig job = copyWithSecret(cfg);
+    return finish(job, InProcessRunner.run(job, attempt, conf), conf);
+  }
+
+  private TrainedModel finish(
+      TrainingConfig job, List<WorkerResult> results, org.apache.hadoop.conf.Configuration hadoopConf) {
+    results.sort(Comparator.comparingInt(WorkerResult::rank));
+    WorkerResult chief = results.get(0);
+    if (chief.rank() != 0 || chief.parameters() == null) {
+      throw new IllegalStateException("Training returned no result from rank 0: " + results);
+    }
+    for (WorkerResult r : results) {
+      if (!r.parameterHash().equals(chief.parameterHash())) {
+        throw new ReplicaMismatchException(
+            "Final parameters differ: rank 0 " + chief.parameterHash() + ", rank " + r.rank() + " "
+                + r.parameterHash());
+      }
+    }
+    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history()));
+    if (outputDir != null) {
+      try {
+        model.save(outputDir, hadoopConf);
+      } catch (IOException e) {
+        throw new UncheckedIOException("Cannot save the trained model to " + outputDir + ": " + e.getMessage(), e);
+      }
+    }
+    return model;
+  }
+
+  private static TrainingConfig copyWithSecret(TrainingConfig c) {
+    TrainingConfig j = new TrainingConfig();
+    j.model = c.model;
+    j.loss = c.loss;
+    j.optimizer = c.optimizer;
+    j.trainData = c.trainData;
+    j.validationData = c.validationData;
+    j.numWorkers = c.numWorkers;
+    j.epochs = c.epochs;
+    j.seed = c.seed;
+    j.checkpointDir = c.checkpointDir;
+    j.checkpointEverySteps = c.checkpointEverySteps;
+    j.keepCheckpoints = c.keepCheckpoints;
+    j.cpuDevicesPerWorker = c.cpuDevicesPerWorker;
+    j.useGpus = c.useGpus;
+    j.fusionBucketBytes = c.fusionBucketBytes;
+    j.operationTimeout = c.operationTimeout;
+    j.connectTimeout = c.connectTimeout;
+    j.failRank = c.failRank;
+    j.failAfterStep = c.failAfterStep;
+    j.secret = JobSecret.generate(); // a new ring secret per job
+    return j;
+  }
+
+  /** Builder for {@link DistributedTrainer}; validation in {@link #build()}. */
+  public static final class Builder {
+    private final TrainingConfig c = new TrainingConfig();
+    private String outputDir;
+    private String ringHost;
+    private Duration slotWait = Duration.ofSeconds(30);
+
+    private Builder() {
+      c.epochs = 1;
+      c.keepCheckpoints = 3;
+      c.fusionBucketBytes = 16 << 20;
+      c.operationTimeout = Duration.ofMinutes(5);
+      c.connectTimeout = Duration.ofMinutes(2);
+    }
+
+    /** The model. Required. */
+    public Builder setModel(ModelSpec model) {
+      c.model = model;
+      return this;
+    }
+
+    /** The loss. Required. */
+    public Builder setLoss(LossSpec loss) {
+      c.loss = loss;
+      return this;
+    }
+
+    /** The optimizer and learning-rate schedule. Required. */
+    public Builder setOptimizer(OptimizerSpec optimizer) {
+      c.optimizer = optimizer;
+      return this;
+    }
+
+    /** Each worker's training batches (per-worker batch size: global batch = it x N). Required. */
+    public Builder setTrainingData(BatchSourceFactory data) {
+      c.trainData = data;
+      return this;
+    }
+
+    /** Number of workers N (barrier tasks, one replica each). Required. */
+    public Builder setNumWorkers(int numWorkers) {
+      c.numWorkers = numWorkers;
+      return this;
+    }
+
+    /** Number of epochs. Default 1. */
+    public Builder setEpochs(int epochs) {
+      c.epochs = epochs;
+      return this;
+    }
+
+    /** Validation data, evaluated on every worker at each epoch end, metrics reduced globally. */
+    public Builder optValidationData(BatchSourceFactory data) {
+      c.validationData = data;
+      return this;
+    }
+
+    /** Seed of parameter initialization and of per-step randomness (dropout). Default 0. */
+    public Builder optSeed(long seed) {
+      c.seed = seed;
+      return this;
+    }
+
+    /** Directory (any Hadoop FileSystem) for checkpoints; without it a retry starts over. */
+    public Builder optCheckpointDir(String dir) {
+      c.checkpointDir = dir;
+      return this;
+    }
+
+    /** Also checkpoint every {@code steps} global steps (0: only at epoch ends, the default). */
+    public Builder optCheckpointEverySteps(long steps) {
+      c.checkpointEverySteps = steps;
+      return this;
+    }
+
+    /** How many checkpoints to keep. Default 3. */
+    public Builder optKeepCheckpoints(int keep) {
+      c.keepCheckpoints = keep;
+      return this;
+    }
+
+    /** Where the trained model is saved ({@link TrainedModel#save}). */
+    public Builder optOutputDir(String dir) {
+      this.outputDir = dir;
+      return this;
+    }
+
+    /** Train on the GPUs Spark assigns to each task (all of them, batch split across). Default false. */
+    public Builder optUseGpus(boolean useGpus) {
+      c.useGpus = useGpus;
+      return this;
+    }
+
+    /**
+     * Without GPUs, run this many replicas per worker on the CPU, each on a slice of the batch — the
+     * multi-GPU code path, for testing it on CPU. Default 1.
+     */
+    public Builder optCpuDevicesPerWorker(int devices) {
+      c.cpuDevicesPerWorker = devices;
+      return this;
+    }
+
+    /** Size of a gradient fusion bucket (one all-reduce each). Default 16 MiB. */
+    public Builder optFusionBucketBytes(int bytes) {
+      c.fusionBucketBytes = bytes;
+      return this;
+    }
+
+    /** Deadline of each collective operation. Default 5 minutes. */
+    public Builder optOperationTimeout(Duration timeout) {
+      c.operationTimeout = timeout;
+      return this;
+    }
+
+    /** Host the ring listeners bind and advertise; default: the executor's host from Spark. */
+    public Builder optRingHost(String host) {
+      this.ringHost = host;
+      return this;
+    }
+
+    /** How long the pre-flight check waits for executors to offer enough slots. Default 30 s. */
+    public Builder optSlotWait(Duration wait) {
+      this.slotWait = wait;
+      return this;
+    }
+
+    /** Test hook: {@code rank} fails after global step {@code step}, in the first attempt only. */
+    Builder optInjectFailure(int rank, long step) {
+      c.failRank = rank;
+      c.failAfterStep = step;
+      return this;
+    }
+
+    /** Validates and builds. */
+    public DistributedTrainer build() {
+      Objects.requireNonNull(c.model, "model: setModel is required");
+      Objects.requireNonNull(c.loss, "loss: setLoss is required");
+      Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
+      Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
+      check(c.numWorkers >= 1, "numWorkers", c.numWorkers, ">= 1");
+      check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
+      check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");
+      check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
+      check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
+      check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
+          c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + FusionBuffer.DEFAULT_CAPACITY_BYTES + ")");
+      check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),
+          "operationTimeout", c.operationTimeout, "a positive duration");
+      return new DistributedTrainer(this, c);
+    }
+
+    private static void check(boolean ok, String name, Object value, String expected) {
+      if (!ok) {
+        throw new IllegalArgumentException("Invalid " + name + " " + value + ": expected " + expected);
+      }
+    }
+  }
+}

@@ -1,0 +1,63 @@
+package dev.sparktrainer.train;
+
+import java.io.Serializable;
+import java.util.Locale;
+
+/**
+ * What one epoch did, reduced over all workers. Times are per worker, averaged over workers; their
+ * sum is close to {@code seconds} minus validation and checkpoint time. Validation values are NaN
+ * without validation data, accuracies NaN for regression losses.
+ *
+ * @param epoch 0-based epoch
+ * @param steps synchronous steps in the epoch (this attempt's, after a resume mid-epoch: all of them)
+ * @param samples training examples over all workers
+ * @param loss mean training loss over the epoch's examples
+ * @param accuracy training accuracy
+ * @param validationLoss mean validation loss
+ * @param validationAccuracy validation accuracy
+ * @param seconds wall time of the epoch (slowest worker), validation included
+ * @param samplesPerSecond global training throughput: samples / training wall time
+ * @param dataWaitSeconds time waiting for the input pipeline
+ * @param computeSeconds forward and backward passes
+ * @param allReduceSeconds gradient all-reduce
+ * @param optimizerSeconds optimizer step and writing the parameters back
+ * @param parameterHash SHA-256 of all parameters after the epoch, identical on every replica
+ */
+public record EpochMetrics(
+    int epoch,
+    long steps,
+    long samples,
+    double loss,
+    double accuracy,
+    double validationLoss,
+    double validationAccuracy,
+    double seconds,
+    double samplesPerSecond,
+    double dataWaitSeconds,
+    double computeSeconds,
+    double allReduceSeconds,
+    double optimizerSeconds,
+    String parameterHash)
+    implements Serializable {
+
+  /** Step time (wait + compute + all-reduce + optimizer), summed over the epoch. */
+  public double stepSeconds() {
+    return dataWaitSeconds + computeSeconds + allReduceSeconds + optimizerSeconds;
+  }
+
+  /** One JSON object. */
+  public String toJson() {
+    return String.format(
+        Locale.ROOT,
+        "{\"epoch\":%d,\"steps\":%d,\"samples\":%d,\"loss\":%s,\"accuracy\":%s,\"validation_loss\":%s,"
+            + "\"validation_accuracy\":%s,\"seconds\":%s,\"samples_per_s\":%s,\"data_wait_s\":%s,"
+            + "\"compute_s\":%s,\"allreduce_s\":%s,\"optimizer_s\":%s,\"parameter_hash\":\"%s\"}",
+        epoch, steps, samples, num(loss), num(accuracy), num(validationLoss), num(validationAccuracy),
+        num(seconds), num(samplesPerSecond), num(dataWaitSeconds), num(computeSeconds),
+        num(allReduceSeconds), num(optimizerSeconds), parameterHash);
+  }
+
+  static String num(double v) {
+    return Double.isFinite(v) ? Double.toString(v) : "null";
+  }
+}

@@ -1,0 +1,81 @@
+package dev.sparktrainer.train;
+
+import ai.djl.Device;
+import dev.sparktrainer.collective.Communicator;
+import dev.sparktrainer.collective.RingListener;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * Runs the N workers of a job as threads of this JVM over loopback sockets, without Spark: the
+ * same worker loop and ring as the barrier tasks. Used by tests (and as Spark's local mode would
+ * run them: several replicas sharing one JVM).
+ */
+final class InProcessRunner {
+  private InProcessRunner() {}
+
+  /** Runs every worker; returns the results by rank, or throws the first worker failure. */
+  static List<WorkerResult> run(TrainingConfig cfg, int attempt, Configuration conf) throws Exception {
+    int n = cfg.numWorkers;
+    List<RingListener> listeners = new ArrayList<>();
+    List<String> peers = new ArrayList<>();
+    ExecutorService pool = Executors.newFixedThreadPool(n);
+    try {
+      for (int r = 0; r < n; r++) {
+        RingListener l = RingListener.bind("127.0.0.1");
+        listeners.add(l);
+        peers.add(l.address());
+      }
+      List<Future<WorkerResult>> futures = new ArrayList<>();
+      for (int r = 0; r < n; r++) {
+        int rank = r;
+        futures.add(
+            pool.submit(
+                () -> {
+                  try (Communicator comm =
+                      Communicator.builder()
+                          .setRank(rank)
+                          .setPeers(peers)
+                          .setSecret(cfg.secret)
+                          .setListener(listeners.get(rank))
+                          .optOperationTimeout(cfg.operationTimeout)
+                          .optConnectTimeout(cfg.connectTimeout)
+                          .build()) {
+                    List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());
+                    return new Worker(cfg, comm, devices, attempt, conf).run();
+                  }
+                }));
+      }
+      List<WorkerResult> results = new ArrayList<>();
+      Exception first = null;
+      for (Future<WorkerResult> f : futures) {
+        try {
+          results.add(f.get());
+        } catch (ExecutionException e) {
+          // Prefer the root cause (e.g. the injected failure) over the peers' broken-ring errors.
+          Exception cause = e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+          if (first == null || first instanceof dev.sparktrainer.collective.CollectiveException) {
+            first = cause;
+          }
+        }
+      }
+      if (first != null) {
+        throw first;
+      }
+      return results;
+    } finally {
+      pool.shutdownNow();
+      pool.awaitTermination(30, TimeUnit.SECONDS);
+      for (RingListener l : listeners) {
+        l.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,89 @@
+package dev.sparktrainer.train;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Block;
+import dev.sparktrainer.checkpoint.CheckpointStore;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+
+/** Checks on the driver that a job can run, each failing with a clear message before any task starts. */
+final class Preflight {
+  private Preflight() {}
+
+  static void check(SparkContext sc, TrainingConfig cfg, String outputDir, long slotWaitMillis) {
+    SparkConf conf = sc.getConf();
+    if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
+      throw new IllegalArgumentException(
+          "Invalid Spark configuration: spark.dynamicAllocation.enabled=true, but barrier-mode training"
+              + " needs a fixed set of executors: set it to false for the training application");
+    }
+    if (cfg.useGpus) {
+      double task = conf.getDouble("spark.task.resource.gpu.amount", 0);
+      if (task <= 0) {
+        throw new IllegalArgumentException(
+            "Invalid Spark configuration: GPUs were requested but spark.task.resource.gpu.amount is not set:"
+                + " set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount (e.g. 1) and"
+                + " spark.executor.resource.gpu.discoveryScript");
+      }
+      if (sc.isLocal() && Engine.getInstance().getGpuCount() == 0) {
+        throw new IllegalArgumentException("GPUs were requested but this machine has none visible to PyTorch");
+      }
+    }
+    int slots = waitForSlots(sc, cfg.numWorkers, slotWaitMillis);
+    if (slots < cfg.numWorkers) {
+      throw new IllegalArgumentException(
+          "Not enough task slots for " + cfg.numWorkers + " barrier tasks: the cluster has " + slots
+              + " (executors x cores / spark.task.cpus" + (cfg.useGpus ? ", limited by GPUs" : "")
+              + "). Use fewer workers or more executors");
+    }
+    try (NDManager m = NDManager.newBaseManager()) {
+      Block b = cfg.model.newBlock();
+      b.initialize(m, DataType.FLOAT32, cfg.model.batchInputShapes(1));
+      if (b.getParameters().isEmpty()) {
+        throw new IllegalArgumentException("Invalid model " + cfg.model + ": it has no parameters to train");
+      }
+    } catch (RuntimeException e) {
+      if (e instanceof IllegalArgumentException && e.getMessage() != null && e.getMessage().startsWith("Invalid model")) {
+        throw e;
+      }
+      throw new IllegalArgumentException("Invalid model " + cfg.model + ": it does not build: " + e, e);
+    }
+    cfg.trainData.preflight(cfg.numWorkers);
+    if (cfg.validationData != null) {
+      cfg.validationData.preflight(cfg.numWorkers);
+    }
+    Configuration hadoop = sc.hadoopConfiguration();
+    if (cfg.checkpointDir != null) {
+      CheckpointStore.checkWritable("checkpointDir", cfg.checkpointDir, hadoop);
+    }
+    if (outputDir != null) {
+      CheckpointStore.checkWritable("outputDir", outputDir, hadoop);
+    }
+  }
+
+  /** Concurrent task slots, waiting up to {@code waitMillis} for executors to register. */
+  private static int waitForSlots(SparkContext sc, int needed, long waitMillis) {
+    long deadline = System.nanoTime() + waitMillis * 1_000_000L;
+    int slots;
+    while (true) {
+      slots = slots(sc);
+      if (slots >= needed || System.nanoTime() >= deadline) {
+        return slots;
+      }
+      try {
+        Thread.sleep(200); // executors register asynchronously; nothing to wait on but the count
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return slots;
+      }
+    }
+  }
+
+  /** What Spark's own barrier check uses: concurrent tasks for the default resource profile. */
+  static int slots(SparkContext sc) {
+    return sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile());
+  }
+}

@@ -1,0 +1,302 @@
+package dev.sparktrainer.train;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.ParameterStore;
+import ai.djl.training.loss.Loss;
+import ai.djl.util.PairList;
+import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.List;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The model replicas of one worker: one per device it drives (MirroredStrategy inside a machine).
+ * A batch is split across the devices, each replica runs forward and backward on its slice, and the
+ * gradients are combined locally into the gradient of the whole batch's mean loss; the caller then
+ * all-reduces across workers and writes the same new values into every replica.
+ *
+ * <p><b>One gradient collector per JVM.</b> DJL's PyTorch engine allows one collecting {@link
+ * GradientCollector} at a time per JVM, and the engine's random generator is global too. Every
+ * section that collects gradients or consumes random numbers holds {@link #JVM_LOCK}: from seeding to
+ * the last gradient copied out (and zeroed). In cluster mode there is one training task per
+ * executor JVM and the lock is uncontended; in local mode (several tasks in one JVM) the tasks'
+ * forward and backward passes take turns while their all-reduces and optimizer steps still
+ * overlap, and training is as correct as on a cluster.
+ */
+final class ReplicaSet implements AutoCloseable {
+  /** Serializes gradient collection and seeded random number use across the tasks of a JVM. */
+  static final ReentrantLock JVM_LOCK = new ReentrantLock(true);
+
+  private final List<Device> devices;
+  private final NDManager[] managers;
+  private final Block[] blocks;
+  private final ParameterStore[] stores;
+  private final Parameter[][] params;
+  private final ByteBuffer[][] upload;
+  final String[] names;
+  final int[] sizes;
+  final int[] trainable;
+  final int[] stats;
+
+  ReplicaSet(ModelSpec spec, List<Device> devices, int initSeed) {
+    this.devices = List.copyOf(devices);
+    int k = devices.size();
+    managers = new NDManager[k];
+    blocks = new Block[k];
+    stores = new ParameterStore[k];
+    params = new Parameter[k][];
+    upload = new ByteBuffer[k][];
+    JVM_LOCK.lock();
+    try {
+      for (int d = 0; d < k; d++) {
+        managers[d] = NDManager.newBaseManager(devices.get(d));
+        managers[d].getEngine().setRandomSeed(initSeed);
+        blocks[d] = spec.newBlock();
+        blocks[d].initialize(managers[d], DataType.FLOAT32, spec.batchInputShapes(1));
+        stores[d] = new ParameterStore(managers[d], false);
+        PairList<String, Parameter> list = blocks[d].getParameters();
+        params[d] = list.values().toArray(new Parameter[0]);
+        upload[d] = new ByteBuffer[params[d].length];
+      }
+    } finally {
+      JVM_LOCK.unlock();
+    }
+    List<String> keys = blocks[0].getParameters().keys();
+    names = keys.toArray(new String[0]);
+    sizes = new int[names.length];
+    int nt = 0;
+    for (int i = 0; i < names.length; i++) {
+      NDArray a = params[0][i].getArray();
+      if (a.getDataType() != DataType.FLOAT32) {
+        throw new IllegalArgumentException(
+            "Invalid model: parameter " + names[i] + " is " + a.getDataType() + ", only float32 is supported");
+      }
+      sizes[i] = Math.toIntExact(a.size());
+      nt += params[0][i].requiresGradient() ? 1 : 0;
+    }
+    trainable = new int[nt];
+    stats = new int[names.length - nt];
+    for (int i = 0, t = 0, s = 0; i < names.length; i++) {
+      if (params[0][i].requiresGradient()) {
+        trainable[t++] = i;
+      } else {
+        stats[s++] = i;
+      }
+    }
+    for (int d = 0; d < k; d++) {
+      for (int i = 0; i < names.length; i++) {
+        upload[d][i] = ByteBuffer.allocateDirect(4 * sizes[i]).order(ByteOrder.nativeOrder());
+      }
+    }
+  }
+
+  /** The devices, one replica each. */
+  List<Device> devices() {
+    return devices;
+  }
+
+  /** The manager of the first device (batches are created there). */
+  NDManager manager() {
+    return managers[0];
+  }
+
+  /** Every parameter's values, from the first replica. */
+  float[][] readValues() {
+    float[][] out = new float[names.length][];
+    for (int i = 0; i < names.length; i++) {
+      out[i] = params[0][i].getArray().toFloatArray();
+    }
+    return out;
+  }
+
+  /** Writes {@code values} (every parameter, in order) into every replica. */
+  void writeValues(float[][] values) {
+    for (int d = 0; d < blocks.length; d++) {
+      for (int i = 0; i < names.length; i++) {
+        ByteBuffer b = upload[d][i];
+        b.clear();
+        b.asFloatBuffer().put(values[i]);
+        params[d][i].getArray().set(b);
+      }
+    }
+  }
+
+  /**
+   * One forward and backward pass over {@code batch}: writes the gradient of the batch-mean loss of
+   * trainable parameter {@code trainable[j]} into {@code grads[j]}, and the mean over replicas of
+   * each non-trainable parameter {@code stats[j]} (e.g. batch-norm statistics, updated by the forward
+   * pass) into {@code statValues[j]}. Adds (loss x samples, correct, samples) to {@code acc}.
+   */
+  void forwardBackward(
+      Batch batch, LossSpec lossSpec, Loss loss, int rngSeed, float[][] grads, float[][] statValues,
+      double[] acc) {
+    int k = blocks.length;
+    int total = batch.size();
+    int[] counts = new int[k];
+    for (int d = 0; d < k; d++) {
+      counts[d] = total / k + (d < total % k ? 1 : 0);
+    }
+    NDList[] xs = new NDList[k];
+    NDArray[] ys = new NDArray[k];
+    split(batch, counts, xs, ys);
+    JVM_LOCK.lock();
+    try {
+      managers[0].getEngine().setRandomSeed(rngSeed);
+      boolean first = true;
+      for (int d = 0; d < k; d++) {
+        if (counts[d] == 0) {
+          continue;
+        }
+        float weight = k == 1 ? 1f : counts[d] / (float) total;
+        try (NDManager scope = managers[d].newSubManager()) {
+          xs[d].attach(scope);
+          ys[d].attach(scope);
+          try (GradientCollector gc = managers[d].getEngine().newGradientCollector()) {
+            NDArray pred = blocks[d].forward(stores[d], xs[d], true).head();
+            NDArray l = lossSpec.evaluate(loss, ys[d], pred);
+            gc.backward(l);
+            acc[0] += l.getFloat() * (double) counts[d];
+            acc[1] += lossSpec.correct(ys[d], pred);
+            acc[2] += counts[d];
+          }
+          for (int j = 0; j < trainable.length; j++) {
+            NDArray a = params[d][trainable[j]].getArray();
+            try (NDArray g = a.getGradient()) {
+              float[] v = g.toFloatArray();
+              accumulate(grads[j], v, weight, first);
+              g.subi(g); // PyTorch accumulates into .grad: zero it for the next step
+            }
+          }
+          for (int j = 0; j < stats.length; j++) {
+            float[] v = params[d][stats[j]].getArray().toFloatArray();
+            accumulate(statValues[j], v, 1f / k, first);
+          }
+        }
+        first = false;
+      }
+    } finally {
+      JVM_LOCK.unlock();
+    }
+  }
+
+  private static void accumulate(float[] dst, float[] src, float weight, boolean first) {
+    if (first && weight == 1f) {
+      System.arraycopy(src, 0, dst, 0, dst.length);
+    } else if (first) {
+      for (int i = 0; i < dst.length; i++) {
+        dst[i] = src[i] * weight;
+      }
+    } else {
+      for (int i = 0; i < dst.length; i++) {
+        dst[i] += src[i] * weight;
+      }
+    }
+  }
+
+  /** Splits the batch along axis 0 into slices of {@code counts}, each moved to its device. */
+  private void split(Batch batch, int[] counts, NDList[] xs, NDArray[] ys) {
+    int k = counts.length;
+    if (k == 1) {
+      xs[0] = batch.features().toDevice(devices.get(0), false);
+      ys[0] = batch.labels().toDevice(devices.get(0), false);
+      return;
+    }
+    long[] bounds = new long[k - 1];
+    long at = 0;
+    for (int d = 0; d < k - 1; d++) {
+      at += counts[d];
+      bounds[d] = at;
+    }
+    NDList[] featureParts = new NDList[batch.features().size()];
+    for (int f = 0; f < featureParts.length; f++) {
+      featureParts[f] = batch.features().get(f).split(bounds, 0);
+    }
+    NDList labelParts = batch.labels().split(bounds, 0);
+    for (int d = 0; d < k; d++) {
+      NDList x = new NDList(featureParts.length);
+      for (NDList part : featureParts) {
+        x.add(part.get(d).toDevice(devices.get(d), false));
+      }
+      xs[d] = x;
+      ys[d] = labelParts.get(d).toDevice(devices.get(d), false);
+    }
+  }
+
+  /** Adds (loss x samples, correct, samples) of {@code batch} to {@code acc}, without training. */
+  void evaluate(Batch batch, LossSpec lossSpec, Loss loss, double[] acc) {
+    try (NDManager scope = managers[0].newSubManager()) {
+      NDList x = batch.features().toDevice(devices.get(0), false);
+      NDArray y = batch.labels().toDevice(devices.get(0), false);
+      x.attach(scope);
+      y.attach(scope);
+      NDArray pred = blocks[0].forward(stores[0], x, false).head();
+      NDArray l = lossSpec.evaluate(loss, y, pred);
+      acc[0] += l.getFloat() * (double) batch.size();
+      acc[1] += lossSpec.correct(y, pred);
+      acc[2] += batch.size();
+    }
+  }
+
+  /** SHA-256 of every parameter of every replica (they must agree; the first differing one fails). */
+  byte[] hash() {
+    byte[] first = null;
+    for (int d = 0; d < blocks.length; d++) {
+      MessageDigest md;
+      try {
+        md = MessageDigest.getInstance("SHA-256");
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+      for (Parameter p : params[d]) {
+        md.update(p.getArray().toByteBuffer());
+      }
+      byte[] h = md.digest();
+      if (first == null) {
+        first = h;
+      } else if (!MessageDigest.isEqual(first, h)) {
+        throw new IllegalStateException(
+            "Model replicas differ inside one worker: device " + devices.get(d) + " vs " + devices.get(0));
+      }
+    }
+    return first;
+  }
+
+  /** The first replica's parameters in DJL's format ({@code Block.saveParameters}). */
+  byte[] saveParameters() {
+    try {
+      ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+      try (DataOutputStream out = new DataOutputStream(bytes)) {
+        blocks[0].saveParameters(out);
+      }
+      return bytes.toByteArray();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  @Override
+  public void close() {
+    for (NDManager m : managers) {
+      if (m != null) {
+        m.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,42 @@
+package dev.sparktrainer.train;
+
+import dev.sparktrainer.collective.JobSecret;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.Serializable;
+import java.time.Duration;
+
+/** Everything a worker needs, validated on the driver and shipped in the task closure. */
+final class TrainingConfig implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  ModelSpec model;
+  LossSpec loss;
+  OptimizerSpec optimizer;
+  BatchSourceFactory trainData;
+  BatchSourceFactory validationData;
+  int numWorkers;
+  int epochs;
+  long seed;
+  String checkpointDir;
+  long checkpointEverySteps;
+  int keepCheckpoints;
+  /** CPU replicas per worker when it has no GPU: exercises the in-machine split on CPU. */
+  int cpuDevicesPerWorker = 1;
+  boolean useGpus;
+  int fusionBucketBytes;
+  Duration operationTimeout;
+  Duration connectTimeout;
+  JobSecret secret;
+  /** Test hook: this rank throws after this global step, in the first attempt only (-1: never). */
+  int failRank = -1;
+  long failAfterStep = -1;
+
+  /** The per-step random seed of dropout and the like: distinct per rank and step, reproducible. */
+  int stepSeed(int rank, long globalStep) {
+    long h = seed * 0x9E3779B97F4A7C15L + rank * 0xBF58476D1CE4E5B9L + globalStep * 0x94D049BB133111EBL;
+    h ^= h >>> 31;
+    return (int) (h ^ (h >>> 32)) & 0x7fffffff;
+  }
+}

@@ -1,0 +1,14 @@
+/**
+ * The trainer: {@link dev.sparktrainer.train.DistributedTrainer} runs synchronous data-parallel
+ * training with MultiWorkerMirroredStrategy semantics as N barrier-mode Spark tasks and returns a
+ * {@link dev.sparktrainer.train.TrainedModel} with its {@link dev.sparktrainer.train.History}.
+ *
+ * <p>Inside: the pre-flight checks on the driver ({@code Preflight}); the barrier task, which
+ * meets its peers through {@code BarrierTaskContext.allGather} and forms the collective ring
+ * ({@code BarrierTrainingTask}); the Spark-free worker loop ({@code Worker}) over the model replicas
+ * of the worker's devices ({@code ReplicaSet}); and the training state that checkpoints and the
+ * start-up broadcast carry ({@code TrainingState}). Data comes from a {@link
+ * dev.sparktrainer.train.BatchSourceFactory}: the input pipeline's, or {@link
+ * dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.
+ */
+package dev.sparktrainer.train;

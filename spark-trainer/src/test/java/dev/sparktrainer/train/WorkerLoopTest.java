@@ -1,0 +1,165 @@
+package dev.sparktrainer.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.ByteArrayInputStream;
+import java.io.DataInputStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The worker loop without Spark: N workers as threads over loopback, as in local mode. */
+class WorkerLoopTest {
+  private static InMemoryDataset train;
+  private static InMemoryDataset test;
+
+  @TempDir Path tmp;
+
+  @BeforeAll
+  static void load() {
+    InMemoryDataset digits = Digits.load().shuffled(11);
+    train = digits.slice(0, 1437);
+    test = digits.slice(1437, digits.size());
+  }
+
+  private static DistributedTrainer.Builder job(int workers, int batch, MlpSpec model, OptimizerSpec opt) {
+    return DistributedTrainer.builder()
+        .setModel(model)
+        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(opt)
+        .setTrainingData(train.trainBatches(batch, 5, true))
+        .setNumWorkers(workers)
+        .setEpochs(1)
+        .optSeed(42);
+  }
+
+  private static TrainedModel fit(DistributedTrainer.Builder b) throws Exception {
+    return b.build().fitInProcess(0, new Configuration());
+  }
+
+  /** Every parameter, flattened in order. */
+  private static List<float[]> parameters(TrainedModel m) {
+    List<float[]> out = new ArrayList<>();
+    try (NDManager manager = NDManager.newBaseManager()) {
+      Block b = m.newBlock(manager);
+      b.getParameters().values().forEach(p -> out.add(p.getArray().toFloatArray()));
+    }
+    return out;
+  }
+
+  private static double maxAbsDiff(List<float[]> a, List<float[]> b) {
+    assertThat(a).hasSameSizeAs(b);
+    double max = 0;
+    for (int i = 0; i < a.size(); i++) {
+      assertThat(a.get(i)).hasSameSizeAs(b.get(i));
+      for (int j = 0; j < a.get(i).length; j++) {
+        max = Math.max(max, Math.abs(a.get(i)[j] - b.get(i)[j]));
+      }
+    }
+    return max;
+  }
+
+  @Test
+  void twoWorkersWithBatchBEqualOneWorkerWithBatch2B() throws Exception {
+    MlpSpec model = MlpSpec.of(64, 10, 32);
+    OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
+    TrainedModel two = fit(job(2, 16, model, sgd));
+    TrainedModel one = fit(job(1, 32, model, sgd));
+    TrainedModel untrained = fit(job(1, 32, model, OptimizerSpec.sgd().optLearningRate(1e-30f).build()));
+    // 44 synchronous steps of the same global batches: averaging makes them the same updates.
+    assertThat(two.history().last().steps()).isEqualTo(one.history().last().steps()).isEqualTo(44);
+    assertThat(maxAbsDiff(parameters(two), parameters(one))).isLessThan(2e-5);
+    assertThat(maxAbsDiff(parameters(two), parameters(untrained))).as("training moved the parameters").isGreaterThan(0.05);
+    assertThat(two.history().last().loss()).isCloseTo(one.history().last().loss(), org.assertj.core.data.Offset.offset(1e-4));
+  }
+
+  @Test
+  void batchSplitAcrossDevicesEqualsOneDevice() throws Exception {
+    MlpSpec model = MlpSpec.of(64, 10, 32);
+    OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
+    TrainedModel split = fit(job(1, 32, model, adam).optCpuDevicesPerWorker(3)); // slices of 11, 11, 10
+    TrainedModel whole = fit(job(1, 32, model, adam));
+    assertThat(maxAbsDiff(parameters(split), parameters(whole))).isLessThan(1e-4);
+  }
+
+  @Test
+  void resumedRunMatchesUninterruptedRunBitForBit() throws Exception {
+    // Dropout: the per-step random streams must be restored too.
+    MlpSpec model = MlpSpec.of(64, 10, 32).with(Activation.RELU, 0.2f);
+    OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(100, 1e-4f).build();
+    TrainedModel reference = fit(job(2, 16, model, adam).setEpochs(3).optValidationData(test.evalBatches(50)));
+
+    DistributedTrainer.Builder failing =
+        job(2, 16, model, adam)
+            .setEpochs(3)
+            .optValidationData(test.evalBatches(50))
+            .optCheckpointDir(tmp.toString())
+            .optCheckpointEverySteps(20)
+            .optKeepCheckpoints(2)
+            .optInjectFailure(0, 70); // epoch 1, step 26 of 44; latest checkpoint at step 60
+    DistributedTrainer trainer = failing.build();
+    assertThatThrownBy(() -> trainer.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class)
+        .hasMessageContaining("after global step 70");
+    TrainedModel resumed = trainer.fitInProcess(1, new Configuration());
+
+    assertThat(resumed.parameterBytes()).isEqualTo(reference.parameterBytes());
+    assertThat(resumed.history().epochs()).hasSize(3);
+    for (int e = 0; e < 3; e++) {
+      EpochMetrics a = resumed.history().epochs().get(e);
+      EpochMetrics b = reference.history().epochs().get(e);
+      assertThat(a.parameterHash()).isEqualTo(b.parameterHash());
+      assertThat(a.loss()).isCloseTo(b.loss(), org.assertj.core.data.Offset.offset(1e-9));
+      assertThat(a.validationAccuracy()).isEqualTo(b.validationAccuracy());
+    }
+    // Re-running the finished job (a scheduler retrying the command) trains nothing more.
+    TrainedModel again = trainer.fitInProcess(2, new Configuration());
+    assertThat(again.parameterBytes()).isEqualTo(reference.parameterBytes());
+  }
+
+  @Test
+  void savedModelRebuildsWithoutTheSpecObject() throws Exception {
+    TrainedModel m = fit(job(2, 32, MlpSpec.of(64, 10, 32), OptimizerSpec.adam().optLearningRate(1e-2f).build()));
+    m.save(tmp.resolve("out").toString(), new Configuration());
+    TrainedModel loaded = TrainedModel.load(tmp.resolve("out").toString(), new Configuration());
+    assertThat(loaded.spec().toProperties()).isEqualTo(m.spec().toProperties());
+    try (NDManager manager = NDManager.newBaseManager()) {
+      NDArray x = manager.create(new float[64 * 3], new Shape(3, 64)).add(0.5f);
+      float[] a = predict(m.newBlock(manager), manager, x);
+      float[] b = predict(loaded.newBlock(manager), manager, x);
+      assertThat(b).containsExactly(a);
+    }
+  }
+
+  private static float[] predict(Block block, NDManager manager, NDArray x) {
+    return block.forward(new ParameterStore(manager, false), new NDList(x), false).head().toFloatArray();
+  }
+
+  @Test
+  void unequalStepsPerEpochFailClearly() {
+    BatchSourceFactory uneven =
+        (rank, n, manager) -> train.slice(0, rank == 0 ? 320 : 640).trainBatches(16, 1, false).create(0, 1, manager);
+    assertThatThrownBy(
+            () -> fit(job(2, 16, MlpSpec.of(64, 10, 8), OptimizerSpec.sgd().build()).setTrainingData(uneven)))
+        .hasMessageContaining("workers have different stepsPerEpoch (from 20 to 40)");
+  }
+
+  static DataInputStream in(byte[] b) {
+    return new DataInputStream(new ByteArrayInputStream(b));
+  }
+}
