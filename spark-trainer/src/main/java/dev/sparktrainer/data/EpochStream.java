@@ -97,6 +97,9 @@ final class EpochStream implements AutoCloseable {
               n = 0;
               break;
             }
+            if (o.uneven() == PipelineOptions.UnevenPolicy.NONE) {
+              break; // every record read once; no padding
+            }
             if (fromThisPass == 0) {
               throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
                   + target + " steps");

@@ -37,13 +37,18 @@ public final class PipelineOptions implements Serializable {
     /** Steps = the largest worker's; workers that run out repeat their records from the start. */
     PAD,
     /** Steps = the smallest worker's; the others stop early (some records unused that epoch). */
-    TRUNCATE;
+    TRUNCATE,
+    /**
+     * Each worker takes its own number of steps and reads each of its records once: for evaluation
+     * and prediction, never for synchronous training.
+     */
+    NONE;
 
     public static UnevenPolicy parse(String v) {
       try {
         return valueOf(v.trim().toUpperCase(Locale.ROOT));
       } catch (IllegalArgumentException | NullPointerException e) {
-        throw new IllegalArgumentException("Invalid uneven policy '" + v + "': expected PAD or TRUNCATE");
+        throw new IllegalArgumentException("Invalid uneven policy '" + v + "': expected PAD, TRUNCATE or NONE");
       }
     }
   }

@@ -100,6 +100,11 @@ public final class WorkerShard implements Serializable {
       long s = options.dropRemainder() ? r / b : (r + b - 1) / b;
       steps = options.uneven() == UnevenPolicy.PAD ? Math.max(steps, s) : Math.min(steps, s);
     }
+    if (options.uneven() == UnevenPolicy.NONE) {
+      long r = perWorker[rank];
+      steps = options.dropRemainder() ? r / b : (r + b - 1) / b;
+      return new WorkerShard(rank, n, policy, mine, first, r, steps, perWorker);
+    }
     if (steps <= 0) {
       throw new IllegalArgumentException(
           "Too little data for a step on every worker: " + plan.totalRecords() + " records over " + n

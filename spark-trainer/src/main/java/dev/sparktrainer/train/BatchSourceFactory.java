@@ -21,6 +21,15 @@ public interface BatchSourceFactory extends Serializable {
   BatchSource create(int rank, int numWorkers, NDManager manager);
 
   /**
+   * As {@link #create(int, int, NDManager)}, with the job's Hadoop configuration (for sources that
+   * read files); the trainer calls this one. The default ignores the configuration.
+   */
+  default BatchSource create(int rank, int numWorkers, NDManager manager,
+      org.apache.hadoop.conf.Configuration hadoopConf) {
+    return create(rank, numWorkers, manager);
+  }
+
+  /**
    * Checks on the driver, before anything starts, that the data resolves (e.g. to at least one
    * split) for {@code numWorkers} workers; throws {@link IllegalArgumentException} with a clear
    * message otherwise. The default accepts.

@@ -3,6 +3,10 @@ package dev.sparktrainer.train;
 import dev.sparktrainer.checkpoint.SerializableConfiguration;
 import dev.sparktrainer.collective.FusionBuffer;
 import dev.sparktrainer.collective.JobSecret;
+import dev.sparktrainer.data.DataFrameInput;
+import dev.sparktrainer.data.DatasetPlanner;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
@@ -19,6 +23,8 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
@@ -61,9 +67,15 @@ public final class DistributedTrainer {
   private final String outputDir;
   private final String ringHost;
   private final long slotWaitMillis;
+  private final DataInput train;
+  private final DataInput validation;
+  private final String stagingDir;
 
   private DistributedTrainer(Builder b, TrainingConfig cfg) {
     this.cfg = cfg;
+    this.train = b.train;
+    this.validation = b.validation;
+    this.stagingDir = b.stagingDir;
     this.outputDir = b.outputDir;
     this.ringHost = b.ringHost;
     this.slotWaitMillis = b.slotWait.toMillis();
@@ -82,9 +94,32 @@ public final class DistributedTrainer {
    * @throws org.apache.spark.SparkException if training fails after Spark's retries
    */
   public TrainedModel fit(SparkSession spark) {
+    List<DataFrameInput> staged = new ArrayList<>();
+    try {
+      TrainingConfig resolved = copyWithSecret(cfg);
+      if (train != null) {
+        resolved.trainData = train.resolve(spark, stagingDir, staged, true);
+      }
+      if (validation != null) {
+        resolved.validationData = validation.resolve(spark, stagingDir, staged, false);
+      }
+      return fit(spark, resolved);
+    } finally {
+      for (DataFrameInput in : staged) {
+        try {
+          in.close();
+        } catch (IOException e) {
+          // Keep the training result (or its failure); a leftover staging directory is only logged.
+          System.getLogger(DistributedTrainer.class.getName()).log(System.Logger.Level.WARNING,
+              "Could not delete the staging directory: " + e.getMessage());
+        }
+      }
+    }
+  }
+
+  private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
-    Preflight.check(sc, cfg, outputDir, slotWaitMillis);
-    TrainingConfig job = copyWithSecret(cfg);
+    Preflight.check(sc, job, outputDir, slotWaitMillis);
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
     Broadcast<SerializableConfiguration> hadoop =
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
@@ -170,6 +205,9 @@ public final class DistributedTrainer {
     private String outputDir;
     private String ringHost;
     private Duration slotWait = Duration.ofSeconds(30);
+    private DataInput train;
+    private DataInput validation;
+    private String stagingDir = new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
 
     private Builder() {
       c.epochs = 1;
@@ -200,6 +238,29 @@ public final class DistributedTrainer {
     /** Each worker's training batches (per-worker batch size: global batch = it x N). Required. */
     public Builder setTrainingData(BatchSourceFactory data) {
       c.trainData = data;
+      train = null;
+      return this;
+    }
+
+    /**
+     * Training data as files: planned on the driver when {@link #fit} runs (a Spark job counts the
+     * records), then streamed by every worker's input pipeline.
+     */
+    public Builder setTrainingData(DatasetSpec spec, PipelineOptions options) {
+      train = new DataInput(spec, null, options);
+      c.trainData = DataInput.PENDING;
+      return this;
+    }
+
+    /**
+     * Training data as a DataFrame: its own files if it is a plain TFRecord or Parquet scan,
+     * otherwise written once to Parquet under {@link #optStagingDir} (deleted after training).
+     * {@code columns} names the feature columns with their shapes and the label; its paths are
+     * ignored.
+     */
+    public Builder setTrainingData(Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
+      train = new DataInput(columns, df, options);
+      c.trainData = DataInput.PENDING;
       return this;
     }
 
@@ -218,6 +279,25 @@ public final class DistributedTrainer {
     /** Validation data, evaluated on every worker at each epoch end, metrics reduced globally. */
     public Builder optValidationData(BatchSourceFactory data) {
       c.validationData = data;
+      validation = null;
+      return this;
+    }
+
+    /** Validation files: every worker evaluates its shard once per epoch (no padding, no shuffle). */
+    public Builder optValidationData(DatasetSpec spec, PipelineOptions options) {
+      validation = new DataInput(spec, null, options);
+      return this;
+    }
+
+    /** Validation data as a DataFrame (see the training variant). */
+    public Builder optValidationData(Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
+      validation = new DataInput(columns, df, options);
+      return this;
+    }
+
+    /** Where DataFrames that are not plain file scans are staged as Parquet. Default: the temp dir. */
+    public Builder optStagingDir(String dir) {
+      stagingDir = dir;
       return this;
     }
 

@@ -55,6 +55,16 @@ public final class InMemoryDataset implements Serializable {
     return new InMemoryDataset(features, exampleShape, null, labels);
   }
 
+  /** The features of row {@code i} (a copy). */
+  public float[] features(int i) {
+    return java.util.Arrays.copyOfRange(features, i * width, (i + 1) * width);
+  }
+
+  /** The class label of row {@code i} (int64 labels), or the float label rounded. */
+  public long label(int i) {
+    return classLabels != null ? classLabels[i] : Math.round(floatLabels[i]);
+  }
+
   /** Number of rows. */
   public int size() {
     return rows;

@@ -92,9 +92,9 @@ final class Worker {
       List<EpochMetrics> history = new ArrayList<>(state.history);
       long globalStep = state.globalStep;
 
-      try (BatchSource source = cfg.trainData.create(rank, size, replicas.manager());
-          BatchSource validation =
-              cfg.validationData == null ? null : cfg.validationData.create(rank, size, replicas.manager())) {
+      try (BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
+          BatchSource validation = cfg.validationData == null ? null
+              : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf)) {
         long steps = checkedStepsPerEpoch(source);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
           long startStep = epoch == state.epoch ? state.stepInEpoch : 0;

@@ -37,6 +37,17 @@ class PlannerAndFormatsTest {
         .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate();
   }
 
+  /** Other test classes in this JVM configure their own session. */
+  @org.junit.jupiter.api.AfterAll
+  static void stopSpark() {
+    SparkSession.getActiveSession().foreach(s -> {
+      s.stop();
+      return null;
+    });
+    SparkSession.clearActiveSession();
+    SparkSession.clearDefaultSession();
+  }
+
   private static Set<Long> allIds(DatasetPlan plan, PipelineOptions o, int width) {
     Set<Long> ids = new HashSet<>();
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {

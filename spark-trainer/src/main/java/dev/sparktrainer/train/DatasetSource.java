@@ -1,0 +1,64 @@
+package dev.sparktrainer.train;
+
+import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.data.DatasetPlan;
+import dev.sparktrainer.data.InputPipeline;
+import dev.sparktrainer.data.PipelineOptions;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * The input pipeline as the trainer's data: a {@link DatasetPlan} made on the driver, and each
+ * worker's {@link InputPipeline} built inside its task from it.
+ */
+public final class DatasetSource implements BatchSourceFactory {
+  private static final long serialVersionUID = 1L;
+
+  private final DatasetPlan plan;
+  private final PipelineOptions options;
+
+  private DatasetSource(DatasetPlan plan, PipelineOptions options) {
+    this.plan = plan;
+    this.options = options;
+  }
+
+  /** Training data: equal steps on every worker, reshuffled every epoch. */
+  public static DatasetSource training(DatasetPlan plan, PipelineOptions options) {
+    if (options.uneven() == PipelineOptions.UnevenPolicy.NONE) {
+      throw new IllegalArgumentException(
+          "Invalid uneven policy NONE for training data: synchronous training needs PAD or TRUNCATE");
+    }
+    return new DatasetSource(plan, options);
+  }
+
+  /**
+   * Evaluation data: every worker reads each of its records exactly once (no padding, a last partial
+   * batch kept, no shuffling), so reduced metrics count every record once.
+   */
+  public static DatasetSource evaluation(DatasetPlan plan, PipelineOptions options) {
+    return new DatasetSource(plan, options.toBuilder()
+        .optUneven(PipelineOptions.UnevenPolicy.NONE).optDropRemainder(false)
+        .optShuffleBuffer(0).optShuffleSplits(false).optCacheDir(null).build());
+  }
+
+  public DatasetPlan plan() {
+    return plan;
+  }
+
+  @Override
+  public BatchSource create(int rank, int numWorkers, NDManager manager) {
+    return create(rank, numWorkers, manager, new Configuration());
+  }
+
+  @Override
+  public BatchSource create(int rank, int numWorkers, NDManager manager, Configuration hadoopConf) {
+    return InputPipeline.create(plan, options, rank, numWorkers, manager, hadoopConf);
+  }
+
+  @Override
+  public void preflight(int numWorkers) {
+    for (int r = 0; r < numWorkers; r++) {
+      plan.shard(r, numWorkers, options); // throws naming the numbers if a worker gets no step
+    }
+  }
+}
