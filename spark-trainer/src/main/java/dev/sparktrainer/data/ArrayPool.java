@@ -1,38 +1,49 @@
 package dev.sparktrainer.data;
 
-import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.ArrayBlockingQueue;
 
 /**
- * Recycles float arrays of one size between the stages of a pipeline: decoded records and batch
- * columns are returned once copied, so the steady state allocates (and zeroes) nothing. At most
- * {@code capacity} arrays are kept.
+ * Recycles the float arrays of decoded records between the reader threads and the batching
+ * thread: a batch hands back all its records' arrays as one bundle, and a reader takes a whole
+ * bundle at a time ({@link Taker}), so the steady state allocates and zeroes nothing and costs one
+ * queue operation per batch, not per record. At most {@code bundles} bundles are kept.
  */
 final class ArrayPool {
   private final int size;
-  private final int capacity;
-  private final ConcurrentLinkedQueue<float[]> free = new ConcurrentLinkedQueue<>();
-  private final AtomicInteger pooled = new AtomicInteger();
+  private final ArrayBlockingQueue<float[][]> free;
 
-  ArrayPool(int size, int capacity) {
+  ArrayPool(int size, int bundles) {
     this.size = size;
-    this.capacity = capacity;
+    this.free = new ArrayBlockingQueue<>(Math.max(1, bundles));
   }
 
-  float[] take() {
-    float[] a = free.poll();
-    if (a == null) {
-      return new float[size];
+  /** Hands back {@code n} arrays (the first n of {@code arrays} are taken over). */
+  void giveAll(float[][] arrays, int n) {
+    if (n > 0) {
+      free.offer(java.util.Arrays.copyOf(arrays, n));
     }
-    pooled.decrementAndGet();
-    return a;
   }
 
-  void give(float[] a) {
-    if (a != null && a.length == size && pooled.incrementAndGet() <= capacity) {
-      free.offer(a);
-    } else if (a != null && a.length == size) {
-      pooled.decrementAndGet();
+  /** A reader's private end of the pool: not thread-safe, one per reader. */
+  Taker taker() {
+    return new Taker();
+  }
+
+  final class Taker {
+    private float[][] bundle;
+    private int next;
+
+    float[] take() {
+      if (bundle == null || next == bundle.length) {
+        bundle = free.poll();
+        next = 0;
+        if (bundle == null) {
+          return new float[size];
+        }
+      }
+      float[] a = bundle[next];
+      bundle[next++] = null;
+      return a;
     }
   }
 }

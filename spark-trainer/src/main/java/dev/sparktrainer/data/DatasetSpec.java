@@ -63,11 +63,20 @@ public final class DatasetSpec implements Serializable {
     private final String name;
     private final long[] shape;
     private final Encoding encoding;
+    private final int size;
 
     Feature(String name, long[] shape, Encoding encoding) {
       this.name = name;
       this.shape = shape.clone();
       this.encoding = encoding;
+      long n = 1;
+      for (long d : shape) {
+        n *= d;
+      }
+      if (n > Integer.MAX_VALUE / 4) {
+        throw new IllegalArgumentException("DatasetSpec: feature '" + name + "' has " + n + " values per example: too many");
+      }
+      this.size = (int) n;
     }
 
     public String name() {
@@ -85,11 +94,7 @@ public final class DatasetSpec implements Serializable {
 
     /** Number of float values of one example. */
     public int size() {
-      long n = 1;
-      for (long d : shape) {
-        n *= d;
-      }
-      return (int) n;
+      return size;
     }
 
     @Override

@@ -137,9 +137,11 @@ final class EpochStream implements AutoCloseable {
     if (emitted >= skip) {
       prefetch.put(HostBatch.of(buf, n, ctx), false);
     } else {
+      float[][] spent = new float[n][];
       for (int i = 0; i < n; i++) {
-        ctx.recordPool().give(buf[i].features);
+        spent[i] = buf[i].features;
       }
+      ctx.recordPool().giveAll(spent, n);
     }
     java.util.Arrays.fill(buf, 0, n, null);
     return emitted + 1;
@@ -199,7 +201,7 @@ final class EpochStream implements AutoCloseable {
         prefetch.setCapacity(Math.min(ctx.maxPrefetch(), prefetch.capacity() * 2));
       }
       if (ctx.options().readerParallelism() == PipelineOptions.AUTOTUNE
-          && permits.limit() < ctx.options().cycleLength()) {
+          && permits.limit() < ctx.maxParallelism()) {
         permits.setLimit(permits.limit() + 1);
       }
       LOG.debug("AUTOTUNE worker {}: wait {}%, prefetch {}, parallelism {}", ctx.rank(),

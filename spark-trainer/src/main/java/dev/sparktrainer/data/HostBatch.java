@@ -48,10 +48,12 @@ final class HostBatch {
       off += size;
     }
     double[] labels = new double[n];
+    float[][] spent = new float[n][];
     for (int i = 0; i < n; i++) {
       labels[i] = records[i].label;
-      ctx.recordPool().give(records[i].features);
+      spent[i] = records[i].features;
     }
+    ctx.recordPool().giveAll(spent, n);
     return new HostBatch(f, labels, n);
   }
 }

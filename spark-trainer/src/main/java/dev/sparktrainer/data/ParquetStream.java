@@ -27,7 +27,7 @@ import org.apache.parquet.schema.Type;
  */
 final class ParquetStream implements RecordStream {
   private final String file;
-  private final ArrayPool pool;
+  private final ArrayPool.Taker pool;
   private final ParquetFileReader reader;
   private final MessageType fileSchema;
   private final MessageType projection;
@@ -40,7 +40,7 @@ final class ParquetStream implements RecordStream {
 
   ParquetStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, ArrayPool pool)
       throws IOException {
-    this.pool = pool;
+    this.pool = pool.taker();
     this.file = split.path();
     this.spec = spec;
     this.owned = owned;

@@ -58,7 +58,7 @@ final class PipelineContext {
     this.initialParallelism = options.readerParallelism() == PipelineOptions.AUTOTUNE
         ? Math.min(2, k) : Math.min(options.readerParallelism(), options.cycleLength());
     int live = Math.max(1, options.shuffleBuffer()) + k * (slotCapacity + 17) + 2 * options.batchSize();
-    this.records = new ArrayPool(spec.featureSize(), live);
+    this.records = new ArrayPool(spec.featureSize(), live / options.batchSize() + 2);
     this.columns = new BufferPool[spec.features().size()];
     for (int c = 0; c < columns.length; c++) {
       columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(), maxPrefetch + 4);
@@ -117,6 +117,11 @@ final class PipelineContext {
 
   int initialParallelism() {
     return initialParallelism;
+  }
+
+  /** AUTOTUNE's ceiling for decoding readers: the cycle length, and no more than the cores. */
+  int maxParallelism() {
+    return Math.max(1, Math.min(options.cycleLength(), Runtime.getRuntime().availableProcessors()));
   }
 
   /** Opens item {@code i} (a position in the shard's split list), from the cache when it holds it. */

@@ -56,7 +56,8 @@ final class RecordCache {
   }
 
   /** The cached records of {@code s}, or null if not cached yet. */
-  RecordStream open(Split s, ArrayPool pool) throws IOException {
+  RecordStream open(Split s, ArrayPool records) throws IOException {
+    ArrayPool.Taker pool = records.taker();
     Path f = fileOf(s);
     if (!Files.exists(f)) {
       return null;
@@ -73,7 +74,6 @@ final class RecordCache {
         try {
           v[0] = in.readFloat();
         } catch (EOFException e) {
-          pool.give(v);
           return null;
         }
         for (int i = 1; i < featureSize; i++) {

@@ -25,7 +25,7 @@ import org.apache.hadoop.fs.Path;
  */
 final class TFRecordStream implements RecordStream {
   private final TFRecordReader reader;
-  private final ArrayPool pool;
+  private final ArrayPool.Taker pool;
   private final DatasetSpec spec;
   private final LongPredicate owned;
   private final ExampleScanner scanner;
@@ -36,7 +36,7 @@ final class TFRecordStream implements RecordStream {
 
   TFRecordStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, int maxRecordLength,
       ArrayPool pool) throws IOException {
-    this.pool = pool;
+    this.pool = pool.taker();
     this.spec = spec;
     this.owned = owned;
     this.featureSize = spec.featureSize();
