@@ -73,8 +73,29 @@ public final class ExampleScanner {
     }
   }
 
-  /** Scans a {@code map<string, V>} message body (repeated entries, field 1) ending at {@code end}. */
+  /** Scans a {@code map<string, V>} message body, keeping the wanted keys' values. */
   private void scanMap(int end, FeatureLookup lookup, int[] offs, int[] lens) {
+    forEachEntry(r, end, (keyOff, keyLen, valOff, valLen) -> {
+      int idx = lookup.find(r.buf, keyOff, keyLen);
+      if (idx >= 0) {
+        offs[idx] = valOff;
+        lens[idx] = valLen;
+      }
+    });
+  }
+
+  /** Receives a map entry: the key's and the value's bytes in the reader's buffer. */
+  @FunctionalInterface
+  interface EntryVisitor {
+    void visit(int keyOff, int keyLen, int valOff, int valLen);
+  }
+
+  /**
+   * Visits the entries of a {@code map<string, V>} message body (repeated entries, field 1) that
+   * ends at {@code end}, in order. Key and value may come in either order inside an entry; a
+   * missing key is "" and a missing value the empty message (length 0), as protobuf defines.
+   */
+  static void forEachEntry(ProtoReader r, int end, EntryVisitor visitor) {
     int outer = r.limit;
     r.limit = end;
     while (r.hasMore()) {
@@ -87,9 +108,9 @@ public final class ExampleScanner {
       int entryEnd = r.pos + entryLen;
       int saved = r.limit;
       r.limit = entryEnd;
-      int keyOff = 0;
+      int keyOff = r.pos;
       int keyLen = 0;
-      int valOff = -1;
+      int valOff = entryEnd;
       int valLen = 0;
       while (r.hasMore()) {
         int t = r.readTag();
@@ -106,12 +127,7 @@ public final class ExampleScanner {
         }
       }
       r.limit = saved;
-      int idx = lookup.find(r.buf, keyOff, keyLen);
-      if (idx >= 0) {
-        // An entry without a value holds the default (empty) message.
-        offs[idx] = valOff < 0 ? entryEnd : valOff;
-        lens[idx] = valOff < 0 ? 0 : valLen;
-      }
+      visitor.visit(keyOff, keyLen, valOff, valLen);
     }
     r.limit = outer;
   }

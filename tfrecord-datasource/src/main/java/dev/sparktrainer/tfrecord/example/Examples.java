@@ -142,38 +142,7 @@ public final class Examples {
   }
 
   private static void parseFeatureMap(ProtoReader r, int end, EntryVisitor visitor) {
-    int outer = r.limit;
-    r.limit = end;
-    while (r.hasMore()) {
-      int tag = r.readTag();
-      if (tag != ((1 << 3) | ProtoReader.LEN)) {
-        r.skip(tag);
-        continue;
-      }
-      int entryLen = r.readLength();
-      int entryEnd = r.pos + entryLen;
-      int saved = r.limit;
-      r.limit = entryEnd;
-      String key = "";
-      int valOff = entryEnd;
-      int valLen = 0;
-      while (r.hasMore()) {
-        int t = r.readTag();
-        if (t == ((1 << 3) | ProtoReader.LEN)) {
-          int kl = r.readLength();
-          key = new String(r.buf, r.pos, kl, StandardCharsets.UTF_8);
-          r.pos += kl;
-        } else if (t == ((2 << 3) | ProtoReader.LEN)) {
-          valLen = r.readLength();
-          valOff = r.pos;
-          r.pos += valLen;
-        } else {
-          r.skip(t);
-        }
-      }
-      r.limit = saved;
-      visitor.visit(key, valOff, valLen);
-    }
-    r.limit = outer;
+    ExampleScanner.forEachEntry(r, end, (keyOff, keyLen, valOff, valLen) -> visitor.visit(
+        new String(r.buf, keyOff, keyLen, StandardCharsets.UTF_8), valOff, valLen));
   }
 }

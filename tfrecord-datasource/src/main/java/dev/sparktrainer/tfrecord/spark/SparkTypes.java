@@ -47,6 +47,63 @@ final class SparkTypes {
     boolean bytes() {
       return this == STRING || this == BINARY;
     }
+
+    /** int, smallint or tinyint: int64 values must fit. */
+    boolean narrowInt() {
+      return this == INT || this == SHORT || this == BYTE;
+    }
+  }
+
+  /** Whether a feature of kind {@code v.kind()} can fill a column of element kind {@code elem}. */
+  static void checkKind(dev.sparktrainer.tfrecord.example.FeatureValues v, Elem elem, String name, DataType type) {
+    dev.sparktrainer.tfrecord.example.FeatureKind k = v.kind();
+    if (k == null) {
+      return;
+    }
+    boolean ok =
+        (k == dev.sparktrainer.tfrecord.example.FeatureKind.INT64 && (elem.integral() || elem.floating()))
+            || (k == dev.sparktrainer.tfrecord.example.FeatureKind.FLOAT && elem.floating())
+            || (k == dev.sparktrainer.tfrecord.example.FeatureKind.BYTES && elem.bytes());
+    if (!ok) {
+      throw new dev.sparktrainer.tfrecord.example.MalformedRecordException(
+          "feature '" + name + "' is " + k.name().toLowerCase(java.util.Locale.ROOT)
+              + " but column '" + name + "' is " + type.simpleString());
+    }
+  }
+
+  /** An int64 value for an int, smallint or tinyint column; out of range is a malformed record. */
+  static long checkRange(long value, Elem elem, String name, DataType type) {
+    long min;
+    long max;
+    switch (elem) {
+      case INT:
+        min = Integer.MIN_VALUE;
+        max = Integer.MAX_VALUE;
+        break;
+      case SHORT:
+        min = Short.MIN_VALUE;
+        max = Short.MAX_VALUE;
+        break;
+      case BYTE:
+        min = Byte.MIN_VALUE;
+        max = Byte.MAX_VALUE;
+        break;
+      default:
+        return value;
+    }
+    if (value < min || value > max) {
+      throw new dev.sparktrainer.tfrecord.example.MalformedRecordException(
+          "feature '" + name + "' value " + value + " is out of range for column type " + type.simpleString());
+    }
+    return value;
+  }
+
+  /** Whether a column of type {@code t} has a TFRecord mapping in records of {@code recordType}. */
+  static boolean hasMapping(DataType t, RecordType recordType) {
+    return elemOf(t) != null
+        || isMlVector(t)
+        || (t instanceof ArrayType && elemOf(((ArrayType) t).elementType()) != null)
+        || (recordType == RecordType.SequenceExample && isNestedArray(t));
   }
 
   /** The element kind of a scalar Spark type, or null if it has no TFRecord mapping. */

@@ -38,11 +38,8 @@ import org.slf4j.LoggerFactory;
  * partial values behind.
  */
 final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
-  private static final Logger LOG = LoggerFactory.getLogger(TFRecordColumnarReader.class);
-
   private final TFRecordReader reader;
-  private final TFRecordOptions options;
-  private final AtomicLong dropped;
+  private final MalformedRecords malformed;
   private final int batchSize;
   private final RecordType recordType;
   private final ExampleScanner scanner;
@@ -50,10 +47,6 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
   private final FeatureValues[] values;
   private final WritableColumnVector[] vectors;
   private final ColumnarBatch batch;
-  private final String split;
-  private long malformed;
-  private long reported;
-  private String firstMalformed;
 
   /** Whether a scan of these columns can be read as columnar batches. */
   static boolean supports(StructType data, StructType partition, RecordType recordType) {
@@ -88,11 +81,8 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
       AtomicLong dropped)
       throws IOException {
     TFRecordRowDecoder.validateReadSchema(required, options.recordType());
-    this.options = options;
     this.recordType = options.recordType();
-    this.dropped = dropped;
     this.batchSize = batchSize;
-    this.split = path + " [" + start + ", " + (start + length) + ")";
     StructField[] fields = required.fields();
     columns = new Column[fields.length];
     values = new FeatureValues[fields.length];
@@ -114,6 +104,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
     }
     batch = new ColumnarBatch(all);
     this.reader = TFRecordFiles.open(path, start, length, conf, options);
+    this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 
   @Override
@@ -129,11 +120,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
         }
       }
     } finally {
-      long total = reader.droppedRecords() + malformed;
-      if (total > reported) {
-        dropped.addAndGet(total - reported);
-        reported = total;
-      }
+      malformed.report();
     }
     batch.setNumRows(rows);
     return rows > 0;
@@ -156,13 +143,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
         }
       }
     } catch (MalformedRecordException | IndexOutOfBoundsException e) {
-      String what = "not a valid " + recordType + " for the schema: " + e.getMessage();
-      if (options.mode() == CorruptRecordPolicy.FAILFAST) {
-        throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), what, e);
-      }
-      if (malformed++ == 0) {
-        firstMalformed = "file " + reader.file() + " at byte offset " + reader.recordOffset() + ": " + what;
-      }
+      malformed.onMalformed(e);
       return false;
     }
     for (int i = 0; i < columns.length; i++) {
@@ -182,15 +163,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
 
   @Override
   public void close() throws IOException {
-    long total = reader.droppedRecords() + malformed;
-    if (total > 0) {
-      LOG.warn(
-          "DROPMALFORMED: dropped {} record(s) ({} bytes of damaged framing) from {}; first: {}",
-          total,
-          reader.droppedBytes(),
-          split,
-          reader.droppedRecords() > 0 ? reader.lastDropReason() : firstMalformed);
-    }
+    malformed.close();
     try {
       reader.close();
     } finally {
@@ -213,45 +186,15 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
     }
 
     void check(FeatureValues v) {
-      FeatureKind k = v.kind();
-      if (k != null) {
-        boolean ok =
-            (k == FeatureKind.INT64 && (elem.integral() || elem.floating()))
-                || (k == FeatureKind.FLOAT && elem.floating())
-                || (k == FeatureKind.BYTES && elem.bytes());
-        if (!ok) {
-          throw new MalformedRecordException(
-              "feature '" + name + "' is " + k.name().toLowerCase(java.util.Locale.ROOT)
-                  + " but column '" + name + "' is " + type.simpleString());
-        }
-      }
+      SparkTypes.checkKind(v, elem, name, type);
       if (!array && v.count() > 1) {
         throw new MalformedRecordException(
             "feature '" + name + "' has " + v.count() + " values but column '" + name
                 + "' is a scalar " + type.simpleString() + ": declare it array<" + type.simpleString() + ">");
       }
-      long min;
-      long max;
-      switch (elem) {
-        case INT:
-          min = Integer.MIN_VALUE;
-          max = Integer.MAX_VALUE;
-          break;
-        case SHORT:
-          min = Short.MIN_VALUE;
-          max = Short.MAX_VALUE;
-          break;
-        case BYTE:
-          min = Byte.MIN_VALUE;
-          max = Byte.MAX_VALUE;
-          break;
-        default:
-          return;
-      }
-      for (int i = 0; i < v.count(); i++) {
-        if (v.longAt(i) < min || v.longAt(i) > max) {
-          throw new MalformedRecordException(
-              "feature '" + name + "' value " + v.longAt(i) + " is out of range for column type " + type.simpleString());
+      if (elem.narrowInt()) {
+        for (int i = 0; i < v.count(); i++) {
+          SparkTypes.checkRange(v.longAt(i), elem, name, type);
         }
       }
     }

@@ -86,12 +86,7 @@ final class TFRecordRowDecoder {
     }
     for (StructField f : schema.fields()) {
       DataType t = f.dataType();
-      boolean ok =
-          SparkTypes.elemOf(t) != null
-              || SparkTypes.isMlVector(t)
-              || (t instanceof ArrayType && SparkTypes.elemOf(((ArrayType) t).elementType()) != null)
-              || (recordType == RecordType.SequenceExample && SparkTypes.isNestedArray(t));
-      if (!ok) {
+      if (!SparkTypes.hasMapping(t, recordType)) {
         throw new IllegalArgumentException(
             "Column '"
                 + f.name()
@@ -181,25 +176,7 @@ final class TFRecordRowDecoder {
     abstract void write(UnsafeRowWriter w, FeatureValues v);
 
     void checkKind(FeatureValues v) {
-      FeatureKind k = v.kind();
-      if (k == null) {
-        return;
-      }
-      boolean ok =
-          (k == FeatureKind.INT64 && (elem.integral() || elem.floating()))
-              || (k == FeatureKind.FLOAT && elem.floating())
-              || (k == FeatureKind.BYTES && elem.bytes());
-      if (!ok) {
-        throw new MalformedRecordException(
-            "feature '"
-                + name
-                + "' is "
-                + k.name().toLowerCase(java.util.Locale.ROOT)
-                + " but column '"
-                + name
-                + "' is "
-                + type.simpleString());
-      }
+      SparkTypes.checkKind(v, elem, name, type);
     }
 
     /** Writes value {@code i} of {@code v} as element {@code ord} of {@code w}. */
@@ -209,13 +186,13 @@ final class TFRecordRowDecoder {
           w.write(ord, v.longAt(i));
           break;
         case INT:
-          w.write(ord, (int) checkRange(v.longAt(i), Integer.MIN_VALUE, Integer.MAX_VALUE));
+          w.write(ord, (int) SparkTypes.checkRange(v.longAt(i), elem, name, type));
           break;
         case SHORT:
-          w.write(ord, (short) checkRange(v.longAt(i), Short.MIN_VALUE, Short.MAX_VALUE));
+          w.write(ord, (short) SparkTypes.checkRange(v.longAt(i), elem, name, type));
           break;
         case BYTE:
-          w.write(ord, (byte) checkRange(v.longAt(i), Byte.MIN_VALUE, Byte.MAX_VALUE));
+          w.write(ord, (byte) SparkTypes.checkRange(v.longAt(i), elem, name, type));
           break;
         case BOOLEAN:
           w.write(ord, v.longAt(i) != 0);
@@ -242,14 +219,6 @@ final class TFRecordRowDecoder {
         default: // STRING, BINARY: raw bytes
           w.write(ord, v.bytesBuffer(), v.bytesOffset(i), v.bytesLength(i));
       }
-    }
-
-    private long checkRange(long value, long min, long max) {
-      if (value < min || value > max) {
-        throw new MalformedRecordException(
-            "feature '" + name + "' value " + value + " is out of range for column type " + type.simpleString());
-      }
-      return value;
     }
 
     /** Writes all values of {@code v} as an array at the writer's cursor. */

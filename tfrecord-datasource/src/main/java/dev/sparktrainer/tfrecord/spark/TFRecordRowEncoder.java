@@ -53,12 +53,7 @@ final class TFRecordRowEncoder {
     }
     for (StructField f : schema.fields()) {
       DataType t = f.dataType();
-      boolean ok =
-          SparkTypes.elemOf(t) != null
-              || SparkTypes.isMlVector(t)
-              || (t instanceof ArrayType && SparkTypes.elemOf(((ArrayType) t).elementType()) != null)
-              || (recordType == RecordType.SequenceExample && SparkTypes.isNestedArray(t));
-      if (!ok) {
+      if (!SparkTypes.hasMapping(t, recordType)) {
         String hint =
             recordType == RecordType.Example && SparkTypes.isNestedArray(t)
                 ? " (arrays of arrays need recordType SequenceExample)"
