@@ -23,6 +23,9 @@ final class ChannelLink extends Link {
   private final Selector writeSelector;
   private final ByteBuffer[] pair = new ByteBuffer[2];
   private volatile boolean aborted;
+  /** Selector waits, per direction (each counted by its one thread); for tests. */
+  long readWaits;
+  long writeWaits;
 
   ChannelLink(SocketChannel ch, int peerRank, String peerAddress) throws IOException {
     super(peerRank, peerAddress);
@@ -60,6 +63,7 @@ final class ChannelLink extends Link {
         if (ms == 0) {
           throw new SocketTimeoutException("timed out waiting for data");
         }
+        readWaits++;
         readSelector.select(IGNORE, ms);
       }
     } catch (ClosedSelectorException e) {
@@ -83,6 +87,7 @@ final class ChannelLink extends Link {
         if (ms == 0) {
           throw new SocketTimeoutException("timed out sending: the peer is not reading");
         }
+        writeWaits++;
         writeSelector.select(IGNORE, ms);
       }
     } catch (ClosedSelectorException e) {

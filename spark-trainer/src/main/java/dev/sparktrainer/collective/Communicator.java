@@ -53,14 +53,20 @@ public final class Communicator implements AutoCloseable {
   static final int DEFAULT_SMALL_MESSAGE_BYTES = 64 * 1024;
 
   /**
-   * How long the small-message path polls its sockets before it blocks in the selector. Tuned so
-   * that a neighbour that is running answers without the wake-up; short, because with more ranks
-   * than cores a spinning rank delays the rank it waits for.
+   * On plain links, operations of up to this many bytes run on the caller's thread alone (no
+   * hand-off per frame: latency); larger ones hand the writing to the sender thread, so that copies
+   * into and out of the sockets and the reduction run in parallel (throughput).
    */
-  static final long SPIN_NANOS = Long.getLong("collective.spinNanos", 20_000);
+  static final long CALLER_DRIVEN_MAX_BYTES = 4 << 20;
+  /**
+   * How long the caller's thread polls for a small frame before it blocks in the selector: a
+   * neighbour that is running answers within about the time a blocked thread needs to be woken up.
+   * Short, and yielding, because with more ranks than cores a polling rank delays the rank it waits
+   * for.
+   */
+  static final long SPIN_NANOS = 20_000;
   /** Frames up to this size are waited for with {@link #SPIN_NANOS} of polling first. */
   static final int SPIN_MAX_FRAME_BYTES = 64 * 1024;
-  static final long THREADED_FROM = Long.getLong("collective.threadedFrom", (4 << 20) + 1);
 
   private static final System.Logger LOG = System.getLogger(Communicator.class.getName());
 
@@ -86,11 +92,14 @@ public final class Communicator implements AutoCloseable {
   private final Selector duplex;
   private final SelectionKey duplexLeft;
   private final SelectionKey duplexRight;
+  /** Waits in {@link #duplex}; for tests. */
+  private long duplexWaits;
   private final ByteBuffer stage;
   private final ByteBuffer scalar = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
   private final Reductions.Scratch scratch = new Reductions.Scratch();
-  /** Typed views for the kernels: of the buffer being reduced, of the stage, of the gather buffer. */
-  private final Reductions.View target = new Reductions.View();
+  /** Typed views for the kernels, each kept for the buffer it was made for. */
+  private final Reductions.View workView = new Reductions.View();
+  private final Reductions.View extView = new Reductions.View();
   private final Reductions.View stageView = new Reductions.View();
   private final Reductions.View gatherView = new Reductions.View();
   private final long[] marks;
@@ -288,20 +297,19 @@ public final class Communicator implements AutoCloseable {
       return; // the sum, min, max and mean of one value is that value
     }
     long bytes = (long) count * type.bytes();
-    sender.setCallerDriven(duplex != null && bytes < THREADED_FROM);
+    chooseWriter(bytes);
     if (bytes <= smallMessageBytes) {
       smallAllReduce(buf, base, count, type, op, Wire.OP_SMALL_ALL_REDUCE);
     } else {
-      target.on(buf, base);
       if (buf == work) {
-        ringAllReduce(workSend, workRecv, base, count, type, op);
+        ringAllReduce(workSend, workRecv, workView.on(buf, base), base, count, type, op);
       } else {
         if (buf != extOwner) {
           extOwner = buf;
           extSend = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
           extRecv = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         }
-        ringAllReduce(extSend, extRecv, base, count, type, op);
+        ringAllReduce(extSend, extRecv, extView.on(buf, base), base, count, type, op);
       }
     }
   }
@@ -312,7 +320,13 @@ public final class Communicator implements AutoCloseable {
    * element is reduced once, in one fixed order, so all ranks hold identical bits.
    */
   private void ringAllReduce(
-      ByteBuffer sendView, ByteBuffer recvView, int base, int count, ElementType type, ReduceOp op)
+      ByteBuffer sendView,
+      ByteBuffer recvView,
+      Reductions.View target,
+      int base,
+      int count,
+      ElementType type,
+      ReduceOp op)
       throws IOException {
     WirePrecision wire = type == ElementType.FLOAT32 ? wirePrecision : WirePrecision.FP32;
     int es = type.bytes();
@@ -425,18 +439,10 @@ public final class Communicator implements AutoCloseable {
     for (int s = 0; s < size - 1; s++) {
       int sendSlot = Math.floorMod(rank - s, size);
       int recvSlot = Math.floorMod(rank - s - 1, size);
-      exchange(tag, bytes, gatherSend, sendSlot * bytes, gatherRecv, recvSlot * bytes);
+      sender.enqueue(gatherSend, sendSlot * bytes, bytes, tag, WirePrecision.FP32);
+      receiveFrame(tag, bytes, gatherRecv, recvSlot * bytes, true);
     }
     awaitSent(sender.queued());
-  }
-
-  private static final java.util.function.Consumer<SelectionKey> IGNORE = key -> {};
-
-  /** One hop of a small message: queues a frame for the right while receiving one from the left. */
-  private void exchange(int tag, int bytes, ByteBuffer sendView, int sendPos, ByteBuffer recvView, int recvPos)
-      throws IOException {
-    sender.enqueue(sendView, sendPos, bytes, tag, WirePrecision.FP32);
-    receiveFrame(tag, bytes, recvView, recvPos, recvView == gatherRecv);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -563,6 +569,7 @@ public final class Communicator implements AutoCloseable {
     int tag = Wire.broadcastTag(root);
     int chunks = Math.max(1, (int) ((bytes + (long) chunkBytes - 1) / chunkBytes));
     sender.ensureCapacity(chunks + 1);
+    chooseWriter(bytes);
     boolean forward = Math.floorMod(rank + 1, size) != root;
     for (int c = 0; c < chunks; c++) {
       int p = base + c * chunkBytes;
@@ -595,6 +602,7 @@ public final class Communicator implements AutoCloseable {
         gatherRecv.putLong(8 * rank, data.length);
         ringGatherSlots(8, Wire.tag(Wire.OP_GATHER_LENGTHS, 0, 0, 0));
         long frames = 0;
+        long total = 0;
         for (int k = 0; k < size; k++) {
           long length = gatherRecv.getLong(8 * k);
           if (length < 0 || length > Integer.MAX_VALUE - 8) {
@@ -604,8 +612,10 @@ public final class Communicator implements AutoCloseable {
             out[k] = new byte[(int) length];
           }
           frames += Math.max(1, (length + chunkBytes - 1) / chunkBytes);
+          total += length;
         }
         sender.ensureCapacity((int) Math.min(Integer.MAX_VALUE / 2, frames + 1));
+        chooseWriter(total);
         int tag = Wire.tag(Wire.OP_GATHER_DATA, 0, 0, 0);
         for (int s = 0; s < size - 1; s++) {
           byte[] send = out[Math.floorMod(rank - s, size)];
@@ -746,6 +756,8 @@ public final class Communicator implements AutoCloseable {
     }
   }
 
+  private static final java.util.function.Consumer<SelectionKey> IGNORE = key -> {};
+
   /**
    * Blocks until the left socket is readable ({@code receiving}) or the right one writable (frames
    * pending), or fails at the operation's deadline naming the link it waited for.
@@ -768,6 +780,7 @@ public final class Communicator implements AutoCloseable {
     try {
       duplexLeft.interestOps(receiving ? SelectionKey.OP_READ : 0);
       duplexRight.interestOps(sender.hasPending() ? SelectionKey.OP_WRITE : 0);
+      duplexWaits++;
       duplex.select(IGNORE, ms);
     } catch (java.nio.channels.ClosedSelectorException | java.nio.channels.CancelledKeyException e) {
       throw new LinkException(left, "communicator closed while exchanging with", e);
@@ -921,12 +934,17 @@ public final class Communicator implements AutoCloseable {
     deadline = System.nanoTime() + operationTimeoutNanos;
     if (sender != null) {
       sender.setDeadline(deadline);
-      sender.setCallerDriven(duplex != null);
+      chooseWriter(0);
     }
   }
 
   private void end() {
     busy.set(false);
+  }
+
+  /** Picks who writes the next frames (see {@link #CALLER_DRIVEN_MAX_BYTES}); only while idle. */
+  private void chooseWriter(long bytes) {
+    sender.setCallerDriven(duplex != null && bytes <= CALLER_DRIVEN_MAX_BYTES);
   }
 
   private String describeOperation() {
@@ -1061,6 +1079,26 @@ public final class Communicator implements AutoCloseable {
 
   long framesReceived() {
     return framesReceived;
+  }
+
+  /** The sender thread (null with one rank), for tests. */
+  Thread senderThread() {
+    return sender == null ? null : sender.thread();
+  }
+
+  /**
+   * How many times this rank's threads have blocked in a selector (plain links), for tests: the JDK's
+   * epoll selector boxes the descriptor of every ready key, 16 bytes each once descriptors exceed 127,
+   * so that much allocation per wait is the JDK's, not this package's.
+   */
+  long selectorWaits() {
+    long waits = duplexWaits;
+    for (Link l : new Link[] {left, right}) {
+      if (l instanceof ChannelLink) {
+        waits += ((ChannelLink) l).readWaits + ((ChannelLink) l).writeWaits;
+      }
+    }
+    return waits;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1396,9 +1434,6 @@ public final class Communicator implements AutoCloseable {
     Link openLink(SocketChannel ch, boolean client, int peerRank, String address, long deadline)
         throws IOException {
       ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
-      if (Integer.getInteger("collective.sndbuf", 0) > 0) {
-        ch.setOption(StandardSocketOptions.SO_SNDBUF, Integer.getInteger("collective.sndbuf", 0));
-      }
       if (sslContext != null) {
         return TlsLink.open(ch, sslContext, client, tlsNeedClientAuth, peerRank, address, deadline);
       }

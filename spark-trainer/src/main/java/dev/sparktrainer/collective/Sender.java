@@ -9,24 +9,28 @@ import java.util.concurrent.locks.LockSupport;
  * The queue of frames for the right neighbour, and who writes them.
  *
  * <p>A single-producer single-consumer queue of frame descriptors, preallocated and reused: the
- * caller publishes by advancing {@code tail}, the writer by advancing {@code done}. Two ways to drain
- * it:
+ * caller publishes by advancing {@code tail}, the writer by advancing {@code done}. Chosen per
+ * operation, while the queue is idle, one of two writers drains it:
  *
  * <ul>
- *   <li>Caller-driven (plain TCP links): no thread. The caller's thread, whenever it would otherwise
- *       wait for its left neighbour or for the queue to drain, calls {@link #pump} to write as much
- *       as the non-blocking socket takes. Fewer threads than cores matters on a shared host: there is
- *       no hand-off (no wake-up) per frame, and a rank that is scheduled makes progress on both links.
- *   <li>Threaded (TLS links, whose writes block): a sender thread writes while the caller's thread
- *       receives and reduces; hand-offs use {@link LockSupport}.
+ *   <li>Caller-driven ({@link #setCallerDriven}, plain non-blocking links only): the caller's thread,
+ *       whenever it would otherwise wait for its left neighbour or for the queue to drain, calls
+ *       {@link #pump} to write as much as the socket takes. No hand-off and no wake-up per frame,
+ *       which is what small and medium operations' latency is made of.
+ *   <li>Threaded: the sender thread writes while the caller's thread receives and reduces, so a large
+ *       operation copies, sends and reduces in parallel; hand-offs use {@link LockSupport}. TLS links,
+ *       whose writes block, always use it.
  * </ul>
  *
  * The steady state allocates nothing either way.
  */
 final class Sender implements Runnable {
-  /** Busy-wait this many times before parking: cheap latency for back-to-back frames. */
-  private static final int SPINS = Integer.getInteger("collective.senderSpins", 50);
-  private static final int SPIN_MODE = Integer.getInteger("collective.senderSpinMode", 1);
+  /**
+   * Polls this many times (yielding the core to whoever is runnable) before parking: cheap latency
+   * for back-to-back frames. Not {@code Thread.onSpinWait()}: on a virtual machine a PAUSE loop makes
+   * the host take the virtual CPU away, which costs more than the wake-up it tries to save.
+   */
+  private static final int SPINS = 50;
 
   private final Link link;
   private final long jobId;
@@ -35,9 +39,9 @@ final class Sender implements Runnable {
       ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
   private final ByteBuffer encoded;
   private final Thread thread;
-  /** Caller-driven now: the thread (if any) leaves the queue alone. Changed only while idle. */
+  /** Caller-driven: the thread leaves the queue alone. Changed only while the queue is idle. */
   private volatile boolean pumping;
-  // The caller-driven frame being written: header then payload.
+  // The frame the caller is writing: header then payload.
   private final ByteBuffer[] writing = new ByteBuffer[2];
   private boolean inFrame;
 
@@ -56,10 +60,7 @@ final class Sender implements Runnable {
   private volatile boolean stopping;
   private volatile Thread waiter;
 
-  /**
-   * A threaded sender when {@code threadName} is not null (start it with {@link #start()}), else a
-   * caller-driven one, whose link must be a non-blocking {@link ChannelLink}.
-   */
+  /** A threaded sender until {@link #setCallerDriven} says otherwise; {@link #start()} its thread. */
   Sender(Link link, long jobId, int maxEncodedBytes, String threadName, Runnable onFailure) {
     this.link = link;
     this.jobId = jobId;
@@ -67,7 +68,6 @@ final class Sender implements Runnable {
     this.encoded = ByteBuffer.allocateDirect(Math.max(16, maxEncodedBytes)).order(ByteOrder.LITTLE_ENDIAN);
     this.thread = new Thread(this, threadName);
     thread.setDaemon(true);
-    this.pumping = false;
     ensureCapacity(64);
   }
 
@@ -79,10 +79,15 @@ final class Sender implements Runnable {
     return pumping;
   }
 
+  /**
+   * Chooses the writer of the next frames; only while idle. Caller-driven needs a non-blocking
+   * {@link ChannelLink}.
+   */
   void setCallerDriven(boolean callerDriven) {
     if (tail != done) {
       throw new IllegalStateException("sender mode changed while busy");
     }
+    // Volatile write before the next enqueue's: the thread sees the mode with the frame.
     pumping = callerDriven;
   }
 
@@ -111,7 +116,7 @@ final class Sender implements Runnable {
 
   /**
    * Queues a frame. FP32 (raw): {@code length} bytes at {@code position}. BF16/FP16: {@code length}
-   * floats at {@code position}, encoded by the sender thread.
+   * floats at {@code position}, encoded by the writer when it starts the frame.
    */
   void enqueue(ByteBuffer source, int position, int length, int tag, WirePrecision precision) {
     long t = tail;
@@ -137,7 +142,7 @@ final class Sender implements Runnable {
 
   /**
    * Caller-driven: writes queued frames until the queue is empty or the socket takes no more
-   * (non-blocking: never waits). Returns whether any byte was written.
+   * (non-blocking, never waits). Returns whether any byte was written.
    */
   boolean pump() throws java.io.IOException {
     SocketChannel ch = link.channel();
@@ -210,13 +215,7 @@ final class Sender implements Runnable {
       long d = done;
       if (d == tail || pumping) {
         if (++idle < SPINS) {
-          if (SPIN_MODE == 0) {
-            Thread.onSpinWait();
-          } else if (SPIN_MODE == 1) {
-            Thread.yield();
-          } else {
-            idle = SPINS;
-          }
+          Thread.yield();
         } else {
           idle = 0;
           LockSupport.park(this);

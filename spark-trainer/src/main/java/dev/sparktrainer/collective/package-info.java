@@ -29,11 +29,17 @@
  *       connects to its right neighbour and accepts its left neighbour, each connection
  *       authenticated by an HMAC-SHA256 challenge-response over the job secret (nonce from each
  *       side), optionally inside TLS.
- *   <li>Large all-reduce: ring reduce-scatter then ring all-gather, in chunks, with a sender thread
- *       per communicator so sending, receiving and reducing overlap. Each segment is reduced once, in
- *       a fixed order, by the rank that owns it, then copied verbatim: every rank ends bit-identical.
+ *   <li>Large all-reduce: ring reduce-scatter then ring all-gather, in chunks. Each segment is
+ *       reduced once, in a fixed order, by the rank that owns it, then copied verbatim: every rank
+ *       ends bit-identical. The reduction kernels copy blocks into primitive arrays, where the JIT
+ *       vectorizes them.
  *   <li>Small all-reduce (below a threshold): every rank's whole vector travels the ring once and each
  *       rank reduces the N vectors in rank order 0..N-1 (N-1 hops instead of 2(N-1)).
+ *   <li>Who writes: on plain TCP links, operations up to a few MB run on the caller's thread alone,
+ *       which writes queued frames to the right neighbour whenever it would otherwise wait for the
+ *       left one (non-blocking sockets, one selector; no thread hand-off per frame, and small frames
+ *       are polled for briefly before blocking). Larger operations, and every operation over TLS,
+ *       hand the writing to a sender thread, so that copying and reducing run in parallel.
  *   <li>Every frame carries a header (magic, version, job id, sequence number, operation tag, payload
  *       length) that the receiver checks before it trusts the payload.
  *   <li>Every blocking call has a deadline; a failure names this rank, the peer rank and address and

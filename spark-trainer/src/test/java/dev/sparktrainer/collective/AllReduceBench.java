@@ -154,15 +154,8 @@ public final class AllReduceBench {
     costModel(points);
   }
 
-  /** The children's JVM options, plus any {@code -Dcollective.*} property given to the launcher (for tuning runs). */
   private static List<String> childJvmArgs() {
-    List<String> args = new ArrayList<>(List.of("-Xmx1g", "-XX:+UseParallelGC", "-XX:-UsePerfData"));
-    for (String name : System.getProperties().stringPropertyNames()) {
-      if (name.startsWith("collective.")) {
-        args.add("-D" + name + "=" + System.getProperty(name));
-      }
-    }
-    return args;
+    return List.of("-Xmx1g", "-XX:+UseParallelGC", "-XX:-UsePerfData");
   }
 
   /**

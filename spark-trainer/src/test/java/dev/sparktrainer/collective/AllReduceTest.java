@@ -225,6 +225,106 @@ class AllReduceTest {
     }
   }
 
+  /**
+   * On plain links operations up to {@link Communicator#CALLER_DRIVEN_MAX_BYTES} are written by the
+   * caller's thread, larger ones by the sender thread: both, on both sides of the threshold, with
+   * segments that span several chunks.
+   */
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {2, 3})
+  void callerDrivenAndThreadedWritersGiveTheSameBits(int n) {
+    comms = Rings.form(n, b -> b.optChunkBytes(256 * 1024));
+    int floats = (int) (Communicator.CALLER_DRIVEN_MAX_BYTES / 4);
+    for (int count : new int[] {floats - 1, floats, floats + 1, 2 * floats + 5}) {
+      check(n, ElementType.FLOAT32, ReduceOp.MEAN, count);
+    }
+    check(n, ElementType.FLOAT64, ReduceOp.SUM, floats / 2 + 1);
+    check(n, ElementType.INT64, ReduceOp.MIN, floats / 2 + 1);
+    check(n, ElementType.FLOAT32, ReduceOp.MAX, 1001); // and back to the caller's thread
+  }
+
+  /**
+   * Buffers whose elements do not start at a multiple of 8 bytes, heap and direct, on the small path
+   * and the ring: the kernels' typed views follow the buffer's phase.
+   */
+  @Test
+  void unalignedAndHeapBuffers() {
+    int n = 3;
+    comms = Rings.form(n, b -> b.optChunkBytes(4096).optSmallMessageBytes(1024));
+    for (boolean direct : new boolean[] {true, false}) {
+      for (int offset : new int[] {3, 4, 12}) {
+        for (ElementType type : ElementType.values()) {
+          for (int count : new int[] {7, 10_001}) {
+            List<ByteBuffer> results =
+                Rings.onEachOk(
+                    comms,
+                    c -> {
+                      int bytes = count * type.bytes();
+                      ByteBuffer buf = direct ? ByteBuffer.allocateDirect(offset + bytes) : ByteBuffer.allocate(offset + bytes);
+                      buf.position(offset);
+                      buf.put(offset, Values.input(type, c.rank(), count));
+                      c.allReduce(buf, type, ReduceOp.SUM);
+                      c.allReduce(buf, type, ReduceOp.MAX); // the same buffer again: cached views
+                      return buf;
+                    });
+            byte[] expected = Values.expected(type, ReduceOp.SUM, n, count);
+            for (int r = 0; r < n; r++) {
+              byte[] got = new byte[count * type.bytes()];
+              results.get(r).get(offset, got);
+              Values.assertSameBytes(
+                  (direct ? "direct" : "heap") + " buffer at offset " + offset + ", " + type + " x" + count + ", rank " + r,
+                  expected, got, type);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * The steady-state per-step path allocates nothing, on the caller's thread nor on the sender
+   * thread: small path, caller-driven ring and threaded ring. The one allocation allowed is the
+   * JDK's: its epoll selector boxes the descriptor of each ready key (16 bytes once descriptors
+   * exceed 127, as they do in a test JVM with many jars open), at most two keys per wait.
+   */
+  @Test
+  void steadyStateAllocatesNothing() {
+    com.sun.management.ThreadMXBean threads =
+        (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+    org.junit.jupiter.api.Assumptions.assumeTrue(threads.isThreadAllocatedMemorySupported());
+    threads.setThreadAllocatedMemoryEnabled(true);
+    comms = Rings.form(2, b -> b.optChunkBytes(64 * 1024));
+    int threaded = (int) (Communicator.CALLER_DRIVEN_MAX_BYTES / 4) + 1024;
+    for (int count : new int[] {1000, 300_000, threaded}) {
+      List<Long> allocated =
+          Rings.onEachOk(
+              comms,
+              c -> {
+                ByteBuffer buf = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.LITTLE_ENDIAN);
+                float[] array = new float[count];
+                long[] ids = {Thread.currentThread().getId(), c.senderThread().getId()};
+                for (int it = 0; it < 150; it++) { // warm up: buffers, views, JIT (compiled code allocates less)
+                  c.allReduce(buf, ElementType.FLOAT32, ReduceOp.MEAN);
+                  c.allReduce(array, ReduceOp.SUM);
+                }
+                long waits = c.selectorWaits();
+                long[] before = threads.getThreadAllocatedBytes(ids);
+                for (int it = 0; it < 50; it++) {
+                  c.allReduce(buf, ElementType.FLOAT32, ReduceOp.MEAN);
+                  c.allReduce(array, ReduceOp.SUM);
+                }
+                long[] after = threads.getThreadAllocatedBytes(ids);
+                long jdk = 2 * 16 * (c.selectorWaits() - waits);
+                return (after[0] - before[0]) + (after[1] - before[1]) - jdk;
+              });
+      // Beyond the selector's boxes, allowed: a few hundred stray bytes (the measurement's own
+      // arrays). Not allowed: anything per operation or per frame, which over 100 operations would
+      // be kilobytes.
+      assertThat(allocated).as("bytes allocated by 100 all-reduces of %d floats, per rank, beyond the JDK selector's", count)
+          .allSatisfy(b -> assertThat(b).isLessThan(1024));
+    }
+  }
+
   @Test
   void arraySliceLeavesTheRestAlone() {
     comms = Rings.form(2, b -> {});
