@@ -16,7 +16,7 @@ run_main() {
   local module="$1" cls="$2"; shift 2
   ensure_built "$module"
   local jar cp opts
-  jar=$(ls "$ROOT/$module"/target/"$module"-*.jar | grep -v -e sources -e tests | head -1)
+  jar=$(ls "$ROOT/$module"/target/"$module"-*.jar | grep -v -e sources -e tests -e -all.jar | head -1)
   cp="$jar:$(cat "$ROOT/$module/target/classpath.txt")"
   opts=$(cat "$ROOT/$module/target/jvm-options.txt")
   # shellcheck disable=SC2086

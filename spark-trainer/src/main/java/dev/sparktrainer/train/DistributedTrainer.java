@@ -60,7 +60,10 @@ import scala.reflect.ClassTag$;
  * <p><b>Failures.</b> The barrier stage ends in a shuffle, so it is a shuffle-map stage that Spark
  * retries as a whole (up to {@code spark.stage.maxConsecutiveAttempts}) when a task fails; with a
  * checkpoint directory, the retry — or the same job submitted again — resumes from the latest
- * complete checkpoint.
+ * complete checkpoint. A failure that a retry would only repeat — replicas whose parameters differ,
+ * a checkpoint that does not match the model, workers with different steps per epoch — cancels the
+ * job at once, and {@link #fit} throws that error (an {@link IllegalStateException}) instead of
+ * Spark's stage-failure exception.
  */
 public final class DistributedTrainer {
   private final TrainingConfig cfg;
@@ -91,6 +94,8 @@ public final class DistributedTrainer {
    * the output directory if one was given).
    *
    * @throws IllegalArgumentException from the pre-flight checks, before any task starts
+   * @throws IllegalStateException at once, without stage retries, when a task fails in a way a retry
+   *     would repeat (e.g. "Replica parameters differ", a checkpoint of another model)
    * @throws org.apache.spark.SparkException if training fails after Spark's retries
    */
   public TrainedModel fit(SparkSession spark) {
@@ -126,6 +131,17 @@ public final class DistributedTrainer {
     List<Integer> ranks = IntStream.range(0, job.numWorkers).boxed().toList();
     String previous = sc.getLocalProperty("spark.job.description");
     sc.setJobDescription("spark-trainer: " + job.numWorkers + " workers, " + job.epochs + " epochs, " + job.model);
+    // The Spark UI names stages after the call site: name them after the job, not a Spark internal.
+    sc.setCallSite("spark-trainer: train " + job.numWorkers + " workers x " + job.epochs + " epochs");
+    // A job tag (not a job group: the caller's group stays theirs) lets the listener cancel exactly
+    // this job when a task fails in a way a stage retry would only repeat.
+    String jobTag = "spark-trainer-" + java.util.UUID.randomUUID();
+    NonRetryableFailureListener failFast = new NonRetryableFailureListener(sc, jobTag);
+    String previousInterrupt = sc.getLocalProperty("spark.job.interruptOnCancel");
+    sc.addSparkListener(failFast);
+    sc.addJobTag(jobTag);
+    // Cancelled tasks are interrupted, so none keeps its executor slot blocked on a dead ring.
+    sc.setInterruptOnCancel(true);
     List<WorkerResult> results;
     try {
       ClassTag<WorkerResult> tag = ClassTag$.MODULE$.apply(WorkerResult.class);
@@ -137,8 +153,15 @@ public final class DistributedTrainer {
       // The shuffle makes the barrier stage a shuffle-map stage: Spark retries it as a whole when a
       // task fails (a failed barrier result stage would not be retried).
       results = new ArrayList<>(JavaRDD.fromRDD(trained, tag).repartition(1).collect());
+    } catch (Exception e) { // SparkException is checked, yet thrown by collect()
+      failFast.rethrowIfNonRetryable(e);
+      throw e;
     } finally {
+      sc.removeJobTag(jobTag);
+      sc.setLocalProperty("spark.job.interruptOnCancel", previousInterrupt);
+      sc.removeSparkListener(failFast);
       sc.setJobDescription(previous);
+      sc.clearCallSite();
       hadoop.destroy();
     }
     return finish(job, results, sc.hadoopConfiguration());
@@ -195,6 +218,8 @@ public final class DistributedTrainer {
     j.connectTimeout = c.connectTimeout;
     j.failRank = c.failRank;
     j.failAfterStep = c.failAfterStep;
+    j.divergeRank = c.divergeRank;
+    j.callback = c.callback;
     j.secret = JobSecret.generate(); // a new ring secret per job
     return j;
   }
@@ -367,6 +392,21 @@ public final class DistributedTrainer {
     /** How long the pre-flight check waits for executors to offer enough slots. Default 30 s. */
     public Builder optSlotWait(Duration wait) {
       this.slotWait = wait;
+      return this;
+    }
+
+    /**
+     * A hook run by rank 0 inside its task (live progress to the driver, TensorBoard event files);
+     * it never fails training. See {@code dev.sparktrainer.monitor.TrainingMonitor}.
+     */
+    public Builder optCallback(TrainingCallback callback) {
+      c.callback = callback;
+      return this;
+    }
+
+    /** Test hook: {@code rank} perturbs its parameters before every epoch-end replica check. */
+    Builder optInjectDivergence(int rank) {
+      c.divergeRank = rank;
       return this;
     }
 

@@ -21,12 +21,9 @@ final class Preflight {
               + " needs a fixed set of executors: set it to false for the training application");
     }
     if (cfg.useGpus) {
-      double task = conf.getDouble("spark.task.resource.gpu.amount", 0);
-      if (task <= 0) {
-        throw new IllegalArgumentException(
-            "Invalid Spark configuration: GPUs were requested but spark.task.resource.gpu.amount is not set:"
-                + " set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount (e.g. 1) and"
-                + " spark.executor.resource.gpu.discoveryScript");
+      String problem = gpuConfigProblem(conf, sc.master(), sc.isLocal() ? localGpus(sc) : 0);
+      if (problem != null) {
+        throw new IllegalArgumentException(problem);
       }
       if (sc.isLocal() && Engine.getInstance().getGpuCount() == 0) {
         throw new IllegalArgumentException("GPUs were requested but this machine has none visible to PyTorch");
@@ -62,6 +59,46 @@ final class Preflight {
     if (outputDir != null) {
       CheckpointStore.checkWritable("outputDir", outputDir, hadoop);
     }
+  }
+
+  /**
+   * What is missing for GPU training under {@code conf}, or null. Every task needs
+   * {@code spark.task.resource.gpu.amount}. In local mode the tasks use the driver's GPUs, which
+   * Spark must have discovered ({@code localGpus}: addresses in {@code sc.resources()}). On a cluster
+   * each executor needs {@code spark.executor.resource.gpu.amount} and a way to find its GPUs: a
+   * discovery script or resources file — except on a standalone master, whose workers discover GPUs
+   * themselves ({@code spark.worker.resource.gpu.*}). Without these, executors fail at start-up or
+   * tasks get no GPU, and the job would end in a slot time-out instead of this message.
+   */
+  static String gpuConfigProblem(SparkConf conf, String master, int localGpus) {
+    String prefix = "Invalid Spark configuration for GPU training (optUseGpus): ";
+    if (!(conf.getDouble("spark.task.resource.gpu.amount", 0) > 0)) {
+      return prefix + "spark.task.resource.gpu.amount is not set: set it (e.g. 1) with"
+          + " spark.executor.resource.gpu.amount and spark.executor.resource.gpu.discoveryScript";
+    }
+    if (master.startsWith("local")) {
+      if (localGpus <= 0) {
+        return prefix + "Spark discovered no GPU for this local-mode driver (local tasks use the driver's"
+            + " resources): set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript";
+      }
+      return null;
+    }
+    if (!(conf.getDouble("spark.executor.resource.gpu.amount", 0) > 0)) {
+      return prefix + "spark.executor.resource.gpu.amount is not set: set it to the GPUs of one executor";
+    }
+    boolean discovery = conf.contains("spark.executor.resource.gpu.discoveryScript")
+        || conf.contains("spark.executor.resourcesFile");
+    if (!discovery && !master.startsWith("spark://")) {
+      return prefix + "executors cannot find their GPUs: set spark.executor.resource.gpu.discoveryScript"
+          + " (e.g. Spark's examples/src/main/scripts/getGpusResources.sh) or spark.executor.resourcesFile";
+    }
+    return null;
+  }
+
+  /** GPU addresses Spark discovered for the driver (what local-mode tasks are given). */
+  private static int localGpus(SparkContext sc) {
+    scala.Option<org.apache.spark.resource.ResourceInformation> gpu = sc.resources().get("gpu");
+    return gpu.isDefined() ? gpu.get().addresses().length : 0;
   }
 
   /** Concurrent task slots, waiting up to {@code waitMillis} for executors to register. */

@@ -29,9 +29,13 @@ final class TrainingConfig implements Serializable {
   Duration operationTimeout;
   Duration connectTimeout;
   JobSecret secret;
+  /** Rank 0's hook (progress, TensorBoard); null for none. */
+  TrainingCallback callback;
   /** Test hook: this rank throws after this global step, in the first attempt only (-1: never). */
   int failRank = -1;
   long failAfterStep = -1;
+  /** Test hook: this rank perturbs its parameters before each epoch-end replica check (-1: never). */
+  int divergeRank = -1;
 
   /** The per-step random seed of dropout and the like: distinct per rank and step, reproducible. */
   int stepSeed(int rank, long globalStep) {

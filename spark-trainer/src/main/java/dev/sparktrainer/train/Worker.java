@@ -94,8 +94,10 @@ final class Worker {
 
       try (BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
           BatchSource validation = cfg.validationData == null ? null
-              : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf)) {
+              : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
+          ProgressHook progress = new ProgressHook(cfg, rank, size)) {
         long steps = checkedStepsPerEpoch(source);
+        progress.start(steps, globalStep, attempt, hadoopConf);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
           long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
           // lossSum, correct, samples; rank 0 carries the global sums restored from a checkpoint.
@@ -103,6 +105,7 @@ final class Worker {
           if (epoch == state.epoch && rank == 0) {
             System.arraycopy(state.partial, 0, acc, 0, 3);
           }
+          progress.epochBegin(acc);
           long[] nanos = new long[4]; // wait, compute, all-reduce, optimizer
           long epochStart = System.nanoTime();
           Iterator<Batch> batches = source.epoch(epoch, startStep);
@@ -136,6 +139,7 @@ final class Worker {
             nanos[2] += t3 - t2;
             nanos[3] += t4 - t3;
             globalStep++;
+            progress.step(epoch, s + 1, steps, globalStep, acc);
             if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
                 && s + 1 < steps) {
               double[] partial = acc.clone();
@@ -163,6 +167,9 @@ final class Worker {
           }
           double[] wall = {trainSeconds, (System.nanoTime() - epochStart) / 1e9};
           comm.allReduce(wall, ReduceOp.MAX);
+          if (rank == cfg.divergeRank) {
+            perturb(replicas, values); // test hook: this replica no longer matches the others
+          }
           String hash = checkReplicasIdentical(replicas, epoch);
           boolean acc1 = cfg.loss.hasAccuracy();
           EpochMetrics m =
@@ -172,6 +179,7 @@ final class Worker {
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
                   wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[5] / size, sums[6] / size, hash);
           history.add(m);
+          progress.epochEnd(m);
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
@@ -206,13 +214,13 @@ final class Worker {
     blob = comm.broadcastBytes(blob, 0);
     TrainingState state = TrainingState.decode(blob);
     if (!state.names.equals(Arrays.asList(replicas.names))) {
-      throw new IllegalStateException(
+      throw new NonRetryableTrainingException(
           "The checkpoint in " + cfg.checkpointDir + " does not match the model: it has parameters "
               + state.names + ", the model " + Arrays.asList(replicas.names));
     }
     for (int i = 0; i < replicas.sizes.length; i++) {
       if (state.values.get(i).length != replicas.sizes[i]) {
-        throw new IllegalStateException(
+        throw new NonRetryableTrainingException(
             "The checkpoint in " + cfg.checkpointDir + " does not match the model: parameter "
                 + replicas.names[i] + " has " + state.values.get(i).length + " values, the model "
                 + replicas.sizes[i]);
@@ -230,14 +238,20 @@ final class Worker {
     long[] minMax = {-steps, steps};
     comm.allReduce(minMax, ReduceOp.MAX);
     if (-minMax[0] != minMax[1]) {
-      throw new IllegalStateException(
+      throw new NonRetryableTrainingException(
           "Invalid training data: workers have different stepsPerEpoch (from " + (-minMax[0]) + " to "
               + minMax[1] + "); synchronous training needs the same number on every worker");
     }
     if (steps <= 0) {
-      throw new IllegalStateException("Invalid training data: 0 steps per epoch (fewer rows than one global batch?)");
+      throw new NonRetryableTrainingException("Invalid training data: 0 steps per epoch (fewer rows than one global batch?)");
     }
     return steps;
+  }
+
+  /** Moves one parameter value by one ulp (the {@code optInjectDivergence} test hook). */
+  private static void perturb(ReplicaSet replicas, float[][] values) {
+    values[0][0] = Math.nextUp(values[0][0]);
+    replicas.writeValues(values);
   }
 
   private String checkReplicasIdentical(ReplicaSet replicas, int epoch) {

@@ -10,147 +10,192 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.tracker.Tracker;
+import dev.sparktrainer.cluster.StandaloneCluster;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.ExampleEncoder;
+import dev.sparktrainer.tfrecord.example.FeatureKind;
+import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.FileInputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.zip.GZIPInputStream;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * bin/bench-train: samples/s of a plain DJL loop vs the Spark trainer with 1 and 2 workers on
- * Fashion-MNIST (MLP 784-256-128-10, Adam 1e-3, per-worker batch 64; optionally the small CNN).
- * Not a test. Args: --data DIR --out FILE --epochs N --models mlp,cnn --modes plain-djl,spark-1,spark-2
+ * bin/bench-train: samples/s of a plain single-process DJL training loop (the baseline) vs the Spark
+ * trainer with 1 worker and with 2 workers in a Spark standalone cluster of separate executor JVMs,
+ * on Fashion-MNIST; the step-time split and the test accuracy after the run. Not a test.
+ *
+ * <ul>
+ *   <li>{@code plain-djl}: DJL's own {@code Trainer} and Adam in this JVM on the IDX data in memory,
+ *       all cores (PyTorch intra-op threads = cores).
+ *   <li>{@code spark-1}: the trainer on a standalone cluster of one worker offering all cores, one
+ *       executor JVM running the one training task ({@code spark.task.cpus} = cores).
+ *   <li>{@code spark-2}: two workers of cores/2 each, two executor JVMs, one training task each:
+ *       the same total cores.
+ * </ul>
+ *
+ * <p>The Spark modes read the data as TFRecord shards (converted once from the IDX files with the
+ * project's writer) through the input pipeline: {@code setTrainingData(DatasetSpec,
+ * PipelineOptions)}. Throughput is measured over the epochs after the first (the first pays for JIT
+ * and native warm-up) and excludes validation.
+ *
+ * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP --test-classes
+ * DIR [--epochs N] [--cnn-epochs N] [--models mlp,cnn] [--modes plain-djl,spark-1,spark-2]
+ * [--cores N] [--java-options "..."]}. The submitted driver runs {@code TrainBenchmark driver ...}.
  */
 public final class TrainBenchmark {
+  private static final int BATCH = 64;
+  private static final float LEARNING_RATE = 1e-3f;
+  private static final int TRAIN_SHARDS = 8;
+  private static final int TEST_SHARDS = 2;
+
   private TrainBenchmark() {}
 
   public static void main(String[] args) throws Exception {
-    String data = "/usr/share/datasets/fashion-mnist";
-    String out = "target/bench/train.jsonl";
-    int epochs = 2;
-    List<String> models = List.of("mlp");
-    List<String> modes = List.of("plain-djl", "spark-1", "spark-2");
-    for (int i = 0; i < args.length; i += 2) {
-      switch (args[i]) {
-        case "--data" -> data = args[i + 1];
-        case "--out" -> out = args[i + 1];
-        case "--epochs" -> epochs = Integer.parseInt(args[i + 1]);
-        case "--models" -> models = List.of(args[i + 1].split(","));
-        case "--modes" -> modes = List.of(args[i + 1].split(","));
-        default -> throw new IllegalArgumentException("Unknown option " + args[i]);
-      }
+    if (args.length > 0 && args[0].equals("driver")) {
+      driver(options(Arrays.copyOfRange(args, 1, args.length)));
+      return;
     }
-    InMemoryDataset train = idx(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz");
-    InMemoryDataset test = idx(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz");
-    int cores = Runtime.getRuntime().availableProcessors();
-    Files.createDirectories(Path.of(out).toAbsolutePath().getParent());
-    List<String[]> rows = new ArrayList<>();
-    try (PrintStream json = new PrintStream(new java.io.FileOutputStream(out, true), true, "UTF-8")) {
+    Map<String, String> o = options(args);
+    Path data = Path.of(o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"));
+    Path work = Path.of(o.getOrDefault("work", "target/bench/train")).toAbsolutePath();
+    Path out = Path.of(o.getOrDefault("out", "target/bench/train.jsonl")).toAbsolutePath();
+    int epochs = Integer.parseInt(o.getOrDefault("epochs", "10"));
+    int cnnEpochs = Integer.parseInt(o.getOrDefault("cnn-epochs", "2"));
+    int cores = Integer.parseInt(o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
+    List<String> models = List.of(o.getOrDefault("models", "mlp,cnn").split(","));
+    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2").split(","));
+
+    Path tfrecords = convertToTFRecords(data, work.resolve("fashion-mnist-tfrecord"));
+    InMemoryDataset train = null;
+    InMemoryDataset test = null;
+    if (modes.contains("plain-djl")) {
+      train = idx(data.resolve("train-images-idx3-ubyte.gz"), data.resolve("train-labels-idx1-ubyte.gz"));
+      test = idx(data.resolve("t10k-images-idx3-ubyte.gz"), data.resolve("t10k-labels-idx1-ubyte.gz"));
+    }
+    Files.createDirectories(out.getParent());
+    List<Map<String, Object>> rows = new ArrayList<>();
+    try (PrintStream json = new PrintStream(Files.newOutputStream(out, java.nio.file.StandardOpenOption.CREATE,
+        java.nio.file.StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
       for (String model : models) {
-        ModelSpec spec = model.equals("cnn") ? CnnSpec.of(1, 28, 28, 10) : MlpSpec.of(784, 10, 256, 128);
+        int e = model.equals("cnn") ? cnnEpochs : epochs;
         for (String mode : modes) {
-          double[] r =
-              mode.equals("plain-djl")
-                  ? plain(spec, train, test, epochs)
-                  : spark(spec, train, test, epochs, mode.equals("spark-1") ? 1 : 2, cores);
-          String line = String.format(Locale.ROOT,
-              "{\"mode\":\"%s\",\"model\":\"%s\",\"samples_per_s\":%.1f,\"test_accuracy\":%.4f,"
-                  + "\"wait_fraction\":%.4f,\"allreduce_fraction\":%.4f,\"compute_fraction\":%.4f,"
-                  + "\"optimizer_fraction\":%.4f,\"epochs\":%d,\"cores\":%d,\"cluster\":\"%s\"}",
-              mode, model, r[0], r[1], r[2], r[3], r[4], r[5], epochs, cores,
-              mode.equals("plain-djl") ? "none" : "local-one-jvm");
-          json.println(line);
-          System.err.println(line);
-          rows.add(new String[] {model, mode, String.format(Locale.ROOT, "%.0f", r[0]),
-              String.format(Locale.ROOT, "%.4f", r[1]), String.format(Locale.ROOT, "%.3f", r[2]),
-              String.format(Locale.ROOT, "%.3f", r[3]), String.format(Locale.ROOT, "%.3f", r[4])});
+          double load0 = loadAverage();
+          long t0 = System.nanoTime();
+          Map<String, Object> r = switch (mode) {
+            case "plain-djl" -> plain(spec(model), train, test, e, cores);
+            case "spark-1" -> cluster(o, work, tfrecords, model, e, 1, cores);
+            case "spark-2" -> cluster(o, work, tfrecords, model, e, 2, cores);
+            default -> throw new IllegalArgumentException(
+                "Invalid mode '" + mode + "': expected plain-djl, spark-1 or spark-2");
+          };
+          Map<String, Object> row = new LinkedHashMap<>();
+          row.put("mode", mode);
+          row.put("model", model);
+          row.putAll(r);
+          row.put("epochs", e);
+          row.put("cores", cores);
+          row.put("wall_s", (System.nanoTime() - t0) / 1e9);
+          row.put("load_avg_before", load0);
+          row.put("load_avg_after", loadAverage());
+          row.put("time", Instant.now().toString());
+          json.println(toJson(row));
+          System.err.println(toJson(row));
+          rows.add(row);
         }
       }
     }
-    System.out.printf("%-5s %-10s %12s %9s %7s %10s %8s %12s%n", "model", "mode", "samples/s", "test_acc",
-        "wait", "allreduce", "compute", "vs plain");
-    for (String[] r : rows) {
-      double base = rows.stream().filter(x -> x[0].equals(r[0]) && x[1].equals("plain-djl"))
-          .mapToDouble(x -> Double.parseDouble(x[2])).findFirst().orElse(Double.NaN);
-      System.out.printf(Locale.ROOT, "%-5s %-10s %12s %9s %7s %10s %8s %11.2fx%n", r[0], r[1], r[2], r[3], r[4], r[5],
-          r[6], Double.parseDouble(r[2]) / base);
-    }
+    printTable(rows);
   }
 
-  /** samples/s, test accuracy, wait, all-reduce, compute and optimizer fractions of step time. */
-  private static double[] spark(ModelSpec spec, InMemoryDataset train, InMemoryDataset test, int epochs, int workers,
+  static ModelSpec spec(String model) {
+    return switch (model) {
+      case "mlp" -> MlpSpec.of(784, 10, 256, 128);
+      case "cnn" -> CnnSpec.of(1, 28, 28, 10);
+      default -> throw new IllegalArgumentException("Invalid model '" + model + "': expected mlp or cnn");
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // plain-djl: the baseline
+
+  /** DJL's own Trainer and Adam in one process over the in-memory data, the same batches. */
+  private static Map<String, Object> plain(ModelSpec spec, InMemoryDataset train, InMemoryDataset test, int epochs,
       int cores) {
-    SparkSession spark = SparkSession.builder()
-        .master("local[" + cores + "]")
-        .appName("bench-train")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.task.cpus", Integer.toString(cores / workers))
-        .getOrCreate();
-    try {
-      TrainedModel m = DistributedTrainer.builder()
-          .setModel(spec)
-          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-          .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-3f).build())
-          .setTrainingData(train.trainBatches(64, 1, true))
-          .optValidationData(test.evalBatches(1000))
-          .setNumWorkers(workers)
-          .setEpochs(epochs)
-          .optRingHost("127.0.0.1")
-          .build()
-          .fit(spark);
-      // Throughput of the last epoch (the first includes JIT and native warm-up).
-      EpochMetrics e = m.history().last();
-      double step = e.stepSeconds();
-      return new double[] {e.samplesPerSecond(), e.validationAccuracy(), e.dataWaitSeconds() / step,
-          e.allReduceSeconds() / step, e.computeSeconds() / step, e.optimizerSeconds() / step};
-    } finally {
-      spark.stop();
-      SparkSession.clearActiveSession();
-      SparkSession.clearDefaultSession();
-    }
-  }
-
-  /** The baseline: DJL's own Trainer and Adam in one process, same batches. */
-  private static double[] plain(ModelSpec spec, InMemoryDataset train, InMemoryDataset test, int epochs) {
+    BarrierTrainingTask.setIntraOpThreads(cores);
     try (Model model = Model.newInstance("plain");
         NDManager manager = NDManager.newBaseManager()) {
       model.setBlock(spec.newBlock());
       DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-          .optOptimizer(ai.djl.training.optimizer.Optimizer.adam().optLearningRateTracker(Tracker.fixed(1e-3f)).build());
+          .optOptimizer(ai.djl.training.optimizer.Optimizer.adam()
+              .optLearningRateTracker(Tracker.fixed(LEARNING_RATE)).build());
       try (Trainer trainer = model.newTrainer(config);
-          BatchSource src = train.trainBatches(64, 1, true).create(0, 1, manager)) {
+          BatchSource src = train.trainBatches(BATCH, 1, true).create(0, 1, manager)) {
         trainer.initialize(spec.batchInputShapes(1));
-        double samplesPerS = 0;
+        double samples = 0;
+        double seconds = 0;
+        long[] nanos = new long[3]; // wait, compute, optimizer, over the measured epochs
         for (int e = 0; e < epochs; e++) {
+          boolean measured = e > 0 || epochs == 1;
           long n = 0;
-          long t0 = System.nanoTime();
+          long[] epochNanos = new long[3];
+          long start = System.nanoTime();
           for (Iterator<Batch> it = src.epoch(e, 0); it.hasNext(); ) {
-            try (Batch b = it.next();
-                GradientCollector gc = trainer.newGradientCollector()) {
-              NDList pred = trainer.forward(b.features());
-              NDArray l = trainer.getLoss().evaluate(new NDList(b.labels()), pred);
-              gc.backward(l);
+            long t0 = System.nanoTime();
+            long t1;
+            try (Batch b = it.next()) {
+              t1 = System.nanoTime();
+              try (GradientCollector gc = trainer.newGradientCollector()) {
+                NDList pred = trainer.forward(b.features());
+                NDArray l = trainer.getLoss().evaluate(new NDList(b.labels()), pred);
+                gc.backward(l);
+              }
               n += b.size();
             }
+            long t2 = System.nanoTime();
             trainer.step();
+            long t3 = System.nanoTime();
+            epochNanos[0] += t1 - t0;
+            epochNanos[1] += t2 - t1;
+            epochNanos[2] += t3 - t2;
           }
-          samplesPerS = n / ((System.nanoTime() - t0) / 1e9);
+          double s = (System.nanoTime() - start) / 1e9;
+          System.err.printf(Locale.ROOT, "plain-djl epoch %d: %.0f samples/s%n", e, n / s);
+          if (measured) {
+            samples += n;
+            seconds += s;
+            for (int k = 0; k < 3; k++) {
+              nanos[k] += epochNanos[k];
+            }
+          }
         }
         long correct = 0;
         try (BatchSource ts = test.evalBatches(1000).create(0, 1, manager)) {
@@ -161,14 +206,189 @@ public final class TrainBenchmark {
             }
           }
         }
-        return new double[] {samplesPerS, correct / (double) test.size(), Double.NaN, 0, Double.NaN, Double.NaN};
+        double step = nanos[0] + nanos[1] + nanos[2];
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("samples_per_s", samples / seconds);
+        r.put("test_accuracy", correct / (double) test.size());
+        r.put("wait_fraction", nanos[0] / step);
+        r.put("allreduce_fraction", 0.0);
+        r.put("compute_fraction", nanos[1] / step);
+        r.put("optimizer_fraction", nanos[2] / step);
+        r.put("workers", 1);
+        r.put("cluster", "none: one JVM, " + cores + " intra-op threads");
+        r.put("data", "IDX in memory");
+        return r;
       }
     }
   }
 
-  static InMemoryDataset idx(String images, String labels) throws IOException {
-    try (DataInputStream im = new DataInputStream(new GZIPInputStream(new FileInputStream(images), 1 << 16));
-        DataInputStream lb = new DataInputStream(new GZIPInputStream(new FileInputStream(labels), 1 << 16))) {
+  // ---------------------------------------------------------------------------------------------
+  // spark-1 / spark-2: a standalone cluster of separate JVMs, the driver submitted with SparkSubmit
+
+  private static Map<String, Object> cluster(Map<String, String> o, Path work, Path tfrecords, String model,
+      int epochs, int workers, int cores) throws Exception {
+    if (cores % workers != 0) {
+      throw new IllegalArgumentException("Invalid cores " + cores + ": expected a multiple of " + workers);
+    }
+    int coresPerWorker = cores / workers;
+    Path sparkHome = Path.of(required(o, "spark-home"));
+    List<Path> jars = new ArrayList<>();
+    for (String p : required(o, "app-classpath").split(":")) {
+      if (!p.isBlank()) {
+        jars.add(Path.of(p));
+      }
+    }
+    Path appJar = StandaloneCluster.jarOf(Path.of(required(o, "test-classes")), work.resolve("bench-train-app.jar"));
+    List<String> javaOptions = new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
+    javaOptions.removeIf(String::isBlank);
+    javaOptions.add("-Dai.djl.offline=true");
+    String name = "spark-" + workers + "-" + model;
+    Path runDir = work.resolve("cluster-" + name);
+    deleteRecursively(runDir);
+    Path result = runDir.resolve("result.json");
+    try (StandaloneCluster cluster = StandaloneCluster.builder()
+        .setSparkHome(sparkHome).setWorkDir(runDir)
+        .optWorkers(workers).optCoresPerWorker(coresPerWorker).optMemoryPerWorker("3g")
+        .optJavaOptions(javaOptions)
+        .build().start()) {
+      StandaloneCluster.Application app = cluster.submit(StandaloneCluster.submission()
+          .optName(name)
+          .setMainClass(TrainBenchmark.class.getName())
+          .setAppJar(appJar)
+          .addJars(jars)
+          .optDriverHeap("2g")
+          .conf("spark.executor.extraJavaOptions", String.join(" ", javaOptions))
+          .conf("spark.executor.memory", "2g")
+          .conf("spark.executor.cores", Integer.toString(coresPerWorker))
+          .conf("spark.task.cpus", Integer.toString(coresPerWorker))
+          .conf("spark.cores.max", Integer.toString(cores))
+          .conf("spark.barrier.sync.timeout", "600s")
+          .args("driver", "--train", tfrecords.resolve("train").toString(),
+              "--test", tfrecords.resolve("test").toString(), "--model", model,
+              "--workers", Integer.toString(workers), "--epochs", Integer.toString(epochs),
+              "--result", result.toString())
+          .build());
+      System.err.println(name + ": " + workers + " executor JVM(s) x " + coresPerWorker + " core(s) at "
+          + cluster.masterUrl() + ", driver pid " + app.pid() + ", log " + app.log());
+      int exit = app.waitFor(Duration.ofMinutes(60));
+      if (exit != 0 || !Files.exists(result)) {
+        throw new IllegalStateException(name + ": the driver exited with " + exit + "; its log ends:\n"
+            + app.logTail(40));
+      }
+    }
+    Map<String, Object> r = new LinkedHashMap<>(parseFlatJson(Files.readString(result)));
+    r.put("cluster", "standalone: " + workers + " executor JVM(s) x " + coresPerWorker + " core(s)");
+    r.put("data", "TFRecord shards via the input pipeline");
+    return r;
+  }
+
+  /** The submitted application: trains through the input pipeline and writes the figures. */
+  private static void driver(Map<String, String> o) throws IOException {
+    String model = required(o, "model");
+    int workers = Integer.parseInt(required(o, "workers"));
+    int epochs = Integer.parseInt(required(o, "epochs"));
+    ModelSpec spec = spec(model);
+    long[] shape = model.equals("cnn") ? new long[] {1, 28, 28} : new long[] {784};
+    DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train")).setFormat(DatasetSpec.Format.TFRECORD)
+        .addFeature("pixels", shape).setLabel("label", DatasetSpec.LabelType.INT).build();
+    DatasetSpec test = train.toBuilder().setPaths(List.of(required(o, "test"))).build();
+    PipelineOptions options = PipelineOptions.builder().setBatchSize(BATCH).optSeed(7).build();
+    PipelineOptions eval = PipelineOptions.builder().setBatchSize(500).build();
+    SparkSession spark = SparkSession.builder().appName("bench-train").getOrCreate();
+    try {
+      TrainedModel m = DistributedTrainer.builder()
+          .setModel(spec)
+          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+          .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
+          .setTrainingData(train, options)
+          .optValidationData(test, eval)
+          .setNumWorkers(workers)
+          .setEpochs(epochs)
+          .optSeed(1)
+          .build()
+          .fit(spark);
+      List<EpochMetrics> all = m.history().epochs();
+      List<EpochMetrics> measured = all.size() > 1 ? all.subList(1, all.size()) : all;
+      double samples = 0;
+      double seconds = 0;
+      double[] split = new double[4];
+      for (EpochMetrics e : measured) {
+        samples += e.samples();
+        seconds += e.samples() / e.samplesPerSecond();
+        split[0] += e.dataWaitSeconds();
+        split[1] += e.computeSeconds();
+        split[2] += e.allReduceSeconds();
+        split[3] += e.optimizerSeconds();
+      }
+      double step = split[0] + split[1] + split[2] + split[3];
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("samples_per_s", samples / seconds);
+      r.put("test_accuracy", all.get(all.size() - 1).validationAccuracy());
+      r.put("wait_fraction", split[0] / step);
+      r.put("allreduce_fraction", split[2] / step);
+      r.put("compute_fraction", split[1] / step);
+      r.put("optimizer_fraction", split[3] / step);
+      r.put("workers", workers);
+      Files.writeString(Path.of(required(o, "result")), toJson(r));
+      for (EpochMetrics e : all) {
+        System.out.println("epoch " + e.toJson());
+      }
+    } finally {
+      spark.stop();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // data
+
+  /**
+   * Fashion-MNIST as TFRecord shards of {@code tf.train.Example}s ({@code pixels}: 784 floats in
+   * 0..1, {@code label}: int64), written once with the project's writer and reused: {@code train/}
+   * in 8 shards, {@code test/} in 2.
+   */
+  static Path convertToTFRecords(Path idxDir, Path dir) throws IOException {
+    if (Files.exists(dir.resolve("_COMPLETE"))) {
+      return dir;
+    }
+    deleteRecursively(dir);
+    Path tmp = dir.resolveSibling(dir.getFileName() + ".tmp");
+    deleteRecursively(tmp);
+    writeShards(idxDir.resolve("train-images-idx3-ubyte.gz"), idxDir.resolve("train-labels-idx1-ubyte.gz"),
+        tmp.resolve("train"), TRAIN_SHARDS);
+    writeShards(idxDir.resolve("t10k-images-idx3-ubyte.gz"), idxDir.resolve("t10k-labels-idx1-ubyte.gz"),
+        tmp.resolve("test"), TEST_SHARDS);
+    Files.writeString(tmp.resolve("_COMPLETE"), "");
+    Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
+    return dir;
+  }
+
+  private static void writeShards(Path images, Path labels, Path dir, int shards) throws IOException {
+    InMemoryDataset d = idx(images, labels);
+    Files.createDirectories(dir);
+    ExampleEncoder enc = new ExampleEncoder();
+    int per = (d.size() + shards - 1) / shards;
+    for (int s = 0; s < shards; s++) {
+      Path file = dir.resolve(String.format(Locale.ROOT, "part-%05d.tfrecord", s));
+      try (OutputStream os = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16);
+          TFRecordWriter w = new TFRecordWriter(os)) {
+        for (int i = s * per; i < Math.min(d.size(), (s + 1) * per); i++) {
+          float[] px = d.features(i);
+          enc.reset();
+          enc.beginFeature("pixels", FeatureKind.FLOAT);
+          enc.addFloats(px, 0, px.length);
+          enc.endFeature();
+          enc.beginFeature("label", FeatureKind.INT64);
+          enc.addInt64(d.label(i));
+          enc.endFeature();
+          w.write(enc.finishExample());
+        }
+      }
+    }
+  }
+
+  static InMemoryDataset idx(Path images, Path labels) throws IOException {
+    try (DataInputStream im = new DataInputStream(new GZIPInputStream(new FileInputStream(images.toFile()), 1 << 16));
+        DataInputStream lb = new DataInputStream(new GZIPInputStream(new FileInputStream(labels.toFile()), 1 << 16))) {
       if (im.readInt() != 2051 || lb.readInt() != 2049) {
         throw new IOException("Not IDX image/label files: " + images + ", " + labels);
       }
@@ -176,7 +396,7 @@ public final class TrainBenchmark {
       int h = im.readInt();
       int w = im.readInt();
       if (lb.readInt() != n) {
-        throw new IOException("Image and label counts differ");
+        throw new IOException("Image and label counts differ: " + images + ", " + labels);
       }
       byte[] px = new byte[n * h * w];
       im.readFully(px);
@@ -191,6 +411,115 @@ public final class TrainBenchmark {
         l[i] = y[i];
       }
       return InMemoryDataset.ofClasses(f, new Shape(h * w), l);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // output
+
+  private static void printTable(List<Map<String, Object>> rows) {
+    System.out.printf(Locale.ROOT, "%-5s %-9s %-38s %10s %9s %8s %6s %9s %8s %9s%n", "model", "mode", "cluster",
+        "samples/s", "vs plain", "test_acc", "wait", "allreduce", "compute", "optimizer");
+    for (Map<String, Object> r : rows) {
+      double base = rows.stream().filter(x -> x.get("model").equals(r.get("model")) && x.get("mode").equals("plain-djl"))
+          .mapToDouble(x -> (Double) x.get("samples_per_s")).findFirst().orElse(Double.NaN);
+      System.out.printf(Locale.ROOT, "%-5s %-9s %-38s %10.0f %8.2fx %8.4f %6.3f %9.3f %8.3f %9.3f%n",
+          r.get("model"), r.get("mode"), r.get("cluster"), (Double) r.get("samples_per_s"),
+          (Double) r.get("samples_per_s") / base, (Double) r.get("test_accuracy"), (Double) r.get("wait_fraction"),
+          (Double) r.get("allreduce_fraction"), (Double) r.get("compute_fraction"), (Double) r.get("optimizer_fraction"));
+    }
+    System.out.println("Targets (MLP): spark-1 >= 0.90x plain-djl; spark-2 wait + allreduce <= 0.10 of step time;"
+        + " test accuracy >= 0.88.");
+    for (Map<String, Object> r : rows) {
+      if (!r.get("model").equals("mlp")) {
+        continue;
+      }
+      double base = rows.stream().filter(x -> x.get("model").equals("mlp") && x.get("mode").equals("plain-djl"))
+          .mapToDouble(x -> (Double) x.get("samples_per_s")).findFirst().orElse(Double.NaN);
+      double acc = (Double) r.get("test_accuracy");
+      StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "  mlp %-9s accuracy %.4f %s", r.get("mode"),
+          acc, acc >= 0.88 ? "met" : "MISSED"));
+      if (r.get("mode").equals("spark-1") && !Double.isNaN(base)) {
+        double ratio = (Double) r.get("samples_per_s") / base;
+        sb.append(String.format(Locale.ROOT, "; throughput %.2fx plain %s", ratio, ratio >= 0.9 ? "met" : "MISSED"));
+      }
+      if (r.get("mode").equals("spark-2")) {
+        double f = (Double) r.get("wait_fraction") + (Double) r.get("allreduce_fraction");
+        sb.append(String.format(Locale.ROOT, "; wait + allreduce %.3f %s", f, f <= 0.10 ? "met" : "MISSED"));
+      }
+      System.out.println(sb);
+    }
+  }
+
+  static String toJson(Map<String, Object> m) {
+    StringBuilder sb = new StringBuilder("{");
+    for (Map.Entry<String, Object> e : m.entrySet()) {
+      if (sb.length() > 1) {
+        sb.append(',');
+      }
+      sb.append('"').append(e.getKey()).append("\":");
+      Object v = e.getValue();
+      if (v instanceof Double d) {
+        sb.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.4f", d) : "null");
+      } else if (v instanceof Number) {
+        sb.append(v);
+      } else {
+        sb.append('"').append(String.valueOf(v).replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+      }
+    }
+    return sb.append('}').toString();
+  }
+
+  /** Parses the driver's flat JSON object (numbers and strings). */
+  static Map<String, Object> parseFlatJson(String json) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    Matcher x = Pattern.compile("\"([^\"]+)\":(\"([^\"]*)\"|[^,}]+)").matcher(json);
+    while (x.find()) {
+      String raw = x.group(2);
+      if (x.group(3) != null) {
+        m.put(x.group(1), x.group(3));
+      } else if (raw.equals("null")) {
+        m.put(x.group(1), Double.NaN);
+      } else if (raw.matches("-?\\d+")) {
+        m.put(x.group(1), Integer.parseInt(raw));
+      } else {
+        m.put(x.group(1), Double.parseDouble(raw));
+      }
+    }
+    return m;
+  }
+
+  private static Map<String, String> options(String[] args) {
+    Map<String, String> o = new LinkedHashMap<>();
+    for (int i = 0; i < args.length; i++) {
+      if (!args[i].startsWith("--") || i + 1 >= args.length) {
+        throw new IllegalArgumentException("Invalid argument '" + args[i] + "': expected --name value");
+      }
+      o.put(args[i].substring(2), args[++i]);
+    }
+    return o;
+  }
+
+  private static String required(Map<String, String> o, String name) {
+    String v = o.get(name);
+    if (v == null) {
+      throw new IllegalArgumentException("Missing --" + name);
+    }
+    return v;
+  }
+
+  private static double loadAverage() {
+    return ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+  }
+
+  private static void deleteRecursively(Path p) throws IOException {
+    if (!Files.exists(p)) {
+      return;
+    }
+    try (var s = Files.walk(p)) {
+      for (Path f : (Iterable<Path>) s.sorted(java.util.Comparator.reverseOrder())::iterator) {
+        Files.delete(f);
+      }
     }
   }
 }

@@ -1,0 +1,281 @@
+package dev.sparktrainer.cli;
+
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.count;
+import static org.apache.spark.sql.functions.max;
+import static org.apache.spark.sql.functions.min;
+import static org.apache.spark.sql.functions.sum;
+import static org.apache.spark.sql.functions.when;
+
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.ml.SpecStrings;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.spark.ml.linalg.SQLDataTypes;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.StructType;
+
+/** Checks of the data on the driver, before any training or inference job: paths, format, columns, labels. */
+final class DataChecks {
+  private DataChecks() {}
+
+  /** The files found under some paths, and what they are. */
+  record Files(List<String> paths, List<FileStatus> files, long bytes, DatasetSpec.Format format) {}
+
+  /** A feature column as given on the command line: {@code name} or {@code name:SHAPE}. */
+  record FeatureArg(String name, long[] shape) {}
+
+  static List<String> paths(String value) {
+    List<String> out = new ArrayList<>();
+    for (String p : value.split(",")) {
+      if (!p.isBlank()) {
+        out.add(p.trim());
+      }
+    }
+    return out;
+  }
+
+  static List<FeatureArg> features(String value, String source) {
+    List<FeatureArg> out = new ArrayList<>();
+    for (String part : value.split(",")) {
+      String p = part.trim();
+      if (p.isEmpty()) {
+        continue;
+      }
+      int colon = p.indexOf(':');
+      if (colon < 0) {
+        out.add(new FeatureArg(p, null));
+      } else {
+        try {
+          out.add(new FeatureArg(p.substring(0, colon), SpecStrings.shape(p.substring(colon + 1))));
+        } catch (IllegalArgumentException e) {
+          throw new CliException("Invalid " + source + " '" + value + "': " + e.getMessage()
+              + " after the column name (COLUMN or COLUMN:SHAPE, e.g. pixels or pixels:1x28x28)");
+        }
+      }
+    }
+    if (out.isEmpty()) {
+      throw new CliException("Invalid " + source + " '" + value + "': expected COLUMN[:SHAPE][,COLUMN[:SHAPE]...]");
+    }
+    return out;
+  }
+
+  /**
+   * Lists the data files under {@code paths} (files, directories read recursively, globs; names
+   * starting with {@code _} or {@code .} skipped) and settles the format: {@code explicit} if given,
+   * Parquet if every file ends in {@code .parquet}, TFRecord otherwise.
+   */
+  static Files list(List<String> paths, String flag, String explicit, Configuration conf) {
+    List<FileStatus> files = new ArrayList<>();
+    long bytes = 0;
+    for (String p : paths) {
+      int before = files.size();
+      try {
+        Path path = new Path(p);
+        FileSystem fs = path.getFileSystem(conf);
+        FileStatus[] matches = fs.globStatus(path);
+        if (matches == null || matches.length == 0) {
+          throw new CliException("No data at " + p + " (" + flag + "): the path does not exist");
+        }
+        for (FileStatus m : matches) {
+          if (m.isFile()) {
+            files.add(m);
+          } else {
+            RemoteIterator<LocatedFileStatus> it = fs.listFiles(m.getPath(), true);
+            while (it.hasNext()) {
+              LocatedFileStatus f = it.next();
+              if (!hidden(m.getPath(), f.getPath())) {
+                files.add(f);
+              }
+            }
+          }
+        }
+      } catch (FileNotFoundException e) {
+        throw new CliException("No data at " + p + " (" + flag + "): the path does not exist");
+      } catch (IOException e) {
+        throw new CliException("Cannot read " + p + " (" + flag + "): " + e.getMessage());
+      }
+      if (files.size() == before) {
+        throw new CliException("No data at " + p + " (" + flag + "): it holds no data files (expected TFRecord or"
+            + " Parquet files; names starting with _ or . are skipped)");
+      }
+    }
+    for (FileStatus f : files) {
+      bytes += f.getLen();
+    }
+    return new Files(paths, files, bytes, format(files, paths, flag, explicit));
+  }
+
+  private static boolean hidden(Path root, Path file) {
+    String rel = file.toUri().getPath().substring(Math.min(file.toUri().getPath().length(),
+        root.toUri().getPath().length()));
+    for (String part : rel.split("/")) {
+      if (part.startsWith("_") || part.startsWith(".")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static DatasetSpec.Format format(List<FileStatus> files, List<String> paths, String flag, String explicit) {
+    if (explicit != null) {
+      try {
+        return DatasetSpec.Format.parse(explicit);
+      } catch (IllegalArgumentException e) {
+        throw new CliException("Invalid --format '" + explicit + "': expected tfrecord or parquet");
+      }
+    }
+    int parquet = 0;
+    for (FileStatus f : files) {
+      String name = f.getPath().getName().toLowerCase(Locale.ROOT);
+      if (name.endsWith(".parquet")) {
+        parquet++;
+      } else if (name.endsWith(".csv") || name.endsWith(".csv.gz") || name.endsWith(".json")) {
+        throw new CliException("The data at " + String.join(",", paths) + " (" + flag + ") holds " + name
+            + ": expected TFRecord or Parquet files (convert CSV with: spark-trainer convert --input ...)");
+      }
+    }
+    if (parquet > 0 && parquet < files.size()) {
+      throw new CliException("The data at " + String.join(",", paths) + " (" + flag + ") mixes Parquet and other"
+          + " files: give --format tfrecord or parquet, or separate them");
+    }
+    return parquet > 0 ? DatasetSpec.Format.PARQUET : DatasetSpec.Format.TFRECORD;
+  }
+
+  /** The data as a DataFrame (schema inferred on the driver: TFRecord samples the first records). */
+  static Dataset<Row> read(SparkSession spark, Files data, String flag) {
+    try {
+      String[] p = data.paths().toArray(new String[0]);
+      return data.format() == DatasetSpec.Format.PARQUET ? spark.read().parquet(p)
+          : spark.read().format("tfrecord").load(p);
+    } catch (RuntimeException e) {
+      throw new CliException("Cannot read the data at " + String.join(",", data.paths()) + " (" + flag + ") as "
+          + data.format().name().toLowerCase(Locale.ROOT) + ": " + firstLine(e));
+    }
+  }
+
+  /**
+   * Checks the feature columns and returns each one's per-example shape: as given, else its size in
+   * the first record that has it.
+   */
+  static long[][] featureShapes(Dataset<Row> df, List<FeatureArg> features, String where) {
+    StructType schema = df.schema();
+    long[][] shapes = new long[features.size()][];
+    for (int i = 0; i < features.size(); i++) {
+      FeatureArg f = features.get(i);
+      DataType t = column(schema, f.name(), "feature", where).dataType();
+      boolean scalar = t instanceof NumericType || t.typeName().equals("boolean");
+      boolean list = t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType;
+      boolean vector = t.sameType(SQLDataTypes.VectorType());
+      if (!scalar && !list && !vector) {
+        throw new CliException("Feature column '" + f.name() + "' in " + where + " has type " + t.simpleString()
+            + ": expected numbers (a float or int64 list in TFRecord; a number, array of numbers or ml Vector in"
+            + " Parquet)");
+      }
+      if (f.shape() != null) {
+        shapes[i] = f.shape();
+      } else if (scalar) {
+        shapes[i] = new long[] {1};
+      } else {
+        List<Row> first = df.select(col(f.name())).where(col(f.name()).isNotNull()).limit(1).collectAsList();
+        if (first.isEmpty()) {
+          throw new CliException("Feature column '" + f.name() + "' in " + where + " has no values");
+        }
+        Object v = first.get(0).get(0);
+        int size = v instanceof Vector ? ((Vector) v).size() : first.get(0).getList(0).size();
+        if (size == 0) {
+          throw new CliException("Feature column '" + f.name() + "' in " + where
+              + " is empty in its first record: expected values (or give its shape: --features "
+              + f.name() + ":SHAPE)");
+        }
+        shapes[i] = new long[] {size};
+      }
+    }
+    return shapes;
+  }
+
+  /** Checks the label column's type; {@code classes} > 0: values must be class indices 0..classes-1. */
+  static void label(Dataset<Row> df, String label, int classes, boolean binary, String where, boolean scan,
+      java.io.PrintStream notes) {
+    DataType t = column(df.schema(), label, "label", where).dataType();
+    if (!(t instanceof NumericType) && !t.typeName().equals("boolean")) {
+      throw new CliException("Label column '" + label + "' in " + where + " has type " + t.simpleString()
+          + ": expected one number per record" + (classes > 0 ? " (a class index 0.." + (classes - 1) + ")" : ""));
+    }
+    if (!scan || (classes <= 0 && !binary)) {
+      return;
+    }
+    boolean fractional = t instanceof FloatType || t instanceof DoubleType || t instanceof DecimalType;
+    var c = col(label);
+    Row r = df.agg(min(c), max(c), count(when(c.isNull(), 1)),
+        fractional ? sum(when(c.notEqual(org.apache.spark.sql.functions.round(c, 0)), 1)) : count(when(c.isNull(), 1)))
+        .head();
+    if (r.getLong(2) > 0) {
+      throw new CliException("Label column '" + label + "' in " + where + " is missing in " + r.getLong(2)
+          + " records: expected a label in every record");
+    }
+    if (r.isNullAt(0)) {
+      throw new CliException("No records in " + where);
+    }
+    if (fractional && !r.isNullAt(3) && ((Number) r.get(3)).longValue() > 0) {
+      throw new CliException("Label column '" + label + "' in " + where + " has non-integer values: expected class"
+          + " indices 0.." + (classes - 1));
+    }
+    double lo = ((Number) r.get(0)).doubleValue();
+    double hi = ((Number) r.get(1)).doubleValue();
+    if (binary) {
+      if (lo < 0 || hi > 1) {
+        throw new CliException("Label column '" + label + "' in " + where + " has values " + fmt(lo) + ".." + fmt(hi)
+            + ": expected 0 or 1 for the sigmoid_binary_cross_entropy loss");
+      }
+      return;
+    }
+    if (lo < 0 || hi >= classes) {
+      throw new CliException("--num-classes " + classes + " does not match the labels: '" + label + "' in " + where
+          + " has values " + fmt(lo) + ".." + fmt(hi) + ": expected --num-classes " + Math.max(classes, (long) hi + 1)
+          + (lo < 0 ? " and labels from 0" : "") + " (labels are class indices 0..K-1)");
+    }
+    if (hi + 1 < classes && notes != null) {
+      notes.println("note: '" + label + "' in " + where + " only uses classes " + fmt(lo) + ".." + fmt(hi) + " of "
+          + classes);
+    }
+  }
+
+  static org.apache.spark.sql.types.StructField column(StructType schema, String name, String what, String where) {
+    if (!Arrays.asList(schema.fieldNames()).contains(name)) {
+      throw new CliException("No " + what + " column '" + name + "' in " + where + ": its columns are "
+          + String.join(", ", schema.fieldNames()));
+    }
+    return schema.apply(name);
+  }
+
+  private static String fmt(double v) {
+    return v == Math.rint(v) ? Long.toString((long) v) : Double.toString(v);
+  }
+
+  /** The first line of an exception's message (Spark's analysis errors span several lines). */
+  static String firstLine(Throwable e) {
+    String m = e.getMessage() == null ? e.toString() : e.getMessage();
+    int nl = m.indexOf('\n');
+    return nl < 0 ? m : m.substring(0, nl);
+  }
+}

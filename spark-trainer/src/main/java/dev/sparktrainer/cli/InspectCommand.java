@@ -1,0 +1,122 @@
+package dev.sparktrainer.cli;
+
+import dev.sparktrainer.cli.Flags.Kind;
+import java.util.List;
+import java.util.Locale;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.StructField;
+
+/** {@code inspect PATH}: a dataset's inferred schema, record count and first records. */
+final class InspectCommand extends Command {
+  InspectCommand() {
+    super("inspect", "PATH [options]",
+        "Shows a TFRecord (or Parquet) dataset: its files, the schema Spark infers, the number of records and\n"
+            + "the first few records (long lists abbreviated).");
+  }
+
+  @Override
+  void define(Flags f) {
+    f.positional("PATH");
+    f.add("format", Kind.STRING, "FORMAT", null, "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+    f.add("records", Kind.INT, "N", "5", "how many records to show");
+    f.add("record-type", Kind.STRING, "TYPE", "Example", "TFRecord payload: Example, SequenceExample or ByteArray");
+    f.add("no-count", Kind.BOOL, null, null, "do not count the records (a full scan)");
+  }
+
+  @Override
+  void validate(Flags f, CliContext ctx) {
+    if (f.integer("records") < 0) {
+      throw new CliException("Invalid " + f.source("records") + " " + f.integer("records") + ": expected >= 0");
+    }
+    String rt = f.string("record-type");
+    if (!List.of("example", "sequenceexample", "bytearray").contains(rt.toLowerCase(Locale.ROOT))) {
+      throw new CliException("Invalid " + f.source("record-type") + " '" + rt
+          + "': expected Example, SequenceExample or ByteArray");
+    }
+    DataChecks.list(DataChecks.paths(f.positional(0)), "PATH", f.given("format") ? f.string("format") : null,
+        ctx.hadoopConf());
+  }
+
+  @Override
+  int run(Flags f, CliContext ctx) {
+    String path = f.positional(0);
+    DataChecks.Files files = DataChecks.list(DataChecks.paths(path), "PATH", f.given("format") ? f.string("format")
+        : null, ctx.spark().sparkContext().hadoopConfiguration());
+    Dataset<Row> df;
+    try {
+      df = files.format() == dev.sparktrainer.data.DatasetSpec.Format.PARQUET
+          ? ctx.spark().read().parquet(DataChecks.paths(path).toArray(new String[0]))
+          : ctx.spark().read().format("tfrecord").option("recordType", f.string("record-type"))
+              .load(DataChecks.paths(path).toArray(new String[0]));
+    } catch (RuntimeException e) {
+      throw new CliException("Cannot read " + path + " as " + files.format().name().toLowerCase(Locale.ROOT) + ": "
+          + DataChecks.firstLine(e));
+    }
+    ctx.out.printf(Locale.ROOT, "Path:    %s (%d %s file%s, %s)%n", path, files.files().size(),
+        files.format().name().toLowerCase(Locale.ROOT), files.files().size() == 1 ? "" : "s", bytes(files.bytes()));
+    if (!f.bool("no-count")) {
+      ctx.spark().sparkContext().setJobDescription("spark-trainer: inspect " + path);
+      ctx.out.printf(Locale.ROOT, "Records: %d%n", df.count());
+    }
+    ctx.out.println("Schema:");
+    ctx.out.print(df.schema().treeString());
+    int n = f.integer("records");
+    if (n > 0) {
+      List<Row> rows = df.limit(n).collectAsList();
+      ctx.out.println("First " + rows.size() + " record" + (rows.size() == 1 ? "" : "s") + ":");
+      for (Row r : rows) {
+        StringBuilder sb = new StringBuilder("  {");
+        StructField[] fields = df.schema().fields();
+        for (int i = 0; i < fields.length; i++) {
+          sb.append(i == 0 ? "" : ", ").append(fields[i].name()).append(": ").append(show(r.get(i)));
+        }
+        ctx.out.println(sb.append('}'));
+      }
+    }
+    return 0;
+  }
+
+  /** A value, long lists abbreviated: {@code [0.0, 0.1, 0.5, ... (64 values)]}. */
+  static String show(Object v) {
+    if (v instanceof Vector) {
+      v = ((Vector) v).toArray();
+    }
+    List<?> list = null;
+    if (v instanceof scala.collection.Seq) {
+      list = scala.jdk.javaapi.CollectionConverters.asJava((scala.collection.Seq<?>) v);
+    } else if (v instanceof double[]) {
+      list = java.util.Arrays.stream((double[]) v).boxed().toList();
+    } else if (v instanceof byte[]) {
+      return "<" + ((byte[]) v).length + " bytes>";
+    }
+    if (list == null) {
+      String s = String.valueOf(v);
+      return s.length() > 60 ? s.substring(0, 57) + "..." : s;
+    }
+    StringBuilder sb = new StringBuilder("[");
+    int shown = Math.min(list.size(), 8);
+    for (int i = 0; i < shown; i++) {
+      sb.append(i == 0 ? "" : ", ").append(show(list.get(i)));
+    }
+    if (list.size() > shown) {
+      sb.append(", ... (").append(list.size()).append(" values)");
+    }
+    return sb.append(']').toString();
+  }
+
+  static String bytes(long b) {
+    if (b < 1024) {
+      return b + " B";
+    }
+    String[] units = {"KiB", "MiB", "GiB", "TiB"};
+    double v = b;
+    int u = -1;
+    while (v >= 1024 && u < units.length - 1) {
+      v /= 1024;
+      u++;
+    }
+    return String.format(Locale.ROOT, "%.1f %s", v, units[u]);
+  }
+}

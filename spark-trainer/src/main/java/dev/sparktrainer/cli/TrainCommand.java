@@ -1,0 +1,377 @@
+package dev.sparktrainer.cli;
+
+import dev.sparktrainer.cli.Flags.Kind;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.ml.SpecStrings;
+import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.monitor.ConsoleProgress;
+import dev.sparktrainer.monitor.MetricsReport;
+import dev.sparktrainer.monitor.ProgressView;
+import dev.sparktrainer.monitor.TrainingMonitor;
+import dev.sparktrainer.monitor.TrainingPlot;
+import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.EpochMetrics;
+import dev.sparktrainer.train.TrainedModel;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+
+/** {@code train}: distributed training from TFRecord or Parquet files to an output directory. */
+final class TrainCommand extends Command {
+  TrainCommand() {
+    super("train", "--data PATH --features COL --label COL --num-classes K --output DIR [options]",
+        "Trains a model with N synchronous data-parallel workers (MultiWorkerMirroredStrategy semantics) and\n"
+            + "writes DIR/model/ (the model), DIR/metrics.json (per-epoch history and final figures),\n"
+            + "DIR/logs/ (TensorBoard event files: tensorboard --logdir DIR/logs) and DIR/training.png.");
+  }
+
+  @Override
+  void define(Flags f) {
+    f.required("data", Kind.STRING, "PATH", "training data: files, directories or globs, comma-separated (any Hadoop FS)");
+    f.required("features", Kind.STRING, "COL[:SHAPE]", "feature column(s), comma-separated, each optionally with its"
+        + " shape (e.g. pixels or pixels:1x28x28; default: the size of the first record)");
+    f.required("label", Kind.STRING, "COL", "label column");
+    f.add("num-classes", Kind.INT, "K", null, "number of classes; labels must be 0..K-1 (required unless --loss l2)");
+    f.required("output", Kind.STRING, "DIR", "output directory (model/, metrics.json, logs/, training.png)");
+    f.add("validation-data", Kind.STRING, "PATH", null, "held-out data evaluated after every epoch (same columns)");
+    f.add("format", Kind.STRING, "FORMAT", null, "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+    f.add("model", Kind.STRING, "SPEC", "mlp:128", "the model: " + SpecStrings.MODEL_FORMS);
+    f.add("activation", Kind.STRING, "NAME", "relu", "activation of the MLP's hidden layers: relu, tanh, sigmoid, gelu");
+    f.add("dropout", Kind.DOUBLE, "RATE", "0", "dropout after hidden layers (MLP), before the output layer (CNN)");
+    f.add("loss", Kind.STRING, "NAME", null, "softmax_cross_entropy (default with --num-classes),"
+        + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
+    f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
+    f.add("epochs", Kind.INT, "E", "10", "number of epochs");
+    f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
+    f.add("learning-rate", Kind.DOUBLE, "LR", "0.001", "base learning rate");
+    f.add("optimizer", Kind.STRING, "NAME", "adam", "adam, adamw or sgd");
+    f.add("momentum", Kind.DOUBLE, "M", "0.9", "SGD momentum");
+    f.add("weight-decay", Kind.DOUBLE, "WD", "0", "weight decay; AdamW's is decoupled (0: the optimizer's own, none for adam and sgd, 0.01 for adamw)");
+    f.add("warmup-steps", Kind.LONG, "STEPS", "0", "linear learning-rate warm-up steps");
+    f.add("cosine-decay-steps", Kind.LONG, "STEPS", "0", "cosine decay of the learning rate to 0 over these steps"
+        + " after warm-up (0: constant)");
+    f.add("seed", Kind.LONG, "SEED", "42", "seed of initialization, shuffling and dropout");
+    f.add("shuffle-buffer", Kind.INT, "RECORDS", "10000", "records in each worker's shuffle buffer (0: none)");
+    f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
+    f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
+    f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
+    f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
+    f.add("progress", Kind.STRING, "MODE", "auto", "auto (a bar on a terminal, log lines otherwise), bar, log or none");
+    f.add("skip-label-check", Kind.BOOL, null, null, "do not scan the label column before training");
+    f.add("overwrite", Kind.BOOL, null, null, "replace a model already in DIR/model");
+  }
+
+  /** Everything parsed and checked before Spark starts. */
+  private record Plan(List<String> data, List<String> validation, List<DataChecks.FeatureArg> features, String label,
+      int numClasses, LossSpec loss, OptimizerSpec optimizer, PipelineOptions options, String output) {}
+
+  private Plan plan(Flags f) {
+    List<DataChecks.FeatureArg> features = DataChecks.features(f.string("features"), f.source("features"));
+    LossSpec loss;
+    try {
+      loss = f.given("loss") ? LossSpec.parse(f.string("loss")) : LossSpec.SOFTMAX_CROSS_ENTROPY;
+    } catch (IllegalArgumentException e) {
+      throw new CliException("Invalid " + f.source("loss") + " '" + f.string("loss")
+          + "': expected softmax_cross_entropy, sigmoid_binary_cross_entropy or l2");
+    }
+    int k = f.given("num-classes") ? f.integer("num-classes") : 0;
+    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && !f.given("num-classes")) {
+      throw new CliException("Missing --num-classes for train: expected the number of classes K (labels 0..K-1),"
+          + " or --loss l2 for regression");
+    }
+    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && k < 2) {
+      throw new CliException("Invalid " + f.source("num-classes") + " " + k + ": expected at least 2 classes");
+    }
+    positive(f, "workers");
+    positive(f, "epochs");
+    positive(f, "batch-size");
+    if (f.number("learning-rate") <= 0) {
+      throw new CliException("Invalid " + f.source("learning-rate") + " " + f.number("learning-rate")
+          + ": expected a positive number");
+    }
+    if (f.number("dropout") < 0 || f.number("dropout") >= 1) {
+      throw new CliException("Invalid " + f.source("dropout") + " " + f.number("dropout") + ": expected 0 <= rate < 1");
+    }
+    try {
+      Activation.parse(f.string("activation"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException("Invalid " + f.source("activation") + " '" + f.string("activation")
+          + "': expected relu, tanh, sigmoid or gelu");
+    }
+    String progress = f.string("progress");
+    if (!List.of("auto", "bar", "log", "none").contains(progress)) {
+      throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
+    }
+    OptimizerSpec optimizer;
+    try {
+      float wd = (float) f.number("weight-decay");
+      optimizer = SpecStrings.optimizer(f.string("optimizer"), (float) f.number("learning-rate"),
+          (float) f.number("momentum"), wd, f.longValue("warmup-steps"), f.longValue("cosine-decay-steps"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage().replace("Invalid optimizer", "Invalid " + f.source("optimizer")));
+    }
+    PipelineOptions options;
+    try {
+      PipelineOptions.Builder b = PipelineOptions.builder().setBatchSize(f.integer("batch-size"))
+          .optShuffleBuffer(f.integer("shuffle-buffer")).optSeed(f.longValue("seed"))
+          .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")));
+      if (f.given("cache-dir")) {
+        b.optCacheDir(f.string("cache-dir"));
+      }
+      options = b.build();
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
+    // The model's own checks (sizes, CNN shapes) need the feature shapes: with explicit shapes, now.
+    if (features.stream().allMatch(a -> a.shape() != null)) {
+      modelSpec(f, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new), k, loss);
+    } else {
+      // Check the form now; the sizes once the data tells the shapes (placeholders big enough for a CNN).
+      String m = f.string("model").trim().toLowerCase(Locale.ROOT);
+      long[][] placeholder = m.startsWith("cnn") || m.startsWith("resnet") ? new long[][] {{1, 256, 256}}
+          : new long[][] {{1}};
+      modelSpec(f, placeholder, Math.max(k, 2), loss);
+    }
+    return new Plan(DataChecks.paths(f.string("data")),
+        f.given("validation-data") ? DataChecks.paths(f.string("validation-data")) : null, features,
+        f.string("label"), k, loss, optimizer, options, f.string("output"));
+  }
+
+  private static void positive(Flags f, String name) {
+    long v = f.integer(name);
+    if (v < 1) {
+      throw new CliException("Invalid " + f.source(name) + " " + v + ": expected at least 1");
+    }
+  }
+
+  private static ModelSpec modelSpec(Flags f, long[][] shapes, int k, LossSpec loss) {
+    int outputs = loss == LossSpec.SOFTMAX_CROSS_ENTROPY ? k : 1;
+    try {
+      return SpecStrings.model(f.string("model"), shapes, outputs, Activation.parse(f.string("activation")),
+          (float) f.number("dropout"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage().replace("Invalid model", "Invalid " + f.source("model")));
+    }
+  }
+
+  @Override
+  void validate(Flags f, CliContext ctx) {
+    Plan p = plan(f);
+    Configuration conf = ctx.hadoopConf();
+    DataChecks.list(p.data(), f.source("data"), f.given("format") ? f.string("format") : null, conf);
+    if (p.validation() != null) {
+      DataChecks.list(p.validation(), f.source("validation-data"), f.given("format") ? f.string("format") : null, conf);
+    }
+    try {
+      Path model = new Path(p.output(), "model");
+      FileSystem fs = model.getFileSystem(conf);
+      if (fs.exists(new Path(model, "model.params")) && !f.bool("overwrite")) {
+        throw new CliException("Output directory " + p.output() + " already holds a model (" + model
+            + "): choose another --output, or add --overwrite");
+      }
+      Path out = new Path(p.output());
+      if (fs.exists(out) && fs.getFileStatus(out).isFile()) {
+        throw new CliException("Invalid --output " + p.output() + ": it is a file, expected a directory");
+      }
+    } catch (IOException e) {
+      throw new CliException("Cannot use --output " + p.output() + ": " + e.getMessage());
+    }
+  }
+
+  @Override
+  int slots(Flags f) {
+    return f.integer("workers");
+  }
+
+  @Override
+  int run(Flags f, CliContext ctx) throws Exception {
+    long start = System.nanoTime();
+    Plan p = plan(f);
+    SparkSession spark = ctx.spark();
+    Configuration conf = spark.sparkContext().hadoopConfiguration();
+    String formatFlag = f.given("format") ? f.string("format") : null;
+    DataChecks.Files train = DataChecks.list(p.data(), f.source("data"), formatFlag, conf);
+    DataChecks.Files validation = p.validation() == null ? null
+        : DataChecks.list(p.validation(), f.source("validation-data"), formatFlag, conf);
+    String where = String.join(",", p.data());
+    Dataset<Row> trainDf = DataChecks.read(spark, train, f.source("data"));
+    long[][] shapes = DataChecks.featureShapes(trainDf, p.features(), where);
+    boolean binary = p.loss() == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY;
+    int classes = p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? p.numClasses() : 0;
+    boolean scan = !f.bool("skip-label-check");
+    DataChecks.label(trainDf, p.label(), classes, binary, where, scan, ctx.err);
+    if (validation != null) {
+      String vwhere = String.join(",", p.validation());
+      Dataset<Row> valDf = DataChecks.read(spark, validation, f.source("validation-data"));
+      long[][] vshapes = DataChecks.featureShapes(valDf, p.features(), vwhere);
+      for (int i = 0; i < shapes.length; i++) {
+        if (!java.util.Arrays.equals(shapes[i], vshapes[i])) {
+          throw new CliException("Feature column '" + p.features().get(i).name() + "' has " + SpecStrings.shapeString(
+              shapes[i]) + " values in " + where + " but " + SpecStrings.shapeString(vshapes[i]) + " in " + vwhere
+              + ": expected the same shape");
+        }
+      }
+      DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
+    }
+    ModelSpec model = modelSpec(f, shapes, p.numClasses(), p.loss());
+
+    DatasetSpec.Builder spec = DatasetSpec.builder().setFormat(train.format())
+        .setLabel(p.label(), p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
+            : DatasetSpec.LabelType.FLOAT);
+    for (int i = 0; i < shapes.length; i++) {
+      spec.addFeature(p.features().get(i).name(), shapes[i]);
+    }
+    DatasetSpec trainSpec = spec.setPaths(p.data()).build();
+    String out = p.output();
+    String modelDir = new Path(out, "model").toString();
+    String logsDir = new Path(out, "logs").toString();
+    int workers = f.integer("workers");
+    int epochs = f.integer("epochs");
+    ctx.err.println("Training " + SpecStrings.describe(model) + " on " + where + " (" + train.files().size() + " " + train.format()
+        .name().toLowerCase(Locale.ROOT) + " files) with " + workers + " workers x batch " + f.integer("batch-size")
+        + ", " + epochs + " epochs, " + p.optimizer());
+    if (spark.sparkContext().uiWebUrl().isDefined()) {
+      ctx.err.println("Spark UI: " + spark.sparkContext().uiWebUrl().get());
+    }
+
+    ProgressView view = progressView(f.string("progress"), ctx);
+    if (view != null && !f.bool("verbose")) {
+      Outputs.quiet("dev.sparktrainer.train"); // the live view shows what the workers would log per epoch
+    }
+    TrainedModel trained;
+    try (TrainingMonitor monitor = TrainingMonitor.start(spark, view, logsDir)) {
+      DistributedTrainer.Builder b = DistributedTrainer.builder()
+          .setModel(model)
+          .setLoss(p.loss())
+          .setOptimizer(p.optimizer())
+          .setTrainingData(trainSpec, p.options())
+          .setNumWorkers(workers)
+          .setEpochs(epochs)
+          .optSeed(f.longValue("seed"))
+          .optOutputDir(modelDir)
+          .optCallback(monitor.callback());
+      if (validation != null) {
+        b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
+      }
+      if (f.given("checkpoint-dir")) {
+        b.optCheckpointDir(f.string("checkpoint-dir")).optCheckpointEverySteps(f.longValue("checkpoint-every-steps"));
+      }
+      if (spark.sparkContext().isLocal()) {
+        b.optRingHost(spark.sparkContext().getConf().get("spark.driver.host", "127.0.0.1"));
+      }
+      try {
+        trained = b.build().fit(spark);
+      } catch (IllegalArgumentException e) {
+        throw new CliException(DataChecks.firstLine(e)); // the trainer's pre-flight checks
+      }
+    }
+    new ModelInputs(f.string("features").contains(":") ? f.string("features") : featuresWithShapes(p, shapes),
+        p.label(), train.format().name().toLowerCase(Locale.ROOT), p.numClasses()).save(modelDir, conf);
+
+    double wall = (System.nanoTime() - start) / 1e9;
+    Map<String, Object> info = new LinkedHashMap<>();
+    info.put("model", SpecStrings.describe(model));
+    info.put("model_dir", modelDir);
+    info.put("data", where);
+    info.put("validation_data", p.validation() == null ? null : String.join(",", p.validation()));
+    info.put("workers", workers);
+    info.put("batch_size", f.integer("batch-size"));
+    info.put("global_batch_size", f.integer("batch-size") * workers);
+    info.put("optimizer", p.optimizer().toString());
+    info.put("master", spark.sparkContext().master());
+    String metricsPath = new Path(out, "metrics.json").toString();
+    write(metricsPath, MetricsReport.toJson(trained.history(), wall, info).getBytes(StandardCharsets.UTF_8), conf);
+    String plotPath = new Path(out, "training.png").toString();
+    boolean plotted = plot(trained, SpecStrings.describe(model), plotPath, conf, ctx);
+
+    EpochMetrics last = trained.history().last();
+    if (Double.isFinite(last.validationAccuracy())) {
+      ctx.out.printf(Locale.ROOT, "Held-out accuracy: %.4f (val_loss %.4f) after %d epochs, %s%n",
+          last.validationAccuracy(), last.validationLoss(), trained.history().epochs().size(),
+          ConsoleProgressFormat.duration(wall));
+    } else if (Double.isFinite(last.accuracy())) {
+      ctx.out.printf(Locale.ROOT, "Training accuracy: %.4f (loss %.4f) after %d epochs, %s%n", last.accuracy(),
+          last.loss(), trained.history().epochs().size(), ConsoleProgressFormat.duration(wall));
+    } else {
+      ctx.out.printf(Locale.ROOT, "Loss: %.6f%s after %d epochs, %s%n", last.loss(),
+          Double.isFinite(last.validationLoss()) ? String.format(Locale.ROOT, " (val_loss %.6f)", last.validationLoss())
+              : "", trained.history().epochs().size(), ConsoleProgressFormat.duration(wall));
+    }
+    ctx.out.println("Model:       " + modelDir);
+    ctx.out.println("Metrics:     " + metricsPath);
+    ctx.out.println("TensorBoard: tensorboard --logdir " + logsDir);
+    if (plotted) {
+      ctx.out.println("Plot:        " + plotPath);
+    }
+    return 0;
+  }
+
+  private static String featuresWithShapes(Plan p, long[][] shapes) {
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < shapes.length; i++) {
+      if (i > 0) {
+        sb.append(',');
+      }
+      sb.append(p.features().get(i).name()).append(':').append(SpecStrings.shapeString(shapes[i]));
+    }
+    return sb.toString();
+  }
+
+  private static ProgressView progressView(String mode, CliContext ctx) {
+    switch (mode) {
+      case "none":
+        return null;
+      case "bar":
+        return new ConsoleProgress(ctx.err, true, 10);
+      case "log":
+        return new ConsoleProgress(ctx.err, false, 10);
+      default:
+        return ConsoleProgress.auto(ctx.err);
+    }
+  }
+
+  private static boolean plot(TrainedModel trained, String title, String path, Configuration conf, CliContext ctx) {
+    try {
+      Path p = new Path(path);
+      try (OutputStream os = Outputs.create(p, conf)) {
+        TrainingPlot.write(trained.history(), title, os, 900, 720);
+      }
+      return true;
+    } catch (IOException | RuntimeException | Error e) {
+      // The model and metrics are what matter: a missing font or display never fails the run.
+      ctx.err.println("warning: could not draw " + path + ": " + e);
+      return false;
+    }
+  }
+
+  static void write(String path, byte[] bytes, Configuration conf) throws IOException {
+    try (OutputStream os = Outputs.create(new Path(path), conf)) {
+      os.write(bytes);
+    }
+  }
+
+  /** Shared duration format. */
+  static final class ConsoleProgressFormat {
+    private ConsoleProgressFormat() {}
+
+    static String duration(double seconds) {
+      long s = Math.round(seconds);
+      return s >= 3600 ? String.format(Locale.ROOT, "%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60)
+          : String.format(Locale.ROOT, "%d:%02d", s / 60, s % 60);
+    }
+  }
+}

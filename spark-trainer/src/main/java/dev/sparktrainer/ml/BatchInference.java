@@ -1,0 +1,399 @@
+package dev.sparktrainer.ml;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.training.loss.Loss;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.train.TrainedModel;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.UUID;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.ml.linalg.SQLDataTypes;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.ml.linalg.Vectors;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Distributed batch inference with a {@link TrainedModel}: the model is broadcast once, each executor
+ * builds its DJL block from it once (cached per JVM, shared by the executor's tasks), and every
+ * partition is run through it in batches of {@code batchSize} rows — never row by row.
+ *
+ * <p>Feature columns may be ml Vectors (dense or sparse), arrays of numbers, or numbers; one column
+ * per model input, or several columns concatenated when the model has one input (as after
+ * {@code VectorAssembler}). Outputs: classification losses give {@code prediction} (the class index,
+ * double), {@code probability} and {@code rawPrediction} (logits) vectors; {@code L2} gives the
+ * predicted value(s) (a double for one output) and {@code rawPrediction}.
+ */
+public final class BatchInference implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** Models built on this executor, by broadcast id; a few are kept (oldest closed first). */
+  private static final Map<String, Loaded> CACHE = new LinkedHashMap<>();
+  private static final int CACHE_SIZE = 4;
+  /** Models built and batches run in this JVM (tests check: one build per executor, batches not rows). */
+  static final java.util.concurrent.atomic.AtomicLong MODEL_LOADS = new java.util.concurrent.atomic.AtomicLong();
+  static final java.util.concurrent.atomic.AtomicLong BATCHES = new java.util.concurrent.atomic.AtomicLong();
+
+  private final Broadcast<TrainedModel> model;
+  private final String key;
+  private final int[] columns;
+  private final long[][] inputShapes;
+  private final int batchSize;
+  private final LossSpec loss;
+
+  private BatchInference(Broadcast<TrainedModel> model, String key, int[] columns, long[][] inputShapes,
+      int batchSize, LossSpec loss) {
+    this.model = model;
+    this.key = key;
+    this.columns = columns;
+    this.inputShapes = inputShapes;
+    this.batchSize = batchSize;
+    this.loss = loss;
+  }
+
+  /**
+   * Adds the prediction columns to {@code df}.
+   *
+   * @param predictionCol name of the prediction column (double)
+   * @param probabilityCol name of the probability vector column, or null for none (and for L2)
+   * @param rawPredictionCol name of the raw output (logits) vector column, or null for none
+   */
+  public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol) {
+    StructType out = outputSchema(df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
+    BatchInference job = prepare(df, model, featureCols, batchSize);
+    boolean probability = probabilityCol != null && model.loss().hasAccuracy();
+    boolean raw = rawPredictionCol != null;
+    MapPartitionsFunction<Row, Row> f = rows -> job.predict(rows, probability, raw);
+    return df.mapPartitions(f, Encoders.row(out));
+  }
+
+  /**
+   * The schema {@link #transform} produces, checking the feature columns first.
+   *
+   * @throws IllegalArgumentException naming a missing or mistyped column, or an existing output column
+   */
+  public static StructType outputSchema(StructType in, TrainedModel model, List<String> featureCols,
+      String predictionCol, String probabilityCol, String rawPredictionCol) {
+    checkFeatureColumns(in, featureCols);
+    StructType out = in;
+    boolean classification = model.loss().hasAccuracy();
+    for (String[] c : new String[][] {{predictionCol, "prediction"},
+        {classification ? probabilityCol : null, "probability"}, {rawPredictionCol, "rawPrediction"}}) {
+      if (c[0] == null) {
+        continue;
+      }
+      if (java.util.Arrays.asList(out.fieldNames()).contains(c[0])) {
+        throw new IllegalArgumentException("Output column '" + c[0] + "' (" + c[1]
+            + ") already exists in the input: choose another name or drop it");
+      }
+      DataType t = c[1].equals("prediction") ? DataTypes.DoubleType : SQLDataTypes.VectorType();
+      out = out.add(c[0], t, c[1].equals("prediction") ? false : true);
+    }
+    return out;
+  }
+
+  /**
+   * Loss, accuracy and count of {@code df} against {@code labelCol}, with the model's training loss
+   * (the same numbers the trainer reports for validation data).
+   *
+   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2)
+   */
+  public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      String labelCol, int batchSize) {
+    checkFeatureColumns(df.schema(), featureCols);
+    List<String> cols = new ArrayList<>(featureCols);
+    cols.add(labelCol);
+    Dataset<Row> selected = df.selectExpr(cols.stream().map(c -> "`" + c.replace("`", "``") + "`").toArray(String[]::new));
+    BatchInference job = prepare(selected, model, featureCols, batchSize);
+    int labelIndex = featureCols.size();
+    FlatMapFunction<Iterator<Row>, double[]> f = rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
+    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3], (a, b) ->
+        new double[] {a[0] + b[0], a[1] + b[1], a[2] + b[2]});
+    Map<String, Double> m = new LinkedHashMap<>();
+    m.put("loss", sums[2] > 0 ? sums[0] / sums[2] : Double.NaN);
+    m.put("accuracy", sums[2] > 0 && model.loss().hasAccuracy() ? sums[1] / sums[2] : Double.NaN);
+    m.put("count", sums[2]);
+    return m;
+  }
+
+  private static BatchInference prepare(Dataset<Row> df, TrainedModel model, List<String> featureCols, int batchSize) {
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("Invalid batchSize " + batchSize + ": expected >= 1");
+    }
+    Shape[] shapes = model.spec().inputShapes();
+    if (shapes.length != featureCols.size() && shapes.length != 1) {
+      throw new IllegalArgumentException("The model has " + shapes.length + " inputs but " + featureCols.size()
+          + " feature columns were given (" + featureCols + "): give one column per input");
+    }
+    List<String> names = java.util.Arrays.asList(df.schema().fieldNames());
+    int[] idx = featureCols.stream().mapToInt(names::indexOf).toArray();
+    long[][] dims = new long[shapes.length][];
+    for (int i = 0; i < shapes.length; i++) {
+      dims[i] = shapes[i].getShape();
+    }
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
+    Broadcast<TrainedModel> b = jsc.broadcast(model);
+    return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
+  }
+
+  static void checkFeatureColumns(StructType schema, List<String> featureCols) {
+    if (featureCols.isEmpty()) {
+      throw new IllegalArgumentException("No feature column given");
+    }
+    List<String> names = java.util.Arrays.asList(schema.fieldNames());
+    for (String c : featureCols) {
+      if (!names.contains(c)) {
+        throw new IllegalArgumentException("No feature column '" + c + "' in the data (columns: "
+            + String.join(", ", names) + ")");
+      }
+      DataType t = schema.apply(c).dataType();
+      if (!isFeatureType(t)) {
+        throw new IllegalArgumentException("Feature column '" + c + "' has type " + t.simpleString()
+            + ": expected an ml Vector, an array of numbers or a number");
+      }
+    }
+  }
+
+  /** A number, a boolean, an array of numbers or an ml Vector. */
+  public static boolean isFeatureType(DataType t) {
+    return t instanceof NumericType || t instanceof BooleanType
+        || (t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType)
+        || t.sameType(SQLDataTypes.VectorType());
+  }
+
+  // ---- executor side ----
+
+  private static final class Loaded {
+    final NDManager manager;
+    final Block block;
+
+    Loaded(TrainedModel m) {
+      if (System.getProperty("ai.djl.offline") == null) {
+        System.setProperty("ai.djl.offline", "true"); // never download at run time
+      }
+      manager = NDManager.newBaseManager();
+      block = m.newBlock(manager);
+      MODEL_LOADS.incrementAndGet();
+    }
+  }
+
+  private Loaded loaded() {
+    synchronized (CACHE) {
+      Loaded l = CACHE.get(key);
+      if (l == null) {
+        l = new Loaded(model.value());
+        CACHE.put(key, l);
+        if (CACHE.size() > CACHE_SIZE) {
+          Iterator<Map.Entry<String, Loaded>> it = CACHE.entrySet().iterator();
+          Loaded oldest = it.next().getValue();
+          it.remove();
+          oldest.manager.close();
+        }
+      }
+      return l;
+    }
+  }
+
+  private int inputSize(int i) {
+    long n = 1;
+    for (long d : inputShapes[i]) {
+      n *= d;
+    }
+    return Math.toIntExact(n);
+  }
+
+  /** Model outputs of a batch of rows: {@code [rows, outputs]} floats, row-major. */
+  private float[] forward(Loaded m, List<Row> rows, int[] outputs) {
+    int n = rows.size();
+    BATCHES.incrementAndGet();
+    try (NDManager scope = m.manager.newSubManager()) {
+      NDList inputs = new NDList(inputShapes.length);
+      if (inputShapes.length == columns.length) {
+        for (int i = 0; i < columns.length; i++) {
+          int size = inputSize(i);
+          float[] buf = new float[n * size];
+          for (int r = 0; r < n; r++) {
+            int got = Features.copy(rows.get(r), columns[i], buf, r * size, size);
+            Features.checkSize(rows.get(r), columns[i], got, size);
+          }
+          inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[i]))));
+        }
+      } else {
+        int size = inputSize(0);
+        float[] buf = new float[n * size];
+        for (int r = 0; r < n; r++) {
+          int at = 0;
+          for (int c : columns) {
+            at += Features.copy(rows.get(r), c, buf, r * size + at, size - at);
+          }
+          Features.checkSize(rows.get(r), -1, at, size);
+        }
+        inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[0]))));
+      }
+      NDArray out = m.block.forward(new ParameterStore(scope, false), inputs, false).head();
+      outputs[0] = out.getShape().dimension() == 1 ? 1 : Math.toIntExact(out.getShape().size() / n);
+      return out.toFloatArray();
+    }
+  }
+
+  private Iterator<Row> predict(Iterator<Row> rows, boolean probability, boolean raw) {
+    Loaded m = loaded();
+    return new Iterator<Row>() {
+      private final List<Row> out = new ArrayList<>();
+      private int next;
+
+      @Override
+      public boolean hasNext() {
+        if (next < out.size()) {
+          return true;
+        }
+        out.clear();
+        next = 0;
+        List<Row> batch = new ArrayList<>(batchSize);
+        while (batch.size() < batchSize && rows.hasNext()) {
+          batch.add(rows.next());
+        }
+        if (batch.isEmpty()) {
+          return false;
+        }
+        int[] k = new int[1];
+        float[] y = forward(m, batch, k);
+        for (int r = 0; r < batch.size(); r++) {
+          out.add(outputRow(batch.get(r), y, r * k[0], k[0], probability, raw));
+        }
+        return true;
+      }
+
+      @Override
+      public Row next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        return out.get(next++);
+      }
+    };
+  }
+
+  private Row outputRow(Row in, float[] y, int off, int k, boolean probability, boolean raw) {
+    List<Object> values = new ArrayList<>(in.size() + 3);
+    for (int i = 0; i < in.size(); i++) {
+      values.add(in.get(i));
+    }
+    double[] logits = new double[k];
+    for (int j = 0; j < k; j++) {
+      logits[j] = y[off + j];
+    }
+    switch (loss) {
+      case SOFTMAX_CROSS_ENTROPY: {
+        double[] p = softmax(logits);
+        values.add((double) argMax(p));
+        if (probability) {
+          values.add(Vectors.dense(p));
+        }
+        break;
+      }
+      case SIGMOID_BINARY_CROSS_ENTROPY: {
+        double p1 = 1 / (1 + Math.exp(-logits[0]));
+        values.add(p1 > 0.5 ? 1.0 : 0.0);
+        if (probability) {
+          values.add(Vectors.dense(1 - p1, p1));
+        }
+        break;
+      }
+      default:
+        values.add(logits[0]);
+    }
+    if (raw) {
+      values.add((Vector) Vectors.dense(logits));
+    }
+    return RowFactory.create(values.toArray());
+  }
+
+  private double[] evaluate(Iterator<Row> rows, int labelIndex) {
+    Loaded m = loaded();
+    Loss l = loss.newLoss();
+    double[] sums = new double[3];
+    List<Row> batch = new ArrayList<>(batchSize);
+    while (rows.hasNext()) {
+      batch.clear();
+      while (batch.size() < batchSize && rows.hasNext()) {
+        batch.add(rows.next());
+      }
+      int[] k = new int[1];
+      float[] y = forward(m, batch, k);
+      int n = batch.size();
+      try (NDManager scope = m.manager.newSubManager()) {
+        NDArray pred = scope.create(y, new Shape(n, k[0]));
+        NDArray labels;
+        if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY) {
+          long[] lab = new long[n];
+          for (int r = 0; r < n; r++) {
+            lab[r] = Features.classLabel(batch.get(r), labelIndex, k[0]);
+          }
+          labels = scope.create(lab);
+        } else {
+          float[] lab = new float[n];
+          for (int r = 0; r < n; r++) {
+            lab[r] = (float) Features.number(batch.get(r), labelIndex);
+          }
+          labels = scope.create(lab);
+        }
+        sums[0] += loss.evaluate(l, labels, pred).getFloat() * (double) n;
+        sums[1] += loss.correct(labels, pred);
+        sums[2] += n;
+      }
+    }
+    return sums;
+  }
+
+  static double[] softmax(double[] z) {
+    double max = Double.NEGATIVE_INFINITY;
+    for (double v : z) {
+      max = Math.max(max, v);
+    }
+    double sum = 0;
+    double[] p = new double[z.length];
+    for (int i = 0; i < z.length; i++) {
+      p[i] = Math.exp(z[i] - max);
+      sum += p[i];
+    }
+    for (int i = 0; i < p.length; i++) {
+      p[i] /= sum;
+    }
+    return p;
+  }
+
+  static int argMax(double[] p) {
+    int best = 0;
+    for (int i = 1; i < p.length; i++) {
+      if (p[i] > p[best]) {
+        best = i;
+      }
+    }
+    return best;
+  }
+}

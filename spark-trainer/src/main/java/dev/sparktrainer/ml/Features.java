@@ -1,0 +1,79 @@
+package dev.sparktrainer.ml;
+
+import java.util.List;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.sql.Row;
+
+/** Reading feature values and labels out of Spark rows, with errors that name the column. */
+final class Features {
+  private Features() {}
+
+  /**
+   * Copies the values of column {@code c} of {@code row} (a Vector, an array of numbers or a number)
+   * into {@code dst} at {@code off}, at most {@code room} of them; returns how many the column has.
+   */
+  static int copy(Row row, int c, float[] dst, int off, int room) {
+    Object v = row.get(c);
+    if (v == null) {
+      throw new IllegalArgumentException("Feature column '" + name(row, c) + "' is null in a row: expected values");
+    }
+    if (v instanceof Vector) {
+      Vector vec = (Vector) v;
+      int n = vec.size();
+      if (n <= room) {
+        java.util.Arrays.fill(dst, off, off + n, 0f);
+        vec.foreachActive((i, x) -> {
+          dst[off + ((Number) i).intValue()] = ((Number) x).floatValue();
+          return scala.runtime.BoxedUnit.UNIT;
+        });
+      }
+      return n;
+    }
+    if (v instanceof scala.collection.Seq || v instanceof List) {
+      List<?> list = v instanceof List ? (List<?>) v : row.getList(c);
+      int n = list.size();
+      if (n <= room) {
+        for (int i = 0; i < n; i++) {
+          Object x = list.get(i);
+          if (x == null) {
+            throw new IllegalArgumentException("Feature column '" + name(row, c) + "' has a null in an array");
+          }
+          dst[off + i] = ((Number) x).floatValue();
+        }
+      }
+      return n;
+    }
+    if (room >= 1) {
+      dst[off] = v instanceof Boolean ? ((Boolean) v ? 1f : 0f) : ((Number) v).floatValue();
+    }
+    return 1;
+  }
+
+  static void checkSize(Row row, int c, int got, int expected) {
+    if (got != expected) {
+      throw new IllegalArgumentException((c < 0 ? "The feature columns have " : "Feature column '" + name(row, c)
+          + "' has ") + got + " values in a row: the model expects " + expected);
+    }
+  }
+
+  static double number(Row row, int c) {
+    Object v = row.get(c);
+    if (v == null) {
+      throw new IllegalArgumentException("Label column '" + name(row, c) + "' is null in a row");
+    }
+    return v instanceof Boolean ? ((Boolean) v ? 1 : 0) : ((Number) v).doubleValue();
+  }
+
+  static long classLabel(Row row, int c, int classes) {
+    double d = number(row, c);
+    if (d != Math.rint(d) || d < 0 || d >= classes) {
+      throw new IllegalArgumentException("Label column '" + name(row, c) + "' has value " + d
+          + ": expected a class index 0.." + (classes - 1));
+    }
+    return (long) d;
+  }
+
+  private static String name(Row row, int c) {
+    return row.schema() == null ? "#" + c : row.schema().fieldNames()[c];
+  }
+}

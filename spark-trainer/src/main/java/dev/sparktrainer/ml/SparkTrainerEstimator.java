@@ -1,0 +1,322 @@
+package dev.sparktrainer.ml;
+
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.max;
+import static org.apache.spark.sql.functions.min;
+
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.TrainedModel;
+import java.util.List;
+import org.apache.spark.ml.Estimator;
+import org.apache.spark.ml.attribute.AttributeGroup;
+import org.apache.spark.ml.attribute.NominalAttribute;
+import org.apache.spark.ml.attribute.Attribute;
+import org.apache.spark.ml.linalg.SQLDataTypes;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.ml.param.DoubleParam;
+import org.apache.spark.ml.param.IntParam;
+import org.apache.spark.ml.param.LongParam;
+import org.apache.spark.ml.param.Param;
+import org.apache.spark.ml.param.ParamMap;
+import org.apache.spark.ml.param.ParamValidators;
+import org.apache.spark.ml.util.DefaultParamsReader;
+import org.apache.spark.ml.util.DefaultParamsWritable;
+import org.apache.spark.ml.util.Identifiable$;
+import org.apache.spark.ml.util.MLReader;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Spark ML Estimator: synchronous data-parallel training ({@link DistributedTrainer}) of a model on
+ * a DataFrame's feature vector column, usable in a {@code Pipeline} after {@code VectorAssembler} /
+ * {@code StandardScaler}, from Java, Scala and notebooks. {@link #fit} returns a {@link
+ * SparkTrainerModel} whose {@code transform} is distributed batch inference.
+ *
+ * <pre>{@code
+ * SparkTrainerEstimator trainer = new SparkTrainerEstimator()
+ *     .setFeaturesCol("features").setLabelCol("label")
+ *     .setModelSpec("mlp:128,64").setNumWorkers(2).setEpochs(10).setBatchSize(32).setLearningRate(1e-3);
+ * PipelineModel model = new Pipeline().setStages(new PipelineStage[] {assembler, scaler, trainer}).fit(train);
+ * model.transform(test).select("prediction", "probability").show();
+ * }</pre>
+ *
+ * <p>The DataFrame is read by the trainer's input pipeline: a plain scan of TFRecord or Parquet files
+ * directly, anything else (the output of a feature transformer, for instance) staged once to Parquet
+ * under {@code stagingDir} and deleted after training. The number of classes comes from {@code
+ * numClasses}, else the label column's nominal attribute (StringIndexer), else its maximum + 1.
+ */
+public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> implements DefaultParamsWritable {
+  private static final long serialVersionUID = 1L;
+
+  private final String uid;
+  final Param<String> featuresCol;
+  final Param<String> labelCol;
+  final Param<String> predictionCol;
+  final Param<String> probabilityCol;
+  final Param<String> rawPredictionCol;
+  final IntParam numWorkers;
+  final IntParam batchSize;
+  final IntParam inferenceBatchSize;
+  final IntParam epochs;
+  final DoubleParam learningRate;
+  final Param<String> optimizer;
+  final Param<String> modelSpec;
+  final Param<String> activation;
+  final DoubleParam dropout;
+  final IntParam numClasses;
+  final Param<String> loss;
+  final Param<String> checkpointDir;
+  final Param<String> stagingDir;
+  final LongParam seed;
+  final IntParam shuffleBuffer;
+
+  public SparkTrainerEstimator() {
+    this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
+  }
+
+  public SparkTrainerEstimator(String uid) {
+    this.uid = uid;
+    featuresCol = new Param<>(this, "featuresCol", "features column: an ml Vector, an array of numbers or a number");
+    labelCol = new Param<>(this, "labelCol", "label column: class index (or a number for the l2 loss)");
+    predictionCol = new Param<>(this, "predictionCol", "prediction column name");
+    probabilityCol = new Param<>(this, "probabilityCol", "class probabilities column name");
+    rawPredictionCol = new Param<>(this, "rawPredictionCol", "raw model outputs (logits) column name");
+    numWorkers = new IntParam(this, "numWorkers", "number of workers (barrier tasks, one replica each)",
+        ParamValidators.gtEq(1));
+    batchSize = new IntParam(this, "batchSize", "per-worker batch size (global batch = batchSize x numWorkers)",
+        ParamValidators.gtEq(1));
+    inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
+        ParamValidators.gtEq(1));
+    epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
+    learningRate = new DoubleParam(this, "learningRate", "base learning rate", ParamValidators.gt(0));
+    optimizer = new Param<>(this, "optimizer", "adam, adamw or sgd",
+        ParamValidators.inArray(new String[] {"adam", "adamw", "sgd"}));
+    modelSpec = new Param<>(this, "modelSpec", "the model: " + SpecStrings.MODEL_FORMS);
+    activation = new Param<>(this, "activation", "activation of the MLP's hidden layers: relu, tanh, sigmoid or gelu",
+        ParamValidators.inArray(new String[] {"relu", "tanh", "sigmoid", "gelu"}));
+    dropout = new DoubleParam(this, "dropout", "dropout rate after hidden layers (0: none)",
+        ParamValidators.inRange(0, 1, true, false));
+    numClasses = new IntParam(this, "numClasses", "number of classes (0: from the label column)",
+        ParamValidators.gtEq(0));
+    loss = new Param<>(this, "loss", "softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
+        ParamValidators.inArray(new String[] {"softmax_cross_entropy", "sigmoid_binary_cross_entropy", "l2"}));
+    checkpointDir = new Param<>(this, "checkpointDir", "checkpoint directory (any Hadoop FS; empty: none)");
+    stagingDir = new Param<>(this, "stagingDir", "where a DataFrame that is not a file scan is staged (empty: temp dir)");
+    seed = new LongParam(this, "seed", "random seed");
+    shuffleBuffer = new IntParam(this, "shuffleBuffer", "records in the shuffle buffer (0: no shuffling)",
+        ParamValidators.gtEq(0));
+    setDefault(featuresCol, "features");
+    setDefault(labelCol, "label");
+    setDefault(predictionCol, "prediction");
+    setDefault(probabilityCol, "probability");
+    setDefault(rawPredictionCol, "rawPrediction");
+    setDefault(numWorkers, 2);
+    setDefault(batchSize, 32);
+    setDefault(inferenceBatchSize, 256);
+    setDefault(epochs, 10);
+    setDefault(learningRate, 1e-3);
+    setDefault(optimizer, "adam");
+    setDefault(modelSpec, "mlp:128");
+    setDefault(activation, "relu");
+    setDefault(dropout, 0.0);
+    setDefault(numClasses, 0);
+    setDefault(loss, "softmax_cross_entropy");
+    setDefault(checkpointDir, "");
+    setDefault(stagingDir, "");
+    setDefault(seed, 0L);
+    setDefault(shuffleBuffer, 10000);
+  }
+
+  @Override
+  public String uid() {
+    return uid;
+  }
+
+  // ---- Params (Spark ML discovers them through these public methods) ----
+  public Param<String> featuresCol() { return featuresCol; }
+  public Param<String> labelCol() { return labelCol; }
+  public Param<String> predictionCol() { return predictionCol; }
+  public Param<String> probabilityCol() { return probabilityCol; }
+  public Param<String> rawPredictionCol() { return rawPredictionCol; }
+  public IntParam numWorkers() { return numWorkers; }
+  public IntParam batchSize() { return batchSize; }
+  public IntParam inferenceBatchSize() { return inferenceBatchSize; }
+  public IntParam epochs() { return epochs; }
+  public DoubleParam learningRate() { return learningRate; }
+  public Param<String> optimizer() { return optimizer; }
+  public Param<String> modelSpec() { return modelSpec; }
+  public Param<String> activation() { return activation; }
+  public DoubleParam dropout() { return dropout; }
+  public IntParam numClasses() { return numClasses; }
+  public Param<String> loss() { return loss; }
+  public Param<String> checkpointDir() { return checkpointDir; }
+  public Param<String> stagingDir() { return stagingDir; }
+  public LongParam seed() { return seed; }
+  public IntParam shuffleBuffer() { return shuffleBuffer; }
+
+  public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
+  public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
+  public SparkTrainerEstimator setPredictionCol(String v) { set(predictionCol, v); return this; }
+  public SparkTrainerEstimator setProbabilityCol(String v) { set(probabilityCol, v); return this; }
+  public SparkTrainerEstimator setRawPredictionCol(String v) { set(rawPredictionCol, v); return this; }
+  public SparkTrainerEstimator setNumWorkers(int v) { set(numWorkers, v); return this; }
+  public SparkTrainerEstimator setBatchSize(int v) { set(batchSize, v); return this; }
+  public SparkTrainerEstimator setInferenceBatchSize(int v) { set(inferenceBatchSize, v); return this; }
+  public SparkTrainerEstimator setEpochs(int v) { set(epochs, v); return this; }
+  public SparkTrainerEstimator setLearningRate(double v) { set(learningRate, v); return this; }
+  public SparkTrainerEstimator setOptimizer(String v) { set(optimizer, v); return this; }
+  public SparkTrainerEstimator setModelSpec(String v) { set(modelSpec, v); return this; }
+  public SparkTrainerEstimator setActivation(String v) { set(activation, v); return this; }
+  public SparkTrainerEstimator setDropout(double v) { set(dropout, v); return this; }
+  public SparkTrainerEstimator setNumClasses(int v) { set(numClasses, v); return this; }
+  public SparkTrainerEstimator setLoss(String v) { set(loss, v); return this; }
+  public SparkTrainerEstimator setCheckpointDir(String v) { set(checkpointDir, v); return this; }
+  public SparkTrainerEstimator setStagingDir(String v) { set(stagingDir, v); return this; }
+  public SparkTrainerEstimator setSeed(long v) { set(seed, v); return this; }
+  public SparkTrainerEstimator setShuffleBuffer(int v) { set(shuffleBuffer, v); return this; }
+
+  @Override
+  public SparkTrainerModel fit(Dataset<?> dataset) {
+    Dataset<Row> df = dataset.toDF();
+    transformSchema(df.schema());
+    String features = getOrDefault(featuresCol);
+    String label = getOrDefault(labelCol);
+    LossSpec lossSpec = LossSpec.parse(getOrDefault(loss));
+    long[] shape = {featureSize(df, features)};
+    int outputs = lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY ? classes(df, label) : 1;
+    ModelSpec spec = SpecStrings.model(getOrDefault(modelSpec), new long[][] {shape}, outputs,
+        Activation.parse(getOrDefault(activation)), (float) doubleParam(dropout));
+    DatasetSpec columns = DatasetSpec.builder().addPath("dataframe").addFeature(features, shape)
+        .setLabel(label, lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
+            : DatasetSpec.LabelType.FLOAT)
+        .build();
+    long seedValue = ((Number) getOrDefault(seed)).longValue();
+    PipelineOptions options = PipelineOptions.builder().setBatchSize(intParam(batchSize))
+        .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue).build();
+    DistributedTrainer.Builder b = DistributedTrainer.builder()
+        .setModel(spec)
+        .setLoss(lossSpec)
+        .setOptimizer(SpecStrings.optimizer(getOrDefault(optimizer), (float) doubleParam(learningRate),
+            0.9f, 0f, 0, 0))
+        .setTrainingData(df, columns, options)
+        .setNumWorkers(intParam(numWorkers))
+        .setEpochs(intParam(epochs))
+        .optSeed(seedValue);
+    if (!getOrDefault(checkpointDir).isEmpty()) {
+      b.optCheckpointDir(getOrDefault(checkpointDir));
+    }
+    if (!getOrDefault(stagingDir).isEmpty()) {
+      b.optStagingDir(getOrDefault(stagingDir));
+    }
+    TrainedModel trained = b.build().fit(df.sparkSession());
+    SparkTrainerModel model = new SparkTrainerModel(uid, trained);
+    copyValues(model, extractParamMap());
+    model.setParent(this);
+    return model;
+  }
+
+  /** Values per example of the features column: the Vector's size (from its metadata or first row), or the array's. */
+  private static long featureSize(Dataset<Row> df, String features) {
+    StructField f = df.schema().apply(features);
+    DataType t = f.dataType();
+    if (t instanceof NumericType) {
+      return 1;
+    }
+    if (t.sameType(SQLDataTypes.VectorType())) {
+      int size = AttributeGroup.fromStructField(f).size();
+      if (size > 0) {
+        return size;
+      }
+    }
+    List<Row> first = df.select(col(features)).where(col(features).isNotNull()).limit(1).collectAsList();
+    if (first.isEmpty()) {
+      throw new IllegalArgumentException("Invalid training data: no row with a non-null '" + features + "' column");
+    }
+    Object v = first.get(0).get(0);
+    return v instanceof Vector ? ((Vector) v).size() : first.get(0).getList(0).size();
+  }
+
+  private int classes(Dataset<Row> df, String label) {
+    int k = intParam(numClasses);
+    if (k > 0) {
+      return k;
+    }
+    Attribute a = Attribute.fromStructField(df.schema().apply(label));
+    if (a instanceof NominalAttribute && ((NominalAttribute) a).getNumValues().isDefined()) {
+      return (Integer) ((NominalAttribute) a).getNumValues().get();
+    }
+    Row r = df.agg(min(col(label)), max(col(label))).head();
+    if (r.isNullAt(1)) {
+      throw new IllegalArgumentException("Invalid training data: the label column '" + label + "' has no values");
+    }
+    double lo = ((Number) r.get(0)).doubleValue();
+    double hi = ((Number) r.get(1)).doubleValue();
+    if (lo < 0 || hi != Math.rint(hi)) {
+      throw new IllegalArgumentException("Invalid label column '" + label + "': values from " + lo + " to " + hi
+          + ", expected class indices 0, 1, ... (use StringIndexer, or loss l2 for regression)");
+    }
+    return (int) hi + 1;
+  }
+
+  @Override
+  public StructType transformSchema(StructType schema) {
+    String features = getOrDefault(featuresCol);
+    String label = getOrDefault(labelCol);
+    BatchInference.checkFeatureColumns(schema, List.of(features));
+    if (!java.util.Arrays.asList(schema.fieldNames()).contains(label)) {
+      throw new IllegalArgumentException("No label column '" + label + "' in the data (columns: "
+          + String.join(", ", schema.fieldNames()) + ")");
+    }
+    DataType lt = schema.apply(label).dataType();
+    if (!(lt instanceof NumericType)) {
+      throw new IllegalArgumentException("Label column '" + label + "' has type " + lt.simpleString()
+          + ": expected a number (a class index; StringIndexer turns strings into one)");
+    }
+    if (schema.apply(features).dataType() instanceof ArrayType
+        && !(((ArrayType) schema.apply(features).dataType()).elementType() instanceof NumericType)) {
+      throw new IllegalArgumentException("Feature column '" + features + "' must hold numbers");
+    }
+    StructType out = schema.add(getOrDefault(predictionCol), org.apache.spark.sql.types.DataTypes.DoubleType, false);
+    if (!getOrDefault(probabilityCol).isEmpty()) {
+      out = out.add(getOrDefault(probabilityCol), SQLDataTypes.VectorType(), true);
+    }
+    if (!getOrDefault(rawPredictionCol).isEmpty()) {
+      out = out.add(getOrDefault(rawPredictionCol), SQLDataTypes.VectorType(), true);
+    }
+    return out;
+  }
+
+  @Override
+  public SparkTrainerEstimator copy(ParamMap extra) {
+    return (SparkTrainerEstimator) defaultCopy(extra);
+  }
+
+  /** Reads an Estimator saved with {@code write().save(path)}. */
+  public static MLReader<SparkTrainerEstimator> read() {
+    return new DefaultParamsReader<>();
+  }
+
+  public static SparkTrainerEstimator load(String path) {
+    return read().load(path);
+  }
+
+  private int intParam(IntParam p) {
+    Object v = getOrDefault(p);
+    return ((Number) v).intValue();
+  }
+
+  private double doubleParam(org.apache.spark.ml.param.DoubleParam p) {
+    Object v = getOrDefault(p);
+    return ((Number) v).doubleValue();
+  }
+}

@@ -1,0 +1,185 @@
+package dev.sparktrainer.ml;
+
+import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.CnnSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.ResNetSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.util.Arrays;
+import java.util.Locale;
+
+/**
+ * The short text forms of models, shapes and optimizers used by the command line and the Estimator's
+ * Params: {@code mlp:256,128}, {@code cnn:32,64}, {@code resnet:18}, {@code linear}; shapes
+ * {@code 64} or {@code 28x28x1}; optimizers {@code adam}, {@code adamw}, {@code sgd}.
+ */
+public final class SpecStrings {
+  /** What the model forms look like, for error messages and help. */
+  public static final String MODEL_FORMS = "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...] or resnet[:DEPTH]";
+
+  private SpecStrings() {}
+
+  /**
+   * A model for features of per-example {@code shapes} (one per feature column) and {@code outputs}
+   * outputs.
+   *
+   * @throws IllegalArgumentException naming the value and the forms allowed
+   */
+  public static ModelSpec model(String text, long[][] shapes, int outputs, Activation activation, float dropout) {
+    String t = text == null ? "" : text.trim().toLowerCase(Locale.ROOT);
+    int colon = t.indexOf(':');
+    String kind = colon < 0 ? t : t.substring(0, colon);
+    String args = colon < 0 ? "" : t.substring(colon + 1).trim();
+    try {
+      switch (kind) {
+        case "mlp":
+        case "linear": {
+          int[] hidden = kind.equals("linear") ? new int[0] : ints(args, text);
+          if (kind.equals("linear") && !args.isEmpty()) {
+            throw invalid(text);
+          }
+          return new MlpSpec(shapes, hidden, outputs, activation == null ? Activation.RELU : activation, dropout);
+        }
+        case "cnn": {
+          long[] image = image(shapes, text);
+          int[] filters = args.isEmpty() ? new int[] {32, 64} : ints(args, text);
+          return new CnnSpec(image, filters, 128, outputs, dropout > 0 ? dropout : 0.25f);
+        }
+        case "resnet": {
+          long[] image = image(shapes, text);
+          int depth = args.isEmpty() ? 18 : Integer.parseInt(args);
+          return new ResNetSpec(image, depth, outputs);
+        }
+        default:
+          throw invalid(text);
+      }
+    } catch (NumberFormatException e) {
+      throw invalid(text);
+    } catch (IllegalArgumentException e) {
+      if (e.getMessage() != null && e.getMessage().startsWith("Invalid model '")) {
+        throw e;
+      }
+      throw new IllegalArgumentException("Invalid model '" + text + "': " + e.getMessage(), e);
+    }
+  }
+
+  private static long[] image(long[][] shapes, String text) {
+    if (shapes.length != 1 || shapes[0].length != 3) {
+      throw new IllegalArgumentException("Invalid model '" + text + "': a CNN needs one feature column shaped"
+          + " CxHxW (e.g. --features pixels:1x28x28), got " + shapesString(shapes));
+    }
+    return shapes[0];
+  }
+
+  private static IllegalArgumentException invalid(String text) {
+    return new IllegalArgumentException("Invalid model '" + text + "': expected " + MODEL_FORMS);
+  }
+
+  private static int[] ints(String args, String text) {
+    if (args.isEmpty()) {
+      return new int[0];
+    }
+    int[] out = Arrays.stream(args.split(",")).map(String::trim).mapToInt(Integer::parseInt).toArray();
+    for (int v : out) {
+      if (v <= 0) {
+        throw invalid(text);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * A readable one-line description, e.g. {@code mlp(inputShapes=64, hidden=128,64, outputs=10,
+   * activation=relu)}.
+   */
+  public static String describe(ModelSpec spec) {
+    java.util.Map<String, String> p = new java.util.LinkedHashMap<>(spec.toProperties());
+    String type = p.remove("type");
+    p.values().removeIf(v -> v == null || v.isEmpty());
+    if ("0.0".equals(p.get("dropout"))) {
+      p.remove("dropout");
+    }
+    StringBuilder sb = new StringBuilder(type).append('(');
+    boolean first = true;
+    for (java.util.Map.Entry<String, String> e : p.entrySet()) {
+      sb.append(first ? "" : ", ").append(e.getKey()).append('=').append(e.getValue());
+      first = false;
+    }
+    return sb.append(')').toString();
+  }
+
+  /** Parses {@code 64}, {@code 28x28x1} (or {@code 28,28,1}) into dimensions. */
+  public static long[] shape(String text) {
+    try {
+      long[] dims = Arrays.stream(text.trim().split("[x,]")).map(String::trim).mapToLong(Long::parseLong).toArray();
+      for (long d : dims) {
+        if (d <= 0) {
+          throw new NumberFormatException();
+        }
+      }
+      if (dims.length == 0) {
+        throw new NumberFormatException();
+      }
+      return dims;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("Invalid shape '" + text + "': expected positive sizes like 64 or 28x28x1");
+    }
+  }
+
+  /** {@code 64}, {@code 1x8x8}; several shapes joined with {@code ;}. */
+  public static String shapesString(long[][] shapes) {
+    StringBuilder sb = new StringBuilder();
+    for (long[] s : shapes) {
+      if (sb.length() > 0) {
+        sb.append(';');
+      }
+      sb.append(shapeString(s));
+    }
+    return sb.toString();
+  }
+
+  public static String shapeString(long[] s) {
+    StringBuilder sb = new StringBuilder();
+    for (long d : s) {
+      if (sb.length() > 0) {
+        sb.append('x');
+      }
+      sb.append(d);
+    }
+    return sb.toString();
+  }
+
+  /**
+   * An optimizer: {@code adam}, {@code adamw} or {@code sgd} (SGD with {@code momentum}), with the
+   * learning rate, optional warm-up steps and a cosine decay over {@code decaySteps} (0: constant).
+   */
+  public static OptimizerSpec optimizer(String name, float learningRate, float momentum, float weightDecay,
+      long warmupSteps, long decaySteps) {
+    OptimizerSpec.Builder b;
+    switch (name == null ? "" : name.trim().toLowerCase(Locale.ROOT)) {
+      case "adam":
+        b = OptimizerSpec.adam();
+        break;
+      case "adamw":
+        b = OptimizerSpec.adamW();
+        break;
+      case "sgd":
+        b = OptimizerSpec.sgd().optMomentum(momentum);
+        break;
+      default:
+        throw new IllegalArgumentException("Invalid optimizer '" + name + "': expected adam, adamw or sgd");
+    }
+    b.optLearningRate(learningRate);
+    if (weightDecay > 0) {
+      b.optWeightDecay(weightDecay);
+    }
+    if (warmupSteps > 0) {
+      b.optWarmupSteps(warmupSteps);
+    }
+    if (decaySteps > 0) {
+      b.optCosineDecay(decaySteps, 0f);
+    }
+    return b.build();
+  }
+}

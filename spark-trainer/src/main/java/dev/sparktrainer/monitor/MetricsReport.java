@@ -1,0 +1,61 @@
+package dev.sparktrainer.monitor;
+
+import dev.sparktrainer.train.EpochMetrics;
+import dev.sparktrainer.train.History;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy, samples_per_sec,
+ * the step-time split) and the final figures. Values that do not exist (no validation data, a
+ * regression loss) are {@code null}.
+ */
+public final class MetricsReport {
+  private MetricsReport() {}
+
+  /**
+   * The report as a JSON object.
+   *
+   * @param history the run's history
+   * @param wallSeconds the whole run's wall time, driver included
+   * @param info extra top-level string fields (model, workers, paths...), in order
+   */
+  public static String toJson(History history, double wallSeconds, Map<String, Object> info) {
+    StringBuilder sb = new StringBuilder("{\n");
+    for (Map.Entry<String, Object> e : info.entrySet()) {
+      sb.append("  ").append(Json.quote(e.getKey())).append(": ").append(Json.value(e.getValue())).append(",\n");
+    }
+    sb.append("  \"epochs\": [");
+    for (int i = 0; i < history.epochs().size(); i++) {
+      sb.append(i == 0 ? "\n    " : ",\n    ").append(epochJson(history.epochs().get(i)));
+    }
+    sb.append("\n  ],\n");
+    sb.append("  \"final\": ");
+    if (history.epochs().isEmpty()) {
+      sb.append("null");
+    } else {
+      EpochMetrics last = history.last();
+      double total = history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum();
+      sb.append(String.format(Locale.ROOT,
+          "{\"epochs\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s, \"val_accuracy\": %s,"
+              + " \"samples_per_sec\": %s, \"training_seconds\": %s, \"wall_seconds\": %s, \"parameter_hash\": %s}",
+          history.epochs().size(), Json.num(last.loss()), Json.num(last.accuracy()), Json.num(last.validationLoss()),
+          Json.num(last.validationAccuracy()), Json.num(last.samplesPerSecond()), Json.num(total),
+          Json.num(wallSeconds), Json.quote(last.parameterHash())));
+    }
+    sb.append("\n}\n");
+    return sb.toString();
+  }
+
+  /** One epoch's entry. */
+  public static String epochJson(EpochMetrics m) {
+    return String.format(Locale.ROOT,
+        "{\"epoch\": %d, \"steps\": %d, \"samples\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s,"
+            + " \"val_accuracy\": %s, \"samples_per_sec\": %s, \"seconds\": %s, \"time\": {\"data_wait_s\": %s,"
+            + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s}, \"parameter_hash\": %s}",
+        m.epoch(), m.steps(), m.samples(), Json.num(m.loss()), Json.num(m.accuracy()), Json.num(m.validationLoss()),
+        Json.num(m.validationAccuracy()), Json.num(m.samplesPerSecond()), Json.num(m.seconds()),
+        Json.num(m.dataWaitSeconds()), Json.num(m.computeSeconds()), Json.num(m.allReduceSeconds()),
+        Json.num(m.optimizerSeconds()), Json.quote(m.parameterHash()));
+  }
+}

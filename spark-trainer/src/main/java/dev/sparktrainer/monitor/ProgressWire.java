@@ -1,0 +1,49 @@
+package dev.sparktrainer.monitor;
+
+import dev.sparktrainer.train.EpochMetrics;
+import dev.sparktrainer.train.StepProgress;
+
+/**
+ * The line protocol from rank 0 to the driver: {@code HELLO <token>}, then {@code S ...} (a step)
+ * and {@code E ...} (an epoch's metrics) lines of space-separated fields. Plain text, parsed field by
+ * field: nothing from the connection is deserialized as objects.
+ */
+final class ProgressWire {
+  private ProgressWire() {}
+
+  static String step(StepProgress p) {
+    return "S " + p.epoch() + " " + p.epochs() + " " + p.step() + " " + p.stepsPerEpoch() + " " + p.globalStep()
+        + " " + p.loss() + " " + p.epochLoss() + " " + p.samplesPerSecond() + " " + p.learningRate() + " "
+        + p.epochSeconds() + " " + p.numWorkers();
+  }
+
+  static String epoch(EpochMetrics m) {
+    return "E " + m.epoch() + " " + m.steps() + " " + m.samples() + " " + m.loss() + " " + m.accuracy() + " "
+        + m.validationLoss() + " " + m.validationAccuracy() + " " + m.seconds() + " " + m.samplesPerSecond() + " "
+        + m.dataWaitSeconds() + " " + m.computeSeconds() + " " + m.allReduceSeconds() + " "
+        + m.optimizerSeconds() + " " + m.parameterHash();
+  }
+
+  /** Parses a line into a {@link StepProgress} or an {@link EpochMetrics}; null if it is neither. */
+  static Object parse(String line) {
+    String[] f = line.split(" ");
+    try {
+      if (f[0].equals("S") && f.length == 12) {
+        return new StepProgress(Integer.parseInt(f[1]), Integer.parseInt(f[2]), Long.parseLong(f[3]),
+            Long.parseLong(f[4]), Long.parseLong(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]),
+            Integer.parseInt(f[11]));
+      }
+      if (f[0].equals("E") && f.length == 15) {
+        return new EpochMetrics(Integer.parseInt(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]), d(f[4]),
+            d(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]), d(f[11]), d(f[12]), d(f[13]), f[14]);
+      }
+    } catch (NumberFormatException e) {
+      return null;
+    }
+    return null;
+  }
+
+  private static double d(String s) {
+    return Double.parseDouble(s);
+  }
+}

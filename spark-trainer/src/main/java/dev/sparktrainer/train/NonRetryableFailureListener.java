@@ -1,0 +1,89 @@
+package dev.sparktrainer.train;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.spark.ExceptionFailure;
+import org.apache.spark.SparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+
+/**
+ * Fails a training job at once when one of its tasks fails in a way a retry would only repeat (a
+ * {@link NonRetryableTrainingException}: diverged replicas, a checkpoint of another model, ...).
+ * Spark would otherwise retry the barrier stage up to {@code spark.stage.maxConsecutiveAttempts}
+ * times — each attempt reloading the checkpoint and training until the same failure — before
+ * giving up with a generic "stage failure" message.
+ *
+ * <p>Registered on the driver for one {@code fit}: it follows the stages of the jobs carrying the
+ * job's tag, and at the first such task failure records it and cancels the tagged jobs; {@link
+ * #rethrowIfNonRetryable} then turns Spark's cancellation into the task's own error.
+ */
+final class NonRetryableFailureListener extends SparkListener {
+  /** Spark's local property holding a job's tags (comma-separated), as in {@code SparkContext}. */
+  private static final String JOB_TAGS = "spark.job.tags";
+  private static final String BASE = NonRetryableTrainingException.class.getName();
+  private static final String REPLICA = ReplicaMismatchException.class.getName();
+
+  private final SparkContext sc;
+  private final String tag;
+  private final Set<Integer> stages = ConcurrentHashMap.newKeySet();
+  private final AtomicReference<ExceptionFailure> failure = new AtomicReference<>();
+
+  NonRetryableFailureListener(SparkContext sc, String tag) {
+    this.sc = sc;
+    this.tag = tag;
+  }
+
+  @Override
+  public void onStageSubmitted(SparkListenerStageSubmitted event) {
+    String tags = event.properties() == null ? null : event.properties().getProperty(JOB_TAGS);
+    if (tags != null && Set.of(tags.split(",")).contains(tag)) {
+      stages.add(event.stageInfo().stageId());
+    }
+  }
+
+  @Override
+  public void onTaskEnd(SparkListenerTaskEnd event) {
+    if (stages.contains(event.stageId())
+        && event.reason() instanceof ExceptionFailure f
+        && isNonRetryable(f)
+        && failure.compareAndSet(null, f)) {
+      // Posts a cancellation to the scheduler: the job fails now, the other tasks are killed.
+      sc.cancelJobsWithTag(tag);
+    }
+  }
+
+  /** The first non-retryable task failure seen, if any. */
+  ExceptionFailure failure() {
+    return failure.get();
+  }
+
+  /**
+   * If the job ended because of a non-retryable task failure, throws that failure's error (same
+   * exception class, the task's message) with Spark's exception as the cause; otherwise returns.
+   */
+  void rethrowIfNonRetryable(Exception sparkError) {
+    ExceptionFailure f = failure.get();
+    if (f == null) {
+      return;
+    }
+    String message = f.description()
+        + " [a task failed with " + f.className() + ": the job was cancelled instead of retried]";
+    if (isClass(f, REPLICA)) {
+      throw new ReplicaMismatchException(message, sparkError);
+    }
+    throw new NonRetryableTrainingException(message, sparkError);
+  }
+
+  static boolean isNonRetryable(ExceptionFailure f) {
+    return isClass(f, BASE) || isClass(f, REPLICA);
+  }
+
+  /** The task threw {@code name}, directly or as a cause (wrapped by the task or by Spark). */
+  private static boolean isClass(ExceptionFailure f, String name) {
+    return name.equals(f.className())
+        || (f.fullStackTrace() != null && f.fullStackTrace().contains("Caused by: " + name + ":"));
+  }
+}

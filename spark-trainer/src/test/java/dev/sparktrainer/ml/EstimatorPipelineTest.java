@@ -1,0 +1,148 @@
+package dev.sparktrainer.ml;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.apache.spark.sql.functions.col;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.zip.GZIPInputStream;
+import org.apache.spark.ml.Pipeline;
+import org.apache.spark.ml.PipelineModel;
+import org.apache.spark.ml.PipelineStage;
+import org.apache.spark.ml.feature.StandardScaler;
+import org.apache.spark.ml.feature.VectorAssembler;
+import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The Estimator in a Spark ML Pipeline after VectorAssembler and StandardScaler; persistence; transform. */
+class EstimatorPipelineTest {
+  private static SparkSession spark;
+  private static Dataset<Row> train;
+  private static Dataset<Row> test;
+  private static String[] pixelCols;
+  @TempDir static Path tmp;
+
+  @BeforeAll
+  static void start() throws IOException {
+    spark = SparkSession.builder().master("local[2]").appName("estimator-tests")
+        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1").config("spark.barrier.sync.timeout", "60s")
+        .config("spark.sql.shuffle.partitions", "2").getOrCreate();
+    // The digits as 64 double columns p0..p63 and an int label: what VectorAssembler starts from.
+    StructType schema = new StructType();
+    pixelCols = new String[64];
+    for (int i = 0; i < 64; i++) {
+      pixelCols[i] = "p" + i;
+      schema = schema.add(pixelCols[i], DataTypes.DoubleType);
+    }
+    schema = schema.add("label", DataTypes.IntegerType);
+    List<Row> rows = new ArrayList<>();
+    try (InputStream raw = EstimatorPipelineTest.class.getResourceAsStream("/sample-data/digits.csv.gz");
+        BufferedReader r = new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
+      for (String line; (line = r.readLine()) != null; ) {
+        if (!line.isBlank()) {
+          String[] f = line.split(",");
+          Object[] v = new Object[65];
+          for (int i = 0; i < 64; i++) {
+            v[i] = Double.parseDouble(f[i]);
+          }
+          v[64] = Integer.parseInt(f[64].trim());
+          rows.add(RowFactory.create(v));
+        }
+      }
+    }
+    Dataset<Row>[] split = spark.createDataFrame(rows, schema).randomSplit(new double[] {0.8, 0.2}, 7);
+    train = split[0].cache();
+    test = split[1].repartition(3).cache();
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+    SparkSession.clearActiveSession();
+    SparkSession.clearDefaultSession();
+  }
+
+  @Test
+  void pipelineTrainsPersistsAndPredictsInBatches() throws IOException {
+    VectorAssembler assembler = new VectorAssembler().setInputCols(pixelCols).setOutputCol("raw");
+    StandardScaler scaler = new StandardScaler().setInputCol("raw").setOutputCol("features");
+    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:64").setNumWorkers(2)
+        .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setInferenceBatchSize(64)
+        .setStagingDir(tmp.resolve("staging").toString());
+    PipelineModel model = new Pipeline().setStages(new PipelineStage[] {assembler, scaler, trainer}).fit(train);
+
+    SparkTrainerModel stage = (SparkTrainerModel) model.stages()[2];
+    assertThat(stage.history().epochs()).hasSize(6);
+    assertThat(stage.parent()).isSameAs(trainer);
+    assertThat(stage.trainedModel().spec().toProperties()).containsEntry("outputs", "10")
+        .containsEntry("hidden", "64");
+
+    long loadsBefore = BatchInference.MODEL_LOADS.get();
+    long batchesBefore = BatchInference.BATCHES.get();
+    List<Row> predicted = model.transform(test).select("label", "prediction", "probability", "rawPrediction")
+        .collectAsList();
+    long rows = test.count();
+    assertThat(predicted).hasSize((int) rows);
+    // One JVM (local mode) is one executor: the model was built once, and rows went through in
+    // batches of 64 per partition (3 partitions), not one by one.
+    assertThat(BatchInference.MODEL_LOADS.get() - loadsBefore).isEqualTo(1);
+    assertThat(BatchInference.BATCHES.get() - batchesBefore).isBetween((rows + 63) / 64, (rows + 63) / 64 + 3);
+    double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) rows;
+    assertThat(accuracy).isGreaterThan(0.9);
+    Vector p = predicted.get(0).getAs("probability");
+    assertThat(p.size()).isEqualTo(10);
+    assertThat((double) p.argmax()).isEqualTo(predicted.get(0).getDouble(1));
+
+    // MLWritable / MLReadable: the fitted pipeline and the estimator round-trip.
+    String path = tmp.resolve("pipeline-model").toString();
+    model.write().overwrite().save(path);
+    PipelineModel loaded = PipelineModel.load(path);
+    List<Row> again = loaded.transform(test).select("prediction", "probability").collectAsList();
+    for (int i = 0; i < again.size(); i++) {
+      assertThat(again.get(i).getDouble(0)).isEqualTo(predicted.get(i).getDouble(1));
+      assertThat(((Vector) again.get(i).getAs(1)).toArray()).isEqualTo(((Vector) predicted.get(i).getAs(2)).toArray());
+    }
+    SparkTrainerModel loadedStage = (SparkTrainerModel) loaded.stages()[2];
+    assertThat(loadedStage.uid()).isEqualTo(stage.uid());
+    assertThat(loadedStage.getOrDefault(loadedStage.inferenceBatchSize())).isEqualTo(64);
+
+    String estimatorPath = tmp.resolve("estimator").toString();
+    trainer.write().overwrite().save(estimatorPath);
+    SparkTrainerEstimator e = SparkTrainerEstimator.load(estimatorPath);
+    assertThat(e.uid()).isEqualTo(trainer.uid());
+    assertThat(e.getOrDefault(e.modelSpec())).isEqualTo("mlp:64");
+    assertThat(e.getOrDefault(e.epochs())).isEqualTo(6);
+    assertThat(e.getOrDefault(e.learningRate())).isEqualTo(0.01);
+    assertThat(e.explainParams()).contains("numWorkers", "batchSize", "checkpointDir", "seed", "featuresCol");
+  }
+
+  @Test
+  void badColumnsFailBeforeTraining() {
+    Dataset<Row> noVector = train.select(col("p0").as("features"), col("label").cast("string").as("label"));
+    assertThatThrownBy(() -> new SparkTrainerEstimator().fit(noVector))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("Label column 'label' has type string: expected a number (a class index; StringIndexer turns"
+            + " strings into one)");
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setFeaturesCol("pixels").fit(train))
+        .hasMessageStartingWith("No feature column 'pixels' in the data (columns: p0, p1");
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setNumWorkers(0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("numWorkers");
+  }
+}

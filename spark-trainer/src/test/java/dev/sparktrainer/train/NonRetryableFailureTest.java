@@ -1,0 +1,97 @@
+package dev.sparktrainer.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.nio.file.Path;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Failures a retry would repeat end the job at the first failed task, with their own message — not
+ * after {@code spark.stage.maxConsecutiveAttempts} (4) attempts of the barrier stage.
+ */
+class NonRetryableFailureTest {
+  private static SparkSession spark;
+  private static final AtomicInteger stageRetries = new AtomicInteger();
+  private static final InMemoryDataset DIGITS = Digits.load().shuffled(7).slice(0, 512);
+
+  @TempDir Path tmp;
+
+  @BeforeAll
+  static void start() {
+    // local[2,4]: task failures may be retried, as on a cluster (local[2] would abort at once).
+    spark = SparkSession.builder().master("local[2,4]").appName("non-retryable-tests")
+        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1").config("spark.barrier.sync.timeout", "60s")
+        .config("spark.sql.shuffle.partitions", "2").getOrCreate();
+    spark.sparkContext().addSparkListener(new SparkListener() {
+      @Override
+      public void onStageSubmitted(SparkListenerStageSubmitted e) {
+        if (e.stageInfo().attemptNumber() > 0) {
+          stageRetries.incrementAndGet();
+        }
+      }
+    });
+  }
+
+  @AfterAll
+  static void stop() {
+    if (spark != null) {
+      spark.stop();
+      SparkSession.clearActiveSession();
+      SparkSession.clearDefaultSession();
+    }
+  }
+
+  private static DistributedTrainer.Builder job(int hidden) {
+    return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, hidden))
+        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
+        .setTrainingData(DIGITS.trainBatches(32, 1, true))
+        .setNumWorkers(2).setEpochs(1).optSeed(3).optRingHost("127.0.0.1");
+  }
+
+  /** Retries of stages that {@code body} caused. */
+  private static int retriesDuring(Runnable body) throws Exception {
+    spark.sparkContext().listenerBus().waitUntilEmpty();
+    int before = stageRetries.get();
+    body.run();
+    spark.sparkContext().listenerBus().waitUntilEmpty();
+    return stageRetries.get() - before;
+  }
+
+  @Test
+  void divergedReplicasFailTheJobAtOnce() throws Exception {
+    int retries = retriesDuring(() ->
+        assertThatThrownBy(() -> job(32).optInjectDivergence(1).build().fit(spark))
+            .isInstanceOf(ReplicaMismatchException.class)
+            .hasMessageContaining("Replica parameters differ after epoch 0: rank 0 ")
+            .hasMessageContaining("the job was cancelled instead of retried")
+            .hasCauseInstanceOf(org.apache.spark.SparkException.class));
+    // Spark schedules a barrier stage's resubmission 200 ms after the failure; the cancellation
+    // usually comes first, at worst it stops the second attempt. Without it: 3 retries.
+    assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
+  }
+
+  @Test
+  void aCheckpointOfAnotherModelFailsTheJobAtOnce() throws Exception {
+    String ckpt = tmp.resolve("ckpt").toString();
+    job(32).optCheckpointDir(ckpt).build().fit(spark);
+    int retries = retriesDuring(() ->
+        assertThatThrownBy(() -> job(16).optCheckpointDir(ckpt).build().fit(spark))
+            .isInstanceOf(NonRetryableTrainingException.class)
+            .hasMessageContaining("The checkpoint in " + ckpt + " does not match the model: parameter ")
+            .hasMessageContaining("the job was cancelled instead of retried"));
+    assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
+  }
+}
