@@ -272,25 +272,26 @@ public final class TFRecordReader implements Closeable {
     pos += n;
   }
 
-  /** Ensures {@code n} bytes from {@code rp} are buffered if the stream has them; returns how many. */
+  /**
+   * Ensures {@code n} bytes from {@code rp} are buffered if the stream has them; returns how many.
+   * The buffer grows geometrically as bytes actually arrive, so a forged length in a short file
+   * allocates about what the file holds, not what the length claims.
+   */
   private int fill(int n) throws IOException {
     int have = wp - rp;
     if (have >= n || eof) {
       return Math.min(have, n);
     }
-    if (rp + n > buf.length) {
-      if (n > buf.length) {
-        int size = (int) Math.min(MAX_BUFFER, Math.max((long) n, 2L * buf.length));
-        byte[] grown = new byte[size];
-        System.arraycopy(buf, rp, grown, 0, have);
-        buf = grown;
-      } else {
-        System.arraycopy(buf, rp, buf, 0, have);
-      }
+    if (rp > 0 && rp + n > buf.length) {
+      System.arraycopy(buf, rp, buf, 0, have);
       rp = 0;
       wp = have;
     }
     while (wp - rp < n) {
+      if (wp == buf.length) {
+        int size = (int) Math.min(MAX_BUFFER, Math.min((long) rp + n, 2L * buf.length));
+        buf = java.util.Arrays.copyOf(buf, size);
+      }
       int r;
       try {
         r = in.read(buf, wp, buf.length - wp);

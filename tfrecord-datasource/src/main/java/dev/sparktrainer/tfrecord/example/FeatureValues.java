@@ -57,22 +57,26 @@ public final class FeatureValues {
     if (p >= end || buf[p++] != (byte) ((2 << 3) | ProtoReader.LEN)) {
       return -1;
     }
-    long outer = 0;
+    long outer = -1; // stays -1 unless the varint ends within 5 bytes
+    long acc = 0;
     for (int shift = 0; p < end && shift < 35; shift += 7) {
       byte b = buf[p++];
-      outer |= (long) (b & 0x7f) << shift;
+      acc |= (long) (b & 0x7f) << shift;
       if (b >= 0) {
+        outer = acc;
         break;
       }
     }
     if (outer != end - p || p >= end || buf[p++] != (byte) ((1 << 3) | ProtoReader.LEN)) {
       return -1;
     }
-    long inner = 0;
+    long inner = -1;
+    acc = 0;
     for (int shift = 0; p < end && shift < 35; shift += 7) {
       byte b = buf[p++];
-      inner |= (long) (b & 0x7f) << shift;
+      acc |= (long) (b & 0x7f) << shift;
       if (b >= 0) {
+        inner = acc;
         break;
       }
     }

@@ -208,7 +208,12 @@ final class TFRecordRowDecoder {
           if (v.kind() == FeatureKind.INT64) {
             d.set(v.longAt(i));
           } else {
-            d.set(new scala.math.BigDecimal(new java.math.BigDecimal(Float.toString(v.floatAt(i)))));
+            float x = v.floatAt(i);
+            if (!Float.isFinite(x)) {
+              throw new MalformedRecordException(
+                  "feature '" + name + "' value " + x + " cannot be a " + type.simpleString());
+            }
+            d.set(new scala.math.BigDecimal(new java.math.BigDecimal(Float.toString(x))));
           }
           if (!d.changePrecision(precision, scale)) {
             throw new MalformedRecordException(
