@@ -78,7 +78,7 @@ public final class PipelineBench {
         plan.totalRecords(), datasetMbActual, plan.splits().size(), Runtime.getRuntime().availableProcessors());
 
     // Throughput is a steady-state figure: every measure runs for --seconds (whole scans, or whole
-    // epochs of one pipeline), after a warm-up of each path as long (JIT compilation of the decode and
+    // epochs of one pipeline), after a warm-up of each path twice as long (JIT compilation of the decode and
     // copy loops takes seconds of CPU; a 500 MB pass alone lasts a fraction of a second). Then the
     // three measures run side by side in turn, rounds times; the table reports each one's best.
     // The same pipeline without the shuffle buffer: shuffling 3 KB records through a 10,000-record
@@ -89,9 +89,9 @@ public final class PipelineBench {
     double pipeNoShuffle = 0;
     List<String> rounds = new ArrayList<>();
     try (NDManager manager = NDManager.newBaseManager()) {
-      rawScan(plan, seconds);
-      pipelineRate(plan, options, manager, seconds);
-      pipelineRate(plan, noShuffle, manager, seconds);
+      rawScan(plan, 2 * seconds);
+      pipelineRate(plan, options, manager, 2 * seconds);
+      pipelineRate(plan, noShuffle, manager, 2 * seconds);
       for (int round = 0; round < roundCount; round++) {
         double r = rawScan(plan, seconds);
         double p = pipelineRate(plan, options, manager, seconds);
