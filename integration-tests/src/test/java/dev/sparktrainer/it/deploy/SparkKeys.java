@@ -51,7 +51,20 @@ public final class SparkKeys {
         + r.AMOUNT() + "|" + r.DISCOVERY_SCRIPT() + "|" + r.VENDOR() + ")");
   }
 
-  public static SparkKeys load() throws Exception {
+  private static SparkKeys loaded;
+
+  /**
+   * Once per JVM: Spark's registry refuses a second registration of a key, which loading Kubernetes'
+   * {@code Config} in a second class loader would be.
+   */
+  public static synchronized SparkKeys load() throws Exception {
+    if (loaded == null) {
+      loaded = read();
+    }
+    return loaded;
+  }
+
+  private static SparkKeys read() throws Exception {
     SparkKeys k = new SparkKeys();
     ClassLoader loader = SparkKeys.class.getClassLoader();
     // Core: the package object and every object beside it (UI, Deploy, Worker...).
