@@ -71,6 +71,9 @@ final class TrainCommand extends Command {
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
+    f.add("gpus", Kind.BOOL, null, null, "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
+        + " needs spark.task.resource.gpu.amount, spark.executor.resource.gpu.amount and a discovery script,"
+        + " checked before training (default: CPU)");
     f.add("progress", Kind.STRING, "MODE", "auto", "auto (a bar on a terminal, log lines otherwise), bar, log or none");
     f.add("skip-label-check", Kind.BOOL, null, null, "do not scan the label column before training");
     f.add("overwrite", Kind.BOOL, null, null, "replace a model already in DIR/model");
@@ -275,7 +278,8 @@ final class TrainCommand extends Command {
           .setEpochs(epochs)
           .optSeed(f.longValue("seed"))
           .optOutputDir(modelDir)
-          .optCallback(monitor.callback());
+          .optCallback(monitor.callback())
+          .optUseGpus(f.bool("gpus"));
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
