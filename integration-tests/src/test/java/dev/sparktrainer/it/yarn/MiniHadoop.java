@@ -93,8 +93,17 @@ final class MiniHadoop implements AutoCloseable {
       conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, NM_MEMORY_MB);
       conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_VCORES, NM_VCORES);
       conf.setFloat(YarnConfiguration.NM_MAX_PER_DISK_UTILIZATION_PERCENTAGE, 99.9f);
+      // The CapacityScheduler (YARN's default) with one queue, as a small cluster has; the shaded
+      // minicluster brings no capacity-scheduler.xml. AMs may take half of it (default 10 %).
+      conf.set("yarn.scheduler.capacity.root.queues", "default");
+      conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
+      conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
+      conf.set("yarn.scheduler.capacity.maximum-am-resource-percent", "0.5");
       conf.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
       conf.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
+      // Its work directory (NodeManager local and log dirs: ~120 MB per run with the localized
+      // application jar) is target/test/data/<name>/yarn-<random>: keep only this run's.
+      deleteRecursively(Path.of("target", "test", "data", name));
       yarn = new MiniYARNCluster(name, 1, 1, 1);
       yarn.init(conf);
       yarn.start();
@@ -154,13 +163,16 @@ final class MiniHadoop implements AutoCloseable {
     while (true) {
       ApplicationReport newest = client.getApplications().stream().filter(a -> a.getName().equals(name))
           .max(Comparator.comparingLong(ApplicationReport::getStartTime)).orElse(null);
-      if (newest != null && done.contains(newest.getYarnApplicationState())) {
+      if (newest == null) {
+        // the submitter has exited: an application it created is known to the ResourceManager
+        throw new AssertionError("YARN has no application named '" + name + "'");
+      }
+      if (done.contains(newest.getYarnApplicationState())) {
         return newest;
       }
       if (System.nanoTime() > deadline) {
-        throw new AssertionError(newest == null ? "YARN has no application named '" + name + "': " + client.getApplications()
-            : "Application " + newest.getApplicationId() + " is still " + newest.getYarnApplicationState()
-                + " after " + timeout);
+        throw new AssertionError("Application " + newest.getApplicationId() + " is still "
+            + newest.getYarnApplicationState() + " after " + timeout);
       }
       Thread.sleep(200); // YARN's state changes asynchronously: poll with a deadline
     }
@@ -305,6 +317,17 @@ final class MiniHadoop implements AutoCloseable {
         throw new IllegalStateException(key + " is still '" + address + "' after " + timeout);
       }
       Thread.sleep(100); // the ResourceManager writes its bound port into the configuration when it starts
+    }
+  }
+
+  private static void deleteRecursively(Path dir) throws IOException {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (Stream<Path> files = Files.walk(dir)) {
+      for (Path p : (Iterable<Path>) files.sorted(Comparator.reverseOrder())::iterator) {
+        Files.delete(p);
+      }
     }
   }
 

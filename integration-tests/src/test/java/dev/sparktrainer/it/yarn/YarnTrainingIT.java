@@ -57,7 +57,8 @@ import org.junit.jupiter.api.TestMethodOrder;
  * </pre>
  *
  * Logs: {@code integration-tests/target/yarn-it/} (the submits) and
- * {@code integration-tests/target/YarnTrainingIT/*-logDir-nm-0_0/} (the containers).
+ * {@code integration-tests/target/test/data/YarnTrainingIT/yarn-*&#47;YarnTrainingIT-logDir-nm-0_0/} (the
+ * containers, by application and container id).
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class YarnTrainingIT {
@@ -143,7 +144,13 @@ class YarnTrainingIT {
     System.err.printf(Locale.ROOT, "YarnTrainingIT: %s mode: spark-submit exited %d after %.1f s%n", deployMode,
         submit.exit, (System.nanoTime() - started) / 1e9);
 
-    ApplicationReport app = hadoop.finishedApplication(name, Duration.ofMinutes(1));
+    ApplicationReport app;
+    try {
+      app = hadoop.finishedApplication(name, Duration.ofMinutes(1));
+    } catch (AssertionError e) {
+      throw new AssertionError(e.getMessage() + "; spark-submit exited " + submit.exit + ", its log ("
+          + submit.log + ") ends:\n" + tail(submit.log, 60), e);
+    }
     String diagnostics = "\n--- spark-submit (" + submit.log + ") ---\n" + tail(submit.log, 60)
         + "\n--- containers of " + app.getApplicationId() + " ---\n" + hadoop.containerLogTails(app, 40);
     assertThat(submit.exit).as("spark-submit exit code%s", diagnostics).isZero();
@@ -172,13 +179,17 @@ class YarnTrainingIT {
         .filter(n -> n.matches("ckpt-\\d{19}\\.bin")).collect(Collectors.toList());
     assertThat(checkpoints).as("checkpoints in %s/ckpt", job).isNotEmpty();
 
-    // Two executor containers (1 core each), each ran one of the two barrier training tasks.
+    // Two executor containers (1 core each), each holding a model replica: DJL's PyTorch engine started
+    // there, from the natives in the shaded jar, extracted to DJL_CACHE_DIR.
     Map<String, String> executorLogs = hadoop.executorLogs(app);
     assertThat(executorLogs).as("executor containers of %s%s", app.getApplicationId(), diagnostics).hasSize(2);
     executorLogs.forEach((container, log) -> assertThat(log)
-        .as("container %s ran a training task%s", container, diagnostics)
+        .as("container %s ran tasks and started DJL's PyTorch engine%s", container, diagnostics)
         .containsPattern("Running task \\d+\\.\\d+ in stage \\d+\\.\\d+")
-        .contains("dev.sparktrainer"));
+        .contains("PtEngine"));
+    try (Stream<Path> natives = Files.list(work.resolve("djl-cache").resolve("pytorch"))) {
+      assertThat(natives.count()).as("PyTorch natives extracted to %s/djl-cache/pytorch", work).isPositive();
+    }
   }
 
   /** Runs {@code SparkSubmit --master yarn} in a child JVM and waits for it; stops it if it overruns. */
