@@ -79,7 +79,6 @@ class YarnTrainingIT {
   static void startClusters() throws Exception {
     sparkHome = Path.of(required("sparktrainer.it.sparkHome")).toAbsolutePath();
     shadedJar = Path.of(required("sparktrainer.it.shadedJar")).toAbsolutePath();
-    javaOpens = List.of(required("sparktrainer.it.javaOpens").trim().split("\\s+"));
     try (Stream<Path> jars = Files.list(sparkHome.resolve("jars"))) {
       List<String> yarnJars = jars.map(p -> p.getFileName().toString())
           .filter(n -> n.startsWith("spark-yarn_")).collect(Collectors.toList());
@@ -89,6 +88,7 @@ class YarnTrainingIT {
           .hasSize(1);
     }
     assertThat(shadedJar).as("the shaded jar (mvn -pl spark-trainer -am package)").isRegularFile();
+    javaOpens = List.of(required("sparktrainer.it.javaOpens").trim().split("\\s+"));
     work = Files.createDirectories(Path.of("target", "yarn-it").toAbsolutePath());
 
     hadoop = MiniHadoop.start(YarnTrainingIT.class.getSimpleName(), work.resolve("hadoop-conf"));
