@@ -62,6 +62,12 @@ public final class SparkTrainerCli {
   public static void main(String[] args) {
     int code = new SparkTrainerCli(System.out, System.err, System.getenv()).run(args);
     System.out.flush();
+    if (code == EXIT_OK && underSparkSubmit()) {
+      // Success under spark-submit is a normal return: YARN's cluster-mode ApplicationMaster reports an
+      // application whose main calls System.exit, even System.exit(0), as FAILED ("Shutdown hook called
+      // before final status was reported"). run() has stopped the session it started (YarnTrainingIT).
+      return;
+    }
     System.exit(code);
   }
 
@@ -117,8 +123,8 @@ public final class SparkTrainerCli {
     } catch (Exception | Error e) {
       return fail(EXIT_FAILURE, failure(e), e, verbose);
     } finally {
-      if (ctx != null && ctx.ownsSession() && !underSparkSubmit()) {
-        ctx.spark().stop();
+      if (ctx != null && ctx.ownsSession()) {
+        ctx.spark().stop(); // under spark-submit too: main then returns (see main) with nothing running
       }
     }
   }
@@ -164,7 +170,10 @@ public final class SparkTrainerCli {
 
   /** The session: spark-submit's, or an embedded local one with enough task slots. */
   private SparkSession session(Command command, Flags f) {
-    SparkSession.Builder b = SparkSession.builder().appName("spark-trainer " + command.name);
+    SparkSession.Builder b = SparkSession.builder();
+    if (System.getProperty("spark.app.name") == null) {
+      b.appName("spark-trainer " + command.name); // else spark-submit's --name, which YARN lists
+    }
     if (!underSparkSubmit()) {
       int cores = Runtime.getRuntime().availableProcessors();
       String master = f.given("master") ? f.string("master")
