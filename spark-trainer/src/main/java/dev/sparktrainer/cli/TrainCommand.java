@@ -70,6 +70,8 @@ final class TrainCommand extends Command {
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
+    f.add("collective-timeout", Kind.LONG, "SECONDS", "300", "deadline of each ring operation: a worker that stops"
+        + " responding fails the stage after this long, with an error naming its rank and address");
     f.add("progress", Kind.STRING, "MODE", "auto", "auto (a bar on a terminal, log lines otherwise), bar, log or none");
     f.add("skip-label-check", Kind.BOOL, null, null, "do not scan the label column before training");
     f.add("overwrite", Kind.BOOL, null, null, "replace a model already in DIR/model");
@@ -99,6 +101,10 @@ final class TrainCommand extends Command {
     positive(f, "workers");
     positive(f, "epochs");
     positive(f, "batch-size");
+    if (f.longValue("collective-timeout") < 1) {
+      throw new CliException("Invalid " + f.source("collective-timeout") + " " + f.longValue("collective-timeout")
+          + ": expected at least 1 (seconds)");
+    }
     if (f.number("learning-rate") <= 0) {
       throw new CliException("Invalid " + f.source("learning-rate") + " " + f.number("learning-rate")
           + ": expected a positive number");
@@ -263,7 +269,14 @@ final class TrainCommand extends Command {
           .setEpochs(epochs)
           .optSeed(f.longValue("seed"))
           .optOutputDir(modelDir)
+          .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback());
+      // GPUs when the Spark configuration gives every task one (spark.task.resource.gpu.amount):
+      // the trainer's pre-flight then checks the rest of the GPU setup; a task whose PyTorch has no
+      // CUDA says so and trains on the CPU.
+      if (spark.sparkContext().getConf().getDouble("spark.task.resource.gpu.amount", 0) > 0) {
+        b.optUseGpus(true);
+      }
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
@@ -298,6 +311,10 @@ final class TrainCommand extends Command {
     String plotPath = new Path(out, "training.png").toString();
     boolean plotted = plot(trained, SpecStrings.describe(model), plotPath, conf, ctx);
 
+    for (dev.sparktrainer.train.Resume r : trained.history().resumes()) {
+      ctx.err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", "
+          + (r.stageAttempt() > 0 ? "Spark stage attempt " + r.stageAttempt() : "a new run of the job") + ")");
+    }
     EpochMetrics last = trained.history().last();
     if (Double.isFinite(last.validationAccuracy())) {
       ctx.out.printf(Locale.ROOT, "Held-out accuracy: %.4f (val_loss %.4f) after %d epochs, %s%n",

@@ -187,7 +187,7 @@ public final class DistributedTrainer {
                 + r.parameterHash());
       }
     }
-    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history()));
+    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history(), chief.resumes()));
     if (outputDir != null) {
       try {
         model.save(outputDir, hadoopConf);

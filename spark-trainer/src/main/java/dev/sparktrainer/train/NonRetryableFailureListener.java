@@ -11,7 +11,8 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 
 /**
  * Fails a training job at once when one of its tasks fails in a way a retry would only repeat (a
- * {@link NonRetryableTrainingException}: diverged replicas, a checkpoint of another model, ...).
+ * {@link NonRetryableTrainingException}: diverged replicas, a checkpoint of another model, ...; or a
+ * corrupt TFRecord file, a {@code TFRecordCorruptException} however wrapped).
  * Spark would otherwise retry the barrier stage up to {@code spark.stage.maxConsecutiveAttempts}
  * times — each attempt reloading the checkpoint and training until the same failure — before
  * giving up with a generic "stage failure" message.
@@ -25,6 +26,8 @@ final class NonRetryableFailureListener extends SparkListener {
   private static final String JOB_TAGS = "spark.job.tags";
   private static final String BASE = NonRetryableTrainingException.class.getName();
   private static final String REPLICA = ReplicaMismatchException.class.getName();
+  /** A corrupt input file: every attempt would read the same bytes (named by the exception). */
+  private static final String CORRUPT = dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class.getName();
 
   private final SparkContext sc;
   private final String tag;
@@ -78,7 +81,7 @@ final class NonRetryableFailureListener extends SparkListener {
   }
 
   static boolean isNonRetryable(ExceptionFailure f) {
-    return isClass(f, BASE) || isClass(f, REPLICA);
+    return isClass(f, BASE) || isClass(f, REPLICA) || isClass(f, CORRUPT);
   }
 
   /** The task threw {@code name}, directly or as a cause (wrapped by the task or by Spark). */
