@@ -39,8 +39,11 @@ public final class CheckpointStore {
   private static final int MAGIC = 0x53544b31; // "STK1"
   private static final Pattern NAME = Pattern.compile("ckpt-(\\d{19})\\.bin");
   private static final Pattern TEMP = Pattern.compile("_tmp-(\\d+)-.*");
-  /** Test hook: {@code STEP:MILLIS}, a pause before the rename of that step's checkpoint. */
-  public static final String WRITE_DELAY_PROPERTY = "sparktrainer.test.checkpointWriteDelay";
+  /**
+   * Test hook: {@code STEP:MILLIS}, a pause before the rename of that step's checkpoint. (Not named
+   * {@code sparktrainer.*}: Spark refuses {@code -Dspark...} in {@code spark.executor.extraJavaOptions}.)
+   */
+  public static final String WRITE_DELAY_PROPERTY = "dev.sparktrainer.test.checkpointWriteDelay";
 
   private final Path dir;
   private final Configuration conf;

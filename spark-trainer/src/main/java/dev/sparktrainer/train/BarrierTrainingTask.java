@@ -29,7 +29,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
   private static final long serialVersionUID = 1L;
   private static final System.Logger LOG = System.getLogger(BarrierTrainingTask.class.getName());
   /** Test hook: {@code RANK:MILLIS}, a pause of that rank before it joins the ring. */
-  static final String RING_DELAY_PROPERTY = "sparktrainer.test.ringConnectDelay";
+  static final String RING_DELAY_PROPERTY = "dev.sparktrainer.test.ringConnectDelay";
 
   private final TrainingConfig cfg;
   private final Broadcast<SerializableConfiguration> hadoopConf;

@@ -5,6 +5,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.spark.ExceptionFailure;
 import org.apache.spark.SparkContext;
+import org.apache.spark.TaskFailedReason;
+import org.apache.spark.TaskKilled;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
@@ -33,6 +35,9 @@ final class NonRetryableFailureListener extends SparkListener {
   private final String tag;
   private final Set<Integer> stages = ConcurrentHashMap.newKeySet();
   private final AtomicReference<ExceptionFailure> failure = new AtomicReference<>();
+  /** The last task error of the job's stages (an exception preferred to a lost executor), for the message. */
+  private final AtomicReference<String> lastTaskError = new AtomicReference<>();
+  private final java.util.concurrent.atomic.AtomicBoolean lastIsException = new java.util.concurrent.atomic.AtomicBoolean();
 
   NonRetryableFailureListener(SparkContext sc, String tag) {
     this.sc = sc;
@@ -49,6 +54,16 @@ final class NonRetryableFailureListener extends SparkListener {
 
   @Override
   public void onTaskEnd(SparkListenerTaskEnd event) {
+    if (stages.contains(event.stageId()) && event.reason() instanceof TaskFailedReason r && !(r instanceof TaskKilled)) {
+      // Peers of a failed rank fail too: keep the exceptions (which name ranks and addresses) over
+      // bare "executor lost" reasons, the latest of each kind.
+      boolean exception = r instanceof ExceptionFailure;
+      if (exception || !lastIsException.get()) {
+        lastTaskError.set(exception ? ((ExceptionFailure) r).className() + ": " + ((ExceptionFailure) r).description()
+            : firstLine(r.toErrorString()));
+        lastIsException.set(exception);
+      }
+    }
     if (stages.contains(event.stageId())
         && event.reason() instanceof ExceptionFailure f
         && isNonRetryable(f)
@@ -78,6 +93,26 @@ final class NonRetryableFailureListener extends SparkListener {
       throw new ReplicaMismatchException(message, sparkError);
     }
     throw new NonRetryableTrainingException(message, sparkError);
+  }
+
+  /**
+   * If a training task failed before Spark gave up on the job, throws a {@link
+   * TrainingFailedException} leading with that task's error, with Spark's exception as the cause;
+   * otherwise returns.
+   */
+  void rethrowWithTaskError(Exception sparkError) {
+    String task = lastTaskError.get();
+    if (task == null || !(sparkError instanceof org.apache.spark.SparkException)) {
+      return;
+    }
+    TrainingFailedException.throwUnchecked(new TrainingFailedException(
+        "Training failed: " + firstLine(task) + " [the last error of a training task; Spark: "
+            + firstLine(String.valueOf(sparkError.getMessage())) + "]", sparkError));
+  }
+
+  private static String firstLine(String s) {
+    int nl = s.indexOf('\n');
+    return nl < 0 ? s : s.substring(0, nl);
   }
 
   static boolean isNonRetryable(ExceptionFailure f) {
