@@ -101,6 +101,16 @@ final class NonRetryableFailureListener extends SparkListener {
    * otherwise returns.
    */
   void rethrowWithTaskError(Exception sparkError) {
+    if (!(sparkError instanceof org.apache.spark.SparkException)) {
+      return;
+    }
+    try {
+      // Listener events are delivered asynchronously: the failed task's end may still be queued.
+      sc.listenerBus().waitUntilEmpty(10_000);
+    } catch (Exception e) { // a TimeoutException: report what has arrived
+      System.getLogger(NonRetryableFailureListener.class.getName()).log(System.Logger.Level.DEBUG,
+          "Listener bus not drained: " + e);
+    }
     String task = lastTaskError.get();
     if (task == null || !(sparkError instanceof org.apache.spark.SparkException)) {
       return;

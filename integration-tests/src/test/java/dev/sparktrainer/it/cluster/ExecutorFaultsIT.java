@@ -142,10 +142,13 @@ class ExecutorFaultsIT {
     assertThat(t.validationAccuracy()).as("held-out accuracy vs the uninterrupted run's")
         .isCloseTo(ref.validationAccuracy(), within(TOLERANCE));
     assertThat(t.validationAccuracy()).isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
+    // Stronger than the tolerance: a resume restores the data position and the per-step seeds.
+    assertThat(t.parameterHash()).as("final parameters vs the uninterrupted run's").isEqualTo(ref.parameterHash());
   }
 
   @Test
   void aKillWhileACheckpointIsWrittenResumesFromThePreviousCompleteOne() throws Exception {
+    Train ref = reference();
     Train t = new Train(ROOT, "kill-during-checkpoint").executorOption(HOOK);
     StandaloneCluster.Application app = t.submit(cluster, data);
     RankInfo rank0 = ClusterRuns.awaitRank(cluster, app, 0, 0, Duration.ofMinutes(3));
@@ -169,6 +172,7 @@ class ExecutorFaultsIT {
     assertThat(store.latest()).as("the last checkpoint verifies").get()
         .extracting(CheckpointStore.Checkpoint::step).isEqualTo(last);
     assertThat(t.validationAccuracy()).isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
+    assertThat(t.parameterHash()).as("final parameters vs the uninterrupted run's").isEqualTo(ref.parameterHash());
   }
 
   /**
@@ -178,6 +182,7 @@ class ExecutorFaultsIT {
    */
   @Test
   void theSameCommandRunAgainAfterAFailureResumesInsteadOfRestarting() throws Exception {
+    Train ref = reference();
     Train t = new Train(ROOT, "rerun").executorOption(HOOK);
     StandaloneCluster.Application first = t.submit(cluster, data, "rerun-first");
     awaitCheckpointBeingWritten(t, first);
@@ -198,6 +203,7 @@ class ExecutorFaultsIT {
     JsonNode epochs = t.metrics().path("epochs");
     assertThat(epochs.size()).as("the history has every epoch, the first run's included").isEqualTo(ClusterRuns.EPOCHS);
     assertThat(t.validationAccuracy()).isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
+    assertThat(t.parameterHash()).as("final parameters vs the uninterrupted run's").isEqualTo(ref.parameterHash());
   }
 
   /**
