@@ -68,10 +68,14 @@ final class TrainCommand extends Command {
     f.add("shuffle-buffer", Kind.INT, "RECORDS", "10000", "records in each worker's shuffle buffer (0: none)");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
+    f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
     f.add("collective-timeout", Kind.LONG, "SECONDS", "300", "deadline of each ring operation: a worker that stops"
         + " responding fails the stage after this long, with an error naming its rank and address");
+    f.add("gpus", Kind.BOOL, null, null, "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
+        + " needs spark.task.resource.gpu.amount, spark.executor.resource.gpu.amount and a discovery script,"
+        + " checked before training (default: CPU)");
     f.add("progress", Kind.STRING, "MODE", "auto", "auto (a bar on a terminal, log lines otherwise), bar, log or none");
     f.add("skip-label-check", Kind.BOOL, null, null, "do not scan the label column before training");
     f.add("overwrite", Kind.BOOL, null, null, "replace a model already in DIR/model");
@@ -80,6 +84,16 @@ final class TrainCommand extends Command {
   /** Everything parsed and checked before Spark starts. */
   private record Plan(List<String> data, List<String> validation, List<DataChecks.FeatureArg> features, String label,
       int numClasses, LossSpec loss, OptimizerSpec optimizer, PipelineOptions options, String output) {}
+
+  private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
+    String v = f.string("gradient-precision");
+    for (dev.sparktrainer.collective.WirePrecision p : dev.sparktrainer.collective.WirePrecision.values()) {
+      if (p.name().equalsIgnoreCase(v)) {
+        return p;
+      }
+    }
+    throw new CliException("Invalid " + f.source("gradient-precision") + " '" + v + "': expected fp32, bf16 or fp16");
+  }
 
   private Plan plan(Flags f) {
     List<DataChecks.FeatureArg> features = DataChecks.features(f.string("features"), f.source("features"));
@@ -122,6 +136,7 @@ final class TrainCommand extends Command {
     if (!List.of("auto", "bar", "log", "none").contains(progress)) {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
+    gradientPrecision(f); // checked before Spark starts
     OptimizerSpec optimizer;
     try {
       float wd = (float) f.number("weight-decay");
@@ -270,16 +285,12 @@ final class TrainCommand extends Command {
           .optSeed(f.longValue("seed"))
           .optOutputDir(modelDir)
           .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
-          .optCallback(monitor.callback());
-      // GPUs when the Spark configuration gives every task one (spark.task.resource.gpu.amount):
-      // the trainer's pre-flight then checks the rest of the GPU setup; a task whose PyTorch has no
-      // CUDA says so and trains on the CPU.
-      if (spark.sparkContext().getConf().getDouble("spark.task.resource.gpu.amount", 0) > 0) {
-        b.optUseGpus(true);
-      }
+          .optCallback(monitor.callback())
+          .optUseGpus(f.bool("gpus"));
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
+      b.optGradientPrecision(gradientPrecision(f));
       if (f.given("checkpoint-dir")) {
         b.optCheckpointDir(f.string("checkpoint-dir")).optCheckpointEverySteps(f.longValue("checkpoint-every-steps"));
       }

@@ -5,17 +5,21 @@ import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 
 /**
- * A batch ready for the device: one direct buffer per feature column (native order, so DJL wraps it
- * without a copy on CPU), and the labels. Full batches' buffers come from, and go back to, a pool.
+ * A batch ready for the device: one direct buffer per feature column and one of labels (INT64 or
+ * FLOAT32 by the spec's label type), all in native order so DJL wraps them without a copy on CPU.
+ * Full batches' buffers come from, and go back to, pools.
  */
 final class HostBatch {
   final ByteBuffer[] features;
   final double[] labels;
+  /** The labels as the label tensor's bytes: int64 for INT labels, float32 for FLOAT ones. */
+  final ByteBuffer labelBuffer;
   final int size;
 
-  HostBatch(ByteBuffer[] features, double[] labels, int size) {
+  HostBatch(ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size) {
     this.features = features;
     this.labels = labels;
+    this.labelBuffer = labelBuffer;
     this.size = size;
   }
 
@@ -48,12 +52,21 @@ final class HostBatch {
       off += size;
     }
     double[] labels = new double[n];
+    boolean intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
+    ByteBuffer lb = full ? ctx.labelPool().take()
+        : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
     float[][] spent = new float[n][];
     for (int i = 0; i < n; i++) {
-      labels[i] = records[i].label;
+      double label = records[i].label;
+      labels[i] = label;
+      if (intLabels) {
+        lb.putLong(i * 8, (long) label);
+      } else {
+        lb.putFloat(i * 4, (float) label);
+      }
       spent[i] = records[i].features;
     }
     ctx.recordPool().giveAll(spent, n);
-    return new HostBatch(f, labels, n);
+    return new HostBatch(f, labels, lb, n);
   }
 }

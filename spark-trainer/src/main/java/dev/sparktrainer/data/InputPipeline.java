@@ -108,20 +108,8 @@ public final class InputPipeline implements BatchSource {
         System.arraycopy(shape, 0, full, 1, shape.length);
         features.add(m.create(hb.features[c], new Shape(full), ai.djl.ndarray.types.DataType.FLOAT32));
       }
-      NDArray labels;
-      if (spec.labelType() == DatasetSpec.LabelType.INT) {
-        long[] l = new long[hb.size];
-        for (int i = 0; i < hb.size; i++) {
-          l[i] = (long) hb.labels[i];
-        }
-        labels = m.create(l);
-      } else {
-        float[] l = new float[hb.size];
-        for (int i = 0; i < hb.size; i++) {
-          l[i] = (float) hb.labels[i];
-        }
-        labels = m.create(l);
-      }
+      NDArray labels = m.create(hb.labelBuffer, new Shape(hb.size), spec.labelType() == DatasetSpec.LabelType.INT
+          ? ai.djl.ndarray.types.DataType.INT64 : ai.djl.ndarray.types.DataType.FLOAT32);
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
       return new Batch(m, features, labels, hb.size, () -> ctx.recycle(hb));
     } catch (RuntimeException e) {

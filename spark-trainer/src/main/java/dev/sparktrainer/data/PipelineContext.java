@@ -24,6 +24,7 @@ final class PipelineContext {
   private final int initialParallelism;
   private final ArrayPool records;
   private final BufferPool[] columns;
+  private final BufferPool labels;
 
   PipelineContext(DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
     this.plan = plan;
@@ -63,6 +64,8 @@ final class PipelineContext {
     for (int c = 0; c < columns.length; c++) {
       columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(), maxPrefetch + 4);
     }
+    this.labels = new BufferPool(
+        options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4), maxPrefetch + 4);
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records);
   }
 
@@ -76,11 +79,17 @@ final class PipelineContext {
     return columns[column];
   }
 
+  /** Direct buffers of full batches' labels, recycled when the batch is closed. */
+  BufferPool labelPool() {
+    return labels;
+  }
+
   /** Returns a batch's buffers once nothing refers to them any more. */
   void recycle(HostBatch b) {
     for (int c = 0; c < b.features.length; c++) {
       columns[c].give(b.features[c]);
     }
+    labels.give(b.labelBuffer);
   }
 
   DatasetSpec spec() {

@@ -63,6 +63,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               .setSecret(cfg.secret)
               .setListener(listener)
               .optOperationTimeout(cfg.operationTimeout)
+              .optWirePrecision(cfg.gradientPrecision)
               .optConnectTimeout(cfg.connectTimeout)
               .build()) {
         LOG.log(System.Logger.Level.INFO,

@@ -217,6 +217,7 @@ public final class DistributedTrainer {
     j.useGpus = c.useGpus;
     j.fusionBucketBytes = c.fusionBucketBytes;
     j.operationTimeout = c.operationTimeout;
+    j.gradientPrecision = c.gradientPrecision;
     j.connectTimeout = c.connectTimeout;
     j.failRank = c.failRank;
     j.failAfterStep = c.failAfterStep;
@@ -379,6 +380,16 @@ public final class DistributedTrainer {
       return this;
     }
 
+    /**
+     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging), or
+     * {@code BF16} / {@code FP16}, which halve the bytes on the wire; partial sums are accumulated in
+     * FP32 and rounded once per hop, and every replica still receives the identical result.
+     */
+    public Builder optGradientPrecision(dev.sparktrainer.collective.WirePrecision precision) {
+      c.gradientPrecision = precision;
+      return this;
+    }
+
     /** Deadline of each collective operation. Default 5 minutes. */
     public Builder optOperationTimeout(Duration timeout) {
       c.operationTimeout = timeout;
@@ -432,6 +443,7 @@ public final class DistributedTrainer {
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
           c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + FusionBuffer.DEFAULT_CAPACITY_BYTES + ")");
+      check(c.gradientPrecision != null, "gradientPrecision", null, "FP32, BF16 or FP16");
       check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),
           "operationTimeout", c.operationTimeout, "a positive duration");
       return new DistributedTrainer(this, c);

@@ -46,6 +46,7 @@ final class InProcessRunner {
                           .setSecret(cfg.secret)
                           .setListener(listeners.get(rank))
                           .optOperationTimeout(cfg.operationTimeout)
+                          .optWirePrecision(cfg.gradientPrecision)
                           .optConnectTimeout(cfg.connectTimeout)
                           .build()) {
                     List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());

@@ -27,6 +27,8 @@ final class TrainingConfig implements Serializable {
   boolean useGpus;
   int fusionBucketBytes;
   Duration operationTimeout;
+  /** How gradient all-reduce payloads travel (FP32, or BF16/FP16 for half the bytes). */
+  dev.sparktrainer.collective.WirePrecision gradientPrecision = dev.sparktrainer.collective.WirePrecision.FP32;
   Duration connectTimeout;
   JobSecret secret;
   /** Rank 0's hook (progress, TensorBoard); null for none. */

@@ -69,6 +69,8 @@ class CliArgumentsTest {
         "mlp:H1,H2");
     assertUsageError(CliRunner.run(train("--model", "mlp:128,x")), "Invalid --model 'mlp:128,x'");
     assertUsageError(CliRunner.run(train("--optimizer", "lamb")), "Invalid --optimizer 'lamb': expected adam, adamw or sgd");
+    assertUsageError(CliRunner.run(train("--gradient-precision", "fp8")),
+        "Invalid --gradient-precision 'fp8': expected fp32, bf16 or fp16");
     assertUsageError(CliRunner.run(train("--num-classes", "1")), "Invalid --num-classes 1: expected at least 2");
     assertUsageError(CliRunner.run(train("--features", "pixels:8xq")), "Invalid --features 'pixels:8xq'");
     assertUsageError(CliRunner.run(train("--format", "csv")), "Invalid --format 'csv': expected tfrecord or parquet");

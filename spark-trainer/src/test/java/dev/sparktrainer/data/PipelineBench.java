@@ -35,7 +35,7 @@ import org.apache.hadoop.conf.Configuration;
  *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size.
  * </ol>
  *
- * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--out FILE]}.
+ * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3] [--rounds 3] [--out FILE]}.
  */
 public final class PipelineBench {
   private static final int WIDTH = 784;
@@ -53,6 +53,8 @@ public final class PipelineBench {
     int stepMs = 5;
     Path out = Path.of("target/bench/pipeline.jsonl");
     Path data = Path.of("target/bench/pipeline-data");
+    double seconds = 3;
+    int roundCount = 3;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--dataset-mb": datasetMb = Integer.parseInt(args[++i]); break;
@@ -60,8 +62,10 @@ public final class PipelineBench {
         case "--step-ms": stepMs = Integer.parseInt(args[++i]); break;
         case "--out": out = Path.of(args[++i]); break;
         case "--data": data = Path.of(args[++i]); break;
+        case "--seconds": seconds = Double.parseDouble(args[++i]); break;
+        case "--rounds": roundCount = Integer.parseInt(args[++i]); break;
         default: throw new IllegalArgumentException("Unknown argument " + args[i]
-            + " (expected --dataset-mb, --heap-mb, --step-ms, --out, --data)");
+            + " (expected --dataset-mb, --heap-mb, --step-ms, --seconds, --rounds, --out, --data)");
       }
     }
     long bytes = generate(data, datasetMb);
@@ -73,21 +77,31 @@ public final class PipelineBench {
     System.out.printf(Locale.ROOT, "dataset: %s, %d records, %.0f MB in %d files; %d cores%n", data,
         plan.totalRecords(), datasetMbActual, plan.splits().size(), Runtime.getRuntime().availableProcessors());
 
-    // Warm up both paths once, then measure them side by side, best of 3 each.
+    // Throughput is a steady-state figure: every measure runs for --seconds (whole scans, or whole
+    // epochs of one pipeline), after a warm-up of each path twice as long (JIT compilation of the decode and
+    // copy loops takes seconds of CPU; a 500 MB pass alone lasts a fraction of a second). Then the
+    // three measures run side by side in turn, rounds times; the table reports each one's best.
     // The same pipeline without the shuffle buffer: shuffling 3 KB records through a 10,000-record
     // buffer (31 MB) makes every record's copy into its batch a trip to main memory.
     PipelineOptions noShuffle = options.toBuilder().optShuffleBuffer(0).build();
     double raw = 0;
     double pipe = 0;
     double pipeNoShuffle = 0;
+    List<String> rounds = new ArrayList<>();
     try (NDManager manager = NDManager.newBaseManager()) {
-      rawScan(plan);
-      pipelineRate(plan, options, manager, 0);
-      pipelineRate(plan, noShuffle, manager, 0);
-      for (int round = 0; round < 3; round++) {
-        raw = Math.max(raw, rawScan(plan));
-        pipe = Math.max(pipe, pipelineRate(plan, options, manager, round + 1));
-        pipeNoShuffle = Math.max(pipeNoShuffle, pipelineRate(plan, noShuffle, manager, round + 1));
+      rawScan(plan, 2 * seconds);
+      pipelineRate(plan, options, manager, 2 * seconds);
+      pipelineRate(plan, noShuffle, manager, 2 * seconds);
+      for (int round = 0; round < roundCount; round++) {
+        double r = rawScan(plan, seconds);
+        double p = pipelineRate(plan, options, manager, seconds);
+        double q = pipelineRate(plan, noShuffle, manager, seconds);
+        rounds.add(String.format(Locale.ROOT, "round %d: raw %.0f, pipeline %.0f (%.0f%%), no shuffle %.0f (%.0f%%),"
+            + " load %.1f", round + 1, r, p, 100 * p / r, q, 100 * q / r, loadAverage()));
+        System.out.println(rounds.get(rounds.size() - 1));
+        raw = Math.max(raw, r);
+        pipe = Math.max(pipe, p);
+        pipeNoShuffle = Math.max(pipeNoShuffle, q);
       }
     }
     double wait = waitFraction(plan, options, stepMs);
@@ -114,8 +128,10 @@ public final class PipelineBench {
     String json = String.format(Locale.ROOT,
         "{\"wait_fraction\": %.4f, \"records_per_s\": %.0f, \"raw_records_per_s\": %.0f, \"dataset_mb\": %.1f,"
             + " \"heap_mb\": %d, \"peak_rss_mb\": %d, \"peak_heap_used_mb\": %d, \"step_ms\": %d, \"batch_size\": 64,"
-            + " \"shuffle_buffer\": 10000, \"records_per_s_no_shuffle\": %.0f}%n",
-        wait, pipe, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs, pipeNoShuffle);
+            + " \"shuffle_buffer\": 10000, \"records_per_s_no_shuffle\": %.0f, \"seconds_per_measure\": %.1f,"
+            + " \"rounds\": %d, \"load_average\": %.2f}%n",
+        wait, pipe, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs, pipeNoShuffle, seconds, roundCount,
+        loadAverage());
     Files.writeString(out, json, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
     System.out.println("\nJSON appended to " + out.toAbsolutePath());
   }
@@ -161,33 +177,46 @@ public final class PipelineBench {
     return written;
   }
 
-  private static double rawScan(DatasetPlan plan) throws IOException {
+  /** Records/s of whole framing + CRC scans of the dataset on this thread, for at least {@code seconds}. */
+  private static double rawScan(DatasetPlan plan, double seconds) throws IOException {
     long t = System.nanoTime();
+    long until = t + (long) (seconds * 1e9);
     long n = 0;
-    for (Split s : plan.splits()) {
-      org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(s.path());
-      try (TFRecordReader r = TFRecordFiles.open(p, s.start(), s.length(), CONF, TFRecordCompression.NONE,
-          TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, CorruptRecordPolicy.FAILFAST)) {
-        while (r.next()) {
-          n++;
+    do {
+      for (Split s : plan.splits()) {
+        org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(s.path());
+        try (TFRecordReader r = TFRecordFiles.open(p, s.start(), s.length(), CONF, TFRecordCompression.NONE,
+            TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, CorruptRecordPolicy.FAILFAST)) {
+          while (r.next()) {
+            n++;
+          }
         }
       }
+    } while (System.nanoTime() < until);
+    return n / ((System.nanoTime() - t) / 1e9);
+  }
+
+  /** Records/s of whole epochs of one pipeline (batches made into NDArrays and closed), for at least {@code seconds}. */
+  private static double pipelineRate(DatasetPlan plan, PipelineOptions o, NDManager m, double seconds) {
+    long t = System.nanoTime();
+    long until = t + (long) (seconds * 1e9);
+    long n = 0;
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+      int epoch = 0;
+      do {
+        Iterator<Batch> it = p.epoch(epoch++, 0);
+        while (it.hasNext()) {
+          try (Batch b = it.next()) {
+            n += b.size();
+          }
+        }
+      } while (System.nanoTime() < until);
     }
     return n / ((System.nanoTime() - t) / 1e9);
   }
 
-  private static double pipelineRate(DatasetPlan plan, PipelineOptions o, NDManager m, int epoch) {
-    long t = System.nanoTime();
-    long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
-      Iterator<Batch> it = p.epoch(epoch, 0);
-      while (it.hasNext()) {
-        try (Batch b = it.next()) {
-          n += b.size();
-        }
-      }
-    }
-    return n / ((System.nanoTime() - t) / 1e9);
+  private static double loadAverage() {
+    return ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
   }
 
   private static double waitFraction(DatasetPlan plan, PipelineOptions o, int stepMs) {

@@ -60,6 +60,9 @@ import org.apache.spark.sql.SparkSession;
  *       executor JVM running the one training task ({@code spark.task.cpus} = cores).
  *   <li>{@code spark-2}: two workers of cores/2 each, two executor JVMs, one training task each:
  *       the same total cores.
+ *   <li>{@code spark-2-bf16}: spark-2 with the gradients on the wire as bfloat16
+ *       ({@code optGradientPrecision(BF16)}): half the all-reduce bytes. Its JSON lines say
+ *       {@code "mode":"spark-2","gradient_precision":"bf16"}.
  * </ul>
  *
  * <p>The Spark modes read the data as TFRecord shards (converted once from the IDX files with the
@@ -71,7 +74,7 @@ import org.apache.spark.sql.SparkSession;
  *
  * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP --test-classes
  * DIR [--epochs N] [--cnn-epochs N] [--rounds N] [--cnn-rounds N] [--batch 64] [--models mlp,cnn]
- * [--modes plain-djl,spark-1,spark-2] [--cores N] [--java-options "..."]}. The submitted driver runs
+ * [--modes plain-djl,spark-1,spark-2,spark-2-bf16] [--cores N] [--java-options "..."]}. The submitted driver runs
  * {@code TrainBenchmark driver ...}.
  */
 public final class TrainBenchmark {
@@ -98,7 +101,7 @@ public final class TrainBenchmark {
     int cnnRounds = Integer.parseInt(o.getOrDefault("cnn-rounds", "2"));
     int cores = Integer.parseInt(o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
     List<String> models = List.of(o.getOrDefault("models", "mlp,cnn").split(","));
-    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2").split(","));
+    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2,spark-2-bf16").split(","));
 
     Path tfrecords = convertToTFRecords(data, work.resolve("fashion-mnist-tfrecord"));
     InMemoryDataset train = null;
@@ -134,13 +137,16 @@ public final class TrainBenchmark {
     long t0 = System.nanoTime();
     Map<String, Object> r = switch (mode) {
       case "plain-djl" -> plain(spec(model), train, test, epochs, cores, batch(o));
-      case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores);
-      case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores);
+      case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores, "fp32");
+      case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32");
+      case "spark-2-bf16" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16");
       default -> throw new IllegalArgumentException(
-          "Invalid mode '" + mode + "': expected plain-djl, spark-1 or spark-2");
+          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2 or spark-2-bf16");
     };
     Map<String, Object> row = new LinkedHashMap<>();
-    row.put("mode", mode);
+    // spark-2-bf16 is spark-2 with gradients on the wire as bfloat16 (--gradient-precision bf16).
+    row.put("mode", mode.equals("spark-2-bf16") ? "spark-2" : mode);
+    row.put("gradient_precision", mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
     row.put("model", model);
     row.putAll(r);
     row.put("epochs", epochs);
@@ -247,7 +253,7 @@ public final class TrainBenchmark {
   // spark-1 / spark-2: a standalone cluster of separate JVMs, the driver submitted with SparkSubmit
 
   private static Map<String, Object> cluster(Map<String, String> o, Path work, Path tfrecords, String model,
-      int epochs, int workers, int cores) throws Exception {
+      int epochs, int workers, int cores, String gradientPrecision) throws Exception {
     if (cores % workers != 0) {
       throw new IllegalArgumentException("Invalid cores " + cores + ": expected a multiple of " + workers);
     }
@@ -263,7 +269,7 @@ public final class TrainBenchmark {
     List<String> javaOptions = new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
     javaOptions.removeIf(String::isBlank);
     javaOptions.add("-Dai.djl.offline=true");
-    String name = "spark-" + workers + "-" + model;
+    String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision);
     Path runDir = work.resolve("cluster-" + name);
     deleteRecursively(runDir);
     Path result = runDir.resolve("result.json");
@@ -287,7 +293,8 @@ public final class TrainBenchmark {
           .args("driver", "--train", tfrecords.resolve("train").toString(),
               "--test", tfrecords.resolve("test").toString(), "--model", model,
               "--workers", Integer.toString(workers), "--epochs", Integer.toString(epochs),
-              "--batch", Integer.toString(batch(o)), "--result", result.toString());
+              "--batch", Integer.toString(batch(o)), "--result", result.toString(),
+              "--gradient-precision", gradientPrecision);
       if (System.getenv("OMP_WAIT_POLICY") != null) {
         // What the plain run's JVM has, set the Spark way for the executors.
         submission.conf("spark.executorEnv.OMP_WAIT_POLICY", System.getenv("OMP_WAIT_POLICY"));
@@ -330,6 +337,8 @@ public final class TrainBenchmark {
           .setNumWorkers(workers)
           .setEpochs(epochs)
           .optSeed(1)
+          .optGradientPrecision(dev.sparktrainer.collective.WirePrecision.valueOf(
+              o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
           .build()
           .fit(spark);
       List<EpochMetrics> all = m.history().epochs();
@@ -453,7 +462,7 @@ public final class TrainBenchmark {
   private static void printTable(List<Map<String, Object>> rows) {
     Map<String, List<Map<String, Object>>> byKey = new LinkedHashMap<>();
     for (Map<String, Object> r : rows) {
-      byKey.computeIfAbsent(r.get("model") + " " + r.get("mode"), k -> new ArrayList<>()).add(r);
+      byKey.computeIfAbsent(r.get("model") + " " + label(r), k -> new ArrayList<>()).add(r);
     }
     Map<String, Map<String, Object>> best = new LinkedHashMap<>();
     Map<String, Double> median = new LinkedHashMap<>();
@@ -462,14 +471,14 @@ public final class TrainBenchmark {
       median.put(k, v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2);
       best.put(k, runs.stream().max(java.util.Comparator.comparingDouble(TrainBenchmark::rate)).orElseThrow());
     });
-    System.out.printf(Locale.ROOT, "%-5s %-9s %-38s %4s %10s %10s %9s %8s %6s %9s %8s %9s%n", "model", "mode",
+    System.out.printf(Locale.ROOT, "%-5s %-14s %-38s %4s %10s %10s %9s %8s %6s %9s %8s %9s%n", "model", "mode",
         "cluster", "runs", "samples/s", "median", "vs plain", "test_acc", "wait", "allreduce", "compute",
         "optimizer");
     best.forEach((k, r) -> {
       Map<String, Object> base = best.get(r.get("model") + " plain-djl");
       double ratio = base == null ? Double.NaN : rate(r) / rate(base);
-      System.out.printf(Locale.ROOT, "%-5s %-9s %-38s %4d %10.0f %10.0f %8.2fx %8.4f %6.3f %9.3f %8.3f %9.3f%n",
-          r.get("model"), r.get("mode"), r.get("cluster"), byKey.get(k).size(), rate(r), median.get(k), ratio,
+      System.out.printf(Locale.ROOT, "%-5s %-14s %-38s %4d %10.0f %10.0f %8.2fx %8.4f %6.3f %9.3f %8.3f %9.3f%n",
+          r.get("model"), label(r), r.get("cluster"), byKey.get(k).size(), rate(r), median.get(k), ratio,
           num(r, "test_accuracy"), num(r, "wait_fraction"), num(r, "allreduce_fraction"),
           num(r, "compute_fraction"), num(r, "optimizer_fraction"));
     });
@@ -481,8 +490,8 @@ public final class TrainBenchmark {
         return;
       }
       double acc = num(r, "test_accuracy");
-      StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "  mlp %-9s test accuracy %.4f: %s",
-          r.get("mode"), acc, acc >= 0.88 ? "met" : "MISSED"));
+      StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "  mlp %-14s test accuracy %.4f: %s",
+          label(r), acc, acc >= 0.88 ? "met" : "MISSED"));
       if (r.get("mode").equals("spark-1") && base != null) {
         double ratio = rate(r) / rate(base);
         sb.append(String.format(Locale.ROOT, "; %.2fx plain-djl: %s", ratio, ratio >= 0.9 ? "met" : "MISSED"));
@@ -493,6 +502,12 @@ public final class TrainBenchmark {
       }
       System.out.println(sb);
     });
+  }
+
+  /** The mode, with the gradient precision when it is not FP32 (spark-2/bf16). */
+  private static String label(Map<String, Object> r) {
+    Object p = r.get("gradient_precision");
+    return r.get("mode") + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "");
   }
 
   private static double rate(Map<String, Object> r) {

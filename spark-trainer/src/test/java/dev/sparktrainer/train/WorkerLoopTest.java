@@ -89,6 +89,25 @@ class WorkerLoopTest {
   }
 
   @Test
+  void halfPrecisionGradientsStayCloseToFp32AndKeepReplicasIdentical() throws Exception {
+    // 50,826 parameters (203 KB): above the 64 KiB below which messages take the small-message path,
+    // which always travels at full precision.
+    MlpSpec model = MlpSpec.of(64, 10, 256, 128);
+    OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
+    TrainedModel fp32 = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)));
+    for (dev.sparktrainer.collective.WirePrecision p : List.of(
+        dev.sparktrainer.collective.WirePrecision.BF16, dev.sparktrainer.collective.WirePrecision.FP16)) {
+      TrainedModel half = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)).optGradientPrecision(p));
+      // The replica check at the epoch end passed (fit would have thrown), and the option took effect:
+      // rounded gradients give slightly different parameters, and about the same accuracy.
+      double diff = maxAbsDiff(parameters(half), parameters(fp32));
+      assertThat(diff).as(p + " vs FP32").isGreaterThan(0).isLessThan(0.5);
+      assertThat(half.history().last().validationAccuracy())
+          .isCloseTo(fp32.history().last().validationAccuracy(), org.assertj.core.data.Offset.offset(0.05));
+    }
+  }
+
+  @Test
   void batchSplitAcrossDevicesEqualsOneDevice() throws Exception {
     MlpSpec model = MlpSpec.of(64, 10, 32);
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();

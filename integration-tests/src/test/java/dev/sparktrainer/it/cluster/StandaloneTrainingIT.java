@@ -104,7 +104,7 @@ class StandaloneTrainingIT {
     Train t = new Train(ROOT, "fake-gpus")
         .conf("spark.executor.resource.gpu.amount", "1")
         .conf("spark.task.resource.gpu.amount", "1")
-        .args("--epochs", "1");
+        .args("--epochs", "1", "--gpus");
     StandaloneCluster.Application app = t.submit(cluster, data);
     ClusterRuns.assertSucceeds(app, RUN);
     String appId = ClusterRuns.appId(app).orElseThrow();
