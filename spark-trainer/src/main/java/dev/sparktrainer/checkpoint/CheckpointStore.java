@@ -27,12 +27,23 @@ import org.apache.hadoop.fs.Path;
  * written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by the underscore) and renamed
  * into place: readers never see a partial checkpoint, and one that does not verify (a truncated copy
  * on an object store, say) is skipped with a warning in favour of the previous one. After a write,
- * all but the newest {@code keep} checkpoints are deleted.
+ * all but the newest {@code keep} checkpoints are deleted, and so are temporary files of this or
+ * earlier steps that a writer killed before its rename left behind.
+ *
+ * <p>Test hook: the system property {@value #WRITE_DELAY_PROPERTY}{@code =STEP:MILLIS} makes the
+ * writer of step {@code STEP} sleep that long between writing the temporary file and renaming it,
+ * so that tests can kill a process while a checkpoint is being written. Not for production use.
  */
 public final class CheckpointStore {
   private static final System.Logger LOG = System.getLogger(CheckpointStore.class.getName());
   private static final int MAGIC = 0x53544b31; // "STK1"
   private static final Pattern NAME = Pattern.compile("ckpt-(\\d{19})\\.bin");
+  private static final Pattern TEMP = Pattern.compile("_tmp-(\\d+)-.*");
+  /**
+   * Test hook: {@code STEP:MILLIS}, a pause before the rename of that step's checkpoint. (Not named
+   * {@code sparktrainer.*}: Spark refuses {@code -Dspark...} in {@code spark.executor.extraJavaOptions}.)
+   */
+  public static final String WRITE_DELAY_PROPERTY = "dev.sparktrainer.test.checkpointWriteDelay";
 
   private final Path dir;
   private final Configuration conf;
@@ -80,6 +91,7 @@ public final class CheckpointStore {
         out.write(payload);
         out.hsync();
       }
+      testHookDelay(step, tmp);
       if (fs.exists(target)) {
         fs.delete(target, false); // a re-run of the same step (after a retry) replaces it
       }
@@ -96,10 +108,45 @@ public final class CheckpointStore {
         }
       }
     }
-    prune(fs);
+    prune(fs, step);
   }
 
-  private void prune(FileSystem fs) {
+  /** The {@value #WRITE_DELAY_PROPERTY} test hook. */
+  private static void testHookDelay(long step, Path tmp) throws IOException {
+    String hook = System.getProperty(WRITE_DELAY_PROPERTY);
+    if (hook == null || hook.isBlank()) {
+      return;
+    }
+    String[] parts = hook.trim().split(":");
+    long hookStep;
+    long millis;
+    try {
+      hookStep = Long.parseLong(parts[0]);
+      millis = Long.parseLong(parts[1]);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException(
+          "Invalid " + WRITE_DELAY_PROPERTY + " '" + hook + "': expected STEP:MILLIS", e);
+    }
+    if (hookStep != step) {
+      return;
+    }
+    LOG.log(System.Logger.Level.WARNING, "Test hook " + WRITE_DELAY_PROPERTY + ": pausing " + millis
+        + " ms before renaming " + tmp);
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("Interrupted while writing checkpoint " + tmp);
+    }
+  }
+
+  /**
+   * Deletes the checkpoints beyond {@code keep}, and temporary files of steps up to {@code written}:
+   * what a writer killed before its rename left (a complete checkpoint of that step or a later one
+   * now exists, so they are never needed). The live writer is rank 0 of the current attempt; a
+   * straggler of an earlier attempt whose file goes away only fails its own rename.
+   */
+  private void prune(FileSystem fs, long written) {
     try {
       List<Long> steps = steps(fs);
       for (int i = 0; i < steps.size() - keep; i++) {
@@ -108,7 +155,15 @@ public final class CheckpointStore {
           LOG.log(System.Logger.Level.WARNING, "Cannot delete old checkpoint " + old);
         }
       }
-    } catch (IOException e) {
+      for (FileStatus st : fs.listStatus(dir)) {
+        Matcher m = TEMP.matcher(st.getPath().getName());
+        if (st.isFile() && m.matches() && Long.parseLong(m.group(1)) <= written) {
+          LOG.log(System.Logger.Level.INFO, "Deleting " + st.getPath()
+              + ": an incomplete checkpoint left by a writer that stopped before its rename");
+          fs.delete(st.getPath(), false);
+        }
+      }
+    } catch (IOException | NumberFormatException e) {
       // Keeping too many checkpoints is not worth failing a training job for.
       LOG.log(System.Logger.Level.WARNING, "Cannot prune checkpoints in " + dir + ": " + e);
     }

@@ -141,6 +141,14 @@ public final class SparkTrainerCli {
 
   /** The most telling message of a failure: the root cause, with what wrapped it if that says more. */
   static String failure(Throwable e) {
+    if (e instanceof dev.sparktrainer.train.TrainingFailedException) {
+      return DataChecks.firstLine(e); // leads with the failed task's own error (rank, peer, address)
+    }
+    if (!(e instanceof SparkException) && e.getCause() instanceof SparkException) {
+      // The trainer's own error about a failed Spark job (a task failure it would not retry): its
+      // message is the task's; Spark's cause only says the job was cancelled.
+      return DataChecks.firstLine(e);
+    }
     Throwable root = e;
     while (root.getCause() != null && root.getCause() != root) {
       root = root.getCause();

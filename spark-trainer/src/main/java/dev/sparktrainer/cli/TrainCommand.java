@@ -71,6 +71,8 @@ final class TrainCommand extends Command {
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
+    f.add("collective-timeout", Kind.LONG, "SECONDS", "300", "deadline of each ring operation: a worker that stops"
+        + " responding fails the stage after this long, with an error naming its rank and address");
     f.add("gpus", Kind.BOOL, null, null, "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
         + " needs spark.task.resource.gpu.amount, spark.executor.resource.gpu.amount and a discovery script,"
         + " checked before training (default: CPU)");
@@ -113,6 +115,10 @@ final class TrainCommand extends Command {
     positive(f, "workers");
     positive(f, "epochs");
     positive(f, "batch-size");
+    if (f.longValue("collective-timeout") < 1) {
+      throw new CliException("Invalid " + f.source("collective-timeout") + " " + f.longValue("collective-timeout")
+          + ": expected at least 1 (seconds)");
+    }
     if (f.number("learning-rate") <= 0) {
       throw new CliException("Invalid " + f.source("learning-rate") + " " + f.number("learning-rate")
           + ": expected a positive number");
@@ -278,6 +284,7 @@ final class TrainCommand extends Command {
           .setEpochs(epochs)
           .optSeed(f.longValue("seed"))
           .optOutputDir(modelDir)
+          .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
       if (validation != null) {
@@ -315,6 +322,10 @@ final class TrainCommand extends Command {
     String plotPath = new Path(out, "training.png").toString();
     boolean plotted = plot(trained, SpecStrings.describe(model), plotPath, conf, ctx);
 
+    for (dev.sparktrainer.train.Resume r : trained.history().resumes()) {
+      ctx.err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", "
+          + (r.stageAttempt() > 0 ? "Spark stage attempt " + r.stageAttempt() : "a new run of the job") + ")");
+    }
     EpochMetrics last = trained.history().last();
     if (Double.isFinite(last.validationAccuracy())) {
       ctx.out.printf(Locale.ROOT, "Held-out accuracy: %.4f (val_loss %.4f) after %d epochs, %s%n",

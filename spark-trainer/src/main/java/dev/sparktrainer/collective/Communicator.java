@@ -1061,7 +1061,11 @@ public final class Communicator implements AutoCloseable {
     return "Communicator[rank " + rank + " of " + size + (isClosed() ? ", closed" : "") + "]";
   }
 
-  int rejectedConnections() {
+  /**
+   * Connections this rank's listener dropped while forming the ring: callers that did not prove
+   * the job secret (each also logged with its remote address).
+   */
+  public int rejectedConnections() {
     return rejectedConnections;
   }
 

@@ -7,8 +7,8 @@ import java.util.Map;
 
 /**
  * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy, samples_per_sec,
- * the step-time split) and the final figures. Values that do not exist (no validation data, a
- * regression loss) are {@code null}.
+ * the step-time split), the resumes from checkpoints and the final figures. Values that do not exist
+ * (no validation data, a regression loss) are {@code null}.
  */
 public final class MetricsReport {
   private MetricsReport() {}
@@ -30,6 +30,12 @@ public final class MetricsReport {
       sb.append(i == 0 ? "\n    " : ",\n    ").append(epochJson(history.epochs().get(i)));
     }
     sb.append("\n  ],\n");
+    // Starts from a checkpoint (Spark stage retries, reruns of the same job): empty if none.
+    sb.append("  \"resumes\": [");
+    for (int i = 0; i < history.resumes().size(); i++) {
+      sb.append(i == 0 ? "\n    " : ",\n    ").append(history.resumes().get(i).toJson());
+    }
+    sb.append(history.resumes().isEmpty() ? "],\n" : "\n  ],\n");
     sb.append("  \"final\": ");
     if (history.epochs().isEmpty()) {
       sb.append("null");

@@ -28,6 +28,8 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final System.Logger LOG = System.getLogger(BarrierTrainingTask.class.getName());
+  /** Test hook: {@code RANK:MILLIS}, a pause of that rank before it joins the ring. */
+  static final String RING_DELAY_PROPERTY = "dev.sparktrainer.test.ringConnectDelay";
 
   private final TrainingConfig cfg;
   private final Broadcast<SerializableConfiguration> hadoopConf;
@@ -46,7 +48,14 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     String host = ringHost != null ? ringHost : hostOf(ctx.getTaskInfos()[rank].address());
     List<Device> devices = devices(ctx);
     try (RingListener listener = RingListener.bind(host)) {
+      // Where this rank's ring port is and which process holds it: what an operator (or a fault
+      // test) needs to find a rank's executor. The job id is public (every frame carries it).
+      LOG.log(System.Logger.Level.INFO,
+          "rank " + rank + ": ring listener on " + listener.address() + " (job "
+              + Long.toHexString(cfg.secret.jobId()) + ", stage attempt " + ctx.stageAttemptNumber()
+              + ", executor pid " + ProcessHandle.current().pid() + ")");
       List<String> peers = Arrays.asList(ctx.allGather(listener.address()));
+      testHookRingDelay(rank, ctx.stageAttemptNumber());
       try (Communicator comm =
           Communicator.builder()
               .setRank(rank)
@@ -59,7 +68,9 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               .build()) {
         LOG.log(System.Logger.Level.INFO,
             "rank " + rank + " of " + peers.size() + " (stage attempt " + ctx.stageAttemptNumber() + ") on "
-                + devices + ", ring " + peers);
+                + devices + ", ring " + peers + " formed"
+                + (comm.rejectedConnections() == 0 ? ""
+                    : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
         WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get()).run();
         return scala.collection.Iterator$.MODULE$.single(r);
       }
@@ -68,20 +79,72 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     }
   }
 
-  /** The GPUs Spark assigned this task, else CPU (replicated for testing) with the task's CPUs as threads. */
+  /**
+   * Test hook: the system property {@value #RING_DELAY_PROPERTY}{@code =RANK:MILLIS} makes that rank
+   * wait after the rendezvous, in the first stage attempt, before it joins the ring, so that its
+   * neighbour's listener stays open for a test to connect to. Not for production use.
+   */
+  private static void testHookRingDelay(int rank, int stageAttempt) {
+    String hook = System.getProperty(RING_DELAY_PROPERTY);
+    if (hook == null || hook.isBlank() || stageAttempt != 0) {
+      return;
+    }
+    String[] parts = hook.trim().split(":");
+    try {
+      if (Integer.parseInt(parts[0]) == rank) {
+        long millis = Long.parseLong(parts[1]);
+        LOG.log(System.Logger.Level.WARNING,
+            "Test hook " + RING_DELAY_PROPERTY + ": rank " + rank + " waits " + millis + " ms before joining the ring");
+        Thread.sleep(millis);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("rank " + rank + ": interrupted before joining the ring", e);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("Invalid " + RING_DELAY_PROPERTY + " '" + hook + "': expected RANK:MILLIS", e);
+    }
+  }
+
+  /**
+   * The GPUs Spark assigned this task; the CPU (replicated for testing) with the task's CPUs as
+   * threads when GPU training is off, or when this executor's PyTorch has no CUDA (said clearly in
+   * the log: a GPU build is missing, see the README's GPU builds).
+   */
   private List<Device> devices(BarrierTaskContext ctx) {
+    int rank = ctx.partitionId();
     Option<ResourceInformation> gpus = ctx.resources().get("gpu");
+    String[] addresses = gpus.isDefined() ? gpus.get().addresses() : new String[0];
+    if (addresses.length > 0) {
+      LOG.log(System.Logger.Level.INFO,
+          "rank " + rank + ": GPU address " + String.join(",", addresses) + " assigned by Spark");
+    }
     if (cfg.useGpus) {
-      if (gpus.isEmpty() || gpus.get().addresses().length == 0) {
+      if (addresses.length == 0) {
         throw new IllegalStateException(
-            "GPUs were requested but Spark assigned none to task " + ctx.partitionId()
+            "GPUs were requested but Spark assigned none to task " + rank
                 + ": set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a discovery script");
       }
-      List<Device> out = new ArrayList<>();
-      for (String a : gpus.get().addresses()) {
-        out.add(Device.gpu(Integer.parseInt(a.trim())));
+      int visible = Engine.getInstance().getGpuCount();
+      if (visible > 0) {
+        List<Device> out = new ArrayList<>();
+        for (String a : addresses) {
+          int id = Integer.parseInt(a.trim());
+          if (id >= visible) {
+            throw new IllegalStateException("rank " + rank + ": Spark assigned GPU " + id + ", but PyTorch in this"
+                + " executor sees only " + visible + " GPU(s) (0.." + (visible - 1) + "): check the discovery script"
+                + " and CUDA_VISIBLE_DEVICES");
+          }
+          out.add(Device.gpu(id));
+        }
+        return out;
       }
-      return out;
+      LOG.log(System.Logger.Level.WARNING,
+          "rank " + rank + ": Spark assigned GPU " + String.join(",", addresses) + ", but CUDA is not available to"
+              + " PyTorch in this executor (it sees 0 GPUs: CPU-only natives, or no CUDA driver): falling back to"
+              + " the CPU with " + Math.max(1, ctx.cpus()) + " thread(s)");
+    } else if (addresses.length > 0) {
+      LOG.log(System.Logger.Level.INFO,
+          "rank " + rank + ": GPU training is off (optUseGpus(false)): training on the CPU");
     }
     setIntraOpThreads(ctx.cpus());
     return Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());

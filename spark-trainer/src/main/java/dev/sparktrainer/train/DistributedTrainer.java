@@ -96,7 +96,8 @@ public final class DistributedTrainer {
    * @throws IllegalArgumentException from the pre-flight checks, before any task starts
    * @throws IllegalStateException at once, without stage retries, when a task fails in a way a retry
    *     would repeat (e.g. "Replica parameters differ", a checkpoint of another model)
-   * @throws org.apache.spark.SparkException if training fails after Spark's retries
+   * @throws TrainingFailedException (a SparkException) if training fails after Spark's retries: its
+   *     message leads with the last training task's error
    */
   public TrainedModel fit(SparkSession spark) {
     List<DataFrameInput> staged = new ArrayList<>();
@@ -155,6 +156,7 @@ public final class DistributedTrainer {
       results = new ArrayList<>(JavaRDD.fromRDD(trained, tag).repartition(1).collect());
     } catch (Exception e) { // SparkException is checked, yet thrown by collect()
       failFast.rethrowIfNonRetryable(e);
+      failFast.rethrowWithTaskError(e);
       throw e;
     } finally {
       sc.removeJobTag(jobTag);
@@ -187,7 +189,7 @@ public final class DistributedTrainer {
                 + r.parameterHash());
       }
     }
-    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history()));
+    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history(), chief.resumes()));
     if (outputDir != null) {
       try {
         model.save(outputDir, hadoopConf);

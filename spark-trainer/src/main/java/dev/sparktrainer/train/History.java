@@ -6,14 +6,22 @@ import java.util.stream.Collectors;
 
 /**
  * The per-epoch metrics of a training run, resumed attempts included (epochs restored from a
- * checkpoint keep the metrics recorded when they ran).
+ * checkpoint keep the metrics recorded when they ran), and the resumes themselves.
  *
  * @param epochs one entry per completed epoch, in order
+ * @param resumes every start from a checkpoint (stage retries, reruns), in order; empty for a run
+ *     that went through without one
  */
-public record History(List<EpochMetrics> epochs) implements Serializable {
-  /** Copies the list. */
+public record History(List<EpochMetrics> epochs, List<Resume> resumes) implements Serializable {
+  /** Copies the lists. */
   public History {
     epochs = List.copyOf(epochs);
+    resumes = List.copyOf(resumes);
+  }
+
+  /** A history without resumes. */
+  public History(List<EpochMetrics> epochs) {
+    this(epochs, List.of());
   }
 
   /** The last epoch's metrics. */

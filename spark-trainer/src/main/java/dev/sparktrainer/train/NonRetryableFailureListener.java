@@ -5,13 +5,16 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.spark.ExceptionFailure;
 import org.apache.spark.SparkContext;
+import org.apache.spark.TaskFailedReason;
+import org.apache.spark.TaskKilled;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 
 /**
  * Fails a training job at once when one of its tasks fails in a way a retry would only repeat (a
- * {@link NonRetryableTrainingException}: diverged replicas, a checkpoint of another model, ...).
+ * {@link NonRetryableTrainingException}: diverged replicas, a checkpoint of another model, ...; or a
+ * corrupt TFRecord file, a {@code TFRecordCorruptException} however wrapped).
  * Spark would otherwise retry the barrier stage up to {@code spark.stage.maxConsecutiveAttempts}
  * times — each attempt reloading the checkpoint and training until the same failure — before
  * giving up with a generic "stage failure" message.
@@ -25,11 +28,16 @@ final class NonRetryableFailureListener extends SparkListener {
   private static final String JOB_TAGS = "spark.job.tags";
   private static final String BASE = NonRetryableTrainingException.class.getName();
   private static final String REPLICA = ReplicaMismatchException.class.getName();
+  /** A corrupt input file: every attempt would read the same bytes (named by the exception). */
+  private static final String CORRUPT = dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class.getName();
 
   private final SparkContext sc;
   private final String tag;
   private final Set<Integer> stages = ConcurrentHashMap.newKeySet();
   private final AtomicReference<ExceptionFailure> failure = new AtomicReference<>();
+  /** The last task error of the job's stages (an exception preferred to a lost executor), for the message. */
+  private final AtomicReference<String> lastTaskError = new AtomicReference<>();
+  private final java.util.concurrent.atomic.AtomicBoolean lastIsException = new java.util.concurrent.atomic.AtomicBoolean();
 
   NonRetryableFailureListener(SparkContext sc, String tag) {
     this.sc = sc;
@@ -46,6 +54,16 @@ final class NonRetryableFailureListener extends SparkListener {
 
   @Override
   public void onTaskEnd(SparkListenerTaskEnd event) {
+    if (stages.contains(event.stageId()) && event.reason() instanceof TaskFailedReason r && !(r instanceof TaskKilled)) {
+      // Peers of a failed rank fail too: keep the exceptions (which name ranks and addresses) over
+      // bare "executor lost" reasons, the latest of each kind.
+      boolean exception = r instanceof ExceptionFailure;
+      if (exception || !lastIsException.get()) {
+        lastTaskError.set(exception ? ((ExceptionFailure) r).className() + ": " + ((ExceptionFailure) r).description()
+            : firstLine(r.toErrorString()));
+        lastIsException.set(exception);
+      }
+    }
     if (stages.contains(event.stageId())
         && event.reason() instanceof ExceptionFailure f
         && isNonRetryable(f)
@@ -77,8 +95,38 @@ final class NonRetryableFailureListener extends SparkListener {
     throw new NonRetryableTrainingException(message, sparkError);
   }
 
+  /**
+   * If a training task failed before Spark gave up on the job, throws a {@link
+   * TrainingFailedException} leading with that task's error, with Spark's exception as the cause;
+   * otherwise returns.
+   */
+  void rethrowWithTaskError(Exception sparkError) {
+    if (!(sparkError instanceof org.apache.spark.SparkException)) {
+      return;
+    }
+    try {
+      // Listener events are delivered asynchronously: the failed task's end may still be queued.
+      sc.listenerBus().waitUntilEmpty(10_000);
+    } catch (Exception e) { // a TimeoutException: report what has arrived
+      System.getLogger(NonRetryableFailureListener.class.getName()).log(System.Logger.Level.DEBUG,
+          "Listener bus not drained: " + e);
+    }
+    String task = lastTaskError.get();
+    if (task == null || !(sparkError instanceof org.apache.spark.SparkException)) {
+      return;
+    }
+    TrainingFailedException.throwUnchecked(new TrainingFailedException(
+        "Training failed: " + firstLine(task) + " [the last error of a training task; Spark: "
+            + firstLine(String.valueOf(sparkError.getMessage())) + "]", sparkError));
+  }
+
+  private static String firstLine(String s) {
+    int nl = s.indexOf('\n');
+    return nl < 0 ? s : s.substring(0, nl);
+  }
+
   static boolean isNonRetryable(ExceptionFailure f) {
-    return isClass(f, BASE) || isClass(f, REPLICA);
+    return isClass(f, BASE) || isClass(f, REPLICA) || isClass(f, CORRUPT);
   }
 
   /** The task threw {@code name}, directly or as a cause (wrapped by the task or by Spark). */

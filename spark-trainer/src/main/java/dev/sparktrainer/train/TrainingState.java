@@ -32,6 +32,8 @@ final class TrainingState {
   /** Optimizer state as written by {@link Optimizer#writeState}, null at a fresh start. */
   byte[] optimizer;
   List<EpochMetrics> history = new ArrayList<>();
+  /** Every resume so far (the last one is this start's, when it resumed). */
+  List<Resume> resumes = new ArrayList<>();
 
   byte[] encode() {
     try {
@@ -73,6 +75,16 @@ final class TrainingState {
           out.writeDouble(d);
         }
         out.writeUTF(m.parameterHash());
+      }
+      // Appended after the first format: a state without this section (an older checkpoint) decodes
+      // with no resumes.
+      out.writeInt(resumes.size());
+      for (Resume r : resumes) {
+        out.writeLong(r.step());
+        out.writeInt(r.epoch());
+        out.writeLong(r.stepInEpoch());
+        out.writeInt(r.stageAttempt());
+        out.writeUTF(r.checkpoint());
       }
       out.flush();
       return bytes.toByteArray();
@@ -120,6 +132,12 @@ final class TrainingState {
       s.history.add(
           new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9],
               in.readUTF()));
+    }
+    if (in.available() > 0) {
+      int r = in.readInt();
+      for (int i = 0; i < r; i++) {
+        s.resumes.add(new Resume(in.readLong(), in.readInt(), in.readLong(), in.readInt(), in.readUTF()));
+      }
     }
     return s;
   }

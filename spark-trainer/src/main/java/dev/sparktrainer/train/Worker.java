@@ -90,6 +90,7 @@ final class Worker {
           size > 1 ? FusionBuffer.builder().setCommunicator(comm).optCapacityBytes(cfg.fusionBucketBytes).build() : null;
       Loss loss = cfg.loss.newLoss();
       List<EpochMetrics> history = new ArrayList<>(state.history);
+      List<Resume> resumes = List.copyOf(state.resumes);
       long globalStep = state.globalStep;
 
       try (BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
@@ -145,7 +146,8 @@ final class Worker {
               double[] partial = acc.clone();
               comm.allReduce(partial, ReduceOp.SUM);
               if (rank == 0) {
-                writeCheckpoint(store, epoch, s + 1, globalStep, partial, replicas.names, values, optimizer, history);
+                writeCheckpoint(store, epoch, s + 1, globalStep, partial, replicas.names, values, optimizer, history,
+                    resumes);
               }
             }
             if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
@@ -184,13 +186,13 @@ final class Worker {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
               writeCheckpoint(
-                  store, epoch + 1, 0, globalStep, new double[3], replicas.names, values, optimizer, history);
+                  store, epoch + 1, 0, globalStep, new double[3], replicas.names, values, optimizer, history, resumes);
             }
           }
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
-      return new WorkerResult(rank, history, rank == 0 ? replicas.saveParameters() : null, hash);
+      return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash);
     }
   }
 
@@ -200,9 +202,14 @@ final class Worker {
     if (rank == 0) {
       Optional<CheckpointStore.Checkpoint> latest = store == null ? Optional.empty() : store.latest();
       if (latest.isPresent()) {
+        TrainingState restored = TrainingState.decode(latest.get().payload());
+        restored.resumes.add(new Resume(restored.globalStep, restored.epoch, restored.stepInEpoch, attempt,
+            store.directory()));
         LOG.log(System.Logger.Level.INFO,
-            "Resuming from the checkpoint at step " + latest.get().step() + " in " + store.directory());
-        blob = latest.get().payload();
+            "rank 0: resuming from the checkpoint at step " + restored.globalStep + " (epoch " + restored.epoch
+                + ", " + restored.stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
+                + attempt + " (resume " + restored.resumes.size() + " of this run)");
+        blob = restored.encode();
       } else {
         TrainingState fresh = new TrainingState();
         fresh.seed = cfg.seed;
@@ -272,7 +279,7 @@ final class Worker {
 
   private void writeCheckpoint(
       CheckpointStore store, int epoch, long stepInEpoch, long globalStep, double[] partial, String[] names,
-      float[][] values, Optimizer optimizer, List<EpochMetrics> history)
+      float[][] values, Optimizer optimizer, List<EpochMetrics> history, List<Resume> resumes)
       throws IOException {
     TrainingState st = new TrainingState();
     st.epoch = epoch;
@@ -288,6 +295,7 @@ final class Worker {
     }
     st.optimizer = bytes.toByteArray();
     st.history.addAll(history);
+    st.resumes.addAll(resumes);
     store.write(globalStep, st.encode());
   }
 

@@ -54,9 +54,15 @@ import java.util.stream.Stream;
 public final class StandaloneCluster implements AutoCloseable {
   private static final String HOST = "127.0.0.1";
   private static final Pattern ALIVE = Pattern.compile("\"aliveworkers\"\\s*:\\s*(\\d+)");
+  /**
+   * Set to the worker's index (0, 1, ...) in each worker's environment, which the worker passes on
+   * to what it runs (resource discovery scripts, executors): per-worker behaviour in tests.
+   */
+  public static final String WORKER_INDEX_ENV = "STANDALONE_CLUSTER_WORKER";
 
   private final Builder cfg;
   private final List<Process> processes = Collections.synchronizedList(new ArrayList<>());
+  private final List<Process> workerProcesses = new ArrayList<>();
   private final Thread shutdownHook = new Thread(this::stopAll, "standalone-cluster-shutdown");
   private int masterPort;
   private int masterUiPort;
@@ -122,10 +128,13 @@ public final class StandaloneCluster implements AutoCloseable {
           List.of("--host", HOST, "--port", Integer.toString(masterPort), "--webui-port",
               Integer.toString(masterUiPort)));
       for (int w = 0; w < cfg.workers; w++) {
-        Path dir = Files.createDirectories(cfg.workDir.resolve("worker-" + w));
-        launch("worker-" + w, List.of("-Xmx" + cfg.daemonHeap), "org.apache.spark.deploy.worker.Worker",
+        Path dir = Files.createDirectories(workerDir(w));
+        List<String> jvm = new ArrayList<>(List.of("-Xmx" + cfg.daemonHeap));
+        cfg.workerConf.forEach((k, v) -> jvm.add("-D" + k + "=" + v)); // SparkConf reads spark.* properties
+        workerProcesses.add(launch("worker-" + w, jvm, "org.apache.spark.deploy.worker.Worker",
             List.of("--host", HOST, "--cores", Integer.toString(cfg.coresPerWorker), "--memory",
-                cfg.memoryPerWorker, "--work-dir", dir.toString(), "--webui-port", "0", masterUrl()));
+                cfg.memoryPerWorker, "--work-dir", dir.toString(), "--webui-port", "0", masterUrl()),
+            Map.of(WORKER_INDEX_ENV, Integer.toString(w))));
       }
       long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
       int alive = -1;
@@ -167,6 +176,30 @@ public final class StandaloneCluster implements AutoCloseable {
   /** Where each process's output goes ({@code <name>.log}). Executor logs are under the workers' dirs. */
   public Path logDir() {
     return cfg.workDir.resolve("logs");
+  }
+
+  /** Worker {@code w}'s work directory: executors' logs are in {@code <app-id>/<executor-id>/stderr} under it. */
+  public Path workerDir(int w) {
+    return cfg.workDir.resolve("worker-" + w);
+  }
+
+  /**
+   * The executor JVMs running now: the live descendants of this cluster's worker processes (a
+   * worker launches one per application, and a new one when an executor dies).
+   */
+  public List<ProcessHandle> executors() {
+    List<ProcessHandle> out = new ArrayList<>();
+    for (Process w : workerProcesses) {
+      w.descendants().filter(ProcessHandle::isAlive)
+          .filter(h -> h.info().commandLine().orElse("").contains("CoarseGrainedExecutorBackend"))
+          .forEach(out::add);
+    }
+    return out;
+  }
+
+  /** The executor JVM with process id {@code pid}, if it is one of this cluster's (see {@link #executors()}). */
+  public java.util.Optional<ProcessHandle> executor(long pid) {
+    return executors().stream().filter(h -> h.pid() == pid).findFirst();
   }
 
   /** Workers the master reports alive (-1 if the master does not answer). */
@@ -216,6 +249,11 @@ public final class StandaloneCluster implements AutoCloseable {
   }
 
   private Process launch(String name, List<String> extraJvm, String mainClass, List<String> args) throws IOException {
+    return launch(name, extraJvm, mainClass, args, Map.of());
+  }
+
+  private Process launch(String name, List<String> extraJvm, String mainClass, List<String> args,
+      Map<String, String> extraEnv) throws IOException {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(cfg.javaOptions);
@@ -233,6 +271,7 @@ public final class StandaloneCluster implements AutoCloseable {
     env.put("SPARK_LOCAL_IP", HOST);
     env.put("SPARK_LOCAL_DIRS", Files.createDirectories(cfg.workDir.resolve("local")).toString());
     env.putAll(cfg.environment);
+    env.putAll(extraEnv);
     Process p = pb.start();
     processes.add(p);
     Files.writeString(cfg.workDir.resolve("pids"), p.pid() + " " + name + "\n", StandardCharsets.UTF_8,
@@ -303,6 +342,17 @@ public final class StandaloneCluster implements AutoCloseable {
 
     public long pid() {
       return process.pid();
+    }
+
+    /** Whether the driver is still running. */
+    public boolean isAlive() {
+      return process.isAlive();
+    }
+
+    /** SIGKILL to the driver JVM (a crash of the machine or process running spark-submit). */
+    public void kill() throws InterruptedException {
+      process.destroyForcibly();
+      process.waitFor();
     }
 
     /** The driver's combined stdout and stderr. */
@@ -432,6 +482,7 @@ public final class StandaloneCluster implements AutoCloseable {
     private Duration startTimeout = Duration.ofSeconds(90);
     private final List<String> javaOptions = new ArrayList<>();
     private final Map<String, String> environment = new LinkedHashMap<>();
+    private final Map<String, String> workerConf = new LinkedHashMap<>();
 
     /** A directory whose {@code jars/} holds Spark's runtime jars. Required. */
     public Builder setSparkHome(Path home) {
@@ -478,6 +529,15 @@ public final class StandaloneCluster implements AutoCloseable {
     /** An environment variable for every process (the workers pass theirs to executors). */
     public Builder optEnvironment(String name, String value) {
       this.environment.put(name, value);
+      return this;
+    }
+
+    /**
+     * A Spark configuration entry of the workers (e.g. {@code spark.worker.resource.gpu.amount} and
+     * {@code spark.worker.resource.gpu.discoveryScript}), given to their JVMs as a system property.
+     */
+    public Builder optWorkerConf(String key, String value) {
+      this.workerConf.put(key, value);
       return this;
     }
 

@@ -3,9 +3,16 @@ package dev.sparktrainer.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.ExampleEncoder;
+import dev.sparktrainer.tfrecord.example.FeatureKind;
+import java.io.OutputStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.scheduler.SparkListener;
@@ -93,5 +100,50 @@ class NonRetryableFailureTest {
             .hasMessageContaining("The checkpoint in " + ckpt + " does not match the model: parameter ")
             .hasMessageContaining("the job was cancelled instead of retried"));
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
+  }
+
+  @Test
+  void aCorruptTFRecordFailsTheJobAtOnceNamingTheFile() throws Exception {
+    Path data = Files.createDirectories(tmp.resolve("digits"));
+    writeDigits(data.resolve("part-0.tfrecord"), 0, 256, -1);
+    // Record 100 of part-1 is framed correctly (its CRCs match: the driver's record count passes)
+    // but is no tf.train.Example: the workers' decoder finds it, in the training stage.
+    Path bad = data.resolve("part-1.tfrecord");
+    writeDigits(bad, 256, 512, 356);
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).setFormat(DatasetSpec.Format.TFRECORD)
+        .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
+    int retries = retriesDuring(() ->
+        assertThatThrownBy(() -> job(32).setTrainingData(spec, PipelineOptions.builder().setBatchSize(32).build())
+            .build().fit(spark))
+            .isInstanceOf(NonRetryableTrainingException.class)
+            .hasMessageContaining("Corrupt TFRecord file ")
+            .hasMessageContaining("part-1.tfrecord at byte offset ")
+            .hasMessageContaining("the job was cancelled instead of retried"));
+    assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
+  }
+
+  /**
+   * Digits {@code from..to} as TFRecord Examples: {@code pixels} (64 floats), {@code label} (int64);
+   * the record of digit {@code garbage} (if in range) is bytes that do not decode.
+   */
+  private static void writeDigits(Path file, int from, int to, int garbage) throws Exception {
+    ExampleEncoder enc = new ExampleEncoder();
+    try (OutputStream os = Files.newOutputStream(file); TFRecordWriter w = new TFRecordWriter(os)) {
+      for (int i = from; i < to; i++) {
+        if (i == garbage) {
+          w.write(new byte[] {0x0a, 0x7f, 0x01}); // field 1, a 127-byte message, 1 byte present
+          continue;
+        }
+        float[] px = DIGITS.features(i);
+        enc.reset();
+        enc.beginFeature("pixels", FeatureKind.FLOAT);
+        enc.addFloats(px, 0, px.length);
+        enc.endFeature();
+        enc.beginFeature("label", FeatureKind.INT64);
+        enc.addInt64(DIGITS.label(i));
+        enc.endFeature();
+        w.write(enc.finishExample());
+      }
+    }
   }
 }
