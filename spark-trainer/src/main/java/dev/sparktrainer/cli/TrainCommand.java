@@ -71,6 +71,10 @@ final class TrainCommand extends Command {
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
+    f.add("ring-keystore", Kind.STRING, "FILE", null, "TLS for the ring: this key store (PKCS12) on every executor;"
+        + " password in $" + RING_KEYSTORE_PASSWORD_ENV);
+    f.add("ring-truststore", Kind.STRING, "FILE", null, "the ring's trust store (default: the key store);"
+        + " password in $" + RING_TRUSTSTORE_PASSWORD_ENV);
     f.add("collective-timeout", Kind.LONG, "SECONDS", "300", "deadline of each ring operation: a worker that stops"
         + " responding fails the stage after this long, with an error naming its rank and address");
     f.add("gpus", Kind.BOOL, null, null, "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
@@ -84,6 +88,31 @@ final class TrainCommand extends Command {
   /** Everything parsed and checked before Spark starts. */
   private record Plan(List<String> data, List<String> validation, List<DataChecks.FeatureArg> features, String label,
       int numClasses, LossSpec loss, OptimizerSpec optimizer, PipelineOptions options, String output) {}
+
+  /** Environment variables holding the ring's key and trust store passwords (never on the command line). */
+  static final String RING_KEYSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_KEYSTORE_PASSWORD";
+  static final String RING_TRUSTSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_TRUSTSTORE_PASSWORD";
+
+  private static dev.sparktrainer.collective.RingTls ringTls(Flags f) {
+    if (!f.given("ring-keystore")) {
+      if (f.given("ring-truststore")) {
+        throw new CliException(f.source("ring-truststore") + " needs --ring-keystore too");
+      }
+      return null;
+    }
+    String password = System.getenv(RING_KEYSTORE_PASSWORD_ENV);
+    if (password == null) {
+      throw new CliException(f.source("ring-keystore") + " needs the key store's password in the environment"
+          + " variable " + RING_KEYSTORE_PASSWORD_ENV);
+    }
+    dev.sparktrainer.collective.RingTls.Builder b =
+        dev.sparktrainer.collective.RingTls.builder().setKeyStore(f.string("ring-keystore"), password);
+    if (f.given("ring-truststore")) {
+      String tp = System.getenv(RING_TRUSTSTORE_PASSWORD_ENV);
+      b.optTrustStore(f.string("ring-truststore"), tp != null ? tp : password);
+    }
+    return b.build();
+  }
 
   private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
@@ -137,6 +166,7 @@ final class TrainCommand extends Command {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
     gradientPrecision(f); // checked before Spark starts
+    ringTls(f);
     OptimizerSpec optimizer;
     try {
       float wd = (float) f.number("weight-decay");
@@ -291,6 +321,7 @@ final class TrainCommand extends Command {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
       b.optGradientPrecision(gradientPrecision(f));
+      b.optRingTls(ringTls(f));
       if (f.given("checkpoint-dir")) {
         b.optCheckpointDir(f.string("checkpoint-dir")).optCheckpointEverySteps(f.longValue("checkpoint-every-steps"));
       }

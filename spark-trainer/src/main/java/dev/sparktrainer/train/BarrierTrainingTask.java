@@ -64,6 +64,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               .setListener(listener)
               .optOperationTimeout(cfg.operationTimeout)
               .optWirePrecision(cfg.gradientPrecision)
+              .optSslContext(cfg.ringTls == null ? null : cfg.ringTls.sslContext())
               .optConnectTimeout(cfg.connectTimeout)
               .build()) {
         LOG.log(System.Logger.Level.INFO,

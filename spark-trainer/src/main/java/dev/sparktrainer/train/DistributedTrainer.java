@@ -218,6 +218,7 @@ public final class DistributedTrainer {
     j.fusionBucketBytes = c.fusionBucketBytes;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
+    j.ringTls = c.ringTls;
     j.connectTimeout = c.connectTimeout;
     j.failRank = c.failRank;
     j.failAfterStep = c.failAfterStep;
@@ -387,6 +388,16 @@ public final class DistributedTrainer {
      */
     public Builder optGradientPrecision(dev.sparktrainer.collective.WirePrecision precision) {
       c.gradientPrecision = precision;
+      return this;
+    }
+
+    /**
+     * TLS (mutual, certificates from the given key and trust stores) for the ring's sockets: every
+     * gradient frame encrypted and integrity-protected. The store files must exist on every executor
+     * (relative paths: the task's working directory, where {@code --files} puts them). Default: none.
+     */
+    public Builder optRingTls(dev.sparktrainer.collective.RingTls tls) {
+      c.ringTls = tls;
       return this;
     }
 

@@ -47,6 +47,7 @@ final class InProcessRunner {
                           .setListener(listeners.get(rank))
                           .optOperationTimeout(cfg.operationTimeout)
                           .optWirePrecision(cfg.gradientPrecision)
+                          .optSslContext(cfg.ringTls == null ? null : cfg.ringTls.sslContext())
                           .optConnectTimeout(cfg.connectTimeout)
                           .build()) {
                     List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());

@@ -52,6 +52,10 @@ final class Preflight {
     if (cfg.validationData != null) {
       cfg.validationData.preflight(cfg.numWorkers);
     }
+    if (cfg.ringTls != null && (sc.isLocal()
+        || java.nio.file.Files.isRegularFile(java.nio.file.Path.of(cfg.ringTls.keyStore())))) {
+      cfg.ringTls.sslContext(); // local mode: the tasks' files; on a cluster, when the driver has them too
+    }
     Configuration hadoop = sc.hadoopConfiguration();
     if (cfg.checkpointDir != null) {
       CheckpointStore.checkWritable("checkpointDir", cfg.checkpointDir, hadoop);

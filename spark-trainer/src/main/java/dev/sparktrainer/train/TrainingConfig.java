@@ -27,6 +27,8 @@ final class TrainingConfig implements Serializable {
   boolean useGpus;
   int fusionBucketBytes;
   Duration operationTimeout;
+  /** TLS for the ring's sockets (null: plain TCP, HMAC-authenticated at set-up). */
+  dev.sparktrainer.collective.RingTls ringTls;
   /** How gradient all-reduce payloads travel (FP32, or BF16/FP16 for half the bytes). */
   dev.sparktrainer.collective.WirePrecision gradientPrecision = dev.sparktrainer.collective.WirePrecision.FP32;
   Duration connectTimeout;

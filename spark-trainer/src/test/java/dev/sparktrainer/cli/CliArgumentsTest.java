@@ -71,6 +71,11 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--optimizer", "lamb")), "Invalid --optimizer 'lamb': expected adam, adamw or sgd");
     assertUsageError(CliRunner.run(train("--gradient-precision", "fp8")),
         "Invalid --gradient-precision 'fp8': expected fp32, bf16 or fp16");
+    assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
+    if (System.getenv("SPARK_TRAINER_RING_KEYSTORE_PASSWORD") == null) {
+      assertUsageError(CliRunner.run(train("--ring-keystore", "k.p12")),
+          "--ring-keystore needs the key store's password in the environment variable SPARK_TRAINER_RING_KEYSTORE_PASSWORD");
+    }
     assertUsageError(CliRunner.run(train("--num-classes", "1")), "Invalid --num-classes 1: expected at least 2");
     assertUsageError(CliRunner.run(train("--features", "pixels:8xq")), "Invalid --features 'pixels:8xq'");
     assertUsageError(CliRunner.run(train("--format", "csv")), "Invalid --format 'csv': expected tfrecord or parquet");

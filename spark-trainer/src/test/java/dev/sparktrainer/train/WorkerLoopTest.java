@@ -108,6 +108,38 @@ class WorkerLoopTest {
   }
 
   @Test
+  void tlsRingTrainsTheSameParametersAndAMissingKeyStoreIsNamed() throws Exception {
+    MlpSpec model = MlpSpec.of(64, 10, 256, 128); // above the small-message path: the big frames go through TLS
+    OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
+    Path keystore = tmp.resolve("ring.p12");
+    String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
+    Process p = new ProcessBuilder(keytool, "-genkeypair", "-alias", "ring", "-keyalg", "EC", "-groupname",
+        "secp256r1", "-dname", "CN=spark-trainer-ring", "-validity", "2", "-storetype", "PKCS12",
+        "-keystore", keystore.toString(), "-storepass", "s3cret", "-keypass", "s3cret")
+        .redirectErrorStream(true).start();
+    try {
+      assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).as("keytool finished").isTrue();
+      assertThat(p.exitValue()).as(new String(p.getInputStream().readAllBytes())).isZero();
+    } finally {
+      p.destroyForcibly();
+    }
+    dev.sparktrainer.collective.RingTls tls =
+        dev.sparktrainer.collective.RingTls.builder().setKeyStore(keystore.toString(), "s3cret").build();
+    TrainedModel plain = fit(job(2, 16, model, sgd));
+    TrainedModel encrypted = fit(job(2, 16, model, sgd).optRingTls(tls));
+    assertThat(encrypted.parameterBytes()).isEqualTo(plain.parameterBytes());
+
+    dev.sparktrainer.collective.RingTls missing = dev.sparktrainer.collective.RingTls.builder()
+        .setKeyStore(tmp.resolve("nowhere.p12").toString(), "s3cret").build();
+    assertThatThrownBy(() -> fit(job(2, 16, model, sgd).optRingTls(missing)))
+        .hasStackTraceContaining("Ring TLS key store " + tmp.resolve("nowhere.p12") + " does not exist");
+    dev.sparktrainer.collective.RingTls wrong =
+        dev.sparktrainer.collective.RingTls.builder().setKeyStore(keystore.toString(), "guess").build();
+    assertThatThrownBy(wrong::sslContext).hasMessageContaining("Ring TLS key store " + keystore)
+        .hasMessageContaining("wrong password or type?");
+  }
+
+  @Test
   void batchSplitAcrossDevicesEqualsOneDevice() throws Exception {
     MlpSpec model = MlpSpec.of(64, 10, 32);
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
