@@ -79,6 +79,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final Param<String> stagingDir;
   final LongParam seed;
   final IntParam shuffleBuffer;
+  final org.apache.spark.ml.param.BooleanParam useGpus;
 
   public SparkTrainerEstimator() {
     this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
@@ -115,6 +116,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     seed = new LongParam(this, "seed", "random seed");
     shuffleBuffer = new IntParam(this, "shuffleBuffer", "records in the shuffle buffer (0: no shuffling)",
         ParamValidators.gtEq(0));
+    useGpus = new org.apache.spark.ml.param.BooleanParam(this, "useGpus",
+        "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
+    setDefault(useGpus, false);
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
     setDefault(predictionCol, "prediction");
@@ -163,6 +167,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public Param<String> stagingDir() { return stagingDir; }
   public LongParam seed() { return seed; }
   public IntParam shuffleBuffer() { return shuffleBuffer; }
+  public org.apache.spark.ml.param.BooleanParam useGpus() { return useGpus; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
   public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
@@ -184,6 +189,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setStagingDir(String v) { set(stagingDir, v); return this; }
   public SparkTrainerEstimator setSeed(long v) { set(seed, v); return this; }
   public SparkTrainerEstimator setShuffleBuffer(int v) { set(shuffleBuffer, v); return this; }
+  public SparkTrainerEstimator setUseGpus(boolean v) { set(useGpus, v); return this; }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -211,7 +217,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .setTrainingData(df, columns, options)
         .setNumWorkers(intParam(numWorkers))
         .setEpochs(intParam(epochs))
-        .optSeed(seedValue);
+        .optSeed(seedValue)
+        .optUseGpus((Boolean) getOrDefault(useGpus));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));
     }

@@ -145,4 +145,16 @@ class EstimatorPipelineTest {
     assertThatThrownBy(() -> new SparkTrainerEstimator().setNumWorkers(0))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("numWorkers");
   }
+
+  @Test
+  void useGpusReachesTheTrainersPreflight() {
+    Dataset<Row> assembled = new org.apache.spark.ml.feature.VectorAssembler().setInputCols(pixelCols)
+        .setOutputCol("features").transform(train);
+    // This local session has no GPU resources configured: the trainer refuses before any task starts.
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setUseGpus(true).setEpochs(1).fit(assembled))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("spark.task.resource.gpu.amount");
+    SparkTrainerEstimator defaults = new SparkTrainerEstimator();
+    assertThat(defaults.getOrDefault(defaults.useGpus())).isEqualTo(false);
+  }
 }
