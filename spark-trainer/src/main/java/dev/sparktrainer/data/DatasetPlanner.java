@@ -2,6 +2,7 @@ package dev.sparktrainer.data;
 
 import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
 import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import java.io.FileNotFoundException;
@@ -71,15 +72,27 @@ public final class DatasetPlanner {
     int slices = Math.max(1, Math.min(splits.size(), jsc.defaultParallelism() * 4));
     jsc.setJobGroup("plan", "count records of " + splits.size() + " splits", false);
     try {
-      List<Long> counts = jsc.parallelize(splits, slices)
+      // A corrupt file is returned, not thrown: Spark would retry the task (spark.task.maxFailures)
+      // only to meet the same bytes again. Other I/O errors (a lost datanode) are thrown and retried.
+      List<Object> results = jsc.parallelize(splits, slices)
           .map(s -> {
             try {
-              return count(s, format, sconf.value());
+              return (Object) count(s, format, sconf.value());
+            } catch (TFRecordCorruptException e) {
+              return (Object) new TFRecordCorruptException(e.file(), e.offset(), e.what());
             } catch (IOException e) {
               throw new UncheckedIOException(e);
             }
           })
           .collect();
+      List<Long> counts = new ArrayList<>(results.size());
+      for (Object r : results) {
+        if (r instanceof TFRecordCorruptException e) {
+          throw new TFRecordCorruptException(e.file(), e.offset(),
+              e.what() + " (found while counting the records of the dataset)");
+        }
+        counts.add((Long) r);
+      }
       return finish(spec, splits, counts);
     } finally {
       jsc.clearJobGroup();

@@ -122,6 +122,43 @@ class NonRetryableFailureTest {
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
   }
 
+  @Test
+  void corruptFramingFailsTheRecordCountAtOnceNamingFileAndOffset() throws Exception {
+    Path data = Files.createDirectories(tmp.resolve("framing"));
+    writeDigits(data.resolve("part-0.tfrecord"), 0, 128, -1);
+    Path bad = data.resolve("part-1.tfrecord");
+    writeDigits(bad, 128, 256, -1);
+    byte[] bytes = Files.readAllBytes(bad);
+    bytes[bytes.length / 2] ^= 0x55; // inside some record: its data CRC no longer matches
+    Files.write(bad, bytes);
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).setFormat(DatasetSpec.Format.TFRECORD)
+        .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
+    AtomicInteger failedTasks = new AtomicInteger();
+    SparkListener failures = new SparkListener() {
+      @Override
+      public void onTaskEnd(org.apache.spark.scheduler.SparkListenerTaskEnd e) {
+        if (!(e.reason() instanceof org.apache.spark.Success$)) {
+          failedTasks.incrementAndGet();
+        }
+      }
+    };
+    spark.sparkContext().addSparkListener(failures);
+    try {
+      assertThatThrownBy(() -> dev.sparktrainer.data.DatasetPlanner.plan(spec,
+              PipelineOptions.builder().setBatchSize(32).build(), spark))
+          .isInstanceOf(dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class)
+          .hasMessageContaining("Corrupt TFRecord file ")
+          .hasMessageContaining("part-1.tfrecord at byte offset ")
+          .hasMessageContaining("found while counting the records of the dataset");
+      spark.sparkContext().listenerBus().waitUntilEmpty();
+      // The corrupt split's task succeeded with the error as its result: no task retries (local[2,4]
+      // would otherwise run it 4 times).
+      assertThat(failedTasks.get()).as("failed task attempts").isZero();
+    } finally {
+      spark.sparkContext().removeSparkListener(failures);
+    }
+  }
+
   /**
    * Digits {@code from..to} as TFRecord Examples: {@code pixels} (64 floats), {@code label} (int64);
    * the record of digit {@code garbage} (if in range) is bytes that do not decode.

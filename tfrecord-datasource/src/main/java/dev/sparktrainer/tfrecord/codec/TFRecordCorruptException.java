@@ -11,6 +11,7 @@ public class TFRecordCorruptException extends IOException {
   private static final long serialVersionUID = 1L;
   private final String file;
   private final long offset;
+  private final String what;
 
   public TFRecordCorruptException(String file, long offset, String what) {
     this(file, offset, what, null);
@@ -20,6 +21,7 @@ public class TFRecordCorruptException extends IOException {
     super("Corrupt TFRecord file " + file + " at byte offset " + offset + ": " + what, cause);
     this.file = file;
     this.offset = offset;
+    this.what = what;
   }
 
   public String file() {
@@ -28,5 +30,10 @@ public class TFRecordCorruptException extends IOException {
 
   public long offset() {
     return offset;
+  }
+
+  /** What is wrong at {@link #offset()}, without the file and offset. */
+  public String what() {
+    return what;
   }
 }
