@@ -8,7 +8,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One epoch of one worker: a producer thread runs interleave → shuffle buffer → batch into the
- * prefetch queue; the consumer takes ready batches. It yields exactly the shard's steps (minus the
+ * prefetch queue; the consumer takes ready batches. The batch stage — copying the batch's records
+ * into its direct buffers, which for shuffled records means reading them back from main memory — runs
+ * on a small pool of batcher threads, in parallel, and the queue holds the batches' futures in
+ * order (tf.data's deterministic parallel map): the order never depends on thread timing. It yields exactly the shard's steps (minus the
  * skipped ones): a worker that runs out of records repeats its shard (PAD), one with more stops
  * early (TRUNCATE).
  */
@@ -23,6 +26,7 @@ final class EpochStream implements AutoCloseable {
   private final ResizableQueue<Object> prefetch;
   private final AdjustableSemaphore permits;
   private final Thread producer;
+  private final java.util.concurrent.ExecutorService batcher;
   private volatile boolean closed;
   private boolean ended;
 
@@ -42,7 +46,14 @@ final class EpochStream implements AutoCloseable {
     this.skip = skip;
     this.prefetch = new ResizableQueue<>(ctx.initialPrefetch());
     this.permits = new AdjustableSemaphore(ctx.initialParallelism());
-    this.producer = new Thread(this::produce, "pipeline-r" + ctx.rank() + "-e" + epoch);
+    String prefix = "pipeline-r" + ctx.rank() + "-e" + epoch;
+    java.util.concurrent.atomic.AtomicInteger batchers = new java.util.concurrent.atomic.AtomicInteger();
+    this.batcher = java.util.concurrent.Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
+      Thread t = new Thread(r, prefix + "-batch" + batchers.getAndIncrement());
+      t.setDaemon(true);
+      return t;
+    });
+    this.producer = new Thread(this::produce, prefix);
     producer.setDaemon(true);
     producer.start();
   }
@@ -135,7 +146,8 @@ final class EpochStream implements AutoCloseable {
 
   private long emit(Record[] buf, int n, long emitted) throws InterruptedException {
     if (emitted >= skip) {
-      prefetch.put(HostBatch.of(buf, n, ctx), false);
+      Record[] records = java.util.Arrays.copyOf(buf, n);
+      prefetch.put(batcher.submit(() -> HostBatch.of(records, n, ctx)), false);
     } else {
       float[][] spent = new float[n][];
       for (int i = 0; i < n; i++) {
@@ -183,7 +195,24 @@ final class EpochStream implements AutoCloseable {
       Throwable t = ((Failure) o).error;
       throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
     }
-    HostBatch hb = (HostBatch) o;
+    HostBatch hb;
+    try {
+      @SuppressWarnings("unchecked")
+      java.util.concurrent.Future<HostBatch> pending = (java.util.concurrent.Future<HostBatch>) o;
+      hb = pending.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("Interrupted while waiting for a batch", e);
+    } catch (java.util.concurrent.ExecutionException e) {
+      ended = true;
+      Throwable t = e.getCause();
+      throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
+    }
+    now = System.nanoTime(); // waiting for the batch's copy is waiting for data too
+    waitNanos += now - lastReturn;
+    windowWait += now - lastReturn;
+    windowTotal += now - lastReturn;
+    lastReturn = now;
     batches++;
     records += hb.size;
     if (++windowBatches >= TUNE_WINDOW) {
@@ -219,6 +248,7 @@ final class EpochStream implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
+    batcher.shutdownNow();
     producer.interrupt();
     try {
       producer.join(30_000);

@@ -128,6 +128,15 @@ final class PipelineContext {
     return initialParallelism;
   }
 
+  /**
+   * Threads copying records into batches (in parallel, delivered in order): two where there are two
+   * cores or more — the copy of shuffled records is memory-bound, one thread would make it the
+   * pipeline's serial bottleneck.
+   */
+  int batchThreads() {
+    return Math.max(1, Math.min(2, Runtime.getRuntime().availableProcessors()));
+  }
+
   /** AUTOTUNE's ceiling for decoding readers: the cycle length, and no more than the cores. */
   int maxParallelism() {
     return Math.max(1, Math.min(options.cycleLength(), Runtime.getRuntime().availableProcessors()));
