@@ -12,10 +12,11 @@ import java.util.List;
 import java.util.zip.GZIPInputStream;
 
 /** The bundled digits sample (1797 rows, 64 pixels 0..16 scaled to 0..1, class 0-9). */
-final class Digits {
+public final class Digits {
   private Digits() {}
 
-  static InMemoryDataset load() {
+  /** The bundled digits sample (1,797 8x8 images, pixels scaled to 0..1), in file order. */
+  public static InMemoryDataset load() {
     try (InputStream raw = Digits.class.getResourceAsStream("/sample-data/digits.csv.gz");
         BufferedReader r =
             new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {

@@ -9,10 +9,7 @@ import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
 import java.io.BufferedOutputStream;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
@@ -33,7 +30,6 @@ import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-import java.util.zip.GZIPInputStream;
 
 /**
  * What the multi-JVM cluster tests share: a Spark standalone cluster from the Maven-assembled
@@ -120,22 +116,12 @@ final class ClusterRuns {
     if (digits != null) {
       return digits;
     }
+    dev.sparktrainer.train.InMemoryDataset all = dev.sparktrainer.train.Digits.load();
     List<float[]> rows = new ArrayList<>();
     List<Long> labels = new ArrayList<>();
-    try (InputStream raw = ClusterRuns.class.getResourceAsStream("/sample-data/digits.csv.gz");
-        BufferedReader r = new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
-      for (String line; (line = r.readLine()) != null; ) {
-        if (line.isBlank()) {
-          continue;
-        }
-        String[] f = line.split(",");
-        float[] px = new float[64];
-        for (int i = 0; i < 64; i++) {
-          px[i] = Float.parseFloat(f[i]) / 16f;
-        }
-        rows.add(px);
-        labels.add(Long.parseLong(f[64].trim()));
-      }
+    for (int i = 0; i < all.size(); i++) {
+      rows.add(all.features(i));
+      labels.add(all.label(i));
     }
     Integer[] order = new Integer[rows.size()];
     Arrays.setAll(order, i -> i);
