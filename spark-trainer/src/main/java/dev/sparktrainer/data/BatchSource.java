@@ -21,6 +21,13 @@ public interface BatchSource extends AutoCloseable {
    */
   Iterator<Batch> epoch(int epoch, long skipSteps);
 
+  /**
+   * A hint: the next {@link #epoch} call will be {@code epoch(epoch, 0)}, so the source may start
+   * reading it once the current epoch is read (tf.data's prefetch across the epoch boundary). A
+   * source may ignore it; a different next call is still correct.
+   */
+  default void prepare(int epoch) {}
+
   /** Stops reader threads and releases buffers. */
   @Override
   void close();

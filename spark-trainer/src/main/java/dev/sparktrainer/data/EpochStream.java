@@ -14,6 +14,12 @@ import org.slf4j.LoggerFactory;
  * order (tf.data's deterministic parallel map): the order never depends on thread timing. It yields exactly the shard's steps (minus the
  * skipped ones): a worker that runs out of records repeats its shard (PAD), one with more stops
  * early (TRUNCATE).
+ *
+ * <p>When the consumer takes a batch whose copy no batcher has started yet (on a busy machine the
+ * batchers may wait for a core), it makes the copy itself rather than wait for one to be scheduled.
+ * A stream can be started ahead of its turn (the next epoch, while this one's last batches are
+ * consumed): {@link #afterProduced} runs once the producer has read everything and closed its
+ * readers.
  */
 final class EpochStream implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(EpochStream.class);
@@ -29,6 +35,8 @@ final class EpochStream implements AutoCloseable {
   private final java.util.concurrent.ExecutorService batcher;
   private volatile boolean closed;
   private boolean ended;
+  private Runnable afterProduced;
+  private boolean produced;
 
   // consumer-side measurements
   private long batches;
@@ -40,12 +48,16 @@ final class EpochStream implements AutoCloseable {
   private long windowTotal;
   private int windowBatches;
 
-  EpochStream(PipelineContext ctx, int epoch, long skip) {
+  /**
+   * Starts the producer of {@code epoch}, skipping its first {@code skip} batches, with {@code
+   * prefetch} batches of queue and {@code parallelism} decoding readers to begin with.
+   */
+  EpochStream(PipelineContext ctx, int epoch, long skip, int prefetch, int parallelism) {
     this.ctx = ctx;
     this.epoch = epoch;
     this.skip = skip;
-    this.prefetch = new ResizableQueue<>(ctx.initialPrefetch());
-    this.permits = new AdjustableSemaphore(ctx.initialParallelism());
+    this.prefetch = new ResizableQueue<>(prefetch);
+    this.permits = new AdjustableSemaphore(parallelism);
     String prefix = "pipeline-r" + ctx.rank() + "-e" + epoch;
     java.util.concurrent.atomic.AtomicInteger batchers = new java.util.concurrent.atomic.AtomicInteger();
     this.batcher = java.util.concurrent.Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
@@ -133,6 +145,7 @@ final class EpochStream implements AutoCloseable {
       prefetch.put(END, true);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+      return;
     } catch (Throwable t) {
       if (!closed) {
         try {
@@ -141,19 +154,68 @@ final class EpochStream implements AutoCloseable {
           Thread.currentThread().interrupt();
         }
       }
+      return;
     }
+    Runnable next;
+    synchronized (this) {
+      produced = true;
+      next = closed ? null : afterProduced;
+      afterProduced = null;
+    }
+    if (next != null) {
+      next.run();
+    }
+  }
+
+  /**
+   * Runs {@code r} once everything is read and the readers are closed: on the producer's thread when
+   * that happens, at once when it already has. Not run if the stream fails or is closed first.
+   */
+  void afterProduced(Runnable r) {
+    synchronized (this) {
+      if (!produced) {
+        afterProduced = r;
+        return;
+      }
+      if (closed) {
+        return;
+      }
+    }
+    r.run();
+  }
+
+  int epoch() {
+    return epoch;
+  }
+
+  long skip() {
+    return skip;
+  }
+
+  /** The consumer-facing prefetch depth, as AUTOTUNE left it. */
+  int prefetchCapacity() {
+    return prefetch.capacity();
+  }
+
+  /** The decoding readers' limit, as AUTOTUNE left it. */
+  int parallelism() {
+    return permits.limit();
+  }
+
+  /** Continues from another stream's tuning (a stream started ahead with a small queue takes over). */
+  void tune(int prefetchCapacity, int parallelism) {
+    prefetch.setCapacity(Math.max(prefetch.capacity(), prefetchCapacity));
+    permits.setLimit(parallelism);
   }
 
   private long emit(Record[] buf, int n, long emitted) throws InterruptedException {
     if (emitted >= skip) {
       Record[] records = java.util.Arrays.copyOf(buf, n);
-      prefetch.put(batcher.submit(() -> HostBatch.of(records, n, ctx)), false);
+      java.util.concurrent.FutureTask<HostBatch> task = new java.util.concurrent.FutureTask<>(() -> HostBatch.of(records, n, ctx));
+      batcher.execute(task);
+      prefetch.put(task, false);
     } else {
-      float[][] spent = new float[n][];
-      for (int i = 0; i < n; i++) {
-        spent[i] = buf[i].features;
-      }
-      ctx.recordPool().giveAll(spent, n);
+      HostBatch.discard(buf, n, ctx);
     }
     java.util.Arrays.fill(buf, 0, n, null);
     return emitted + 1;
@@ -198,7 +260,10 @@ final class EpochStream implements AutoCloseable {
     HostBatch hb;
     try {
       @SuppressWarnings("unchecked")
-      java.util.concurrent.Future<HostBatch> pending = (java.util.concurrent.Future<HostBatch>) o;
+      java.util.concurrent.RunnableFuture<HostBatch> pending = (java.util.concurrent.RunnableFuture<HostBatch>) o;
+      if (!pending.isDone()) {
+        pending.run(); // no batcher has started it: copy here (a no-op if one has)
+      }
       hb = pending.get();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -247,7 +312,10 @@ final class EpochStream implements AutoCloseable {
 
   @Override
   public void close() {
-    closed = true;
+    synchronized (this) {
+      closed = true;
+      afterProduced = null;
+    }
     batcher.shutdownNow();
     producer.interrupt();
     try {

@@ -1,5 +1,8 @@
 package dev.sparktrainer.data;
 
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
+import dev.sparktrainer.tfrecord.example.MalformedRecordException;
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
@@ -33,40 +36,77 @@ final class HostBatch {
     return features[c].getFloat(i * 4);
   }
 
-  /** Copies {@code n} records into a batch and hands their arrays back to the record pool. */
-  static HostBatch of(Record[] records, int n, PipelineContext ctx) {
+  /**
+   * Makes a batch of {@code n} records: decoded ones are copied, and their arrays handed back to the
+   * record pool; records not decoded yet are decoded straight into the batch, and their read
+   * buffers released. A record that does not decode fails the batch, naming its file and offset.
+   */
+  static HostBatch of(Record[] records, int n, PipelineContext ctx) throws IOException {
     DatasetSpec spec = ctx.spec();
     int cols = spec.features().size();
     ByteBuffer[] f = new ByteBuffer[cols];
-    int off = 0;
     boolean full = n == ctx.options().batchSize();
+    FloatBuffer[] views = new FloatBuffer[cols];
     for (int c = 0; c < cols; c++) {
       int size = spec.features().get(c).size();
-      ByteBuffer col = full ? ctx.columnPool(c).take()
+      f[c] = full ? ctx.columnPool(c).take()
           : ByteBuffer.allocateDirect(n * size * 4).order(ByteOrder.nativeOrder());
-      FloatBuffer fb = col.asFloatBuffer();
-      for (int i = 0; i < n; i++) {
-        fb.put(records[i].features, off, size);
-      }
-      f[c] = col;
-      off += size;
     }
     double[] labels = new double[n];
     boolean intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
     ByteBuffer lb = full ? ctx.labelPool().take()
         : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
     float[][] spent = new float[n][];
+    int decoded = 0;
+    RecordDecoder decoder = null;
     for (int i = 0; i < n; i++) {
-      double label = records[i].label;
+      Record r = records[i];
+      double label;
+      if (r.raw == null) {
+        int off = 0;
+        for (int c = 0; c < cols; c++) {
+          int size = spec.features().get(c).size();
+          if (views[c] == null) {
+            views[c] = f[c].asFloatBuffer();
+          }
+          views[c].put(i * size, r.features, off, size);
+          off += size;
+        }
+        label = r.label;
+        spent[decoded++] = r.features;
+      } else {
+        if (decoder == null) {
+          decoder = ctx.decoder();
+        }
+        try {
+          label = decoder.decodeInto(r.raw.buf, r.rawOffset, r.rawLength, f, i);
+        } catch (MalformedRecordException | IOException e) {
+          throw new TFRecordCorruptException(r.raw.file, r.fileOffset, e.getMessage(), e);
+        }
+        r.raw.decoded();
+      }
       labels[i] = label;
       if (intLabels) {
         lb.putLong(i * 8, (long) label);
       } else {
         lb.putFloat(i * 4, (float) label);
       }
-      spent[i] = records[i].features;
     }
-    ctx.recordPool().giveAll(spent, n);
+    ctx.recordPool().giveAll(spent, decoded);
     return new HostBatch(f, labels, lb, n);
+  }
+
+  /** Gives back what {@code n} records hold without making a batch of them (skipped steps). */
+  static void discard(Record[] records, int n, PipelineContext ctx) {
+    float[][] spent = new float[n][];
+    int decoded = 0;
+    for (int i = 0; i < n; i++) {
+      if (records[i].raw == null) {
+        spent[decoded++] = records[i].features;
+      } else {
+        records[i].raw.decoded();
+      }
+    }
+    ctx.recordPool().giveAll(spent, decoded);
   }
 }

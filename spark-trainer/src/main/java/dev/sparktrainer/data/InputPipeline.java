@@ -18,6 +18,7 @@ import org.apache.hadoop.conf.Configuration;
  * try (InputPipeline in = InputPipeline.create(plan, options, rank, numWorkers, manager, conf)) {
  *   for (int epoch = 0; epoch < epochs; epoch++) {
  *     Iterator<Batch> it = in.epoch(epoch, 0);
+ *     if (epoch + 1 < epochs) in.prepare(epoch + 1);                  // read ahead across the boundary
  *     while (it.hasNext()) {
  *       try (Batch b = it.next()) { ... }
  *     }
@@ -29,6 +30,10 @@ public final class InputPipeline implements BatchSource {
   private final PipelineContext ctx;
   private final NDManager manager;
   private EpochStream current;
+  /** A stream started ahead of its turn ({@link #prepare}), and the epoch it was asked for. */
+  private EpochStream upcoming;
+  private int prepared = -1;
+  private boolean closed;
   private PipelineStats lastStats;
 
   private InputPipeline(PipelineContext ctx, NDManager manager) {
@@ -46,6 +51,11 @@ public final class InputPipeline implements BatchSource {
   public static InputPipeline create(DatasetPlan plan, PipelineOptions options, int rank,
       int numWorkers, NDManager manager, Configuration conf) {
     return new InputPipeline(new PipelineContext(plan, options, rank, numWorkers, conf), manager);
+  }
+
+  /** Whether examples are decoded straight into their batches (no shuffle buffer, room in the budget). */
+  boolean decodesInBatch() {
+    return ctx.decodesInBatch();
   }
 
   /** The shard this worker reads. */
@@ -86,13 +96,90 @@ public final class InputPipeline implements BatchSource {
     if (skipSteps < 0 || skipSteps > stepsPerEpoch()) {
       throw new IllegalArgumentException("skipSteps " + skipSteps + " outside 0.." + stepsPerEpoch());
     }
-    closeCurrent();
-    current = new EpochStream(ctx, epoch, skipSteps);
-    return new HostIterator(current, recycle ? ctx : null);
+    EpochStream previous;
+    EpochStream ahead;
+    EpochStream stream = null;
+    synchronized (this) {
+      if (closed) {
+        throw new IllegalStateException("the input pipeline is closed");
+      }
+      previous = current;
+      ahead = upcoming;
+      current = null;
+      upcoming = null;
+      prepared = -1;
+      if (ahead != null && ahead.epoch() == epoch && ahead.skip() == skipSteps) {
+        stream = ahead;
+        ahead = null;
+      }
+    }
+    // Closed outside the lock (a producer may be waiting on it to start a stream ahead), and before
+    // a new stream starts, so two epochs' readers never hold memory at once.
+    if (previous != null) {
+      previous.close();
+    }
+    if (ahead != null) {
+      ahead.close();
+    }
+    if (stream == null) {
+      stream = new EpochStream(ctx, epoch, skipSteps, ctx.initialPrefetch(), ctx.initialParallelism());
+    }
+    // AUTOTUNE goes on from where the last epoch left it (a stream started ahead has a queue of one).
+    stream.tune(previous != null ? previous.prefetchCapacity() : ctx.initialPrefetch(),
+        previous != null ? previous.parallelism() : stream.parallelism());
+    synchronized (this) {
+      if (previous != null) {
+        lastStats = previous.stats();
+      }
+      if (closed) {
+        stream.close();
+        throw new IllegalStateException("the input pipeline is closed");
+      }
+      current = stream;
+    }
+    return new HostIterator(stream, recycle ? ctx : null);
+  }
+
+  /**
+   * Starts reading epoch {@code epoch} (from its first step) ahead of its turn, as soon as the
+   * current epoch's records are all read — the shuffle buffer fills and the first batches are ready
+   * before the consumer asks for them. The next call to {@link #epoch} uses it if it asks for that
+   * epoch from step 0; any other call discards it. Does nothing if the memory budget has no room
+   * for a second stream.
+   */
+  @Override
+  public void prepare(int epoch) {
+    EpochStream c;
+    synchronized (this) {
+      if (closed || !ctx.startAhead() || (upcoming != null && upcoming.epoch() == epoch)) {
+        return;
+      }
+      prepared = epoch;
+      c = current;
+    }
+    if (c == null) {
+      startAhead(epoch);
+    } else {
+      c.afterProduced(() -> startAhead(epoch));
+    }
+  }
+
+  private void startAhead(int epoch) {
+    EpochStream stale;
+    synchronized (this) {
+      if (closed || prepared != epoch || (upcoming != null && upcoming.epoch() == epoch)) {
+        return;
+      }
+      stale = upcoming;
+      upcoming = new EpochStream(ctx, epoch, 0, 1, ctx.initialParallelism());
+    }
+    if (stale != null) {
+      stale.close();
+    }
   }
 
   /** Measurements of the current (or last) epoch. */
-  public PipelineStats stats() {
+  public synchronized PipelineStats stats() {
     return current != null ? current.stats() : lastStats;
   }
 
@@ -118,17 +205,26 @@ public final class InputPipeline implements BatchSource {
     }
   }
 
-  private void closeCurrent() {
-    if (current != null) {
-      lastStats = current.stats();
-      current.close();
-      current = null;
-    }
-  }
-
   @Override
   public void close() {
-    closeCurrent();
+    EpochStream c;
+    EpochStream u;
+    synchronized (this) {
+      closed = true;
+      c = current;
+      u = upcoming;
+      if (c != null) {
+        lastStats = c.stats();
+      }
+      current = null;
+      upcoming = null;
+    }
+    if (c != null) {
+      c.close();
+    }
+    if (u != null) {
+      u.close();
+    }
   }
 
   /** Host batches of one epoch; reader failures surface as {@link UncheckedIOException}s naming the file. */

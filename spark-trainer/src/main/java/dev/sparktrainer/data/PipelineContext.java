@@ -20,6 +20,10 @@ final class PipelineContext {
   private final Interleaver.Opener opener;
   private final int slotCapacity;
   private final int maxPrefetch;
+  private final boolean startAhead;
+  private final boolean decodeInBatch;
+  private final ReadBuffers readBuffers;
+  private final ThreadLocal<RecordDecoder> decoders;
   private final int initialPrefetch;
   private final int initialParallelism;
   private final ArrayPool records;
@@ -40,6 +44,17 @@ final class PipelineContext {
     long readerBudget = Math.max(0, (budget - shuffleBytes - 2 * batchBytes) / 4);
     this.slotCapacity = (int) Math.max(2, Math.min(256, readerBudget / Math.max(1, k * recordBytes)));
     long fixed = shuffleBytes + (long) k * (slotCapacity + 17) * recordBytes + batchBytes;
+    // Without a shuffle buffer, TFRecord examples are decoded straight into their batch from the
+    // readers' buffers (no cache: the cache stores decoded records), when the budget has room for
+    // them: a reader holds up to three buffers — the one it reads, and ones whose records wait in its
+    // queue or in a batch being made.
+    long readBufferBytes = 3L * k * ReadBuffers.SIZE;
+    this.decodeInBatch = options.shuffleBuffer() <= 1 && options.cacheDir() == null
+        && plan.spec().format() == DatasetSpec.Format.TFRECORD
+        && fixed + readBufferBytes + 2 * batchBytes <= budget;
+    if (decodeInBatch) {
+      fixed += readBufferBytes;
+    }
     if (fixed + batchBytes > budget) {
       throw new IllegalArgumentException(String.format(Locale.ROOT,
           "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"
@@ -48,7 +63,11 @@ final class PipelineContext {
           budget, options.shuffleBuffer(), recordBytes, shuffleBytes, k, slotCapacity, batchBytes,
           fixed + batchBytes));
     }
-    this.maxPrefetch = (int) Math.max(1, Math.min(64, (budget - fixed) / batchBytes));
+    // One batch of the budget is kept for the next epoch's stream, which starts (with a queue of
+    // one) while this epoch's last prefetched batches are consumed — when the budget has room for it.
+    long batches = (budget - fixed) / batchBytes;
+    this.startAhead = batches >= 2;
+    this.maxPrefetch = (int) Math.max(1, Math.min(64, startAhead ? batches - 1 : batches));
     this.initialPrefetch = options.prefetchBatches() == PipelineOptions.AUTOTUNE
         ? Math.min(2, maxPrefetch) : options.prefetchBatches();
     if (initialPrefetch > maxPrefetch) {
@@ -66,7 +85,9 @@ final class PipelineContext {
     }
     this.labels = new BufferPool(
         options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4), maxPrefetch + 4);
-    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records);
+    this.readBuffers = decodeInBatch ? new ReadBuffers(3 * k) : null;
+    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
+    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
   }
 
   /** Decoded records' arrays, recycled once a record is copied into a batch. */
@@ -120,6 +141,20 @@ final class PipelineContext {
     return maxPrefetch;
   }
 
+  boolean decodesInBatch() {
+    return decodeInBatch;
+  }
+
+  /** A decoder for the calling (batch) thread. */
+  RecordDecoder decoder() {
+    return decoders.get();
+  }
+
+  /** Whether the memory budget leaves room to start the next epoch's stream ahead of its turn. */
+  boolean startAhead() {
+    return startAhead;
+  }
+
   int initialPrefetch() {
     return initialPrefetch;
   }
@@ -149,10 +184,12 @@ final class PipelineContext {
     private final Configuration conf;
     private final RecordCache cache;
     private final ArrayPool records;
+    private final ReadBuffers readBuffers;
 
     Opener(DatasetPlan plan, WorkerShard shard, Configuration conf, PipelineOptions options, int rank,
-        int numWorkers, ArrayPool records) {
+        int numWorkers, ArrayPool records, ReadBuffers readBuffers) {
       this.records = records;
+      this.readBuffers = readBuffers;
       this.plan = plan;
       this.shard = shard;
       this.conf = conf;
@@ -172,7 +209,7 @@ final class PipelineContext {
       RecordStream source = plan.spec().format() == DatasetSpec.Format.PARQUET
           ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
           : new TFRecordStream(s, plan.spec(), j -> shard.owns(i, j), conf,
-              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records);
+              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records, readBuffers);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

@@ -110,6 +110,14 @@ final class Worker {
           long[] nanos = new long[4]; // wait, compute, all-reduce, optimizer
           long epochStart = System.nanoTime();
           Iterator<Batch> batches = source.epoch(epoch, startStep);
+          // Read ahead across the boundaries: the next epoch once this one is read, and the
+          // validation pass that ends this epoch.
+          if (epoch + 1 < cfg.epochs) {
+            source.prepare(epoch + 1);
+          }
+          if (validation != null) {
+            validation.prepare(0);
+          }
           for (long s = startStep; s < steps; s++) {
             long t0 = System.nanoTime();
             if (!batches.hasNext()) {

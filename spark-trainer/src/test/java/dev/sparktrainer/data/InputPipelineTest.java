@@ -148,6 +148,153 @@ class InputPipelineTest {
     }
   }
 
+  /**
+   * Without a shuffle buffer (and with room in the budget) examples are decoded straight from the
+   * readers' buffers into their batches: the same batches, in the same order, as decoding each record
+   * first — for every sharding policy and several workers.
+   */
+  @Test
+  void decodingStraightIntoBatchesGivesTheSameBatches() throws IOException {
+    DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
+    for (ShardingPolicy policy : ShardingPolicy.values()) {
+      for (int n : new int[] {1, 3}) {
+        PipelineOptions.Builder b = opts().optShuffleBuffer(0).optSharding(policy).optDropRemainder(false)
+            .optUneven(UnevenPolicy.PAD);
+        for (int r = 0; r < n; r++) {
+          List<Long> direct;
+          List<Long> copied;
+          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(64 << 20).build(), r, n, null,
+              TestData.CONF)) {
+            assertThat(p.decodesInBatch()).isTrue();
+            direct = ids(p, 2);
+          }
+          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(2 << 20).build(), r, n, null,
+              TestData.CONF)) {
+            assertThat(p.decodesInBatch()).as("no room for the read buffers in 2 MB").isFalse();
+            copied = ids(p, 2);
+          }
+          assertThat(direct).as(policy + " n=" + n + " rank " + r).isEqualTo(copied)
+              .hasSizeGreaterThanOrEqualTo((int) plan.shard(r, n, b.build()).records());
+        }
+      }
+    }
+  }
+
+  /** Records of 100 KB to 1.2 MB: read buffers are handed over every few records, and grown. */
+  @Test
+  void bigRecordsDecodeIntactFromHandedOverBuffers() throws IOException {
+    int width = 300_000; // 1.2 MB: more than a read buffer
+    TestData.writeTFRecords(dir.resolve("wide"), width, 0, TFRecordCompression.NONE, 3);
+    TestData.writeTFRecords(dir.resolve("medium"), 25_000, 100, TFRecordCompression.NONE, 40);
+    PipelineOptions o = PipelineOptions.builder().setBatchSize(1).optShuffleBuffer(0).optCycleLength(1)
+        .optShuffleSplits(false).optMemoryBudgetBytes(256L << 20).build();
+    DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("wide"), width), o, TestData.CONF);
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+      assertThat(p.decodesInBatch()).isTrue();
+      Iterator<HostBatch> it = p.hostEpoch(0, 0);
+      long id = 0;
+      while (it.hasNext()) {
+        HostBatch b = it.next();
+        for (int k = 0; k < width; k += 997) {
+          assertThat(b.feature(0, k)).as("record " + id + " value " + k).isEqualTo(id + 0.5f * k);
+        }
+        assertThat(b.labels[0]).isEqualTo(id % 10);
+        id++;
+      }
+      assertThat(id).isEqualTo(3);
+    }
+    DatasetPlan medium = DatasetPlanner.plan(TestData.spec(dir.resolve("medium"), 25_000), o, TestData.CONF);
+    try (InputPipeline p = InputPipeline.create(medium, o.toBuilder().setBatchSize(3).build(), 0, 1, null,
+        TestData.CONF)) {
+      Iterator<HostBatch> it = p.hostEpoch(0, 0);
+      long id = 100;
+      while (it.hasNext()) {
+        HostBatch b = it.next();
+        for (int i = 0; i < b.size; i++, id++) {
+          for (int k = 0; k < 25_000; k += 101) {
+            assertThat(b.feature(0, i * 25_000 + k)).as("record " + id + " value " + k).isEqualTo(id + 0.5f * k);
+          }
+        }
+      }
+      assertThat(id).isEqualTo(100 + 39);
+    }
+  }
+
+  /** An example that frames and checksums correctly but lacks a feature fails its batch, naming file and offset. */
+  @Test
+  void malformedExampleDecodedInTheBatchNamesFileAndOffset() throws IOException {
+    Path d = dir.resolve("m");
+    Files.createDirectories(d);
+    long badOffset;
+    try (java.io.OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
+        dev.sparktrainer.tfrecord.codec.TFRecordWriter w = new dev.sparktrainer.tfrecord.codec.TFRecordWriter(os)) {
+      for (int i = 0; i < 30; i++) {
+        w.write(TestData.example(i, W));
+      }
+      badOffset = w.bytesWritten();
+      w.write(dev.sparktrainer.tfrecord.example.Examples.encodeExample(
+          java.util.Map.of("label", dev.sparktrainer.tfrecord.example.Feature.ofInt64(1))));
+      for (int i = 31; i < 40; i++) {
+        w.write(TestData.example(i, W));
+      }
+    }
+    DatasetPlan plan = DatasetPlanner.plan(TestData.spec(d, W), PipelineOptions.builder().build(), TestData.CONF);
+    PipelineOptions o = opts().optShuffleBuffer(0).optMemoryBudgetBytes(64 << 20).build();
+    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
+      try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+        assertThat(p.decodesInBatch()).isTrue();
+        assertThatThrownBy(() -> ids(p, 0))
+            .isInstanceOf(UncheckedIOException.class)
+            .hasMessageContaining("part-000.tfrecord")
+            .hasMessageContaining("at byte offset " + badOffset)
+            .hasMessageContaining("feature 'x' is missing");
+      }
+    });
+  }
+
+  /**
+   * An epoch started ahead of its turn ({@code prepare}) yields exactly the batches it would have
+   * yielded otherwise; a different next call discards it; closing stops its threads.
+   */
+  @Test
+  void epochsStartedAheadAreTheSameEpochs() throws Exception {
+    DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
+    PipelineOptions o = opts().optSeed(3).build();
+    List<Long> e1;
+    List<Long> e2;
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, null, TestData.CONF)) {
+      e1 = ids(p, 1);
+      e2 = ids(p, 2);
+    }
+    long before = pipelineThreads();
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, null, TestData.CONF)) {
+      p.prepare(1); // nothing running yet: starts at once
+      assertThat(ids(p, 1)).isEqualTo(e1);
+      p.prepare(2);
+      assertThat(ids(p, 2)).isEqualTo(e2);
+      p.prepare(2);
+      List<Long> rest = new ArrayList<>();
+      p.hostEpoch(2, 3).forEachRemaining(b -> { // not what was prepared: read afresh
+        for (int i = 0; i < b.size; i++) {
+          rest.add(TestData.idOf(b, i, W));
+        }
+      });
+      assertThat(rest).isEqualTo(e2.subList(3 * 8, e2.size()));
+      p.prepare(1);
+      Thread.sleep(200); // the stream ahead runs, then close stops it
+    }
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (pipelineThreads() > before && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    assertThat(pipelineThreads()).as("pipeline threads left running").isLessThanOrEqualTo(before);
+  }
+
+  private static long pipelineThreads() {
+    return Thread.getAllStackTraces().keySet().stream()
+        .filter(t -> t.isAlive() && t.getName().startsWith("pipeline-")).count();
+  }
+
   @Test
   void readerFailureNamesTheFileInsteadOfHanging() throws IOException {
     DatasetPlan plan = plan(50, 50, 50);

@@ -33,6 +33,7 @@ public final class TFRecordReader implements Closeable {
   private final Crc32c crc = new Crc32c();
 
   private byte[] buf;
+  private BufferHandoff handoff;
   private int rp; // index in buf of absolute offset pos
   private int wp; // end of valid bytes in buf
   private boolean eof;
@@ -192,6 +193,26 @@ public final class TFRecordReader implements Closeable {
     }
   }
 
+  /**
+   * Takes over the reader's buffers: from now on the reader never overwrites bytes of a record it
+   * has returned. Where it would (moving unread bytes to the front, or growing), it asks {@code
+   * handoff} for a fresh buffer instead and hands over the old one, whose records stay valid for
+   * whoever owns it now. For readers whose records are decoded later, elsewhere, without a copy.
+   */
+  public void setBufferHandoff(BufferHandoff handoff) {
+    this.handoff = handoff;
+  }
+
+  /** Supplies fresh buffers to a reader that hands its full ones over ({@link #setBufferHandoff}). */
+  @FunctionalInterface
+  public interface BufferHandoff {
+    /**
+     * Takes ownership of {@code retired} (the reader no longer touches it) and returns a buffer of at
+     * least {@code minLength} bytes for the reader to continue in.
+     */
+    byte[] replace(byte[] retired, int minLength);
+  }
+
   /** Buffer holding the current record's data. */
   public byte[] buffer() {
     return buf;
@@ -283,14 +304,23 @@ public final class TFRecordReader implements Closeable {
       return Math.min(have, n);
     }
     if (rp > 0 && rp + n > buf.length) {
-      System.arraycopy(buf, rp, buf, 0, have);
+      if (handoff != null) {
+        // The records returned so far stay where they are: continue in a fresh buffer.
+        byte[] fresh = handoff.replace(buf, Math.max(n, buf.length));
+        System.arraycopy(buf, rp, fresh, 0, have);
+        buf = fresh;
+      } else {
+        System.arraycopy(buf, rp, buf, 0, have);
+      }
       rp = 0;
       wp = have;
     }
     while (wp - rp < n) {
       if (wp == buf.length) {
         int size = (int) Math.min(MAX_BUFFER, Math.min((long) rp + n, 2L * buf.length));
-        buf = java.util.Arrays.copyOf(buf, size);
+        byte[] grown = handoff != null ? handoff.replace(buf, size) : new byte[size];
+        System.arraycopy(buf, 0, grown, 0, wp);
+        buf = grown;
       }
       int r;
       try {

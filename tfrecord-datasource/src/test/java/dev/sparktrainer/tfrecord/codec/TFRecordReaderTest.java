@@ -75,6 +75,37 @@ class TFRecordReaderTest {
     }
   }
 
+  /** With a buffer handoff, every record returned stays valid where it was read, however far the reader goes on. */
+  @Test
+  void handedOffBuffersKeepEveryRecordInPlace() throws IOException {
+    Random rnd = new Random(5);
+    List<byte[]> recs = randomRecords(rnd, 80, 200_000);
+    recs.add(40, new byte[2_500_000]); // larger than the reader's buffer: the growth path
+    rnd.nextBytes(recs.get(40));
+    for (TFRecordCompression c : TFRecordCompression.values()) {
+      TFRecordReader r = new TFRecordReader(c.decompress(new ByteArrayInputStream(frame(recs, c))), "f.tfrecord", 0,
+          Long.MAX_VALUE, 4 << 20, CorruptRecordPolicy.FAILFAST);
+      List<byte[]> retired = new ArrayList<>();
+      r.setBufferHandoff((old, minLength) -> {
+        assertThat(retired).as("a buffer is handed over once").doesNotContain(old);
+        retired.add(old);
+        return new byte[minLength];
+      });
+      List<byte[]> bufs = new ArrayList<>();
+      List<int[]> where = new ArrayList<>();
+      while (r.next()) {
+        bufs.add(r.buffer());
+        where.add(new int[] {r.dataOffset(), r.dataLength()});
+      }
+      assertThat(retired).as(c + ": buffers handed over").hasSizeGreaterThan(5);
+      assertThat(bufs).hasSize(recs.size());
+      for (int i = 0; i < recs.size(); i++) {
+        int[] w = where.get(i);
+        assertThat(Arrays.copyOfRange(bufs.get(i), w[0], w[0] + w[1])).as(c + " record " + i).isEqualTo(recs.get(i));
+      }
+    }
+  }
+
   @Test
   void emptyFileAndEmptyRecords() throws IOException {
     assertThat(readAll(reader(new byte[0], CorruptRecordPolicy.FAILFAST))).isEmpty();

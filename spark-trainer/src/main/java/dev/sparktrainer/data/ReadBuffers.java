@@ -1,0 +1,73 @@
+package dev.sparktrainer.data;
+
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The read buffers of TFRecord readers whose records are decoded later, by the batch stage, straight
+ * from where they were read: a reader hands its buffer over when it moves on ({@link
+ * dev.sparktrainer.tfrecord.codec.TFRecordReader#setBufferHandoff}), and the buffer comes back here
+ * once every record handed out of it is decoded. Buffers of the standard size are pooled (at most
+ * {@code capacity}), so the steady state allocates nothing.
+ */
+final class ReadBuffers {
+  /** The readers' buffer size (the codec's own for big splits). */
+  static final int SIZE = 1 << 20;
+
+  private final int capacity;
+  private final ConcurrentLinkedQueue<byte[]> free = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger pooled = new AtomicInteger();
+
+  ReadBuffers(int capacity) {
+    this.capacity = capacity;
+  }
+
+  byte[] take(int minLength) {
+    if (minLength <= SIZE) {
+      byte[] b = free.poll();
+      if (b != null) {
+        pooled.decrementAndGet();
+        return b;
+      }
+      return new byte[SIZE];
+    }
+    return new byte[minLength];
+  }
+
+  private void give(byte[] b) {
+    if (b.length == SIZE && pooled.incrementAndGet() <= capacity) {
+      free.offer(b);
+    } else if (b.length == SIZE) {
+      pooled.decrementAndGet();
+    }
+  }
+
+  /**
+   * One buffer with records handed out of it. The reader counts its records privately and reports
+   * the total once, when it leaves the buffer ({@link #readerDone}); each record's decode reports
+   * itself ({@link #decoded}). The count reaches zero exactly once, after both, whichever comes last:
+   * then the buffer goes back to the pool.
+   */
+  final class Handed {
+    final byte[] buf;
+    final String file;
+    private final AtomicInteger outstanding = new AtomicInteger();
+
+    Handed(byte[] buf, String file) {
+      this.buf = buf;
+      this.file = file;
+    }
+
+    void readerDone(int handedOut) {
+      if (outstanding.addAndGet(handedOut) == 0) {
+        give(buf);
+      }
+    }
+
+    void decoded() {
+      if (outstanding.decrementAndGet() == 0) {
+        give(buf);
+      }
+    }
+  }
+}
