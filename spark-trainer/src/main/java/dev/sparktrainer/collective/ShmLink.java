@@ -83,6 +83,12 @@ final class ShmLink extends Link {
   private final ByteBuffer writeBell = ByteBuffer.allocateDirect(1);
   private final String description;
   private volatile boolean aborted;
+  /**
+   * Threads inside readFully/writeFully (2 each) plus bit 0 once aborted: the mapping is unmapped when
+   * both hold, so no copy can touch an unmapped page.
+   */
+  private final java.util.concurrent.atomic.AtomicLong lease = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicBoolean unmapped = new java.util.concurrent.atomic.AtomicBoolean();
   /** Times a side went to sleep in its selector (each counted by its one thread); for tests. */
   long readSleeps;
   long writeSleeps;
@@ -356,6 +362,38 @@ final class ShmLink extends Link {
 
   @Override
   void readFully(ByteBuffer dst, long deadlineNanos) throws IOException {
+    enter();
+    try {
+      read(dst, deadlineNanos);
+    } finally {
+      exit();
+    }
+  }
+
+  @Override
+  void writeFully(ByteBuffer a, ByteBuffer b, long deadlineNanos) throws IOException {
+    enter();
+    try {
+      write(a, b, deadlineNanos);
+    } finally {
+      exit();
+    }
+  }
+
+  private void enter() throws IOException {
+    if ((lease.addAndGet(2) & 1) != 0) {
+      exit();
+      throw new AsynchronousCloseException();
+    }
+  }
+
+  private void exit() {
+    if (lease.addAndGet(-2) == 1) {
+      unmap(mapping, unmapped);
+    }
+  }
+
+  private void read(ByteBuffer dst, long deadlineNanos) throws IOException {
     int polls = 0;
     long yieldingSince = 0;
     while (dst.hasRemaining()) {
@@ -388,8 +426,7 @@ final class ShmLink extends Link {
     }
   }
 
-  @Override
-  void writeFully(ByteBuffer a, ByteBuffer b, long deadlineNanos) throws IOException {
+  private void write(ByteBuffer a, ByteBuffer b, long deadlineNanos) throws IOException {
     int polls = 0;
     long yieldingSince = 0;
     while (a.hasRemaining() || (b != null && b.hasRemaining())) {
@@ -522,8 +559,52 @@ final class ShmLink extends Link {
     tcp.abort();
     closeQuietly(readSelector);
     closeQuietly(writeSelector);
-    // The mapping itself is released by the garbage collector (a running copy may still touch it);
-    // its file name is already gone, so nothing is left behind in the directory.
+    // Unmapped now if no thread is inside a read or write, else by the last one to leave. The file's
+    // name is already gone: with both ends unmapped, its memory is freed.
+    if (lease.getAndUpdate(v -> v | 1) == 0) {
+      unmap(mapping, unmapped);
+    }
+  }
+
+  private static final java.lang.invoke.MethodHandle INVOKE_CLEANER = findCleaner();
+
+  private static java.lang.invoke.MethodHandle findCleaner() {
+    try {
+      Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
+      java.lang.reflect.Field f = unsafeClass.getDeclaredField("theUnsafe");
+      f.setAccessible(true);
+      return MethodHandles.lookup()
+          .findVirtual(unsafeClass, "invokeCleaner", java.lang.invoke.MethodType.methodType(void.class, ByteBuffer.class))
+          .bindTo(f.get(null));
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return null; // left to the garbage collector
+    }
+  }
+
+  /**
+   * Unmaps {@code mapping} now (once), rather than whenever the garbage collector gets to it: tmpfs
+   * memory is freed only when every mapping of the deleted file is gone. The caller guarantees that no
+   * thread touches it any more.
+   */
+  static void unmap(MappedByteBuffer mapping, java.util.concurrent.atomic.AtomicBoolean once) {
+    if (INVOKE_CLEANER == null || !once.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      INVOKE_CLEANER.invokeExact((ByteBuffer) mapping);
+    } catch (Throwable e) {
+      // left to the garbage collector
+    }
+  }
+
+  /** Unmaps a mapping no link was made of (the negotiation's failure paths). */
+  static void unmap(MappedByteBuffer mapping) {
+    unmap(mapping, new java.util.concurrent.atomic.AtomicBoolean());
+  }
+
+  /** Whether this link's mapping is gone (after {@link #abort()} and its last reader or writer); for tests. */
+  boolean unmapped() {
+    return unmapped.get();
   }
 
   private static void closeQuietly(java.io.Closeable c) {

@@ -64,6 +64,7 @@ final class ShmNegotiation {
     String route = "rank " + myRank + " -> rank " + link.peerRank + " at " + link.peerAddress + ": ";
     String why = null;
     ShmLink.Segment segment = null;
+    boolean handedOver = false;
     if (!(link instanceof ChannelLink)) {
       why = "TLS (shared memory is not used with TLS)";
     } else if (!s.enabled) {
@@ -119,11 +120,15 @@ final class ShmNegotiation {
         return link;
       }
       ShmLink shm = ShmLink.creator((ChannelLink) link, segment, describe(s.directory, s.ringBytes));
+      handedOver = true;
       LOG.log(System.Logger.Level.INFO, route + "shared memory (same host; " + shm.description() + ")");
       return shm;
     } finally {
       if (segment != null) {
         deleteName(segment.path);
+        if (!handedOver) {
+          ShmLink.unmap(segment.mapping); // no link uses it: free its memory now
+        }
       }
     }
   }
@@ -158,7 +163,12 @@ final class ShmNegotiation {
         Path path = s.serverView.apply(Path.of(offered));
         MappedByteBuffer mapping = ShmLink.open(path, nonce);
         deleteName(path); // both ends hold the mapping now; the name is no longer needed
-        shm = ShmLink.acceptor((ChannelLink) link, mapping, describe(path.getParent(), mapping.getLong(8)));
+        try {
+          shm = ShmLink.acceptor((ChannelLink) link, mapping, describe(path.getParent(), mapping.getLong(8)));
+        } catch (IOException | RuntimeException e) {
+          ShmLink.unmap(mapping);
+          throw e;
+        }
       } catch (IOException | InvalidPathException e) {
         why = "rank " + myRank + " cannot use " + offered + ": " + e.getMessage();
       }

@@ -38,6 +38,17 @@ class SharedMemoryTest {
     }
     Rings.assertNoCommunicatorThreads();
     assertThat(filesIn(shmDir)).as("files left in the shared memory directory").isEmpty();
+    assertThat(mappingsOf(shmDir)).as("segments still mapped after close (their memory is not freed)").isEmpty();
+  }
+
+  /** This process's mappings of files that were in {@code dir} (Linux; empty elsewhere). */
+  static List<String> mappingsOf(Path dir) throws IOException {
+    Path maps = Path.of("/proc/self/maps");
+    if (!Files.isReadable(maps)) {
+      return List.of();
+    }
+    String prefix = dir.toString() + "/";
+    return Files.readAllLines(maps).stream().filter(l -> l.contains(prefix)).toList();
   }
 
   private static List<Path> filesIn(Path dir) throws IOException {
@@ -61,6 +72,7 @@ class SharedMemoryTest {
     assertTransports(comms, LinkTransport.SHARED_MEMORY);
     assertTransports(tcp, LinkTransport.TCP);
     assertThat(filesIn(shmDir)).as("names deleted once both ends mapped the files").isEmpty();
+    assertThat(mappingsOf(shmDir)).as("mapped twice per link (both ends in this JVM)").hasSize(2 * n);
     long seed = 42;
     for (ElementType type : ElementType.values()) {
       for (ReduceOp op : ReduceOp.values()) {

@@ -140,6 +140,11 @@ class ShmLinkTest {
     assertThat(writeFailure.get()).isInstanceOf(AsynchronousCloseException.class);
     assertThat(creator.channel().isOpen()).isFalse();
     assertThatThrownBy(() -> creator.readFully(ByteBuffer.allocate(1), far())).isInstanceOf(AsynchronousCloseException.class);
+    assertThat(creator.unmapped()).as("unmapped once the last thread left").isTrue();
+    assertThat(acceptor.unmapped()).isFalse();
+    acceptor.abort();
+    assertThat(acceptor.unmapped()).as("unmapped at once when idle").isTrue();
+    assertThat(SharedMemoryTest.mappingsOf(dir)).isEmpty();
   }
 
   @Test
