@@ -26,7 +26,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import javax.net.ssl.SSLContext;
 
 /**
- * One rank's end of an authenticated TCP ring, and the collectives over it.
+ * One rank's end of an authenticated TCP ring, and the collectives over it. Links to neighbours on
+ * the same host carry their data through shared memory unless {@link Builder#optSharedMemory} says
+ * otherwise or TLS is on ({@link #rightTransport()}, {@link #leftTransport()}).
  *
  * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to the
  * right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link RingListener},
