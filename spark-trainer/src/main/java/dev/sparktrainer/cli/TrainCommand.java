@@ -75,6 +75,8 @@ final class TrainCommand extends Command {
         + " password in $" + RING_KEYSTORE_PASSWORD_ENV);
     f.add("ring-truststore", Kind.STRING, "FILE", null, "the ring's trust store (default: the key store);"
         + " password in $" + RING_TRUSTSTORE_PASSWORD_ENV);
+    f.add("ring-transport", Kind.STRING, "MODE", "auto", "auto: ring neighbours on the same host exchange gradients"
+        + " through shared memory (/dev/shm), others over TCP; tcp: TCP only. With --ring-keystore every link is TLS");
     f.add("collective-timeout", Kind.LONG, "SECONDS", "300", "deadline of each ring operation: a worker that stops"
         + " responding fails the stage after this long, with an error naming its rank and address");
     f.add("gpus", Kind.BOOL, null, null, "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
@@ -112,6 +114,18 @@ final class TrainCommand extends Command {
       b.optTrustStore(f.string("ring-truststore"), tp != null ? tp : password);
     }
     return b.build();
+  }
+
+  /** --ring-transport: whether same-host neighbours may use shared memory. */
+  private static boolean ringSharedMemory(Flags f) {
+    String v = f.string("ring-transport");
+    if (v.equals("auto")) {
+      return true;
+    }
+    if (v.equals("tcp")) {
+      return false;
+    }
+    throw new CliException("Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
   }
 
   private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
@@ -166,6 +180,7 @@ final class TrainCommand extends Command {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
     gradientPrecision(f); // checked before Spark starts
+    ringSharedMemory(f);
     ringTls(f);
     OptimizerSpec optimizer;
     try {
@@ -322,6 +337,7 @@ final class TrainCommand extends Command {
       }
       b.optGradientPrecision(gradientPrecision(f));
       b.optRingTls(ringTls(f));
+      b.optRingSharedMemory(ringSharedMemory(f));
       if (f.given("checkpoint-dir")) {
         b.optCheckpointDir(f.string("checkpoint-dir")).optCheckpointEverySteps(f.longValue("checkpoint-every-steps"));
       }

@@ -111,6 +111,11 @@ final class ChannelLink extends Link {
   }
 
   @Override
+  LinkTransport transport() {
+    return LinkTransport.TCP;
+  }
+
+  @Override
   SocketChannel channel() {
     return ch;
   }

@@ -26,7 +26,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import javax.net.ssl.SSLContext;
 
 /**
- * One rank's end of an authenticated TCP ring, and the collectives over it.
+ * One rank's end of an authenticated TCP ring, and the collectives over it. Links to neighbours on
+ * the same host carry their data through shared memory unless {@link Builder#optSharedMemory} says
+ * otherwise or TLS is on ({@link #rightTransport()}, {@link #leftTransport()}).
  *
  * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to the
  * right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link RingListener},
@@ -51,6 +53,8 @@ public final class Communicator implements AutoCloseable {
   static final Duration DEFAULT_HANDSHAKE_TIMEOUT = Duration.ofSeconds(10);
   static final int DEFAULT_CHUNK_BYTES = 1024 * 1024;
   static final int DEFAULT_SMALL_MESSAGE_BYTES = 64 * 1024;
+  static final int DEFAULT_SHARED_MEMORY_BYTES = 4 << 20;
+  static final java.nio.file.Path DEFAULT_SHARED_MEMORY_DIRECTORY = java.nio.file.Path.of("/dev/shm");
 
   /**
    * On plain links, operations of up to this many bytes run on the caller's thread alone (no
@@ -195,6 +199,19 @@ public final class Communicator implements AutoCloseable {
   /** Every rank's address, indexed by rank. */
   public List<String> peers() {
     return peers;
+  }
+
+  /**
+   * How data travels to the right neighbour (rank + 1): {@link LinkTransport#SHARED_MEMORY} when it
+   * runs on this host and both ends allow it, else TCP or TLS. Null with one rank.
+   */
+  public LinkTransport rightTransport() {
+    return right == null ? null : right.transport();
+  }
+
+  /** How data arrives from the left neighbour (rank - 1); see {@link #rightTransport()}. */
+  public LinkTransport leftTransport() {
+    return left == null ? null : left.transport();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1091,7 +1108,7 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
-   * How many times this rank's threads have blocked in a selector (plain links), for tests: the JDK's
+   * How many times this rank's threads have blocked in a selector (plain and shared-memory links), for tests: the JDK's
    * epoll selector boxes the descriptor of every ready key, 16 bytes each once descriptors exceed 127,
    * so that much allocation per wait is the JDK's, not this package's.
    */
@@ -1100,6 +1117,8 @@ public final class Communicator implements AutoCloseable {
     for (Link l : new Link[] {left, right}) {
       if (l instanceof ChannelLink) {
         waits += ((ChannelLink) l).readWaits + ((ChannelLink) l).writeWaits;
+      } else if (l instanceof ShmLink) {
+        waits += ((ShmLink) l).readSleeps + ((ShmLink) l).writeSleeps;
       }
     }
     return waits;
@@ -1172,6 +1191,11 @@ public final class Communicator implements AutoCloseable {
     private WirePrecision wirePrecision = WirePrecision.FP32;
     private SSLContext sslContext;
     private boolean tlsNeedClientAuth = true;
+    private boolean sharedMemory = true;
+    private java.nio.file.Path sharedMemoryDirectory = DEFAULT_SHARED_MEMORY_DIRECTORY;
+    private int sharedMemoryBytes = DEFAULT_SHARED_MEMORY_BYTES;
+    private java.util.function.UnaryOperator<java.nio.file.Path> sharedMemoryServerView = p -> p;
+    private ShmNegotiation.Settings shm;
 
     private Builder() {}
 
@@ -1261,6 +1285,36 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
+     * Exchange data with a neighbour on the same host through a memory-mapped file (owner-only, in
+     * {@link #optSharedMemoryDirectory}) instead of the TCP socket, which then only carries wake-ups.
+     * Used for a link when both ends allow it, the peer's address is on this host, neither end uses
+     * TLS, and the peer can open the file this rank created; otherwise the link stays on TCP. Default
+     * true.
+     */
+    public Builder optSharedMemory(boolean sharedMemory) {
+      this.sharedMemory = sharedMemory;
+      return this;
+    }
+
+    /** Where shared-memory files are created (a tmpfs). Default {@code /dev/shm}. */
+    public Builder optSharedMemoryDirectory(java.nio.file.Path directory) {
+      this.sharedMemoryDirectory = directory;
+      return this;
+    }
+
+    /** Bytes of the shared-memory ring towards the right neighbour: a power of two. Default 4 MiB. */
+    public Builder optSharedMemoryBytes(int ringBytes) {
+      this.sharedMemoryBytes = ringBytes;
+      return this;
+    }
+
+    /** Test hook: maps the path a peer offers to the path this rank opens (another host's view). */
+    Builder sharedMemoryServerView(java.util.function.UnaryOperator<java.nio.file.Path> view) {
+      this.sharedMemoryServerView = view;
+      return this;
+    }
+
+    /**
      * Validates the configuration and forms the ring: connects to rank + 1 (retrying with
      * exponential backoff while it is not listening yet) and accepts rank - 1, both authenticated.
      *
@@ -1316,6 +1370,9 @@ public final class Communicator implements AutoCloseable {
             "Invalid smallMessageBytes " + smallMessageBytes + ": expected 0..16777216");
       }
       Objects.requireNonNull(wirePrecision, "wirePrecision");
+      Objects.requireNonNull(sharedMemoryDirectory, "sharedMemoryDirectory");
+      ShmLink.checkCapacity(sharedMemoryBytes);
+      shm = new ShmNegotiation.Settings(sharedMemory, sharedMemoryDirectory, sharedMemoryBytes, sharedMemoryServerView);
     }
 
     private static void checkPositive(String name, Duration d) {
@@ -1415,6 +1472,7 @@ public final class Communicator implements AutoCloseable {
         try {
           link = openLink(ch, true, rightRank, address, deadline);
           Handshake.client(link, secret, rank, rightRank, peers.size(), deadline);
+          link = ShmNegotiation.client(link, shm, secret.jobId(), rank, peers.size(), deadline);
           return link;
         } catch (IOException | RuntimeException e) {
           if (link != null) {
@@ -1491,6 +1549,7 @@ public final class Communicator implements AutoCloseable {
             try {
               candidate = b.openLink(ch, false, leftRank, leftAddress, handshakeDeadline);
               Handshake.server(candidate, b.secret, b.rank, leftRank, b.peers.size(), handshakeDeadline);
+              candidate = ShmNegotiation.server(candidate, b.shm, b.rank, handshakeDeadline);
               link = candidate;
               return;
             } catch (IOException | RuntimeException e) {

@@ -29,6 +29,9 @@ abstract class Link implements Closeable {
   /** The underlying socket's channel, for the loopback benchmark. */
   abstract java.nio.channels.SocketChannel channel();
 
+  /** How this link carries data. */
+  abstract LinkTransport transport();
+
   @Override
   public void close() {
     abort();

@@ -126,6 +126,11 @@ final class TlsLink extends Link {
   }
 
   @Override
+  LinkTransport transport() {
+    return LinkTransport.TLS;
+  }
+
+  @Override
   SocketChannel channel() {
     return raw;
   }

@@ -29,6 +29,13 @@
  *       connects to its right neighbour and accepts its left neighbour, each connection
  *       authenticated by an HMAC-SHA256 challenge-response over the job secret (nonce from each
  *       side), optionally inside TLS.
+ *   <li>Transport: right after the handshake the two ends of a link agree (both always take part) on
+ *       whether the data goes through shared memory: only for plain links to a peer on this host,
+ *       with both ends allowing it and the peer able to open the owner-only file the connecting side
+ *       created in {@code /dev/shm} and find its nonce in it ({@code ShmNegotiation}). A {@code
+ *       ShmLink} holds two single-producer single-consumer byte rings in that mapping and keeps the
+ *       TCP connection for doorbells (wake-ups of a side sleeping in its selector) and for noticing
+ *       the peer's death; frames and algorithms are the same over either transport.
  *   <li>Large all-reduce: ring reduce-scatter then ring all-gather, in chunks. Each segment is
  *       reduced once, in a fixed order, by the rank that owns it, then copied verbatim: every rank
  *       ends bit-identical. The reduction kernels copy blocks into primitive arrays, where the JIT
@@ -39,7 +46,8 @@
  *       which writes queued frames to the right neighbour whenever it would otherwise wait for the
  *       left one (non-blocking sockets, one selector; no thread hand-off per frame, and small frames
  *       are polled for briefly before blocking). Larger operations, and every operation over TLS,
- *       hand the writing to a sender thread, so that copying and reducing run in parallel.
+ *       hand the writing to a sender thread, so that copying and reducing run in parallel; so do
+ *       operations over shared-memory links, whose copies are cheap and whose waits poll briefly.
  *   <li>Every frame carries a header (magic, version, job id, sequence number, operation tag, payload
  *       length) that the receiver checks before it trusts the payload.
  *   <li>Every blocking call has a deadline; a failure names this rank, the peer rank and address and

@@ -80,6 +80,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final LongParam seed;
   final IntParam shuffleBuffer;
   final org.apache.spark.ml.param.BooleanParam useGpus;
+  final Param<String> ringTransport;
 
   public SparkTrainerEstimator() {
     this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
@@ -119,6 +120,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     useGpus = new org.apache.spark.ml.param.BooleanParam(this, "useGpus",
         "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
     setDefault(useGpus, false);
+    ringTransport = new Param<>(this, "ringTransport",
+        "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
+        ParamValidators.inArray(new String[] {"auto", "tcp"}));
+    setDefault(ringTransport, "auto");
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
     setDefault(predictionCol, "prediction");
@@ -168,6 +173,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public LongParam seed() { return seed; }
   public IntParam shuffleBuffer() { return shuffleBuffer; }
   public org.apache.spark.ml.param.BooleanParam useGpus() { return useGpus; }
+  public Param<String> ringTransport() { return ringTransport; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
   public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
@@ -190,6 +196,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setSeed(long v) { set(seed, v); return this; }
   public SparkTrainerEstimator setShuffleBuffer(int v) { set(shuffleBuffer, v); return this; }
   public SparkTrainerEstimator setUseGpus(boolean v) { set(useGpus, v); return this; }
+  public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -218,7 +225,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .setNumWorkers(intParam(numWorkers))
         .setEpochs(intParam(epochs))
         .optSeed(seedValue)
-        .optUseGpus((Boolean) getOrDefault(useGpus));
+        .optUseGpus((Boolean) getOrDefault(useGpus))
+        .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));
     }

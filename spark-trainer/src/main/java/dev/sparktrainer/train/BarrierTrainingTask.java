@@ -65,6 +65,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               .optOperationTimeout(cfg.operationTimeout)
               .optWirePrecision(cfg.gradientPrecision)
               .optSslContext(cfg.ringTls == null ? null : cfg.ringTls.sslContext())
+              .optSharedMemory(cfg.ringSharedMemory)
               .optConnectTimeout(cfg.connectTimeout)
               .build()) {
         LOG.log(System.Logger.Level.INFO,

@@ -219,6 +219,7 @@ public final class DistributedTrainer {
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
     j.ringTls = c.ringTls;
+    j.ringSharedMemory = c.ringSharedMemory;
     j.connectTimeout = c.connectTimeout;
     j.failRank = c.failRank;
     j.failAfterStep = c.failAfterStep;
@@ -398,6 +399,17 @@ public final class DistributedTrainer {
      */
     public Builder optRingTls(dev.sparktrainer.collective.RingTls tls) {
       c.ringTls = tls;
+      return this;
+    }
+
+    /**
+     * Ring neighbours on the same host (executors sharing a machine) exchange gradients through an
+     * owner-only memory-mapped file in {@code /dev/shm} instead of loopback TCP; neighbours on other
+     * hosts always use TCP. Default true; false keeps every link on TCP. Not used with {@link
+     * #optRingTls}: whoever asked for TLS gets TLS on every link.
+     */
+    public Builder optRingSharedMemory(boolean sharedMemory) {
+      c.ringSharedMemory = sharedMemory;
       return this;
     }
 

@@ -48,6 +48,7 @@ final class InProcessRunner {
                           .optOperationTimeout(cfg.operationTimeout)
                           .optWirePrecision(cfg.gradientPrecision)
                           .optSslContext(cfg.ringTls == null ? null : cfg.ringTls.sslContext())
+                          .optSharedMemory(cfg.ringSharedMemory)
                           .optConnectTimeout(cfg.connectTimeout)
                           .build()) {
                     List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());

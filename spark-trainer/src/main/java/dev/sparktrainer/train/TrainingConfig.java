@@ -29,6 +29,8 @@ final class TrainingConfig implements Serializable {
   Duration operationTimeout;
   /** TLS for the ring's sockets (null: plain TCP, HMAC-authenticated at set-up). */
   dev.sparktrainer.collective.RingTls ringTls;
+  /** Same-host ring neighbours exchange gradients through shared memory (never with TLS). */
+  boolean ringSharedMemory = true;
   /** How gradient all-reduce payloads travel (FP32, or BF16/FP16 for half the bytes). */
   dev.sparktrainer.collective.WirePrecision gradientPrecision = dev.sparktrainer.collective.WirePrecision.FP32;
   Duration connectTimeout;

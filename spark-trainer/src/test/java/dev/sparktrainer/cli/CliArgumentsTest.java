@@ -72,6 +72,7 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--gradient-precision", "fp8")),
         "Invalid --gradient-precision 'fp8': expected fp32, bf16 or fp16");
     assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
+    assertUsageError(CliRunner.run(train("--ring-transport", "shm")), "Invalid --ring-transport 'shm': expected auto or tcp");
     if (System.getenv("SPARK_TRAINER_RING_KEYSTORE_PASSWORD") == null) {
       assertUsageError(CliRunner.run(train("--ring-keystore", "k.p12")),
           "--ring-keystore needs the key store's password in the environment variable SPARK_TRAINER_RING_KEYSTORE_PASSWORD");

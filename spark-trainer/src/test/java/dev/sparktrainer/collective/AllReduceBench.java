@@ -37,7 +37,7 @@ public final class AllReduceBench {
       launch(args);
     } else {
       child(Integer.parseInt(args[0]), Integer.parseInt(args[1]), Long.parseLong(args[2]), Long.parseLong(args[3]),
-          Integer.parseInt(args[4]));
+          Integer.parseInt(args[4]), args[5]);
     }
   }
 
@@ -46,15 +46,20 @@ public final class AllReduceBench {
 
   private static final class Point {
     final int workers;
+    final String transport;
     final long bytes;
     final double seconds;
 
-    Point(int workers, long bytes, double seconds) {
+    Point(int workers, String transport, long bytes, double seconds) {
       this.workers = workers;
+      this.transport = transport;
       this.bytes = bytes;
       this.seconds = seconds;
     }
   }
+
+  /** {@code --transport} values: what the ring between the rank processes uses. */
+  private static final List<String> TRANSPORTS = List.of("tcp", "shm");
 
   private static void launch(String[] args) throws Exception {
     int[] workers = DEFAULT_WORKERS;
@@ -62,6 +67,7 @@ public final class AllReduceBench {
     long minBytes = 4096;
     Path out = Path.of("target/bench/allreduce.jsonl");
     int chunkBytes = Communicator.DEFAULT_CHUNK_BYTES;
+    List<String> transports = TRANSPORTS;
     for (int i = 1; i + 1 < args.length; i += 2) {
       switch (args[i]) {
         case "--workers":
@@ -79,9 +85,18 @@ public final class AllReduceBench {
         case "--out":
           out = Path.of(args[i + 1]);
           break;
+        case "--transport":
+          transports = Arrays.asList(args[i + 1].split(","));
+          for (String t : transports) {
+            if (!TRANSPORTS.contains(t)) {
+              throw new IllegalArgumentException("Invalid --transport '" + t + "': expected tcp, shm or both (tcp,shm)");
+            }
+          }
+          break;
         default:
           throw new IllegalArgumentException(
-              "Invalid option '" + args[i] + "': expected --workers, --min-bytes, --max-bytes, --chunk-bytes or --out");
+              "Invalid option '" + args[i] + "': expected --workers, --min-bytes, --max-bytes, --chunk-bytes, --transport"
+                  + " or --out");
       }
     }
     if (maxBytes < 4096 || maxBytes > (1L << 30)) {
@@ -93,13 +108,15 @@ public final class AllReduceBench {
     Files.createDirectories(out.toAbsolutePath().getParent());
     List<Point> points = new ArrayList<>();
     List<String> json = new ArrayList<>();
-    System.out.printf(Locale.ROOT, "%7s %11s %11s %11s %11s %11s %11s%n",
-        "workers", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "bound_GB/s", "bus/bound");
+    System.out.printf(Locale.ROOT, "%7s %9s %11s %11s %11s %11s %11s %11s%n",
+        "workers", "transport", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "bound_GB/s", "bus/bound");
     for (int n : workers) {
+     for (String transport : transports) {
       List<String> lines = new ArrayList<>();
       try (ProcessRing ring =
           ProcessRing.launch(n, AllReduceBench.class,
-              childJvmArgs(), List.of(Long.toString(minBytes), Long.toString(maxBytes), Integer.toString(chunkBytes)))) {
+              childJvmArgs(),
+              List.of(Long.toString(minBytes), Long.toString(maxBytes), Integer.toString(chunkBytes), transport))) {
         while (true) {
           String line = ring.awaitLine(0, l -> l.startsWith("BENCH ") || l.startsWith("STREAM ") || l.equals("DONE"), Duration.ofMinutes(10));
           if (line.equals("DONE")) {
@@ -131,16 +148,19 @@ public final class AllReduceBench {
         if (!paired) {
           ratio = busbw / bound;
         }
-        points.add(new Point(n, bytes, seconds));
-        System.out.printf(Locale.ROOT, "%7d %11d %11.1f %11.3f %11.3f %10.3f%s %10.0f%%%n",
-            n, bytes, seconds * 1e6, algbw, busbw, rowBound, paired ? "*" : " ", 100 * ratio);
-        json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"bytes\": %d, \"time_us\": %.1f, \"algbw_gbps\": %.4f,"
-            + " \"busbw_gbps\": %.4f, \"bound_gbps\": %.4f, \"bound_paired\": %s, \"bus_over_bound\": %.4f}",
-            n, bytes, seconds * 1e6, algbw, busbw, rowBound, paired, ratio));
+        points.add(new Point(n, transport, bytes, seconds));
+        System.out.printf(Locale.ROOT, "%7d %9s %11d %11.1f %11.3f %11.3f %10.3f%s %10.0f%%%n",
+            n, transport, bytes, seconds * 1e6, algbw, busbw, rowBound, paired ? "*" : " ", 100 * ratio);
+        json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"transport\": \"%s\", \"bytes\": %d, \"time_us\": %.1f,"
+            + " \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"bound_gbps\": %.4f, \"bound_paired\": %s,"
+            + " \"bus_over_bound\": %.4f}",
+            n, transport, bytes, seconds * 1e6, algbw, busbw, rowBound, paired, ratio));
       }
-      System.out.printf(Locale.ROOT, "%7d   loopback bound (per-stream, all %d streams at once, %d MB each, median of %d): %.3f GB/s%n",
-          n, n, STREAM_BYTES >> 20, STREAM_REPEATS, bound);
-      json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"loopback_gbps\": %.4f}", n, bound));
+      System.out.printf(Locale.ROOT, "%7d %9s bound (per-stream over the ring's links, all %d streams at once, %d MB each,"
+          + " median of %d): %.3f GB/s%n", n, transport, n, STREAM_BYTES >> 20, STREAM_REPEATS, bound);
+      json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"transport\": \"%s\", \"loopback_gbps\": %.4f}",
+          n, transport, bound));
+     }
     }
     System.out.printf(Locale.ROOT, "%s%n%s%n",
         "* bound measured in pairs: every timed all-reduce is followed by the same ranks streaming the bytes it sends"
@@ -151,7 +171,17 @@ public final class AllReduceBench {
     }
     System.out.println();
     System.out.println("JSON lines: " + out);
-    costModel(points);
+    for (String transport : transports) {
+      List<Point> mine = new ArrayList<>();
+      for (Point p : points) {
+        if (p.transport.equals(transport)) {
+          mine.add(p);
+        }
+      }
+      System.out.println();
+      System.out.println("Transport " + transport + ":");
+      costModel(mine);
+    }
   }
 
   private static List<String> childJvmArgs() {
@@ -231,7 +261,8 @@ public final class AllReduceBench {
   private static final long STREAM_BYTES = 512L << 20;
   private static final int STREAM_REPEATS = 3;
 
-  private static void child(int rank, int n, long minBytes, long maxBytes, int chunkBytes) throws Exception {
+  private static void child(int rank, int n, long minBytes, long maxBytes, int chunkBytes, String transport)
+      throws Exception {
     JobSecret secret = JobSecret.fromHex(System.getenv(ProcessRing.SECRET_ENV));
     RingListener listener = RingListener.bind("127.0.0.1");
     System.out.println("ADDR " + listener.address());
@@ -239,8 +270,14 @@ public final class AllReduceBench {
     String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
     List<String> peers = Arrays.asList(line.substring("PEERS ".length()).split(","));
     try (Communicator c = Communicator.builder().setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
-            .optOperationTimeout(Duration.ofSeconds(60)).optChunkBytes(chunkBytes).build();
+            .optOperationTimeout(Duration.ofSeconds(60)).optChunkBytes(chunkBytes)
+            .optSharedMemory(transport.equals("shm")).build();
         Streamer streamer = n > 1 ? new Streamer(c, (int) maxBytes) : null) {
+      LinkTransport expected = transport.equals("shm") ? LinkTransport.SHARED_MEMORY : LinkTransport.TCP;
+      if (n > 1 && (c.leftTransport() != expected || c.rightTransport() != expected)) {
+        throw new IllegalStateException("rank " + rank + ": asked for " + transport + " but the links use "
+            + c.leftTransport() + "/" + c.rightTransport());
+      }
       ByteBuffer buf = ByteBuffer.allocateDirect((int) maxBytes).order(ByteOrder.LITTLE_ENDIAN);
       for (int i = 0; i < maxBytes / 4; i++) {
         buf.putFloat(4 * i, 1.0f + (i % 7));

@@ -168,9 +168,14 @@ class FaultsTest {
                 SocketChannel out = SocketChannel.open(new InetSocketAddress("127.0.0.1", l0.port()));
                 Link a = new ChannelLink(out, 0, l0.address());
                 Handshake.client(a, secret, 1, 0, 2, deadline);
+                ByteBuffer noOffer = ByteBuffer.allocate(12);
+                noOffer.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(ShmNegotiation.OFFER).putInt(0).flip();
+                a.writeFully(noOffer, null, deadline); // this fake peer speaks TCP only
                 l1.channel().configureBlocking(true);
                 Link b = new ChannelLink(l1.channel().accept(), 0, l0.address());
                 Handshake.server(b, secret, 1, 0, 2, deadline);
+                assertThat(ShmNegotiation.server(b, new ShmNegotiation.Settings(false, null, 0, p -> p), 1, deadline))
+                    .isSameAs(b); // declines rank 0's offer
                 return new Link[] {a, b};
               });
       assertThat(built.get(0).error).isNull();

@@ -10,7 +10,8 @@ import java.util.HexFormat;
 import java.util.List;
 
 /**
- * One rank in its own JVM, for {@link MultiProcessTest}: {@code RankMain rank n scenario}.
+ * One rank in its own JVM, for {@link MultiProcessTest}: {@code RankMain rank n scenario [shm-dir|tcp]}
+ * (shared memory in that directory, or TCP only; default shared memory in {@code /dev/shm}).
  * Scenarios: {@code verify} (every type and op against the closed form, prints digests of the result
  * bits), {@code loop} (large all-reduces until something breaks, then {@code FAILED message}).
  */
@@ -21,6 +22,7 @@ public final class RankMain {
     int rank = Integer.parseInt(args[0]);
     int n = Integer.parseInt(args[1]);
     String scenario = args[2];
+    String transport = args.length > 3 ? args[3] : null;
     JobSecret secret = JobSecret.fromHex(System.getenv(ProcessRing.SECRET_ENV));
     RingListener listener = RingListener.bind("127.0.0.1");
     System.out.println("ADDR " + listener.address());
@@ -31,8 +33,13 @@ public final class RankMain {
     try (Communicator c =
         Communicator.builder().setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
             .optConnectTimeout(Duration.ofSeconds(60)).optOperationTimeout(Duration.ofSeconds(30))
-            .optChunkBytes(64 * 1024).build()) {
+            .optChunkBytes(64 * 1024)
+            .optSharedMemory(!"tcp".equals(transport))
+            .optSharedMemoryDirectory(
+                transport == null || transport.equals("tcp") ? Communicator.DEFAULT_SHARED_MEMORY_DIRECTORY : java.nio.file.Path.of(transport))
+            .build()) {
       System.out.println("READY");
+      System.out.println("TRANSPORT " + c.leftTransport() + " " + c.rightTransport());
       if (scenario.equals("verify")) {
         MessageDigest all = MessageDigest.getInstance("SHA-256");
         for (ElementType type : ElementType.values()) {

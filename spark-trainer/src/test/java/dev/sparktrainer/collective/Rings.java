@@ -46,6 +46,18 @@ final class Rings {
   /** As {@link #form(int, Consumer)}, running {@code beforeBuild} once the listeners are bound. */
   static List<Communicator> form(
       int n, Consumer<Communicator.Builder> config, Consumer<List<RingListener>> beforeBuild) {
+    return form(n, (rank, b) -> config.accept(b), beforeBuild);
+  }
+
+  /** As {@link #form(int, Consumer)} with a configuration per rank. */
+  static List<Communicator> formEach(int n, java.util.function.BiConsumer<Integer, Communicator.Builder> config) {
+    return form(n, config, listeners -> {});
+  }
+
+  private static List<Communicator> form(
+      int n,
+      java.util.function.BiConsumer<Integer, Communicator.Builder> config,
+      Consumer<List<RingListener>> beforeBuild) {
     JobSecret secret = JobSecret.generate();
     List<RingListener> listeners = new ArrayList<>();
     List<String> peers = new ArrayList<>();
@@ -67,7 +79,7 @@ final class Rings {
                       .setListener(listeners.get(r))
                       .optConnectTimeout(Duration.ofSeconds(20))
                       .optOperationTimeout(Duration.ofSeconds(30));
-              config.accept(b);
+              config.accept(r, b);
               return b.build();
             });
     List<Communicator> comms = new ArrayList<>();

@@ -147,6 +147,9 @@ class SecurityTest {
     comms = Rings.form(3, b -> b.optSslContext(tls).optChunkBytes(16 * 1024));
     for (Communicator c : comms) {
       assertThat(c.rightLink()).isInstanceOf(TlsLink.class);
+      // ranks on one host with shared memory allowed (the default): TLS was asked for, TLS it stays
+      assertThat(c.rightTransport()).isEqualTo(LinkTransport.TLS);
+      assertThat(c.leftTransport()).isEqualTo(LinkTransport.TLS);
       assertThat(((TlsLink) c.rightLink()).sslSocket().getSession().getProtocol()).startsWith("TLS");
     }
     int count = 200_003;

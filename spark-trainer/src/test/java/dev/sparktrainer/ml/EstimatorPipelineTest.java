@@ -144,6 +144,10 @@ class EstimatorPipelineTest {
         .hasMessageStartingWith("No feature column 'pixels' in the data (columns: p0, p1");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setNumWorkers(0))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("numWorkers");
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setRingTransport("udp"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ringTransport");
+    SparkTrainerEstimator defaults = new SparkTrainerEstimator();
+    assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
   }
 
   @Test

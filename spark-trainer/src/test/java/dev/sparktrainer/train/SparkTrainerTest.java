@@ -104,6 +104,42 @@ class SparkTrainerTest {
   }
 
   @Test
+  void ringTransportFollowsTheOptionAndLeavesTheResultAlone() {
+    // The communicator logs each link's transport (System.Logger, here backed by java.util.logging).
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger("dev.sparktrainer.collective.Communicator");
+    java.util.List<String> lines = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+    java.util.logging.Handler capture =
+        new java.util.logging.Handler() {
+          @Override
+          public void publish(java.util.logging.LogRecord r) {
+            lines.add(r.getMessage());
+          }
+
+          @Override
+          public void flush() {}
+
+          @Override
+          public void close() {}
+        };
+    java.util.logging.Level level = log.getLevel();
+    log.setLevel(java.util.logging.Level.INFO);
+    log.addHandler(capture);
+    try {
+      TrainedModel viaShm = digitsJob(2, 1).build().fit(spark);
+      assertThat(lines).filteredOn(l -> l.contains(" -> rank ")).hasSize(2)
+          .allSatisfy(l -> assertThat(l).contains("shared memory (same host"));
+      lines.clear();
+      TrainedModel viaTcp = digitsJob(2, 1).optRingSharedMemory(false).build().fit(spark);
+      assertThat(lines).filteredOn(l -> l.contains(" -> rank ")).hasSize(2)
+          .allSatisfy(l -> assertThat(l).contains("TCP (shared memory is off)"));
+      assertThat(viaTcp.parameterBytes()).isEqualTo(viaShm.parameterBytes());
+    } finally {
+      log.removeHandler(capture);
+      log.setLevel(level);
+    }
+  }
+
+  @Test
   void preflightRejectsMoreWorkersThanSlots() {
     assertThatThrownBy(() -> digitsJob(3, 1).optSlotWait(java.time.Duration.ZERO).build().fit(spark))
         .isInstanceOf(IllegalArgumentException.class)
