@@ -59,6 +59,8 @@ final class HostBatch {
     float[][] spent = new float[n][];
     int decoded = 0;
     RecordDecoder decoder = null;
+    ReadBuffers.Handed run = null;
+    int inRun = 0;
     for (int i = 0; i < n; i++) {
       Record r = records[i];
       double label;
@@ -83,7 +85,16 @@ final class HostBatch {
         } catch (MalformedRecordException | IOException e) {
           throw new TFRecordCorruptException(r.raw.file, r.fileOffset, e.getMessage(), e);
         }
-        r.raw.decoded();
+        // Records come in runs from one buffer: release them a run at a time, one atomic
+        // operation per run rather than one per record contended by the batch threads.
+        if (r.raw != run) {
+          if (run != null) {
+            run.decoded(inRun);
+          }
+          run = r.raw;
+          inRun = 0;
+        }
+        inRun++;
       }
       labels[i] = label;
       if (intLabels) {
@@ -91,6 +102,9 @@ final class HostBatch {
       } else {
         lb.putFloat(i * 4, (float) label);
       }
+    }
+    if (run != null) {
+      run.decoded(inRun);
     }
     ctx.recordPool().giveAll(spent, decoded);
     return new HostBatch(f, labels, lb, n);
@@ -104,7 +118,7 @@ final class HostBatch {
       if (records[i].raw == null) {
         spent[decoded++] = records[i].features;
       } else {
-        records[i].raw.decoded();
+        records[i].raw.decoded(1);
       }
     }
     ctx.recordPool().giveAll(spent, decoded);

@@ -12,6 +12,8 @@ import org.apache.hadoop.conf.Configuration;
 final class PipelineContext {
   /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
   private static final int RECORD_OVERHEAD = 48;
+  /** Read buffers a reader may hold when examples are decoded in the batch stage. */
+  private static final int READ_BUFFERS_PER_READER = 6;
 
   private final DatasetPlan plan;
   private final WorkerShard shard;
@@ -46,9 +48,9 @@ final class PipelineContext {
     long fixed = shuffleBytes + (long) k * (slotCapacity + 17) * recordBytes + batchBytes;
     // Without a shuffle buffer, TFRecord examples are decoded straight into their batch from the
     // readers' buffers (no cache: the cache stores decoded records), when the budget has room for
-    // them: a reader holds up to three buffers — the one it reads, and ones whose records wait in its
+    // them: a reader holds a few buffers — the one it reads, and ones whose records wait in its
     // queue or in a batch being made.
-    long readBufferBytes = 3L * k * ReadBuffers.SIZE;
+    long readBufferBytes = (long) READ_BUFFERS_PER_READER * k * ReadBuffers.SIZE;
     this.decodeInBatch = options.shuffleBuffer() <= 1 && options.cacheDir() == null
         && plan.spec().format() == DatasetSpec.Format.TFRECORD
         && fixed + readBufferBytes + 2 * batchBytes <= budget;
@@ -85,7 +87,7 @@ final class PipelineContext {
     }
     this.labels = new BufferPool(
         options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4), maxPrefetch + 4);
-    this.readBuffers = decodeInBatch ? new ReadBuffers(3 * k) : null;
+    this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
     this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
   }

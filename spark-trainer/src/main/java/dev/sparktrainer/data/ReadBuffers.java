@@ -1,6 +1,6 @@
 package dev.sparktrainer.data;
 
-import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -11,11 +11,16 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code capacity}), so the steady state allocates nothing.
  */
 final class ReadBuffers {
-  /** The readers' buffer size (the codec's own for big splits). */
-  static final int SIZE = 1 << 20;
+  /**
+   * The pooled buffer size. Small enough that the pool's buffers stay in the cores' caches between
+   * uses (a reader reads into a buffer a batch thread has just finished decoding from); larger
+   * records get buffers of their own.
+   */
+  static final int SIZE = 256 << 10;
 
   private final int capacity;
-  private final ConcurrentLinkedQueue<byte[]> free = new ConcurrentLinkedQueue<>();
+  /** A stack: the buffer freed last, still in cache, is reused first. */
+  private final ConcurrentLinkedDeque<byte[]> free = new ConcurrentLinkedDeque<>();
   private final AtomicInteger pooled = new AtomicInteger();
 
   ReadBuffers(int capacity) {
@@ -24,7 +29,7 @@ final class ReadBuffers {
 
   byte[] take(int minLength) {
     if (minLength <= SIZE) {
-      byte[] b = free.poll();
+      byte[] b = free.pollFirst();
       if (b != null) {
         pooled.decrementAndGet();
         return b;
@@ -36,7 +41,7 @@ final class ReadBuffers {
 
   private void give(byte[] b) {
     if (b.length == SIZE && pooled.incrementAndGet() <= capacity) {
-      free.offer(b);
+      free.offerFirst(b);
     } else if (b.length == SIZE) {
       pooled.decrementAndGet();
     }
@@ -44,8 +49,8 @@ final class ReadBuffers {
 
   /**
    * One buffer with records handed out of it. The reader counts its records privately and reports
-   * the total once, when it leaves the buffer ({@link #readerDone}); each record's decode reports
-   * itself ({@link #decoded}). The count reaches zero exactly once, after both, whichever comes last:
+   * the total once, when it leaves the buffer ({@link #readerDone}); decodes report themselves, a run of
+   * records at a time ({@link #decoded}). The count reaches zero exactly once, after both, whichever comes last:
    * then the buffer goes back to the pool.
    */
   final class Handed {
@@ -64,8 +69,9 @@ final class ReadBuffers {
       }
     }
 
-    void decoded() {
-      if (outstanding.decrementAndGet() == 0) {
+    /** {@code records} of this buffer's records are decoded (or dropped). */
+    void decoded(int records) {
+      if (outstanding.addAndGet(-records) == 0) {
         give(buf);
       }
     }

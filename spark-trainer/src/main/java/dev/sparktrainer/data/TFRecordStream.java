@@ -42,12 +42,24 @@ final class TFRecordStream implements RecordStream {
         TFRecordCompression.fromFileName(path.getName()), maxRecordLength, CorruptRecordPolicy.FAILFAST);
     if (readBuffers != null) {
       current = readBuffers.new Handed(reader.buffer(), reader.file());
-      reader.setBufferHandoff((retired, minLength) -> {
-        current.readerDone(handed);
-        byte[] fresh = readBuffers.take(minLength);
-        current = readBuffers.new Handed(fresh, reader.file());
-        handed = 0;
-        return fresh;
+      reader.setBufferHandoff(new TFRecordReader.BufferHandoff() {
+        private byte[] fresh;
+
+        @Override
+        public byte[] take(int minLength) {
+          fresh = readBuffers.take(minLength);
+          return fresh;
+        }
+
+        @Override
+        public void retire(byte[] retired) {
+          // The reader has copied its unread bytes into the fresh buffer: the records handed out of
+          // the retired one are all that hold it now.
+          current.readerDone(handed);
+          current = readBuffers.new Handed(fresh, reader.file());
+          handed = 0;
+          fresh = null;
+        }
       });
     }
   }

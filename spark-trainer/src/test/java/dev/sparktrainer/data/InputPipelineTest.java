@@ -168,9 +168,9 @@ class InputPipelineTest {
             assertThat(p.decodesInBatch()).isTrue();
             direct = ids(p, 2);
           }
-          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(2 << 20).build(), r, n, null,
+          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, null,
               TestData.CONF)) {
-            assertThat(p.decodesInBatch()).as("no room for the read buffers in 2 MB").isFalse();
+            assertThat(p.decodesInBatch()).as("no room for the read buffers in 1 MB").isFalse();
             copied = ids(p, 2);
           }
           assertThat(direct).as(policy + " n=" + n + " rank " + r).isEqualTo(copied)

@@ -195,22 +195,24 @@ public final class TFRecordReader implements Closeable {
 
   /**
    * Takes over the reader's buffers: from now on the reader never overwrites bytes of a record it
-   * has returned. Where it would (moving unread bytes to the front, or growing), it asks {@code
-   * handoff} for a fresh buffer instead and hands over the old one, whose records stay valid for
-   * whoever owns it now. For readers whose records are decoded later, elsewhere, without a copy.
+   * has returned. Where it would (moving unread bytes to the front, or growing), it takes a fresh
+   * buffer from {@code handoff} instead, copies the unread bytes over, and retires the old one to
+   * {@code handoff}: its records stay valid for whoever owns it now. For readers whose records are decoded later, elsewhere, without a copy.
    */
   public void setBufferHandoff(BufferHandoff handoff) {
     this.handoff = handoff;
   }
 
   /** Supplies fresh buffers to a reader that hands its full ones over ({@link #setBufferHandoff}). */
-  @FunctionalInterface
   public interface BufferHandoff {
+    /** A buffer of at least {@code minLength} bytes (what the reader needs next) to continue in. */
+    byte[] take(int minLength);
+
     /**
-     * Takes ownership of {@code retired} (the reader no longer touches it) and returns a buffer of at
-     * least {@code minLength} bytes for the reader to continue in.
+     * Takes ownership of {@code retired}: the reader has copied what it still needed out of it and
+     * never touches it again. Called after the {@link #take} that replaces it.
      */
-    byte[] replace(byte[] retired, int minLength);
+    void retire(byte[] retired);
   }
 
   /** Buffer holding the current record's data. */
@@ -306,8 +308,9 @@ public final class TFRecordReader implements Closeable {
     if (rp > 0 && rp + n > buf.length) {
       if (handoff != null) {
         // The records returned so far stay where they are: continue in a fresh buffer.
-        byte[] fresh = handoff.replace(buf, Math.max(n, buf.length));
+        byte[] fresh = handoff.take(n);
         System.arraycopy(buf, rp, fresh, 0, have);
+        handoff.retire(buf);
         buf = fresh;
       } else {
         System.arraycopy(buf, rp, buf, 0, have);
@@ -318,8 +321,11 @@ public final class TFRecordReader implements Closeable {
     while (wp - rp < n) {
       if (wp == buf.length) {
         int size = (int) Math.min(MAX_BUFFER, Math.min((long) rp + n, 2L * buf.length));
-        byte[] grown = handoff != null ? handoff.replace(buf, size) : new byte[size];
+        byte[] grown = handoff != null ? handoff.take(size) : new byte[size];
         System.arraycopy(buf, 0, grown, 0, wp);
+        if (handoff != null) {
+          handoff.retire(buf);
+        }
         buf = grown;
       }
       int r;

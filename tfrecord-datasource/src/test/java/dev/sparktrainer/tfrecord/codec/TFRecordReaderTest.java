@@ -75,7 +75,11 @@ class TFRecordReaderTest {
     }
   }
 
-  /** With a buffer handoff, every record returned stays valid where it was read, however far the reader goes on. */
+  /**
+   * With a buffer handoff, every record returned stays valid where it was read, however far the
+   * reader goes on; and the reader never reads a buffer once it has retired it (scribbling over
+   * retired buffers changes nothing it returns).
+   */
   @Test
   void handedOffBuffersKeepEveryRecordInPlace() throws IOException {
     Random rnd = new Random(5);
@@ -83,25 +87,43 @@ class TFRecordReaderTest {
     recs.add(40, new byte[2_500_000]); // larger than the reader's buffer: the growth path
     rnd.nextBytes(recs.get(40));
     for (TFRecordCompression c : TFRecordCompression.values()) {
-      TFRecordReader r = new TFRecordReader(c.decompress(new ByteArrayInputStream(frame(recs, c))), "f.tfrecord", 0,
-          Long.MAX_VALUE, 4 << 20, CorruptRecordPolicy.FAILFAST);
-      List<byte[]> retired = new ArrayList<>();
-      r.setBufferHandoff((old, minLength) -> {
-        assertThat(retired).as("a buffer is handed over once").doesNotContain(old);
-        retired.add(old);
-        return new byte[minLength];
-      });
-      List<byte[]> bufs = new ArrayList<>();
-      List<int[]> where = new ArrayList<>();
-      while (r.next()) {
-        bufs.add(r.buffer());
-        where.add(new int[] {r.dataOffset(), r.dataLength()});
-      }
-      assertThat(retired).as(c + ": buffers handed over").hasSizeGreaterThan(5);
-      assertThat(bufs).hasSize(recs.size());
-      for (int i = 0; i < recs.size(); i++) {
-        int[] w = where.get(i);
-        assertThat(Arrays.copyOfRange(bufs.get(i), w[0], w[0] + w[1])).as(c + " record " + i).isEqualTo(recs.get(i));
+      for (boolean scribble : new boolean[] {false, true}) {
+        TFRecordReader r = new TFRecordReader(c.decompress(new ByteArrayInputStream(frame(recs, c))), "f.tfrecord",
+            0, Long.MAX_VALUE, 4 << 20, CorruptRecordPolicy.FAILFAST);
+        List<byte[]> retired = new ArrayList<>();
+        r.setBufferHandoff(new TFRecordReader.BufferHandoff() {
+          @Override
+          public byte[] take(int minLength) {
+            return new byte[minLength + rnd.nextInt(100_000)];
+          }
+
+          @Override
+          public void retire(byte[] old) {
+            assertThat(retired).as("a buffer is handed over once").doesNotContain(old);
+            retired.add(old);
+            if (scribble) {
+              Arrays.fill(old, (byte) 0x5a);
+            }
+          }
+        });
+        List<byte[]> bufs = new ArrayList<>();
+        List<int[]> where = new ArrayList<>();
+        List<byte[]> copies = new ArrayList<>();
+        while (r.next()) {
+          bufs.add(r.buffer());
+          where.add(new int[] {r.dataOffset(), r.dataLength()});
+          copies.add(r.copyData());
+        }
+        assertThat(retired).as(c + ": buffers handed over").hasSizeGreaterThan(5);
+        assertThat(copies).as(c + " scribble " + scribble).hasSize(recs.size());
+        for (int i = 0; i < recs.size(); i++) {
+          assertThat(copies.get(i)).as(c + " record " + i + " as read").isEqualTo(recs.get(i));
+          if (!scribble) {
+            int[] w = where.get(i);
+            assertThat(Arrays.copyOfRange(bufs.get(i), w[0], w[0] + w[1])).as(c + " record " + i + " in place")
+                .isEqualTo(recs.get(i));
+          }
+        }
       }
     }
   }
