@@ -60,6 +60,9 @@ import org.apache.spark.sql.SparkSession;
  *       executor JVM running the one training task ({@code spark.task.cpus} = cores).
  *   <li>{@code spark-2}: two workers of cores/2 each, two executor JVMs, one training task each:
  *       the same total cores.
+ *   <li>{@code spark-2-tcp}: spark-2 with the ring on loopback TCP ({@code optRingSharedMemory(false)})
+ *       rather than shared memory: what the same-host transport saves. JSON: {@code "mode":"spark-2",
+ *       "ring_transport":"tcp"}.
  *   <li>{@code spark-2-bf16}: spark-2 with the gradients on the wire as bfloat16
  *       ({@code optGradientPrecision(BF16)}): half the all-reduce bytes. Its JSON lines say
  *       {@code "mode":"spark-2","gradient_precision":"bf16"}.
@@ -137,16 +140,20 @@ public final class TrainBenchmark {
     long t0 = System.nanoTime();
     Map<String, Object> r = switch (mode) {
       case "plain-djl" -> plain(spec(model), train, test, epochs, cores, batch(o));
-      case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores, "fp32");
-      case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32");
-      case "spark-2-bf16" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16");
+      case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores, "fp32", "auto");
+      case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "auto");
+      case "spark-2-bf16" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16", "auto");
+      case "spark-2-tcp" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "tcp");
       default -> throw new IllegalArgumentException(
-          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2 or spark-2-bf16");
+          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2, spark-2-bf16 or spark-2-tcp");
     };
     Map<String, Object> row = new LinkedHashMap<>();
     // spark-2-bf16 is spark-2 with gradients on the wire as bfloat16 (--gradient-precision bf16).
-    row.put("mode", mode.equals("spark-2-bf16") ? "spark-2" : mode);
+    row.put("mode", mode.startsWith("spark-2") ? "spark-2" : mode);
     row.put("gradient_precision", mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
+    // spark-2-tcp is spark-2 with the ring on loopback TCP (--ring-transport tcp) instead of shared memory.
+    row.put("ring_transport", mode.equals("spark-2") || mode.equals("spark-2-bf16") ? "shm"
+        : mode.equals("spark-2-tcp") ? "tcp" : "none");
     row.put("model", model);
     row.putAll(r);
     row.put("epochs", epochs);
@@ -253,7 +260,7 @@ public final class TrainBenchmark {
   // spark-1 / spark-2: a standalone cluster of separate JVMs, the driver submitted with SparkSubmit
 
   private static Map<String, Object> cluster(Map<String, String> o, Path work, Path tfrecords, String model,
-      int epochs, int workers, int cores, String gradientPrecision) throws Exception {
+      int epochs, int workers, int cores, String gradientPrecision, String ringTransport) throws Exception {
     if (cores % workers != 0) {
       throw new IllegalArgumentException("Invalid cores " + cores + ": expected a multiple of " + workers);
     }
@@ -269,7 +276,8 @@ public final class TrainBenchmark {
     List<String> javaOptions = new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
     javaOptions.removeIf(String::isBlank);
     javaOptions.add("-Dai.djl.offline=true");
-    String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision);
+    String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
+        + ("auto".equals(ringTransport) ? "" : "-" + ringTransport);
     Path runDir = work.resolve("cluster-" + name);
     deleteRecursively(runDir);
     Path result = runDir.resolve("result.json");
@@ -294,7 +302,7 @@ public final class TrainBenchmark {
               "--test", tfrecords.resolve("test").toString(), "--model", model,
               "--workers", Integer.toString(workers), "--epochs", Integer.toString(epochs),
               "--batch", Integer.toString(batch(o)), "--result", result.toString(),
-              "--gradient-precision", gradientPrecision);
+              "--gradient-precision", gradientPrecision, "--ring-transport", ringTransport);
       if (System.getenv("OMP_WAIT_POLICY") != null) {
         // What the plain run's JVM has, set the Spark way for the executors.
         submission.conf("spark.executorEnv.OMP_WAIT_POLICY", System.getenv("OMP_WAIT_POLICY"));
@@ -339,6 +347,7 @@ public final class TrainBenchmark {
           .optSeed(1)
           .optGradientPrecision(dev.sparktrainer.collective.WirePrecision.valueOf(
               o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
+          .optRingSharedMemory(!"tcp".equals(o.getOrDefault("ring-transport", "auto")))
           .build()
           .fit(spark);
       List<EpochMetrics> all = m.history().epochs();
@@ -507,7 +516,8 @@ public final class TrainBenchmark {
   /** The mode, with the gradient precision when it is not FP32 (spark-2/bf16). */
   private static String label(Map<String, Object> r) {
     Object p = r.get("gradient_precision");
-    return r.get("mode") + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "");
+    return r.get("mode") + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "")
+        + ("tcp".equals(r.get("ring_transport")) ? "/tcp" : "");
   }
 
   private static double rate(Map<String, Object> r) {
