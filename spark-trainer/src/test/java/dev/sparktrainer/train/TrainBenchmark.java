@@ -63,6 +63,8 @@ import org.apache.spark.sql.SparkSession;
  *   <li>{@code spark-2-tcp}: spark-2 with the ring on loopback TCP ({@code optRingSharedMemory(false)})
  *       rather than shared memory: what the same-host transport saves. JSON: {@code "mode":"spark-2",
  *       "ring_transport":"tcp"}.
+ *   <li>{@code spark-2-mem} (MLP): spark-2 with the data in memory ({@code InMemoryDataset}, batches
+ *       made on the training thread): no pipeline threads competing with training for the cores.
  *   <li>{@code spark-2-bf16}: spark-2 with the gradients on the wire as bfloat16
  *       ({@code optGradientPrecision(BF16)}): half the all-reduce bytes. Its JSON lines say
  *       {@code "mode":"spark-2","gradient_precision":"bf16"}.
@@ -144,16 +146,16 @@ public final class TrainBenchmark {
       case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "auto");
       case "spark-2-bf16" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16", "auto");
       case "spark-2-tcp" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "tcp");
+      case "spark-2-mem" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "memory");
       default -> throw new IllegalArgumentException(
-          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2, spark-2-bf16 or spark-2-tcp");
+          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2, spark-2-bf16, spark-2-tcp or spark-2-mem");
     };
     Map<String, Object> row = new LinkedHashMap<>();
     // spark-2-bf16 is spark-2 with gradients on the wire as bfloat16 (--gradient-precision bf16).
     row.put("mode", mode.startsWith("spark-2") ? "spark-2" : mode);
     row.put("gradient_precision", mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
     // spark-2-tcp is spark-2 with the ring on loopback TCP (--ring-transport tcp) instead of shared memory.
-    row.put("ring_transport", mode.equals("spark-2") || mode.equals("spark-2-bf16") ? "shm"
-        : mode.equals("spark-2-tcp") ? "tcp" : "none");
+    row.put("ring_transport", mode.equals("spark-2-tcp") ? "tcp" : mode.startsWith("spark-2") ? "shm" : "none");
     row.put("model", model);
     row.putAll(r);
     row.put("epochs", epochs);
@@ -260,7 +262,10 @@ public final class TrainBenchmark {
   // spark-1 / spark-2: a standalone cluster of separate JVMs, the driver submitted with SparkSubmit
 
   private static Map<String, Object> cluster(Map<String, String> o, Path work, Path tfrecords, String model,
-      int epochs, int workers, int cores, String gradientPrecision, String ringTransport) throws Exception {
+      int epochs, int workers, int cores, String gradientPrecision, String variant) throws Exception {
+    // variant: "auto" (shared memory, the input pipeline), "tcp" (the ring on TCP) or "memory" (the
+    // data in memory, batches made on the training thread: no pipeline threads at all).
+    String ringTransport = "tcp".equals(variant) ? "tcp" : "auto";
     if (cores % workers != 0) {
       throw new IllegalArgumentException("Invalid cores " + cores + ": expected a multiple of " + workers);
     }
@@ -277,7 +282,7 @@ public final class TrainBenchmark {
     javaOptions.removeIf(String::isBlank);
     javaOptions.add("-Dai.djl.offline=true");
     String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
-        + ("auto".equals(ringTransport) ? "" : "-" + ringTransport);
+        + ("auto".equals(variant) ? "" : "-" + variant);
     Path runDir = work.resolve("cluster-" + name);
     deleteRecursively(runDir);
     Path result = runDir.resolve("result.json");
@@ -302,7 +307,9 @@ public final class TrainBenchmark {
               "--test", tfrecords.resolve("test").toString(), "--model", model,
               "--workers", Integer.toString(workers), "--epochs", Integer.toString(epochs),
               "--batch", Integer.toString(batch(o)), "--result", result.toString(),
-              "--gradient-precision", gradientPrecision, "--ring-transport", ringTransport);
+              "--gradient-precision", gradientPrecision, "--ring-transport", ringTransport,
+              "--data-source", "memory".equals(variant) ? "memory" : "tfrecord",
+              "--data", o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"));
       if (System.getenv("OMP_WAIT_POLICY") != null) {
         // What the plain run's JVM has, set the Spark way for the executors.
         submission.conf("spark.executorEnv.OMP_WAIT_POLICY", System.getenv("OMP_WAIT_POLICY"));
@@ -318,7 +325,8 @@ public final class TrainBenchmark {
     }
     Map<String, Object> r = new LinkedHashMap<>(parseFlatJson(Files.readString(result)));
     r.put("cluster", "standalone: " + workers + " executor JVM(s) x " + coresPerWorker + " core(s)");
-    r.put("data", "TFRecord shards via the input pipeline");
+    r.put("data", "memory".equals(variant) ? "IDX in memory, batches on the training thread"
+        : "TFRecord shards via the input pipeline");
     return r;
   }
 
@@ -334,14 +342,28 @@ public final class TrainBenchmark {
     DatasetSpec test = train.toBuilder().setPaths(List.of(required(o, "test"))).build();
     PipelineOptions options = PipelineOptions.builder().setBatchSize(batch(o)).optSeed(7).build();
     PipelineOptions eval = PipelineOptions.builder().setBatchSize(500).build();
+    InMemoryDataset[] memory = null;
+    if ("memory".equals(o.get("data-source"))) {
+      if (!model.equals("mlp")) {
+        throw new IllegalArgumentException("--data-source memory is for the MLP (flat 784-value examples)");
+      }
+      Path idx = Path.of(required(o, "data"));
+      memory = new InMemoryDataset[] {
+          idx(idx.resolve("train-images-idx3-ubyte.gz"), idx.resolve("train-labels-idx1-ubyte.gz")),
+          idx(idx.resolve("t10k-images-idx3-ubyte.gz"), idx.resolve("t10k-labels-idx1-ubyte.gz"))};
+    }
     SparkSession spark = SparkSession.builder().appName("bench-train").getOrCreate();
     try {
-      TrainedModel m = DistributedTrainer.builder()
+      DistributedTrainer.Builder builder = DistributedTrainer.builder();
+      if (memory == null) {
+        builder.setTrainingData(train, options).optValidationData(test, eval);
+      } else {
+        builder.setTrainingData(memory[0].trainBatches(batch(o), 7, true)).optValidationData(memory[1].evalBatches(500));
+      }
+      TrainedModel m = builder
           .setModel(spec)
           .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
           .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
-          .setTrainingData(train, options)
-          .optValidationData(test, eval)
           .setNumWorkers(workers)
           .setEpochs(epochs)
           .optSeed(1)

@@ -133,6 +133,9 @@ class StandaloneTrainingIT {
    * real neighbour joins, and training ends exactly as the uninterrupted run did. Once the ring is
    * formed the port is closed: nobody can connect at all.
    */
+  /** The ring protocol's version (collective.Wire.VERSION; 2 since the shared-memory negotiation). */
+  private static final short PROTOCOL = 2;
+
   @Test
   void aConnectionWithoutTheSecretIsRejectedAndTrainingIsUnaffected() throws Exception {
     Train ref = reference();
@@ -164,8 +167,8 @@ class StandaloneTrainingIT {
         DataInputStream in = new DataInputStream(s.getInputStream());
         byte[] nonce = new byte[32];
         new SecureRandom().nextBytes(nonce);
-        // HELLO: magic "STRC", version 1, type 1, job id, from rank 0, to rank 1, world size 2, nonce
-        ByteBuffer hello = ByteBuffer.allocate(60).putInt(0x53545243).putShort((short) 1).putShort((short) 1)
+        // HELLO: magic "STRC", protocol version 2, type 1, job id, from rank 0, to rank 1, world size 2, nonce
+        ByteBuffer hello = ByteBuffer.allocate(60).putInt(0x53545243).putShort(PROTOCOL).putShort((short) 1)
             .putLong(Long.parseUnsignedLong(rank1.jobId(), 16)).putInt(0).putInt(1).putInt(2).put(nonce);
         out.write(hello.array());
         out.flush();
@@ -174,7 +177,7 @@ class StandaloneTrainingIT {
         assertThat(ByteBuffer.wrap(challenge).getInt(4) & 0xffff).as("message type: CHALLENGE").isEqualTo(2);
         byte[] forgedMac = new byte[32];
         new SecureRandom().nextBytes(forgedMac);
-        ByteBuffer response = ByteBuffer.allocate(40).putInt(0x53545243).putShort((short) 1).putShort((short) 3)
+        ByteBuffer response = ByteBuffer.allocate(40).putInt(0x53545243).putShort(PROTOCOL).putShort((short) 3)
             .put(forgedMac);
         out.write(response.array());
         out.flush();
