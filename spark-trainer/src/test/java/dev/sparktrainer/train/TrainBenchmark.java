@@ -106,7 +106,7 @@ public final class TrainBenchmark {
     int cnnRounds = Integer.parseInt(o.getOrDefault("cnn-rounds", "2"));
     int cores = Integer.parseInt(o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
     List<String> models = List.of(o.getOrDefault("models", "mlp,cnn").split(","));
-    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2,spark-2-bf16").split(","));
+    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2,spark-2-tcp,spark-2-mem,spark-2-bf16").split(","));
 
     Path tfrecords = convertToTFRecords(data, work.resolve("fashion-mnist-tfrecord"));
     InMemoryDataset train = null;
@@ -124,6 +124,9 @@ public final class TrainBenchmark {
         // Rounds of every mode in turn: load from outside (a shared machine) falls on all modes alike.
         for (int round = 1; round <= (model.equals("cnn") ? cnnRounds : rounds); round++) {
           for (String mode : modes) {
+            if (mode.equals("spark-2-mem") && !model.equals("mlp")) {
+              continue; // the in-memory variant is the MLP's (flat examples)
+            }
             Map<String, Object> row = run(o, work, tfrecords, train, test, model, mode, e, cores);
             row.put("round", round);
             json.println(toJson(row));
@@ -539,7 +542,8 @@ public final class TrainBenchmark {
   private static String label(Map<String, Object> r) {
     Object p = r.get("gradient_precision");
     return r.get("mode") + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "")
-        + ("tcp".equals(r.get("ring_transport")) ? "/tcp" : "");
+        + ("tcp".equals(r.get("ring_transport")) ? "/tcp" : "")
+        + (String.valueOf(r.get("data")).startsWith("IDX in memory,") ? "/mem" : "");
   }
 
   private static double rate(Map<String, Object> r) {
