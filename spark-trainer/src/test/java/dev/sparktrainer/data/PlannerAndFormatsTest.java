@@ -201,23 +201,29 @@ class PlannerAndFormatsTest {
     }
   }
 
-  /** Streams a dataset several times larger than the heap of a separate JVM: it must finish. */
+  /**
+   * Streams a dataset several times larger than the heap of a separate JVM, two epochs with the
+   * second started ahead: it must finish — with a shuffle buffer (records decoded by the readers) and
+   * without (examples decoded straight into batches from the readers' handed-over buffers).
+   */
   @Test
   void boundedMemoryInASmallHeap() throws Exception {
     Path d = dir.resolve("large");
     int width = 1024; // 4 KiB per record
     TestData.writeTFRecords(d, width, 0, TFRecordCompression.NONE, 12_000, 12_000, 12_000, 12_000); // ~200 MB
-    List<String> cmd = new ArrayList<>(List.of(
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx48m",
-        "-cp", System.getProperty("java.class.path"), StreamMain.class.getName(), d.toString(),
-        String.valueOf(width), String.valueOf(16 << 20)));
-    Process proc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-    try {
-      String out = new String(proc.getInputStream().readAllBytes());
-      assertThat(proc.waitFor()).as(out).isEqualTo(0);
-      assertThat(out).contains("records=48000");
-    } finally {
-      proc.destroyForcibly();
+    for (int shuffle : new int[] {1000, 0}) {
+      List<String> cmd = new ArrayList<>(List.of(
+          Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx48m",
+          "-cp", System.getProperty("java.class.path"), StreamMain.class.getName(), d.toString(),
+          String.valueOf(width), String.valueOf(16 << 20), String.valueOf(shuffle), "2"));
+      Process proc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+      try {
+        String out = new String(proc.getInputStream().readAllBytes());
+        assertThat(proc.waitFor()).as(out).isEqualTo(0);
+        assertThat(out).contains("records=96000 decodesInBatch=" + (shuffle == 0));
+      } finally {
+        proc.destroyForcibly();
+      }
     }
   }
 }

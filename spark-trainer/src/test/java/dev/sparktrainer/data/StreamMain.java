@@ -1,6 +1,10 @@
 package dev.sparktrainer.data;
 
-/** Streams one epoch of a dataset in this JVM and prints what it read (for the bounded-memory test). */
+/**
+ * Streams epochs of a dataset in this JVM, each next epoch prepared ahead as the trainer does, and
+ * prints what it read (for the bounded-memory test). Args: dir, width, budget bytes, shuffle buffer,
+ * epochs.
+ */
 public final class StreamMain {
   private StreamMain() {}
 
@@ -8,17 +12,27 @@ public final class StreamMain {
     java.nio.file.Path dir = java.nio.file.Path.of(args[0]);
     int width = Integer.parseInt(args[1]);
     long budget = Long.parseLong(args[2]);
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(1000)
+    int shuffle = Integer.parseInt(args[3]);
+    int epochs = Integer.parseInt(args[4]);
+    PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(shuffle)
         .optMemoryBudgetBytes(budget).optDropRemainder(false).build();
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir, width), o, TestData.CONF);
     long records = 0;
+    boolean decodesInBatch;
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
-      var it = p.hostEpoch(0, 0);
-      while (it.hasNext()) {
-        records += it.next().size;
+      decodesInBatch = p.decodesInBatch();
+      for (int e = 0; e < epochs; e++) {
+        var it = p.hostEpoch(e, 0);
+        if (e + 1 < epochs) {
+          p.prepare(e + 1);
+        }
+        while (it.hasNext()) {
+          records += it.next().size;
+        }
       }
     }
     Runtime rt = Runtime.getRuntime();
-    System.out.println("records=" + records + " maxHeapMb=" + rt.maxMemory() / (1 << 20));
+    System.out.println("records=" + records + " decodesInBatch=" + decodesInBatch + " maxHeapMb="
+        + rt.maxMemory() / (1 << 20));
   }
 }
