@@ -167,6 +167,14 @@ class InputPipelineTest {
               TestData.CONF)) {
             assertThat(p.decodesInBatch()).isTrue();
             direct = ids(p, 2);
+            // Resuming after 5 steps: the skipped records are released undecoded, the rest is the same.
+            List<Long> rest = new ArrayList<>();
+            p.hostEpoch(2, 5).forEachRemaining(hb -> {
+              for (int i = 0; i < hb.size; i++) {
+                rest.add(TestData.idOf(hb, i, W));
+              }
+            });
+            assertThat(rest).isEqualTo(direct.subList(Math.min(direct.size(), 5 * 8), direct.size()));
           }
           try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, null,
               TestData.CONF)) {
