@@ -59,8 +59,7 @@ final class HostBatch {
     float[][] spent = new float[n][];
     int decoded = 0;
     RecordDecoder decoder = null;
-    ReadBuffers.Handed run = null;
-    int inRun = 0;
+    ReadBuffers.Tally tally = null;
     for (int i = 0; i < n; i++) {
       Record r = records[i];
       double label;
@@ -85,16 +84,10 @@ final class HostBatch {
         } catch (MalformedRecordException | IOException e) {
           throw new TFRecordCorruptException(r.raw.file, r.fileOffset, e.getMessage(), e);
         }
-        // Records come in runs from one buffer: release them a run at a time, one atomic
-        // operation per run rather than one per record contended by the batch threads.
-        if (r.raw != run) {
-          if (run != null) {
-            run.decoded(inRun);
-          }
-          run = r.raw;
-          inRun = 0;
+        if (tally == null) {
+          tally = new ReadBuffers.Tally();
         }
-        inRun++;
+        tally.add(r.raw);
       }
       labels[i] = label;
       if (intLabels) {
@@ -103,8 +96,8 @@ final class HostBatch {
         lb.putFloat(i * 4, (float) label);
       }
     }
-    if (run != null) {
-      run.decoded(inRun);
+    if (tally != null) {
+      tally.release();
     }
     ctx.recordPool().giveAll(spent, decoded);
     return new HostBatch(f, labels, lb, n);
@@ -114,12 +107,19 @@ final class HostBatch {
   static void discard(Record[] records, int n, PipelineContext ctx) {
     float[][] spent = new float[n][];
     int decoded = 0;
+    ReadBuffers.Tally tally = null;
     for (int i = 0; i < n; i++) {
       if (records[i].raw == null) {
         spent[decoded++] = records[i].features;
       } else {
-        records[i].raw.decoded(1);
+        if (tally == null) {
+          tally = new ReadBuffers.Tally();
+        }
+        tally.add(records[i].raw);
       }
+    }
+    if (tally != null) {
+      tally.release();
     }
     ctx.recordPool().giveAll(spent, decoded);
   }

@@ -76,4 +76,38 @@ final class ReadBuffers {
       }
     }
   }
+
+  /**
+   * Counts the records a batch decoded per buffer and releases them once, at the end: records of
+   * interleaved readers alternate between buffers, and one atomic update per record on counters the
+   * batch threads and readers share costs more than the decode itself.
+   */
+  static final class Tally {
+    private final Handed[] buffers = new Handed[16];
+    private final int[] counts = new int[16];
+    private int size;
+
+    void add(Handed h) {
+      for (int i = size - 1; i >= 0; i--) {
+        if (buffers[i] == h) {
+          counts[i]++;
+          return;
+        }
+      }
+      if (size == buffers.length) {
+        release();
+      }
+      buffers[size] = h;
+      counts[size++] = 1;
+    }
+
+    /** Reports every counted record as decoded. */
+    void release() {
+      for (int i = 0; i < size; i++) {
+        buffers[i].decoded(counts[i]);
+        buffers[i] = null;
+      }
+      size = 0;
+    }
+  }
 }

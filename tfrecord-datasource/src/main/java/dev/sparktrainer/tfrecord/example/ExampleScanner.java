@@ -21,6 +21,11 @@ public final class ExampleScanner {
 
   public final int[] listLength;
 
+  /** Keep the wanted entries' locations; made once, not per record (a capturing lambda would allocate). */
+  private final EntryVisitor featureTarget;
+
+  private final EntryVisitor listTarget;
+
   /**
    * @param features the Example features (or SequenceExample context features) wanted
    * @param featureLists the SequenceExample feature lists wanted, or null for Example
@@ -33,6 +38,18 @@ public final class ExampleScanner {
     int nl = featureLists == null ? 0 : featureLists.size();
     listOffset = new int[nl];
     listLength = new int[nl];
+    featureTarget = keeper(features, featureOffset, featureLength);
+    listTarget = featureLists == null ? null : keeper(featureLists, listOffset, listLength);
+  }
+
+  private EntryVisitor keeper(FeatureLookup lookup, int[] offs, int[] lens) {
+    return (keyOff, keyLen, valOff, valLen) -> {
+      int idx = lookup.find(r.buf, keyOff, keyLen);
+      if (idx >= 0) {
+        offs[idx] = valOff;
+        lens[idx] = valLen;
+      }
+    };
   }
 
   /** Scans a serialized {@code tf.train.Example}. */
@@ -43,7 +60,7 @@ public final class ExampleScanner {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) { // Features features = 1
         int n = r.readLength();
-        scanMap(r.pos + n, features, featureOffset, featureLength);
+        forEachEntry(r, r.pos + n, featureTarget);
       } else {
         r.skip(tag);
       }
@@ -59,11 +76,11 @@ public final class ExampleScanner {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) { // Features context = 1
         int n = r.readLength();
-        scanMap(r.pos + n, features, featureOffset, featureLength);
+        forEachEntry(r, r.pos + n, featureTarget);
       } else if (tag == ((2 << 3) | ProtoReader.LEN)) { // FeatureLists feature_lists = 2
         int n = r.readLength();
         if (featureLists != null) {
-          scanMap(r.pos + n, featureLists, listOffset, listLength);
+          forEachEntry(r, r.pos + n, listTarget);
         } else {
           r.pos += n;
         }
@@ -71,17 +88,6 @@ public final class ExampleScanner {
         r.skip(tag);
       }
     }
-  }
-
-  /** Scans a {@code map<string, V>} message body, keeping the wanted keys' values. */
-  private void scanMap(int end, FeatureLookup lookup, int[] offs, int[] lens) {
-    forEachEntry(r, end, (keyOff, keyLen, valOff, valLen) -> {
-      int idx = lookup.find(r.buf, keyOff, keyLen);
-      if (idx >= 0) {
-        offs[idx] = valOff;
-        lens[idx] = valLen;
-      }
-    });
   }
 
   /** Receives a map entry: the key's and the value's bytes in the reader's buffer. */
