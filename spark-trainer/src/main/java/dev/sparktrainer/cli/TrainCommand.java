@@ -66,6 +66,8 @@ final class TrainCommand extends Command {
         + " after warm-up (0: constant)");
     f.add("seed", Kind.LONG, "SEED", "42", "seed of initialization, shuffling and dropout");
     f.add("shuffle-buffer", Kind.INT, "RECORDS", "10000", "records in each worker's shuffle buffer (0: none)");
+    f.add("nondeterministic", Kind.BOOL, null, null, "with --shuffle-buffer 0: readers make whole batches and"
+        + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
@@ -194,7 +196,8 @@ final class TrainCommand extends Command {
     try {
       PipelineOptions.Builder b = PipelineOptions.builder().setBatchSize(f.integer("batch-size"))
           .optShuffleBuffer(f.integer("shuffle-buffer")).optSeed(f.longValue("seed"))
-          .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")));
+          .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")))
+          .optDeterministic(!f.bool("nondeterministic"));
       if (f.given("cache-dir")) {
         b.optCacheDir(f.string("cache-dir"));
       }

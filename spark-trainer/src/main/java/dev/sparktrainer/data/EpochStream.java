@@ -33,6 +33,8 @@ final class EpochStream implements AutoCloseable {
   private final AdjustableSemaphore permits;
   private final Thread producer;
   private final java.util.concurrent.ExecutorService batcher;
+  /** Instead of producer and batchers, when the order need not be reproducible. */
+  private final UnorderedReaders readers;
   private volatile boolean closed;
   private boolean ended;
   private Runnable afterProduced;
@@ -58,6 +60,40 @@ final class EpochStream implements AutoCloseable {
     this.skip = skip;
     this.prefetch = new ResizableQueue<>(prefetch);
     this.permits = new AdjustableSemaphore(parallelism);
+    if (ctx.unordered()) {
+      this.producer = null;
+      this.batcher = null;
+      this.readers = new UnorderedReaders(ctx, epoch, skip, permits, new UnorderedReaders.Sink() {
+        @Override
+        public void batch(HostBatch b) throws InterruptedException {
+          EpochStream.this.prefetch.put(b, false);
+        }
+
+        @Override
+        public void end() {
+          try {
+            EpochStream.this.prefetch.put(END, true);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+          }
+          producedAll();
+        }
+
+        @Override
+        public void fail(Throwable t) {
+          if (!closed) {
+            try {
+              EpochStream.this.prefetch.put(new Failure(t), true);
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          }
+        }
+      });
+      return;
+    }
+    this.readers = null;
     String prefix = "pipeline-r" + ctx.rank() + "-e" + epoch;
     java.util.concurrent.atomic.AtomicInteger batchers = new java.util.concurrent.atomic.AtomicInteger();
     this.batcher = java.util.concurrent.Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
@@ -156,6 +192,11 @@ final class EpochStream implements AutoCloseable {
       }
       return;
     }
+    producedAll();
+  }
+
+  /** Everything is read and the readers are closed: runs what waits for that. */
+  private void producedAll() {
     Runnable next;
     synchronized (this) {
       produced = true;
@@ -235,7 +276,7 @@ final class EpochStream implements AutoCloseable {
     try {
       do {
         o = prefetch.poll(100, TimeUnit.MILLISECONDS);
-        if (o == null && !producer.isAlive() && prefetch.size() == 0) {
+        if (o == null && !(producer != null ? producer.isAlive() : readers.alive()) && prefetch.size() == 0) {
           throw new IOException("The input pipeline of worker " + ctx.rank() + " stopped without a result");
         }
       } while (o == null);
@@ -258,20 +299,24 @@ final class EpochStream implements AutoCloseable {
       throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
     }
     HostBatch hb;
-    try {
-      @SuppressWarnings("unchecked")
-      java.util.concurrent.RunnableFuture<HostBatch> pending = (java.util.concurrent.RunnableFuture<HostBatch>) o;
-      if (!pending.isDone()) {
-        pending.run(); // no batcher has started it: copy here (a no-op if one has)
+    if (o instanceof HostBatch) {
+      hb = (HostBatch) o; // made whole by a reader (UnorderedReaders)
+    } else {
+      try {
+        @SuppressWarnings("unchecked")
+        java.util.concurrent.RunnableFuture<HostBatch> pending = (java.util.concurrent.RunnableFuture<HostBatch>) o;
+        if (!pending.isDone()) {
+          pending.run(); // no batcher has started it: copy here (a no-op if one has)
+        }
+        hb = pending.get();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("Interrupted while waiting for a batch", e);
+      } catch (java.util.concurrent.ExecutionException e) {
+        ended = true;
+        Throwable t = e.getCause();
+        throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
       }
-      hb = pending.get();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IOException("Interrupted while waiting for a batch", e);
-    } catch (java.util.concurrent.ExecutionException e) {
-      ended = true;
-      Throwable t = e.getCause();
-      throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
     }
     now = System.nanoTime(); // waiting for the batch's copy is waiting for data too
     waitNanos += now - lastReturn;
@@ -315,6 +360,10 @@ final class EpochStream implements AutoCloseable {
     synchronized (this) {
       closed = true;
       afterProduced = null;
+    }
+    if (readers != null) {
+      readers.stop();
+      return;
     }
     batcher.shutdownNow();
     producer.interrupt();

@@ -58,6 +58,11 @@ public final class InputPipeline implements BatchSource {
     return ctx.decodesInBatch();
   }
 
+  /** Whether readers make whole batches, in the order they are ready (deterministic=false, no shuffle buffer). */
+  boolean unordered() {
+    return ctx.unordered();
+  }
+
   /** The shard this worker reads. */
   public WorkerShard shard() {
     return ctx.shard();

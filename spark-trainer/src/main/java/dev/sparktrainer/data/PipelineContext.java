@@ -24,6 +24,7 @@ final class PipelineContext {
   private final int maxPrefetch;
   private final boolean startAhead;
   private final boolean decodeInBatch;
+  private final boolean unordered;
   private final ReadBuffers readBuffers;
   private final ThreadLocal<RecordDecoder> decoders;
   private final int initialPrefetch;
@@ -51,7 +52,16 @@ final class PipelineContext {
     // them: a reader holds a few buffers — the one it reads, and ones whose records wait in its
     // queue or in a batch being made.
     long readBufferBytes = (long) READ_BUFFERS_PER_READER * k * ReadBuffers.SIZE;
-    this.decodeInBatch = options.shuffleBuffer() <= 1 && options.cacheDir() == null
+    // Without a shuffle buffer and without the promise of a reproducible order, readers make whole
+    // batches themselves (UnorderedReaders): each holds the batch it fills instead of a record queue.
+    // A reader holds its read buffer (at most 1 MiB) and the batch it fills.
+    long unorderedFixed = shuffleBytes + (long) k * ((1 << 20) + batchBytes / 2);
+    this.unordered = !options.deterministic() && options.shuffleBuffer() <= 1
+        && unorderedFixed + 2 * batchBytes <= budget;
+    if (unordered) {
+      fixed = unorderedFixed;
+    }
+    this.decodeInBatch = !unordered && options.shuffleBuffer() <= 1 && options.cacheDir() == null
         && plan.spec().format() == DatasetSpec.Format.TFRECORD
         && fixed + readBufferBytes + 2 * batchBytes <= budget;
     if (decodeInBatch) {
@@ -145,6 +155,11 @@ final class PipelineContext {
 
   boolean decodesInBatch() {
     return decodeInBatch;
+  }
+
+  /** Whether readers make whole batches, handed on in the order they are ready ({@link UnorderedReaders}). */
+  boolean unordered() {
+    return unordered;
   }
 
   /** A decoder for the calling (batch) thread. */

@@ -67,6 +67,7 @@ public final class PipelineOptions implements Serializable {
   private final long seed;
   private final long splitSizeBytes;
   private final String cacheDir;
+  private final boolean deterministic;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -83,6 +84,7 @@ public final class PipelineOptions implements Serializable {
     seed = b.seed;
     splitSizeBytes = b.splitSizeBytes;
     cacheDir = b.cacheDir;
+    deterministic = b.deterministic;
   }
 
   public static Builder builder() {
@@ -105,6 +107,7 @@ public final class PipelineOptions implements Serializable {
     b.seed = seed;
     b.splitSizeBytes = splitSizeBytes;
     b.cacheDir = cacheDir;
+    b.deterministic = deterministic;
     return b;
   }
 
@@ -175,6 +178,16 @@ public final class PipelineOptions implements Serializable {
     return cacheDir;
   }
 
+  /**
+   * Whether the order of batches is reproducible (tf.data's {@code deterministic}). Without a shuffle
+   * buffer, {@code false} lets each reader make whole batches of its own split's records and hand them
+   * on as they are ready: faster, each batch drawn from one or two splits, still every record once per
+   * epoch and the same number of steps. With a shuffle buffer the order is always reproducible.
+   */
+  public boolean deterministic() {
+    return deterministic;
+  }
+
   /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
   public static final class Builder {
     private int batchSize = 32;
@@ -191,6 +204,7 @@ public final class PipelineOptions implements Serializable {
     private long seed = 42;
     private long splitSizeBytes = 128L << 20;
     private String cacheDir;
+    private boolean deterministic = true;
 
     /** Default 32. */
     public Builder setBatchSize(int v) {
@@ -273,6 +287,12 @@ public final class PipelineOptions implements Serializable {
     /** Default none. */
     public Builder optCacheDir(String dir) {
       cacheDir = dir;
+      return this;
+    }
+
+    /** Default true: see {@link PipelineOptions#deterministic()}. */
+    public Builder optDeterministic(boolean v) {
+      deterministic = v;
       return this;
     }
 

@@ -86,6 +86,26 @@ final class TFRecordStream implements RecordStream {
     return null;
   }
 
+  /**
+   * Decodes the next record this worker owns straight into row {@code b.size()} of {@code b} (from
+   * the reader's own buffer, just checked, still in cache); false at the end of the split.
+   */
+  boolean nextInto(BatchBuilder b) throws IOException {
+    while (reader.next()) {
+      long j = index++;
+      if (!owned.test(j)) {
+        continue;
+      }
+      try {
+        b.commit(decoder.decodeInto(reader.buffer(), reader.dataOffset(), reader.dataLength(), b.columns(), b.size()));
+        return true;
+      } catch (MalformedRecordException | IOException e) {
+        throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
+      }
+    }
+    return false;
+  }
+
   @Override
   public void close() throws IOException {
     if (current != null) {

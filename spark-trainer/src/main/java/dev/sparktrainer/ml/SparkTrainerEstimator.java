@@ -80,6 +80,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final LongParam seed;
   final IntParam shuffleBuffer;
   final org.apache.spark.ml.param.BooleanParam useGpus;
+  final org.apache.spark.ml.param.BooleanParam deterministic;
   final Param<String> ringTransport;
 
   public SparkTrainerEstimator() {
@@ -120,6 +121,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     useGpus = new org.apache.spark.ml.param.BooleanParam(this, "useGpus",
         "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
     setDefault(useGpus, false);
+    deterministic = new org.apache.spark.ml.param.BooleanParam(this, "deterministic",
+        "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
+            + " batches and hand them on as they are ready (faster)");
+    setDefault(deterministic, true);
     ringTransport = new Param<>(this, "ringTransport",
         "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
         ParamValidators.inArray(new String[] {"auto", "tcp"}));
@@ -173,6 +178,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public LongParam seed() { return seed; }
   public IntParam shuffleBuffer() { return shuffleBuffer; }
   public org.apache.spark.ml.param.BooleanParam useGpus() { return useGpus; }
+  public org.apache.spark.ml.param.BooleanParam deterministic() { return deterministic; }
   public Param<String> ringTransport() { return ringTransport; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
@@ -196,6 +202,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setSeed(long v) { set(seed, v); return this; }
   public SparkTrainerEstimator setShuffleBuffer(int v) { set(shuffleBuffer, v); return this; }
   public SparkTrainerEstimator setUseGpus(boolean v) { set(useGpus, v); return this; }
+  public SparkTrainerEstimator setDeterministic(boolean v) { set(deterministic, v); return this; }
   public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
 
   @Override
@@ -215,7 +222,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .build();
     long seedValue = ((Number) getOrDefault(seed)).longValue();
     PipelineOptions options = PipelineOptions.builder().setBatchSize(intParam(batchSize))
-        .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue).build();
+        .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue)
+        .optDeterministic((Boolean) getOrDefault(deterministic)).build();
     DistributedTrainer.Builder b = DistributedTrainer.builder()
         .setModel(spec)
         .setLoss(lossSpec)

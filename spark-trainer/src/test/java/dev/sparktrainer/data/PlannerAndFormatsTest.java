@@ -112,20 +112,24 @@ class PlannerAndFormatsTest {
     PipelineOptions o = PipelineOptions.builder().setBatchSize(10).optDropRemainder(false).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, o, TestData.CONF);
     assertThat(plan.totalRecords()).isEqualTo(300);
-    Set<Long> ids = new HashSet<>();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
-      p.hostEpoch(0, 0).forEachRemaining(b -> {
-        for (int i = 0; i < b.size; i++) {
-          long id = (long) b.feature(0, i * 4);
-          ids.add(id);
-          assertThat(b.feature(0, i * 4 + 3)).isEqualTo(id + 1.5f);
-          assertThat(b.feature(1, i * 2)).isEqualTo((float) id);
-          assertThat(b.feature(1, i * 2 + 1)).isEqualTo(2f * id);
-          assertThat(b.labels[i]).isEqualTo(id % 10);
-        }
-      });
+    // Ordered, and readers making whole batches (deterministic=false): rows copied from decoded records.
+    for (PipelineOptions po : List.of(o, o.toBuilder().optShuffleBuffer(0).optDeterministic(false).build())) {
+      List<Long> ids = new ArrayList<>();
+      try (InputPipeline p = InputPipeline.create(plan, po, 0, 1, null, TestData.CONF)) {
+        assertThat(p.unordered()).isEqualTo(!po.deterministic());
+        p.hostEpoch(0, 0).forEachRemaining(b -> {
+          for (int i = 0; i < b.size; i++) {
+            long id = (long) b.feature(0, i * 4);
+            ids.add(id);
+            assertThat(b.feature(0, i * 4 + 3)).isEqualTo(id + 1.5f);
+            assertThat(b.feature(1, i * 2)).isEqualTo((float) id);
+            assertThat(b.feature(1, i * 2 + 1)).isEqualTo(2f * id);
+            assertThat(b.labels[i]).isEqualTo(id % 10);
+          }
+        });
+      }
+      assertThat(ids).hasSize(300).doesNotHaveDuplicates();
     }
-    assertThat(ids).hasSize(300);
     DatasetSpec noColumn = DatasetSpec.builder().addPath(out).setFormat(DatasetSpec.Format.PARQUET).addFeature("nope", 1).build();
     DatasetPlan bad = DatasetPlanner.plan(noColumn, o, TestData.CONF);
     try (InputPipeline p = InputPipeline.create(bad, o, 0, 1, null, TestData.CONF)) {
@@ -211,16 +215,19 @@ class PlannerAndFormatsTest {
     Path d = dir.resolve("large");
     int width = 1024; // 4 KiB per record
     TestData.writeTFRecords(d, width, 0, TFRecordCompression.NONE, 12_000, 12_000, 12_000, 12_000); // ~200 MB
-    for (int shuffle : new int[] {1000, 0}) {
+    // shuffle buffer; none (decoded in the batch); none and deterministic=false (readers make batches)
+    for (int mode = 0; mode < 3; mode++) {
+      int shuffle = mode == 0 ? 1000 : 0;
       List<String> cmd = new ArrayList<>(List.of(
           Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx48m",
           "-cp", System.getProperty("java.class.path"), StreamMain.class.getName(), d.toString(),
-          String.valueOf(width), String.valueOf(16 << 20), String.valueOf(shuffle), "2"));
+          String.valueOf(width), String.valueOf(16 << 20), String.valueOf(shuffle), "2",
+          mode == 2 ? "unordered" : "ordered"));
       Process proc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
       try {
         String out = new String(proc.getInputStream().readAllBytes());
         assertThat(proc.waitFor()).as(out).isEqualTo(0);
-        assertThat(out).contains("records=96000 decodesInBatch=" + (shuffle == 0));
+        assertThat(out).contains("records=96000 decodesInBatch=" + (mode == 1) + " unordered=" + (mode == 2));
       } finally {
         proc.destroyForcibly();
       }

@@ -3,7 +3,7 @@ package dev.sparktrainer.data;
 /**
  * Streams epochs of a dataset in this JVM, each next epoch prepared ahead as the trainer does, and
  * prints what it read (for the bounded-memory test). Args: dir, width, budget bytes, shuffle buffer,
- * epochs.
+ * epochs, and optionally "unordered" (deterministic=false).
  */
 public final class StreamMain {
   private StreamMain() {}
@@ -15,12 +15,15 @@ public final class StreamMain {
     int shuffle = Integer.parseInt(args[3]);
     int epochs = Integer.parseInt(args[4]);
     PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(shuffle)
-        .optMemoryBudgetBytes(budget).optDropRemainder(false).build();
+        .optMemoryBudgetBytes(budget).optDropRemainder(false)
+        .optDeterministic(!(args.length > 5 && args[5].equals("unordered"))).build();
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir, width), o, TestData.CONF);
     long records = 0;
     boolean decodesInBatch;
+    boolean unordered;
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       decodesInBatch = p.decodesInBatch();
+      unordered = p.unordered();
       for (int e = 0; e < epochs; e++) {
         var it = p.hostEpoch(e, 0);
         if (e + 1 < epochs) {
@@ -32,7 +35,7 @@ public final class StreamMain {
       }
     }
     Runtime rt = Runtime.getRuntime();
-    System.out.println("records=" + records + " decodesInBatch=" + decodesInBatch + " maxHeapMb="
+    System.out.println("records=" + records + " decodesInBatch=" + decodesInBatch + " unordered=" + unordered + " maxHeapMb="
         + rt.maxMemory() / (1 << 20));
   }
 }

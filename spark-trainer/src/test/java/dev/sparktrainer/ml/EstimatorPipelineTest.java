@@ -148,6 +148,7 @@ class EstimatorPipelineTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ringTransport");
     SparkTrainerEstimator defaults = new SparkTrainerEstimator();
     assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
+    assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
   }
 
   @Test

@@ -90,6 +90,19 @@ class PipelineTrainingTest {
     assertThat(last.samples()).isEqualTo(2 * 22 * 32);
   }
 
+  /** deterministic=false without a shuffle buffer: readers make the batches; the same steps, and it learns. */
+  @Test
+  void twoWorkersTrainOnBatchesMadeByTheReaders() {
+    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(0)
+        .optDeterministic(false).optSeed(5).build();
+    TrainedModel model = job().setTrainingData(spec("train"), options)
+        .optValidationData(spec("test"), options).build().fit(spark);
+    EpochMetrics last = model.history().last();
+    assertThat(last.validationAccuracy()).isGreaterThanOrEqualTo(0.9);
+    assertThat(model.history().epochs()).hasSize(8);
+    assertThat(last.samples()).isEqualTo(2 * 22 * 32);
+  }
+
   @Test
   void aDataFrameThatIsNotAFileScanIsStagedAndCleanedUp() throws IOException {
     Path staging = data.resolve("staging");
