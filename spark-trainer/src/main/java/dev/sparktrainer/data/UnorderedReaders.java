@@ -95,22 +95,28 @@ final class UnorderedReaders {
         if (!more) {
           in.close();
           in = null;
-          int next = nextItem.getAndIncrement();
-          if (!padder && next >= order.length) {
-            // This reader's share of the pass is done. Its rows join the tail before its item
-            // counts as finished, so when the last item finishes, every unemitted row is there.
-            handIn(b);
-            b = null;
-            if (finishedItems.incrementAndGet() == order.length && repeat && needMore()) {
-              if (rows.get() == 0) {
-                throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
-                    + ctx.shard().stepsPerEpoch() + " steps");
+          int next;
+          if (padder) {
+            next = idx + 1; // alone now: the shard again, in the epoch's order
+          } else {
+            next = nextItem.getAndIncrement();
+            if (next >= order.length) {
+              // This reader's share of the pass is done. Its rows join the tail before its item
+              // counts as finished, so when the last item finishes, every unemitted row is there.
+              handIn(b);
+              b = null;
+              if (finishedItems.incrementAndGet() == order.length && repeat && needMore()) {
+                if (rows.get() == 0) {
+                  throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
+                      + ctx.shard().stepsPerEpoch() + " steps");
+                }
+                padder = true; // the last reader of the pass pads, alone, from the start of the shard
+                b = takeTail();
+                next = order.length;
               }
-              padder = true; // the last reader of the pass pads, alone, from the start of the shard
-              b = takeTail();
+            } else {
+              finishedItems.incrementAndGet();
             }
-          } else if (!padder) {
-            finishedItems.incrementAndGet();
           }
           idx = next;
         }
