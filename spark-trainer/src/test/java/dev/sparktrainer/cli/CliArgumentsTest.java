@@ -133,6 +133,10 @@ class CliArgumentsTest {
     assertThat(f.string("features")).isEqualTo("a,b:2x2");
     assertThat(f.list("conf")).containsExactly("spark.a=1", "spark.b=two");
     assertThat(f.integer("workers")).isEqualTo(2); // the default
+    assertThat(f.bool("nondeterministic")).isFalse();
+    Flags g = new TrainCommand().flags();
+    g.parse(new String[] {"--shuffle-buffer", "0", "--nondeterministic"}, List.of());
+    assertThat(g.bool("nondeterministic")).isTrue();
   }
 
   @Test
