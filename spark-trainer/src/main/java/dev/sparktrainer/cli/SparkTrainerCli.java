@@ -171,6 +171,8 @@ public final class SparkTrainerCli {
     return out;
   }
 
+  private static final String CLEANER_BLOCKING = "spark.cleaner.referenceTracking.blocking";
+
   /** Spark-submit puts the application's configuration into system properties. */
   static boolean underSparkSubmit() {
     return System.getProperty("spark.master") != null;
@@ -191,6 +193,14 @@ public final class SparkTrainerCli {
           .config("spark.driver.bindAddress", "127.0.0.1")
           .config("spark.ui.showConsoleProgress", "false") // our own progress bar instead
           .config("spark.sql.shuffle.partitions", String.valueOf(Math.max(2, command.slots(f))));
+    }
+    // Spark's cleaner removes a collected broadcast from every executor and, by default, waits for
+    // each reply (up to spark.rpc.askTimeout, 120 s), and stopping the context waits for it: after a
+    // training failure caused by a frozen executor the driver would hang that long before exiting.
+    // Without the wait, cleanup is the same and a failed run ends at once. A user's setting wins.
+    if (System.getProperty(CLEANER_BLOCKING) == null
+        && f.list("conf").stream().noneMatch(c -> c.substring(0, c.indexOf('=')).trim().equals(CLEANER_BLOCKING))) {
+      b.config(CLEANER_BLOCKING, "false");
     }
     for (String c : f.list("conf")) {
       int eq = c.indexOf('=');
