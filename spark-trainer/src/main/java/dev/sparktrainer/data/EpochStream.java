@@ -20,6 +20,10 @@ import org.slf4j.LoggerFactory;
  * A stream can be started ahead of its turn (the next epoch, while this one's last batches are
  * consumed): {@link #afterProduced} runs once the producer has read everything and closed its
  * readers.
+ *
+ * <p>With {@code deterministic=false} and no shuffle buffer there is no producer and no batcher:
+ * {@link UnorderedReaders} make whole batches and put them in the same prefetch queue, and the rest
+ * (measurements, AUTOTUNE, read-ahead, close) is the same.
  */
 final class EpochStream implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(EpochStream.class);

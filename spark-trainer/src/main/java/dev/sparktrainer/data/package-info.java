@@ -5,6 +5,9 @@
  * worker and epoch, then streamed inside each worker through interleaved readers, a shuffle buffer,
  * decoding, batching and a bounded prefetch queue into {@link dev.sparktrainer.data.Batch}es of DJL
  * NDArrays on the worker's device. Memory is bounded by configuration, never by the dataset size.
+ * {@link dev.sparktrainer.data.InputPipeline} is the entry point; each epoch is an {@code
+ * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
+ * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer).
  *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.
