@@ -15,6 +15,7 @@ import dev.sparktrainer.monitor.TrainingPlot;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
+import dev.sparktrainer.train.OptimizerPlacement;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -70,6 +71,13 @@ final class TrainCommand extends Command {
         + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
+    f.add("bucket-mb", Kind.DOUBLE, "MB", "25", "gradient bucket size in MiB: one all-reduce each, started while"
+        + " backward goes on");
+    f.add("no-overlap", Kind.BOOL, null, null, "all-reduce the gradients after the whole backward instead of"
+        + " overlapping buckets with it (for comparison)");
+    f.add("optimizer-placement", Kind.STRING, "WHERE", "auto", "where parameters and optimizer state live and are"
+        + " updated: device (tensors on the replica's device), host (Java, multi-threaded) or auto (device on"
+        + " GPUs, the faster one on CPU)");
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
@@ -130,6 +138,23 @@ final class TrainCommand extends Command {
     throw new CliException("Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
   }
 
+  private static int bucketBytes(Flags f) {
+    try {
+      return DistributedTrainer.bucketBytes(f.number("bucket-mb"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException("Invalid " + f.source("bucket-mb") + " '" + f.number("bucket-mb")
+          + "': expected 0.001 to 1024 (MiB)");
+    }
+  }
+
+  private static OptimizerPlacement placement(Flags f) {
+    try {
+      return OptimizerPlacement.parse(f.source("optimizer-placement"), f.string("optimizer-placement"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
+  }
+
   private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
     for (dev.sparktrainer.collective.WirePrecision p : dev.sparktrainer.collective.WirePrecision.values()) {
@@ -182,6 +207,8 @@ final class TrainCommand extends Command {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
     gradientPrecision(f); // checked before Spark starts
+    bucketBytes(f);
+    placement(f);
     ringSharedMemory(f);
     ringTls(f);
     OptimizerSpec optimizer;
@@ -339,6 +366,7 @@ final class TrainCommand extends Command {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
       b.optGradientPrecision(gradientPrecision(f));
+      b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
       b.optRingSharedMemory(ringSharedMemory(f));
       if (f.given("checkpoint-dir")) {

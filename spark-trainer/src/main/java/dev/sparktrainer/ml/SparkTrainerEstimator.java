@@ -10,6 +10,7 @@ import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.OptimizerPlacement;
 import dev.sparktrainer.train.TrainedModel;
 import java.util.List;
 import org.apache.spark.ml.Estimator;
@@ -82,6 +83,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final org.apache.spark.ml.param.BooleanParam useGpus;
   final org.apache.spark.ml.param.BooleanParam deterministic;
   final Param<String> ringTransport;
+  final DoubleParam bucketMb;
+  final org.apache.spark.ml.param.BooleanParam overlap;
+  final Param<String> optimizerPlacement;
 
   public SparkTrainerEstimator() {
     this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
@@ -129,6 +133,16 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
         ParamValidators.inArray(new String[] {"auto", "tcp"}));
     setDefault(ringTransport, "auto");
+    bucketMb = new DoubleParam(this, "bucketMb",
+        "gradient bucket size in MiB: one all-reduce each, started while backward goes on", ParamValidators.gt(0));
+    setDefault(bucketMb, DistributedTrainer.DEFAULT_BUCKET_BYTES / (double) (1 << 20));
+    overlap = new org.apache.spark.ml.param.BooleanParam(this, "overlap",
+        "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
+    setDefault(overlap, true);
+    optimizerPlacement = new Param<>(this, "optimizerPlacement",
+        "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
+        ParamValidators.inArray(new String[] {"auto", "device", "host"}));
+    setDefault(optimizerPlacement, "auto");
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
     setDefault(predictionCol, "prediction");
@@ -180,6 +194,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public org.apache.spark.ml.param.BooleanParam useGpus() { return useGpus; }
   public org.apache.spark.ml.param.BooleanParam deterministic() { return deterministic; }
   public Param<String> ringTransport() { return ringTransport; }
+  public DoubleParam bucketMb() { return bucketMb; }
+  public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
+  public Param<String> optimizerPlacement() { return optimizerPlacement; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
   public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
@@ -204,6 +221,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setUseGpus(boolean v) { set(useGpus, v); return this; }
   public SparkTrainerEstimator setDeterministic(boolean v) { set(deterministic, v); return this; }
   public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
+  public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
+  public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
+  public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -234,7 +254,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .setEpochs(intParam(epochs))
         .optSeed(seedValue)
         .optUseGpus((Boolean) getOrDefault(useGpus))
-        .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"));
+        .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
+        .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
+        .optOverlap((Boolean) getOrDefault(overlap))
+        .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));
     }

@@ -58,10 +58,11 @@ public final class MetricsReport {
     return String.format(Locale.ROOT,
         "{\"epoch\": %d, \"steps\": %d, \"samples\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s,"
             + " \"val_accuracy\": %s, \"samples_per_sec\": %s, \"seconds\": %s, \"time\": {\"data_wait_s\": %s,"
-            + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s}, \"parameter_hash\": %s}",
+            + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s, \"backward_s\": %s, \"communication_s\": %s}, \"parameter_hash\": %s}",
         m.epoch(), m.steps(), m.samples(), Json.num(m.loss()), Json.num(m.accuracy()), Json.num(m.validationLoss()),
         Json.num(m.validationAccuracy()), Json.num(m.samplesPerSecond()), Json.num(m.seconds()),
         Json.num(m.dataWaitSeconds()), Json.num(m.computeSeconds()), Json.num(m.allReduceSeconds()),
-        Json.num(m.optimizerSeconds()), Json.quote(m.parameterHash()));
+        Json.num(m.optimizerSeconds()), Json.num(m.backwardSeconds()), Json.num(m.communicationSeconds()),
+        Json.quote(m.parameterHash()));
   }
 }

@@ -110,6 +110,8 @@ final class MonitorCallback implements TrainingCallback {
         m.put("epoch_time/compute_s", e.computeSeconds());
         m.put("epoch_time/allreduce_s", e.allReduceSeconds());
         m.put("epoch_time/optimizer_s", e.optimizerSeconds());
+        m.put("epoch_time/backward_s", e.backwardSeconds());
+        m.put("epoch_time/communication_s", e.communicationSeconds());
         write(train, e.epoch(), m);
         Map<String, Double> v = new LinkedHashMap<>();
         v.put("epoch_loss", e.validationLoss());

@@ -21,7 +21,8 @@ final class ProgressWire {
     return "E " + m.epoch() + " " + m.steps() + " " + m.samples() + " " + m.loss() + " " + m.accuracy() + " "
         + m.validationLoss() + " " + m.validationAccuracy() + " " + m.seconds() + " " + m.samplesPerSecond() + " "
         + m.dataWaitSeconds() + " " + m.computeSeconds() + " " + m.allReduceSeconds() + " "
-        + m.optimizerSeconds() + " " + m.parameterHash();
+        + m.optimizerSeconds() + " " + m.backwardSeconds() + " " + m.communicationSeconds() + " "
+        + m.parameterHash();
   }
 
   /** Parses a line into a {@link StepProgress} or an {@link EpochMetrics}; null if it is neither. */
@@ -33,9 +34,9 @@ final class ProgressWire {
             Long.parseLong(f[4]), Long.parseLong(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]),
             Integer.parseInt(f[11]));
       }
-      if (f[0].equals("E") && f.length == 15) {
+      if (f[0].equals("E") && f.length == 17) {
         return new EpochMetrics(Integer.parseInt(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]), d(f[4]),
-            d(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]), d(f[11]), d(f[12]), d(f[13]), f[14]);
+            d(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]), d(f[11]), d(f[12]), d(f[13]), d(f[14]), d(f[15]), f[16]);
       }
     } catch (NumberFormatException e) {
       return null;

@@ -1,7 +1,6 @@
 package dev.sparktrainer.train;
 
 import dev.sparktrainer.checkpoint.SerializableConfiguration;
-import dev.sparktrainer.collective.FusionBuffer;
 import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
@@ -66,6 +65,20 @@ import scala.reflect.ClassTag$;
  * Spark's stage-failure exception.
  */
 public final class DistributedTrainer {
+  /** Default gradient bucket size, 25 MiB as PyTorch DDP's (the first bucket is 1 MiB). */
+  public static final int DEFAULT_BUCKET_BYTES = 25 << 20;
+
+  /**
+   * A bucket size given in MiB (the CLI's {@code --bucket-mb}, the Estimator's {@code bucketMb}) as
+   * bytes, rounded to a multiple of 8; the error names the value and the allowed range.
+   */
+  public static int bucketBytes(double mib) {
+    if (!(mib >= 1.0 / 1024 && mib <= 1024)) {
+      throw new IllegalArgumentException("Invalid bucket size " + mib + " MiB: expected 0.001 to 1024");
+    }
+    return (int) Math.round(mib * (1 << 20) / 8) * 8;
+  }
+
   private final TrainingConfig cfg;
   private final String outputDir;
   private final String ringHost;
@@ -216,6 +229,8 @@ public final class DistributedTrainer {
     j.cpuDevicesPerWorker = c.cpuDevicesPerWorker;
     j.useGpus = c.useGpus;
     j.fusionBucketBytes = c.fusionBucketBytes;
+    j.overlap = c.overlap;
+    j.placement = c.placement;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
     j.ringTls = c.ringTls;
@@ -242,7 +257,7 @@ public final class DistributedTrainer {
     private Builder() {
       c.epochs = 1;
       c.keepCheckpoints = 3;
-      c.fusionBucketBytes = 16 << 20;
+      c.fusionBucketBytes = DEFAULT_BUCKET_BYTES;
       c.operationTimeout = Duration.ofMinutes(5);
       c.connectTimeout = Duration.ofMinutes(2);
     }
@@ -376,9 +391,30 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Size of a gradient fusion bucket (one all-reduce each). Default 16 MiB. */
+    /**
+     * Size of a gradient bucket: one all-reduce each, started as soon as backward has produced all of
+     * its gradients. Default 25 MiB, as DDP's; the first bucket (the last layers) is at most 1 MiB so
+     * that communication starts early. A parameter larger than a bucket gets a bucket of its own.
+     */
     public Builder optFusionBucketBytes(int bytes) {
       c.fusionBucketBytes = bytes;
+      return this;
+    }
+
+    /**
+     * Overlap the gradient all-reduce with backward (default true): buckets are reduced on a
+     * communication thread, last layers first, while backward goes on through the earlier ones, and
+     * each bucket's update is applied as it comes back. False: one all-reduce pass after the whole
+     * backward, for comparison.
+     */
+    public Builder optOverlap(boolean overlap) {
+      c.overlap = overlap;
+      return this;
+    }
+
+    /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
+    public Builder optOptimizerPlacement(OptimizerPlacement placement) {
+      c.placement = java.util.Objects.requireNonNull(placement, "placement");
       return this;
     }
 
@@ -465,7 +501,7 @@ public final class DistributedTrainer {
       check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
-          c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + FusionBuffer.DEFAULT_CAPACITY_BYTES + ")");
+          c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
       check(c.gradientPrecision != null, "gradientPrecision", null, "FP32, BF16 or FP16");
       check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),
           "operationTimeout", c.operationTimeout, "a positive duration");

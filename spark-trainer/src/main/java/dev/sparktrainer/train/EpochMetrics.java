@@ -19,8 +19,12 @@ import java.util.Locale;
  * @param samplesPerSecond global training throughput: samples / training wall time
  * @param dataWaitSeconds time waiting for the input pipeline
  * @param computeSeconds forward and backward passes
- * @param allReduceSeconds gradient all-reduce
+ * @param allReduceSeconds exposed communication: time the training thread waited for the gradient
+ *     all-reduce (all of it without overlap; what backward did not hide with it)
  * @param optimizerSeconds optimizer step and writing the parameters back
+ * @param backwardSeconds the backward part of {@code computeSeconds}
+ * @param communicationSeconds time the gradient all-reduce ran (on the communication thread), hidden
+ *     or not: {@code communicationSeconds - allReduceSeconds} is what overlap hid behind backward
  * @param parameterHash SHA-256 of all parameters after the epoch, identical on every replica
  */
 public record EpochMetrics(
@@ -37,6 +41,8 @@ public record EpochMetrics(
     double computeSeconds,
     double allReduceSeconds,
     double optimizerSeconds,
+    double backwardSeconds,
+    double communicationSeconds,
     String parameterHash)
     implements Serializable {
 
@@ -45,16 +51,28 @@ public record EpochMetrics(
     return dataWaitSeconds + computeSeconds + allReduceSeconds + optimizerSeconds;
   }
 
+  /**
+   * Communication hidden behind backward, over what could have been hidden: {@code (communication -
+   * exposed) / min(communication, backward)}; NaN when there was no communication.
+   */
+  public double overlapRatio() {
+    double hidden = Math.max(0, communicationSeconds - allReduceSeconds);
+    double limit = Math.min(communicationSeconds, backwardSeconds);
+    return limit > 0 ? Math.min(1, hidden / limit) : Double.NaN;
+  }
+
   /** One JSON object. */
   public String toJson() {
     return String.format(
         Locale.ROOT,
         "{\"epoch\":%d,\"steps\":%d,\"samples\":%d,\"loss\":%s,\"accuracy\":%s,\"validation_loss\":%s,"
             + "\"validation_accuracy\":%s,\"seconds\":%s,\"samples_per_s\":%s,\"data_wait_s\":%s,"
-            + "\"compute_s\":%s,\"allreduce_s\":%s,\"optimizer_s\":%s,\"parameter_hash\":\"%s\"}",
+            + "\"compute_s\":%s,\"allreduce_s\":%s,\"optimizer_s\":%s,\"backward_s\":%s,\"communication_s\":%s,"
+            + "\"parameter_hash\":\"%s\"}",
         epoch, steps, samples, num(loss), num(accuracy), num(validationLoss), num(validationAccuracy),
         num(seconds), num(samplesPerSecond), num(dataWaitSeconds), num(computeSeconds),
-        num(allReduceSeconds), num(optimizerSeconds), parameterHash);
+        num(allReduceSeconds), num(optimizerSeconds), num(backwardSeconds), num(communicationSeconds),
+        parameterHash);
   }
 
   static String num(double v) {

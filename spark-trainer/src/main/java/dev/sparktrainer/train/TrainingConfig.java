@@ -25,7 +25,12 @@ final class TrainingConfig implements Serializable {
   /** CPU replicas per worker when it has no GPU: exercises the in-machine split on CPU. */
   int cpuDevicesPerWorker = 1;
   boolean useGpus;
+  /** Gradient bucket size: one all-reduce per bucket (the first bucket is smaller, see Worker). */
   int fusionBucketBytes;
+  /** All-reduce buckets on a communication thread while backward goes on (false: after backward). */
+  boolean overlap = true;
+  /** Where parameters and optimizer state live; AUTO is resolved per worker (GPU or CPU). */
+  OptimizerPlacement placement = OptimizerPlacement.AUTO;
   Duration operationTimeout;
   /** TLS for the ring's sockets (null: plain TCP, HMAC-authenticated at set-up). */
   dev.sparktrainer.collective.RingTls ringTls;

@@ -19,7 +19,7 @@ import java.util.List;
  * step 0 with rank 0's initial parameters).
  */
 final class TrainingState {
-  private static final int MAGIC = 0x54535431; // "TST1"
+  private static final int MAGIC = 0x54535432; // "TST2"
 
   int epoch;
   long stepInEpoch;
@@ -70,7 +70,7 @@ final class TrainingState {
             new double[] {
               m.loss(), m.accuracy(), m.validationLoss(), m.validationAccuracy(), m.seconds(),
               m.samplesPerSecond(), m.dataWaitSeconds(), m.computeSeconds(), m.allReduceSeconds(),
-              m.optimizerSeconds()
+              m.optimizerSeconds(), m.backwardSeconds(), m.communicationSeconds()
             }) {
           out.writeDouble(d);
         }
@@ -125,12 +125,12 @@ final class TrainingState {
       int epoch = in.readInt();
       long steps = in.readLong();
       long samples = in.readLong();
-      double[] d = new double[10];
+      double[] d = new double[12];
       for (int k = 0; k < d.length; k++) {
         d[k] = in.readDouble();
       }
       s.history.add(
-          new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9],
+          new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11],
               in.readUTF()));
     }
     if (in.available() > 0) {

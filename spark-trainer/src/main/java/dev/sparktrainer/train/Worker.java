@@ -187,7 +187,8 @@ final class Worker {
                   epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
-                  wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[5] / size, sums[6] / size, hash);
+                  wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[5] / size, sums[6] / size, 0, sums[5] / size,
+                  hash);
           history.add(m);
           progress.epochEnd(m);
           if (rank == 0) {

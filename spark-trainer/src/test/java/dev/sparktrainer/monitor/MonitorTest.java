@@ -35,7 +35,7 @@ class MonitorTest {
 
   private static EpochMetrics epoch(int e, double loss, double acc, double valLoss, double valAcc) {
     return new EpochMetrics(e, 23, 1472, loss, acc, valLoss, valAcc, 0.5, 2944, 0.1, 0.2, 0.15, 0.05,
-        "ab".repeat(32));
+        0.1, 0.2, "ab".repeat(32));
   }
 
   /** Records what the driver receives. */
