@@ -1,10 +1,14 @@
 package dev.sparktrainer.optim;
 
+import ai.djl.ndarray.NDArray;
+
 /**
  * Adam and AdamW, as {@code torch.optim.Adam} / {@code AdamW}: {@code m = b1 m + (1 - b1) g}, {@code
  * v = b2 v + (1 - b2) g^2}, {@code p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)}.
+ * The tensor form runs the same operations in the same order, unfused.
  */
 final class Adam extends Optimizer {
+  private static final String[] SLOTS = {"m", "v"};
   private final float beta1;
   private final float beta2;
   private final float epsilon;
@@ -20,22 +24,31 @@ final class Adam extends Optimizer {
     this.decoupled = decoupled;
   }
 
+  private float stepSize(float lr) {
+    return (float) (lr / (1 - Math.pow(beta1, steps)));
+  }
+
+  private float bc2Sqrt() {
+    return (float) Math.sqrt(1 - Math.pow(beta2, steps));
+  }
+
   @Override
-  void apply(int index, float[] p, float[] g, float lr) {
-    float[] m = slots[0][index];
-    float[] v = slots[1][index];
+  void applyRange(int index, float[] p, int pAt, float[] g, int gAt, int n, float lr) {
+    float[] m = slot(0, index);
+    float[] v = slot(1, index);
     float b1 = beta1;
     float b2 = beta2;
     float c1 = 1 - b1;
     float c2 = 1 - b2;
-    float stepSize = (float) (lr / (1 - Math.pow(b1, steps)));
-    float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(b2, steps));
+    float stepSize = stepSize(lr);
+    float bc2Sqrt = bc2Sqrt();
     float eps = epsilon;
     float l2 = decoupled ? 0f : weightDecay;
     float shrink = decoupled ? 1 - lr * weightDecay : 1f;
-    for (int j = 0; j < p.length; j++) {
+    for (int k = 0; k < n; k++) {
+      int j = pAt + k;
       float pj = p[j] * shrink;
-      float gj = g[j] + l2 * p[j];
+      float gj = g[gAt + k] + l2 * p[j];
       float mj = b1 * m[j] + c1 * gj;
       float vj = b2 * v[j] + c2 * gj * gj;
       m[j] = mj;
@@ -45,7 +58,29 @@ final class Adam extends Optimizer {
   }
 
   @Override
+  public void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+    NDArray m = state[0];
+    NDArray v = state[1];
+    NDArray grad = g;
+    if (!decoupled && weightDecay != 0) {
+      grad = g.add(p.mul(weightDecay));
+    }
+    if (decoupled && weightDecay != 0) {
+      p.muli(1 - lr * weightDecay);
+    }
+    m.muli(beta1).addi(grad.mul(1 - beta1));
+    v.muli(beta2).addi(grad.mul(grad).muli(1 - beta2));
+    NDArray denom = v.sqrt().divi(bc2Sqrt()).addi(epsilon);
+    p.subi(m.mul(stepSize(lr)).divi(denom));
+  }
+
+  @Override
   public String name() {
     return decoupled ? "adamw" : "adam";
+  }
+
+  @Override
+  public String[] slotNames() {
+    return SLOTS.clone();
   }
 }

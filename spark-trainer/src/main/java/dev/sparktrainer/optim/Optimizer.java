@@ -1,21 +1,38 @@
 package dev.sparktrainer.optim;
 
+import ai.djl.ndarray.NDArray;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 
 /**
- * A stateful optimizer over {@code float[]} parameters, created by {@link
- * OptimizerSpec#newOptimizer(int[])}. Not thread-safe.
+ * A stateful optimizer rule, created by {@link OptimizerSpec#newOptimizer(int[])}, in two
+ * placements that compute the same formula:
  *
- * <p>{@link #update} applies one step to every parameter, in place; its state (step count, moment
- * vectors) round-trips exactly through {@link #writeState} / {@link #readState}, so a resumed run
- * continues with the same bits as an uninterrupted one.
+ * <ul>
+ *   <li><b>host</b>: {@link #update} / {@link #apply} work on {@code float[]} parameters in Java
+ *       arithmetic, and keep the state (moment vectors) in {@code float[]} slots here. {@code apply}
+ *       updates a range of one parameter, reading the gradient straight from a (direct) buffer such as
+ *       an all-reduce bucket, so that disjoint ranges can be updated by several threads at once.
+ *   <li><b>device</b>: {@link #applyTensors} updates a parameter tensor in place with tensor ops on
+ *       its own device, the state being tensors the caller keeps beside it ({@link #slotCount()} of
+ *       them per parameter, shaped like it, zero at first).
+ * </ul>
+ *
+ * <p>Call {@link #beginStep()} once per optimizer step before applying it to any parameter: bias
+ * corrections use the step count. The state (step count, slot vectors) round-trips exactly through
+ * {@link #writeState} / {@link #readState}, or slot by slot ({@link #slot}, {@link #setSteps}) for
+ * checkpoints that stream the state array by array. Not thread-safe except for concurrent {@code
+ * apply} calls on disjoint ranges.
  */
 public abstract class Optimizer {
   private static final int MAGIC = 0x4f505431; // "OPT1"
+  /** Elements per gradient chunk copied out of a buffer before the arithmetic (fits in L1/L2). */
+  private static final int CHUNK = 4096;
+  private static final ThreadLocal<float[]> SCRATCH = ThreadLocal.withInitial(() -> new float[CHUNK]);
 
   final int[] sizes;
   final float[][][] slots;
@@ -23,40 +40,94 @@ public abstract class Optimizer {
 
   Optimizer(int[] sizes, int slotCount) {
     this.sizes = sizes.clone();
+    // Allocated on first use: the device placement keeps its state in tensors and needs none here.
     this.slots = new float[slotCount][sizes.length][];
-    for (int s = 0; s < slotCount; s++) {
-      for (int i = 0; i < sizes.length; i++) {
-        slots[s][i] = new float[sizes[i]];
-      }
-    }
   }
 
-  /** Updates {@code params[i]} with {@code grads[i]} at learning rate {@code lr}, in place. */
+  /** Updates {@code params[i]} with {@code grads[i]} at learning rate {@code lr}, in place (one step). */
   public final void update(float[][] params, float[][] grads, float lr) {
     if (params.length != sizes.length || grads.length != sizes.length) {
       throw new IllegalArgumentException(
           "Invalid update: " + params.length + " parameters and " + grads.length + " gradients, expected "
               + sizes.length);
     }
-    steps++;
+    beginStep();
     for (int i = 0; i < sizes.length; i++) {
       if (params[i].length != sizes[i] || grads[i].length != sizes[i]) {
         throw new IllegalArgumentException(
             "Invalid update: parameter " + i + " has " + params[i].length + " values and gradient "
                 + grads[i].length + ", expected " + sizes[i]);
       }
-      apply(i, params[i], grads[i], lr);
+      applyRange(i, params[i], 0, grads[i], 0, sizes[i], lr);
     }
   }
 
-  abstract void apply(int index, float[] p, float[] g, float lr);
+  /** Counts one more optimizer step; call once per step, before {@link #apply}/{@link #applyTensors}. */
+  public final void beginStep() {
+    steps++;
+  }
+
+  /**
+   * Host placement: updates elements {@code [from, to)} of parameter {@code index} (values {@code
+   * p}) with the gradient whose element {@code from} is at float index {@code gradAt} of {@code
+   * grad} (absolute; the buffer's position is ignored and left unchanged).
+   */
+  public final void apply(int index, float[] p, FloatBuffer grad, int gradAt, int from, int to, float lr) {
+    if (from < 0 || to > sizes[index] || from > to || p.length != sizes[index]) {
+      throw new IllegalArgumentException(
+          "Invalid range [" + from + ", " + to + ") of parameter " + index + " (" + sizes[index] + " values)");
+    }
+    float[] g = SCRATCH.get();
+    for (int at = from; at < to; at += CHUNK) {
+      int n = Math.min(CHUNK, to - at);
+      grad.get(gradAt + (at - from), g, 0, n);
+      applyRange(index, p, at, g, 0, n, lr);
+    }
+  }
+
+  /** Updates {@code p[pAt..pAt+n)} with {@code g[gAt..gAt+n)}; the state of those elements too. */
+  abstract void applyRange(int index, float[] p, int pAt, float[] g, int gAt, int n, float lr);
+
+  /**
+   * Device placement: one step on parameter tensor {@code p} with gradient {@code g} (same shape and
+   * device), in place, the state in {@code state} ({@link #slotCount()} tensors like {@code p}). Must
+   * run with gradient recording off; temporaries are attached to {@code p}'s manager's scope by the
+   * caller's sub-manager.
+   */
+  public abstract void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr);
 
   /** A short name of the rule, checked when state is restored. */
   public abstract String name();
 
+  /** Names of the state slots ({@code m}, {@code v} for Adam; {@code momentum} for SGD; none without). */
+  public abstract String[] slotNames();
+
+  /** Number of state vectors per parameter. */
+  public final int slotCount() {
+    return slots.length;
+  }
+
+  /** Slot {@code s} of parameter {@code index} (the host placement's live state; writable). */
+  public final float[] slot(int s, int index) {
+    float[] v = slots[s][index];
+    if (v == null) {
+      v = new float[sizes[index]];
+      slots[s][index] = v;
+    }
+    return v;
+  }
+
   /** Updates applied so far. */
   public long steps() {
     return steps;
+  }
+
+  /** Restores the step count (with the slots, through {@link #slot}). */
+  public void setSteps(long steps) {
+    if (steps < 0) {
+      throw new IllegalArgumentException("Invalid optimizer step count " + steps);
+    }
+    this.steps = steps;
   }
 
   /** Writes the step count and every state vector. */
@@ -67,8 +138,9 @@ public abstract class Optimizer {
     out.writeInt(slots.length);
     out.writeInt(sizes.length);
     byte[] buf = new byte[0];
-    for (float[][] slot : slots) {
-      for (float[] v : slot) {
+    for (int si = 0; si < slots.length; si++) {
+      for (int i = 0; i < sizes.length; i++) {
+        float[] v = slot(si, i);
         out.writeInt(v.length);
         if (buf.length < 4 * v.length) {
           buf = new byte[4 * v.length];
@@ -97,7 +169,7 @@ public abstract class Optimizer {
               + slots.length + " x " + sizes.length);
     }
     byte[] buf = new byte[0];
-    for (float[][] slot : slots) {
+    for (int si = 0; si < slots.length; si++) {
       for (int i = 0; i < count; i++) {
         int n = in.readInt();
         if (n != sizes[i]) {
@@ -108,7 +180,7 @@ public abstract class Optimizer {
           buf = new byte[4 * n];
         }
         in.readFully(buf, 0, 4 * n);
-        ByteBuffer.wrap(buf, 0, 4 * n).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(slot[i]);
+        ByteBuffer.wrap(buf, 0, 4 * n).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(slot(si, i));
       }
     }
     steps = s;

@@ -1,5 +1,7 @@
 package dev.sparktrainer.optim;
 
+import ai.djl.ndarray.NDArray;
+
 /** SGD with heavy-ball momentum ({@code v = mu v + g; p -= lr v}), as {@code torch.optim.SGD}. */
 final class Sgd extends Optimizer {
   private final float momentum;
@@ -12,19 +14,21 @@ final class Sgd extends Optimizer {
   }
 
   @Override
-  void apply(int index, float[] p, float[] g, float lr) {
+  void applyRange(int index, float[] p, int pAt, float[] g, int gAt, int n, float lr) {
     float wd = weightDecay;
     if (momentum == 0) {
-      for (int j = 0; j < p.length; j++) {
-        p[j] -= lr * (g[j] + wd * p[j]);
+      for (int k = 0; k < n; k++) {
+        int j = pAt + k;
+        p[j] -= lr * (g[gAt + k] + wd * p[j]);
       }
       return;
     }
-    float[] v = slots[0][index];
+    float[] v = slot(0, index);
     float mu = momentum;
     boolean first = steps == 1;
-    for (int j = 0; j < p.length; j++) {
-      float d = g[j] + wd * p[j];
+    for (int k = 0; k < n; k++) {
+      int j = pAt + k;
+      float d = g[gAt + k] + wd * p[j];
       // PyTorch starts the buffer at the first gradient rather than decaying a zero buffer.
       float vj = first ? d : mu * v[j] + d;
       v[j] = vj;
@@ -33,7 +37,28 @@ final class Sgd extends Optimizer {
   }
 
   @Override
+  public void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+    NDArray d = weightDecay != 0 ? g.add(p.mul(weightDecay)) : g;
+    if (momentum == 0) {
+      p.subi(d.mul(lr));
+      return;
+    }
+    NDArray v = state[0];
+    if (steps == 1) {
+      d.copyTo(v); // the buffer starts at the first gradient
+    } else {
+      v.muli(momentum).addi(d);
+    }
+    p.subi(v.mul(lr));
+  }
+
+  @Override
   public String name() {
     return "sgd";
+  }
+
+  @Override
+  public String[] slotNames() {
+    return momentum > 0 ? new String[] {"momentum"} : new String[0];
   }
 }

@@ -73,7 +73,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
                 + devices + ", ring " + peers + " formed"
                 + (comm.rejectedConnections() == 0 ? ""
                     : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
-        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get()).run();
+        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get(), ctx.cpus()).run();
         return scala.collection.Iterator$.MODULE$.single(r);
       }
     } catch (IOException e) {

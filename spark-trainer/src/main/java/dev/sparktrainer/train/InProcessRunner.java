@@ -21,6 +21,11 @@ import org.apache.hadoop.conf.Configuration;
 final class InProcessRunner {
   private InProcessRunner() {}
 
+  /** The host optimizer's threads of each of {@code n} workers sharing this JVM's CPUs. */
+  static int threadsPerWorker(int n) {
+    return Math.max(1, Runtime.getRuntime().availableProcessors() / n);
+  }
+
   /** Runs every worker; returns the results by rank, or throws the first worker failure. */
   static List<WorkerResult> run(TrainingConfig cfg, int attempt, Configuration conf) throws Exception {
     int n = cfg.numWorkers;
@@ -52,7 +57,7 @@ final class InProcessRunner {
                           .optConnectTimeout(cfg.connectTimeout)
                           .build()) {
                     List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());
-                    return new Worker(cfg, comm, devices, attempt, conf).run();
+                    return new Worker(cfg, comm, devices, attempt, conf, threadsPerWorker(n)).run();
                   }
                 }));
       }

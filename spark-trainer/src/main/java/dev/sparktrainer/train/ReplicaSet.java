@@ -28,9 +28,9 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The model replicas of one worker: one per device it drives (MirroredStrategy inside a machine).
- * A batch is split across the devices, each replica runs forward and backward on its slice, and the
- * gradients are combined locally into the gradient of the whole batch's mean loss; the caller then
- * all-reduces across workers and writes the same new values into every replica.
+ * A batch is split across the devices ({@link #split}), each replica runs forward and backward on
+ * its slice, and {@link TrainStep} combines the gradients into the gradient of the whole batch's mean
+ * loss, all-reduces them across workers and applies the same update to every replica.
  *
  * <p><b>One gradient collector per JVM.</b> DJL's PyTorch engine allows one collecting {@link
  * GradientCollector} at a time per JVM, and the engine's random generator is global too. Every
@@ -45,10 +45,10 @@ final class ReplicaSet implements AutoCloseable {
   static final ReentrantLock JVM_LOCK = new ReentrantLock(true);
 
   private final List<Device> devices;
-  private final NDManager[] managers;
-  private final Block[] blocks;
-  private final ParameterStore[] stores;
-  private final Parameter[][] params;
+  final NDManager[] managers;
+  final Block[] blocks;
+  final ParameterStore[] stores;
+  final Parameter[][] params;
   private final ByteBuffer[][] upload;
   final String[] names;
   final int[] sizes;
@@ -128,90 +128,26 @@ final class ReplicaSet implements AutoCloseable {
 
   /** Writes {@code values} (every parameter, in order) into every replica. */
   void writeValues(float[][] values) {
-    for (int d = 0; d < blocks.length; d++) {
-      for (int i = 0; i < names.length; i++) {
-        ByteBuffer b = upload[d][i];
-        b.clear();
-        b.asFloatBuffer().put(values[i]);
-        params[d][i].getArray().set(b);
-      }
+    for (int i = 0; i < names.length; i++) {
+      upload(i, values[i]);
     }
   }
 
   /**
-   * One forward and backward pass over {@code batch}: writes the gradient of the batch-mean loss of
-   * trainable parameter {@code trainable[j]} into {@code grads[j]}, and the mean over replicas of
-   * each non-trainable parameter {@code stats[j]} (e.g. batch-norm statistics, updated by the forward
-   * pass) into {@code statValues[j]}. Adds (loss x samples, correct, samples) to {@code acc}.
+   * Writes parameter {@code i}'s {@code values} into every replica, through its reused direct buffer
+   * (on the CPU the tensor then reads that buffer's memory; on a GPU it is a host-to-device copy).
    */
-  void forwardBackward(
-      Batch batch, LossSpec lossSpec, Loss loss, int rngSeed, float[][] grads, float[][] statValues,
-      double[] acc) {
-    int k = blocks.length;
-    int total = batch.size();
-    int[] counts = new int[k];
-    for (int d = 0; d < k; d++) {
-      counts[d] = total / k + (d < total % k ? 1 : 0);
-    }
-    NDList[] xs = new NDList[k];
-    NDArray[] ys = new NDArray[k];
-    split(batch, counts, xs, ys);
-    JVM_LOCK.lock();
-    try {
-      managers[0].getEngine().setRandomSeed(rngSeed);
-      boolean first = true;
-      for (int d = 0; d < k; d++) {
-        if (counts[d] == 0) {
-          continue;
-        }
-        float weight = k == 1 ? 1f : counts[d] / (float) total;
-        try (NDManager scope = managers[d].newSubManager()) {
-          xs[d].attach(scope);
-          ys[d].attach(scope);
-          try (GradientCollector gc = managers[d].getEngine().newGradientCollector()) {
-            NDArray pred = blocks[d].forward(stores[d], xs[d], true).head();
-            NDArray l = lossSpec.evaluate(loss, ys[d], pred);
-            gc.backward(l);
-            acc[0] += l.getFloat() * (double) counts[d];
-            acc[1] += lossSpec.correct(ys[d], pred);
-            acc[2] += counts[d];
-          }
-          for (int j = 0; j < trainable.length; j++) {
-            NDArray a = params[d][trainable[j]].getArray();
-            try (NDArray g = a.getGradient()) {
-              float[] v = g.toFloatArray();
-              accumulate(grads[j], v, weight, first);
-              g.subi(g); // PyTorch accumulates into .grad: zero it for the next step
-            }
-          }
-          for (int j = 0; j < stats.length; j++) {
-            float[] v = params[d][stats[j]].getArray().toFloatArray();
-            accumulate(statValues[j], v, 1f / k, first);
-          }
-        }
-        first = false;
-      }
-    } finally {
-      JVM_LOCK.unlock();
-    }
-  }
-
-  private static void accumulate(float[] dst, float[] src, float weight, boolean first) {
-    if (first && weight == 1f) {
-      System.arraycopy(src, 0, dst, 0, dst.length);
-    } else if (first) {
-      for (int i = 0; i < dst.length; i++) {
-        dst[i] = src[i] * weight;
-      }
-    } else {
-      for (int i = 0; i < dst.length; i++) {
-        dst[i] += src[i] * weight;
-      }
+  void upload(int i, float[] values) {
+    for (int d = 0; d < blocks.length; d++) {
+      ByteBuffer b = upload[d][i];
+      b.clear();
+      b.asFloatBuffer().put(values);
+      params[d][i].getArray().set(b);
     }
   }
 
   /** Splits the batch along axis 0 into slices of {@code counts}, each moved to its device. */
-  private void split(Batch batch, int[] counts, NDList[] xs, NDArray[] ys) {
+  void split(Batch batch, int[] counts, NDList[] xs, NDArray[] ys) {
     int k = counts.length;
     if (k == 1) {
       xs[0] = batch.features().toDevice(devices.get(0), false);

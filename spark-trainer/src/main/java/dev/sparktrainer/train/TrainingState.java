@@ -1,25 +1,24 @@
 package dev.sparktrainer.train;
 
-import dev.sparktrainer.optim.Optimizer;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Everything a worker needs to continue: the position ({@code epoch}, steps done in it, global
- * step), the partial epoch sums, every parameter, the optimizer state and the history so far. It is
- * the payload of a checkpoint and of the start-up broadcast from rank 0 (a fresh start is a state at
- * step 0 with rank 0's initial parameters).
+ * Everything a worker needs to continue, in two parts: the small metadata ({@link #encodeMeta}: the
+ * position — epoch, steps done in it, global step —, the partial epoch sums, the parameter names and
+ * sizes, the optimizer's rule, step count and slot names, the history so far) and the arrays — every
+ * parameter's values and each optimizer slot of each trainable parameter — which checkpoints stream
+ * one by one and the start-up broadcast sends one by one (a state can be far larger than 2 GiB). A
+ * fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero state).
  */
 final class TrainingState {
-  private static final int MAGIC = 0x54535432; // "TST2"
+  private static final int MAGIC = 0x54535433; // "TST3"
 
   int epoch;
   long stepInEpoch;
@@ -29,13 +28,72 @@ final class TrainingState {
   double[] partial = new double[3];
   List<String> names = new ArrayList<>();
   List<float[]> values = new ArrayList<>();
-  /** Optimizer state as written by {@link Optimizer#writeState}, null at a fresh start. */
-  byte[] optimizer;
+  /** The optimizer rule's name ({@code Optimizer.name()}); null at a fresh start. */
+  String optimizerName;
+  long optimizerSteps;
+  List<String> slotNames = new ArrayList<>();
+  /** Names of the trainable parameters (the slots' order). */
+  List<String> trainableNames = new ArrayList<>();
+  /** {@code slots[s][j]}: slot s of trainable parameter j; null at a fresh start (zero state). */
+  float[][][] slots;
   List<EpochMetrics> history = new ArrayList<>();
   /** Every resume so far (the last one is this start's, when it resumed). */
   List<Resume> resumes = new ArrayList<>();
+  /** Array lengths read by {@link #decodeMeta} (values, then slots), before the arrays arrive. */
+  int[] valueSizes;
 
-  byte[] encode() {
+  /** The arrays in stream order: every parameter, then each slot of each trainable parameter. */
+  List<float[]> arrays() {
+    List<float[]> out = new ArrayList<>(values);
+    if (slots != null) {
+      for (float[][] slot : slots) {
+        for (float[] v : slot) {
+          out.add(v);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Names of {@link #arrays()}: {@code param/<name>}, then {@code <slot>/<name>}. */
+  List<String> arrayNames() {
+    List<String> out = new ArrayList<>();
+    for (String n : names) {
+      out.add("param/" + n);
+    }
+    if (slots != null) {
+      for (String s : slotNames) {
+        for (String n : trainableNames) {
+          out.add(s + "/" + n);
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Allocates the arrays announced by the metadata (on ranks receiving a broadcast), with {@code
+   * trainableSizes} the sizes of the trainable parameters (slot lengths).
+   */
+  void allocateArrays(int[] trainableSizes, boolean withSlots) {
+    values.clear();
+    for (int n : valueSizes) {
+      values.add(new float[n]);
+    }
+    if (withSlots) {
+      slots = new float[slotNames.size()][trainableSizes.length][];
+      for (int s = 0; s < slots.length; s++) {
+        for (int j = 0; j < trainableSizes.length; j++) {
+          slots[s][j] = new float[trainableSizes[j]];
+        }
+      }
+    }
+  }
+
+  /** Whether the metadata says slot arrays follow. */
+  boolean hasSlots;
+
+  byte[] encodeMeta() {
     try {
       ByteArrayOutputStream bytes = new ByteArrayOutputStream();
       DataOutputStream out = new DataOutputStream(bytes);
@@ -50,17 +108,22 @@ final class TrainingState {
       out.writeInt(names.size());
       for (int i = 0; i < names.size(); i++) {
         out.writeUTF(names.get(i));
-        float[] v = values.get(i);
-        out.writeInt(v.length);
-        byte[] buf = new byte[4 * v.length];
-        ByteBuffer.wrap(buf).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().put(v);
-        out.write(buf);
+        out.writeInt(values.isEmpty() ? valueSizes[i] : values.get(i).length);
       }
-      out.writeBoolean(optimizer != null);
-      if (optimizer != null) {
-        out.writeInt(optimizer.length);
-        out.write(optimizer);
+      out.writeBoolean(optimizerName != null);
+      if (optimizerName != null) {
+        out.writeUTF(optimizerName);
+        out.writeLong(optimizerSteps);
       }
+      out.writeInt(slotNames.size());
+      for (String s : slotNames) {
+        out.writeUTF(s);
+      }
+      out.writeInt(trainableNames.size());
+      for (String s : trainableNames) {
+        out.writeUTF(s);
+      }
+      out.writeBoolean(slots != null);
       out.writeInt(history.size());
       for (EpochMetrics m : history) {
         out.writeInt(m.epoch());
@@ -76,8 +139,6 @@ final class TrainingState {
         }
         out.writeUTF(m.parameterHash());
       }
-      // Appended after the first format: a state without this section (an older checkpoint) decodes
-      // with no resumes.
       out.writeInt(resumes.size());
       for (Resume r : resumes) {
         out.writeLong(r.step());
@@ -93,10 +154,11 @@ final class TrainingState {
     }
   }
 
-  static TrainingState decode(byte[] data) throws IOException {
+  /** The metadata; arrays are allocated by {@link #allocateArrays} and filled by the caller. */
+  static TrainingState decodeMeta(byte[] data) throws IOException {
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(data));
     if (in.readInt() != MAGIC) {
-      throw new IOException("not a training state (bad magic number)");
+      throw new IOException("not a training state of this version (bad magic number)");
     }
     TrainingState s = new TrainingState();
     s.epoch = in.readInt();
@@ -107,19 +169,24 @@ final class TrainingState {
       s.partial[i] = in.readDouble();
     }
     int n = in.readInt();
+    s.valueSizes = new int[n];
     for (int i = 0; i < n; i++) {
       s.names.add(in.readUTF());
-      int len = in.readInt();
-      byte[] buf = new byte[4 * len];
-      in.readFully(buf);
-      float[] v = new float[len];
-      ByteBuffer.wrap(buf).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(v);
-      s.values.add(v);
+      s.valueSizes[i] = in.readInt();
     }
     if (in.readBoolean()) {
-      s.optimizer = new byte[in.readInt()];
-      in.readFully(s.optimizer);
+      s.optimizerName = in.readUTF();
+      s.optimizerSteps = in.readLong();
     }
+    int slotCount = in.readInt();
+    for (int i = 0; i < slotCount; i++) {
+      s.slotNames.add(in.readUTF());
+    }
+    int trainable = in.readInt();
+    for (int i = 0; i < trainable; i++) {
+      s.trainableNames.add(in.readUTF());
+    }
+    s.hasSlots = in.readBoolean();
     int h = in.readInt();
     for (int i = 0; i < h; i++) {
       int epoch = in.readInt();
@@ -130,14 +197,12 @@ final class TrainingState {
         d[k] = in.readDouble();
       }
       s.history.add(
-          new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11],
-              in.readUTF()));
+          new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9],
+              d[10], d[11], in.readUTF()));
     }
-    if (in.available() > 0) {
-      int r = in.readInt();
-      for (int i = 0; i < r; i++) {
-        s.resumes.add(new Resume(in.readLong(), in.readInt(), in.readLong(), in.readInt(), in.readUTF()));
-      }
+    int r = in.readInt();
+    for (int i = 0; i < r; i++) {
+      s.resumes.add(new Resume(in.readLong(), in.readInt(), in.readLong(), in.readInt(), in.readUTF()));
     }
     return s;
   }

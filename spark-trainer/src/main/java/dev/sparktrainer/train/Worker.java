@@ -49,7 +49,15 @@ final class Worker {
   private final int attempt;
   private final Configuration hadoopConf;
 
-  Worker(TrainingConfig cfg, Communicator comm, List<Device> devices, int attempt, Configuration hadoopConf) {
+  /** AUTO's choice on the CPU (see {@link #resolvePlacement}). */
+  static final OptimizerPlacement CPU_PLACEMENT = OptimizerPlacement.HOST;
+
+  private final int cpus;
+
+  /** @param cpus the task's CPUs: the host optimizer's threads */
+  Worker(TrainingConfig cfg, Communicator comm, List<Device> devices, int attempt, Configuration hadoopConf,
+      int cpus) {
+    this.cpus = Math.max(1, cpus);
     this.cfg = cfg;
     this.rank = comm.rank();
     this.size = comm.size();
@@ -63,40 +71,34 @@ final class Worker {
     CheckpointStore store =
         cfg.checkpointDir == null ? null : new CheckpointStore(cfg.checkpointDir, hadoopConf, cfg.keepCheckpoints);
     try (ReplicaSet replicas = new ReplicaSet(cfg.model, devices, (int) cfg.seed)) {
-      TrainingState state = startState(replicas, store);
-      float[][] values = state.values.toArray(new float[0][]);
-      replicas.writeValues(values);
-
       int[] trainableSizes = new int[replicas.trainable.length];
-      float[][] trainValues = new float[trainableSizes.length][];
-      float[][] grads = new float[trainableSizes.length][];
       for (int j = 0; j < trainableSizes.length; j++) {
         trainableSizes[j] = replicas.sizes[replicas.trainable[j]];
-        trainValues[j] = values[replicas.trainable[j]];
-        grads[j] = new float[trainableSizes[j]];
       }
-      float[][] statValues = new float[replicas.stats.length][];
-      for (int j = 0; j < statValues.length; j++) {
-        statValues[j] = new float[replicas.sizes[replicas.stats[j]]];
-      }
-      List<float[]> reduced = new ArrayList<>(Arrays.asList(grads));
-      reduced.addAll(Arrays.asList(statValues));
-
       Optimizer optimizer = cfg.optimizer.newOptimizer(trainableSizes);
-      if (state.optimizer != null) {
-        optimizer.readState(new DataInputStream(new ByteArrayInputStream(state.optimizer)));
-      }
-      FusionBuffer fusion =
-          size > 1 ? FusionBuffer.builder().setCommunicator(comm).optCapacityBytes(cfg.fusionBucketBytes).build() : null;
-      Loss loss = cfg.loss.newLoss();
-      List<EpochMetrics> history = new ArrayList<>(state.history);
-      List<Resume> resumes = List.copyOf(state.resumes);
-      long globalStep = state.globalStep;
-
-      try (BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
+      OptimizerPlacement placement = resolvePlacement(cfg.placement, devices);
+      List<EpochMetrics> history;
+      List<Resume> resumes;
+      try (TrainStep step =
+              new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
+                  cfg.overlap, cfg.overlap && size > 1, cfg.operationTimeout);
+          BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
           BatchSource validation = cfg.validationData == null ? null
               : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
           ProgressHook progress = new ProgressHook(cfg, rank, size)) {
+        TrainingState state = startState(replicas, store, step.updater, optimizer);
+        if (rank == 0) {
+          LOG.log(System.Logger.Level.INFO,
+              "rank 0: optimizer on the " + placement.name().toLowerCase(java.util.Locale.ROOT) + ", "
+                  + step.buckets.gradientBuckets() + " gradient bucket(s) of up to " + (cfg.fusionBucketBytes >> 10)
+                  + " KiB, " + (cfg.overlap && size > 1
+                      ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
+                      : "all-reduce after backward"));
+        }
+        Loss loss = cfg.loss.newLoss();
+        history = new ArrayList<>(state.history);
+        resumes = List.copyOf(state.resumes);
+        long globalStep = state.globalStep;
         long steps = checkedStepsPerEpoch(source);
         progress.start(steps, globalStep, attempt, hadoopConf);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
@@ -107,7 +109,8 @@ final class Worker {
             System.arraycopy(state.partial, 0, acc, 0, 3);
           }
           progress.epochBegin(acc);
-          long[] nanos = new long[4]; // wait, compute, all-reduce, optimizer
+          long waitNanos = 0;
+          long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
           Iterator<Batch> batches = source.epoch(epoch, startStep);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
@@ -125,28 +128,10 @@ final class Worker {
                   "rank " + rank + ": the input pipeline ended after " + s + " of " + steps
                       + " steps in epoch " + epoch);
             }
-            long t1;
-            long t2;
             try (Batch batch = batches.next()) {
-              t1 = System.nanoTime();
-              replicas.forwardBackward(
-                  batch, cfg.loss, loss, cfg.stepSeed(rank, globalStep), grads, statValues, acc);
-              t2 = System.nanoTime();
+              waitNanos += System.nanoTime() - t0;
+              step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
             }
-            if (fusion != null) {
-              fusion.allReduce(reduced, ReduceOp.MEAN);
-            }
-            long t3 = System.nanoTime();
-            optimizer.update(trainValues, grads, cfg.optimizer.learningRate(globalStep, size));
-            for (int j = 0; j < statValues.length; j++) {
-              System.arraycopy(statValues[j], 0, values[replicas.stats[j]], 0, statValues[j].length);
-            }
-            replicas.writeValues(values);
-            long t4 = System.nanoTime();
-            nanos[0] += t1 - t0;
-            nanos[1] += t2 - t1;
-            nanos[2] += t3 - t2;
-            nanos[3] += t4 - t3;
             globalStep++;
             progress.step(epoch, s + 1, steps, globalStep, acc);
             if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
@@ -154,8 +139,8 @@ final class Worker {
               double[] partial = acc.clone();
               comm.allReduce(partial, ReduceOp.SUM);
               if (rank == 0) {
-                writeCheckpoint(store, epoch, s + 1, globalStep, partial, replicas.names, values, optimizer, history,
-                    resumes);
+                writeCheckpoint(store, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
+                    history, resumes);
               }
             }
             if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
@@ -164,7 +149,10 @@ final class Worker {
             }
           }
           double trainSeconds = (System.nanoTime() - epochStart) / 1e9;
-          double[] sums = {acc[0], acc[1], acc[2], nanos[0] / 1e9, nanos[1] / 1e9, nanos[2] / 1e9, nanos[3] / 1e9};
+          long[] after = stepTimes(step);
+          double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
+              (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
+              (after[4] - before[4]) / 1e9};
           comm.allReduce(sums, ReduceOp.SUM);
           double[] val = new double[3];
           if (validation != null) {
@@ -178,24 +166,25 @@ final class Worker {
           double[] wall = {trainSeconds, (System.nanoTime() - epochStart) / 1e9};
           comm.allReduce(wall, ReduceOp.MAX);
           if (rank == cfg.divergeRank) {
-            perturb(replicas, values); // test hook: this replica no longer matches the others
+            perturb(replicas, step.updater); // test hook: this replica no longer matches the others
           }
           String hash = checkReplicasIdentical(replicas, epoch);
           boolean acc1 = cfg.loss.hasAccuracy();
+          // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
           EpochMetrics m =
               new EpochMetrics(
                   epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
-                  wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[5] / size, sums[6] / size, 0, sums[5] / size,
-                  hash);
+                  wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
+                  sums[5] / size, sums[7] / size, hash);
           history.add(m);
           progress.epochEnd(m);
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
-              writeCheckpoint(
-                  store, epoch + 1, 0, globalStep, new double[3], replicas.names, values, optimizer, history, resumes);
+              writeCheckpoint(store, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
+                  history, resumes);
             }
           }
         }
@@ -205,48 +194,95 @@ final class Worker {
     }
   }
 
-  /** Rank 0's state (latest checkpoint, or fresh), broadcast to every rank and checked. */
-  private TrainingState startState(ReplicaSet replicas, CheckpointStore store) throws IOException {
-    byte[] blob = null;
+  /** compute, backward, exposed communication, communication, optimizer nanos so far. */
+  private static long[] stepTimes(TrainStep step) {
+    return new long[] {step.computeNanos, step.backwardNanos, step.exposedNanos, step.communicationNanos,
+        step.optimizerNanos};
+  }
+
+  /**
+   * AUTO: the device on GPUs (the state never crosses the bus); on the CPU {@link #CPU_PLACEMENT},
+   * the faster of the two there as bin/bench-scaling measured it.
+   */
+  static OptimizerPlacement resolvePlacement(OptimizerPlacement p, List<Device> devices) {
+    if (p != OptimizerPlacement.AUTO) {
+      return p;
+    }
+    return devices.get(0).isGpu() ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
+  }
+
+  /** Rank 0's state (latest checkpoint, or fresh), broadcast to every rank, checked and restored. */
+  private TrainingState startState(ReplicaSet replicas, CheckpointStore store, ParameterUpdater updater,
+      Optimizer optimizer) throws IOException {
+    TrainingState state = null;
+    byte[] meta = null;
     if (rank == 0) {
-      Optional<CheckpointStore.Checkpoint> latest = store == null ? Optional.empty() : store.latest();
+      Optional<TrainingState> latest = store == null ? Optional.empty() : readLatest(store);
       if (latest.isPresent()) {
-        TrainingState restored = TrainingState.decode(latest.get().payload());
-        restored.resumes.add(new Resume(restored.globalStep, restored.epoch, restored.stepInEpoch, attempt,
-            store.directory()));
+        state = latest.get();
+        state.resumes.add(new Resume(state.globalStep, state.epoch, state.stepInEpoch, attempt, store.directory()));
         LOG.log(System.Logger.Level.INFO,
-            "rank 0: resuming from the checkpoint at step " + restored.globalStep + " (epoch " + restored.epoch
-                + ", " + restored.stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
-                + attempt + " (resume " + restored.resumes.size() + " of this run)");
-        blob = restored.encode();
+            "rank 0: resuming from the checkpoint at step " + state.globalStep + " (epoch " + state.epoch
+                + ", " + state.stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
+                + attempt + " (resume " + state.resumes.size() + " of this run)");
       } else {
-        TrainingState fresh = new TrainingState();
-        fresh.seed = cfg.seed;
-        fresh.names.addAll(Arrays.asList(replicas.names));
-        fresh.values.addAll(Arrays.asList(replicas.readValues()));
-        blob = fresh.encode();
+        state = new TrainingState();
+        state.seed = cfg.seed;
+        state.names.addAll(Arrays.asList(replicas.names));
+        state.values.addAll(Arrays.asList(replicas.readValues()));
       }
+      meta = state.encodeMeta();
     }
-    blob = comm.broadcastBytes(blob, 0);
-    TrainingState state = TrainingState.decode(blob);
-    if (!state.names.equals(Arrays.asList(replicas.names))) {
-      throw new NonRetryableTrainingException(
-          "The checkpoint in " + cfg.checkpointDir + " does not match the model: it has parameters "
-              + state.names + ", the model " + Arrays.asList(replicas.names));
+    meta = comm.broadcastBytes(meta, 0);
+    if (rank != 0) {
+      state = TrainingState.decodeMeta(meta);
     }
-    for (int i = 0; i < replicas.sizes.length; i++) {
-      if (state.values.get(i).length != replicas.sizes[i]) {
-        throw new NonRetryableTrainingException(
-            "The checkpoint in " + cfg.checkpointDir + " does not match the model: parameter "
-                + replicas.names[i] + " has " + state.values.get(i).length + " values, the model "
-                + replicas.sizes[i]);
+    int[] valueSizes = rank == 0 ? state.values.stream().mapToInt(v -> v.length).toArray() : state.valueSizes;
+    checkMatchesModel(state, valueSizes, replicas, optimizer);
+    if (rank != 0) {
+      int[] trainableSizes = new int[replicas.trainable.length];
+      for (int j = 0; j < trainableSizes.length; j++) {
+        trainableSizes[j] = replicas.sizes[replicas.trainable[j]];
+      }
+      state.allocateArrays(trainableSizes, state.hasSlots);
+    }
+    if (size > 1) {
+      for (float[] a : state.arrays()) {
+        comm.broadcast(a, 0);
       }
     }
     if (state.seed != cfg.seed) {
       LOG.log(System.Logger.Level.WARNING,
           "Resuming a run started with seed " + state.seed + " under seed " + cfg.seed);
     }
+    updater.restore(state.values.toArray(new float[0][]), state.slots, state.optimizerSteps);
     return state;
+  }
+
+  /** Fails (not retryable) when the state does not fit the model or the optimizer, naming what differs. */
+  private void checkMatchesModel(TrainingState state, int[] valueSizes, ReplicaSet replicas, Optimizer optimizer) {
+    if (!state.names.equals(Arrays.asList(replicas.names))) {
+      throw new NonRetryableTrainingException(
+          "The checkpoint in " + cfg.checkpointDir + " does not match the model: it has parameters "
+              + state.names + ", the model " + Arrays.asList(replicas.names));
+    }
+    for (int i = 0; i < replicas.sizes.length; i++) {
+      if (valueSizes[i] != replicas.sizes[i]) {
+        throw new NonRetryableTrainingException(
+            "The checkpoint in " + cfg.checkpointDir + " does not match the model: parameter "
+                + replicas.names[i] + " has " + valueSizes[i] + " values, the model " + replicas.sizes[i]);
+      }
+    }
+    if (state.optimizerName != null && !state.optimizerName.equals(optimizer.name())) {
+      throw new NonRetryableTrainingException(
+          "The checkpoint in " + cfg.checkpointDir + " was written with optimizer " + state.optimizerName
+              + ", this run uses " + optimizer.name());
+    }
+    if (state.optimizerName != null && !state.slotNames.equals(Arrays.asList(optimizer.slotNames()))) {
+      throw new NonRetryableTrainingException(
+          "The checkpoint in " + cfg.checkpointDir + " has optimizer state " + state.slotNames + ", this run's "
+              + optimizer.name() + " keeps " + Arrays.asList(optimizer.slotNames()));
+    }
   }
 
   private long checkedStepsPerEpoch(BatchSource source) {
@@ -265,9 +301,20 @@ final class Worker {
   }
 
   /** Moves one parameter value by one ulp (the {@code optInjectDivergence} test hook). */
-  private static void perturb(ReplicaSet replicas, float[][] values) {
+  private static void perturb(ReplicaSet replicas, ParameterUpdater updater) {
+    float[][] values = updater.values();
     values[0][0] = Math.nextUp(values[0][0]);
-    replicas.writeValues(values);
+    updater.restore(values, currentSlots(replicas, updater), updater.optimizer.steps());
+  }
+
+  private static float[][][] currentSlots(ReplicaSet replicas, ParameterUpdater updater) {
+    float[][][] slots = new float[updater.optimizer.slotCount()][replicas.trainable.length][];
+    for (int s = 0; s < slots.length; s++) {
+      for (int j = 0; j < slots[s].length; j++) {
+        slots[s][j] = updater.slot(s, j);
+      }
+    }
+    return slots;
   }
 
   private String checkReplicasIdentical(ReplicaSet replicas, int epoch) {
@@ -286,9 +333,10 @@ final class Worker {
     return hex.formatHex(all.get(0));
   }
 
+  /** Rank 0: a snapshot of the whole state, written to the store. */
   private void writeCheckpoint(
-      CheckpointStore store, int epoch, long stepInEpoch, long globalStep, double[] partial, String[] names,
-      float[][] values, Optimizer optimizer, List<EpochMetrics> history, List<Resume> resumes)
+      CheckpointStore store, int epoch, long stepInEpoch, long globalStep, double[] partial, ReplicaSet replicas,
+      ParameterUpdater updater, Optimizer optimizer, List<EpochMetrics> history, List<Resume> resumes)
       throws IOException {
     TrainingState st = new TrainingState();
     st.epoch = epoch;
@@ -296,16 +344,22 @@ final class Worker {
     st.globalStep = globalStep;
     st.seed = cfg.seed;
     st.partial = partial;
-    st.names.addAll(Arrays.asList(names));
-    st.values.addAll(Arrays.asList(values));
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    try (DataOutputStream out = new DataOutputStream(bytes)) {
-      optimizer.writeState(out);
+    st.names.addAll(Arrays.asList(replicas.names));
+    st.values.addAll(Arrays.asList(updater.values()));
+    st.optimizerName = optimizer.name();
+    st.optimizerSteps = optimizer.steps();
+    st.slotNames.addAll(Arrays.asList(optimizer.slotNames()));
+    for (int j : replicas.trainable) {
+      st.trainableNames.add(replicas.names[j]);
     }
-    st.optimizer = bytes.toByteArray();
+    st.slots = currentSlots(replicas, updater);
     st.history.addAll(history);
     st.resumes.addAll(resumes);
-    store.write(globalStep, st.encode());
+    store.write(globalStep, CheckpointBridge.encode(st));
   }
 
+  private static Optional<TrainingState> readLatest(CheckpointStore store) throws IOException {
+    Optional<CheckpointStore.Checkpoint> latest = store.latest();
+    return latest.isPresent() ? Optional.of(CheckpointBridge.decode(latest.get().payload())) : Optional.empty();
+  }
 }

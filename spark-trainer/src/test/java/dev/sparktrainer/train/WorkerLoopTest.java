@@ -148,15 +148,19 @@ class WorkerLoopTest {
     assertThat(maxAbsDiff(parameters(split), parameters(whole))).isLessThan(1e-4);
   }
 
-  @Test
-  void resumedRunMatchesUninterruptedRunBitForBit() throws Exception {
-    // Dropout: the per-step random streams must be restored too.
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.EnumSource(value = OptimizerPlacement.class, names = {"HOST", "DEVICE"})
+  void resumedRunMatchesUninterruptedRunBitForBit(OptimizerPlacement placement) throws Exception {
+    // Dropout: the per-step random streams must be restored too. Small buckets: several per step.
     MlpSpec model = MlpSpec.of(64, 10, 32).with(Activation.RELU, 0.2f);
     OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(100, 1e-4f).build();
-    TrainedModel reference = fit(job(2, 16, model, adam).setEpochs(3).optValidationData(test.evalBatches(50)));
+    TrainedModel reference = fit(job(2, 16, model, adam).setEpochs(3).optValidationData(test.evalBatches(50))
+        .optOptimizerPlacement(placement).optFusionBucketBytes(2048));
 
     DistributedTrainer.Builder failing =
         job(2, 16, model, adam)
+            .optOptimizerPlacement(placement)
+            .optFusionBucketBytes(2048)
             .setEpochs(3)
             .optValidationData(test.evalBatches(50))
             .optCheckpointDir(tmp.toString())
@@ -181,6 +185,37 @@ class WorkerLoopTest {
     // Re-running the finished job (a scheduler retrying the command) trains nothing more.
     TrainedModel again = trainer.fitInProcess(2, new Configuration());
     assertThat(again.parameterBytes()).isEqualTo(reference.parameterBytes());
+  }
+
+  @Test
+  void overlapOnAndOffGiveEqualParametersAndReportTheirTimes() throws Exception {
+    // A CNN with dropout: backward in segments, 4 KiB buckets (about a dozen a step), two workers.
+    dev.sparktrainer.model.CnnSpec cnn = new dev.sparktrainer.model.CnnSpec(
+        new long[] {1, 8, 8}, new int[] {4, 8}, 16, 10, 0.25f);
+    OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
+    for (OptimizerPlacement placement : List.of(OptimizerPlacement.HOST, OptimizerPlacement.DEVICE)) {
+      DistributedTrainer.Builder base = DistributedTrainer.builder()
+          .setModel(cnn)
+          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+          .setOptimizer(adam)
+          .setTrainingData(train.slice(0, 640).trainBatches(16, 5, true))
+          .setNumWorkers(2)
+          .setEpochs(2)
+          .optSeed(42)
+          .optFusionBucketBytes(4096)
+          .optOptimizerPlacement(placement);
+      TrainedModel on = fit(base.optOverlap(true));
+      TrainedModel off = fit(base.optOverlap(false));
+      // The same bucket layout and reduction order: backward in segments gives the same gradients.
+      assertThat(maxAbsDiff(parameters(on), parameters(off))).as(placement.toString()).isLessThan(1e-6);
+      EpochMetrics m = on.history().last();
+      assertThat(m.backwardSeconds()).isGreaterThan(0).isLessThanOrEqualTo(m.computeSeconds());
+      assertThat(m.communicationSeconds()).isGreaterThan(0);
+      assertThat(m.allReduceSeconds()).as("exposed").isLessThanOrEqualTo(m.communicationSeconds() + 1e-9);
+      EpochMetrics o = off.history().last();
+      assertThat(o.allReduceSeconds()).as("without overlap all communication is exposed")
+          .isEqualTo(o.communicationSeconds());
+    }
   }
 
   @Test

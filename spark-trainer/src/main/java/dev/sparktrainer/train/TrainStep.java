@@ -1,0 +1,349 @@
+package dev.sparktrainer.train;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.loss.Loss;
+import dev.sparktrainer.collective.Communicator;
+import dev.sparktrainer.collective.ElementType;
+import dev.sparktrainer.collective.ReduceOp;
+import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.optim.Optimizer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.time.Duration;
+
+/**
+ * One synchronous training step of a worker: forward on every local replica, backward segment by
+ * segment (last first), each finished segment's gradients copied straight into the all-reduce
+ * arena, every full bucket handed to the {@link BucketReducer} while backward goes on, then each
+ * reduced bucket applied by the {@link ParameterUpdater} as it comes back, and the averaged
+ * statistics written into every replica.
+ *
+ * <p>Without overlap (or for a single worker) backward runs whole and the buckets are reduced one
+ * after the other on the training thread: the step as it was before overlap, for comparison.
+ *
+ * <p>Per-step times are added to the public counters: compute (forward, backward and the gradient
+ * copies), backward alone, exposed communication (the training thread waiting for the ring),
+ * communication (time the all-reduces ran, hidden or not) and optimizer.
+ */
+final class TrainStep implements AutoCloseable {
+  private final ReplicaSet replicas;
+  private final LossSpec lossSpec;
+  private final Loss loss;
+  private final Communicator comm;
+  private final ModelSegments[] segments;
+  /** Trainable indices j in the order their gradients become final (last segment first). */
+  private final int[] readyOrder;
+  /** Per segment (descending capture): how many entries of readyOrder it finalizes. */
+  private final int[] readyPerSegment;
+  final GradientBuckets buckets;
+  private final BucketReducer reducer;
+  final ParameterUpdater updater;
+  private final ByteBuffer mainView;
+  /** For each bucket, the readyOrder position after which it is complete. */
+  private final int[] completeAfter;
+
+  long computeNanos;
+  long backwardNanos;
+  long exposedNanos;
+  long communicationNanos;
+  long optimizerNanos;
+
+  /**
+   * @param comm the ring (size 1: no communication)
+   * @param overlap reduce buckets on a communication thread while backward goes on
+   * @param segmented cut backward into segments (only useful with overlap and more than one worker)
+   */
+  TrainStep(
+      ReplicaSet replicas, LossSpec lossSpec, Communicator comm, Optimizer optimizer, OptimizerPlacement placement,
+      int hostThreads, int bucketBytes, boolean overlap, boolean segmented, Duration operationTimeout) {
+    this.replicas = replicas;
+    this.lossSpec = lossSpec;
+    this.loss = lossSpec.newLoss();
+    this.comm = comm;
+    int k = replicas.devices().size();
+    segments = new ModelSegments[k];
+    for (int d = 0; d < k; d++) {
+      segments[d] = ModelSegments.of(replicas.blocks[d], replicas.params[d], segmented);
+    }
+    int[] trainableOf = new int[replicas.names.length];
+    java.util.Arrays.fill(trainableOf, -1);
+    for (int j = 0; j < replicas.trainable.length; j++) {
+      trainableOf[replicas.trainable[j]] = j;
+    }
+    ModelSegments seg = segments[0];
+    readyOrder = new int[replicas.trainable.length];
+    readyPerSegment = new int[seg.count()];
+    int n = 0;
+    for (int s = seg.count() - 1; s >= 0; s--) {
+      int[] ids = seg.parameters[s];
+      for (int x = ids.length - 1; x >= 0; x--) {
+        int j = trainableOf[ids[x]];
+        if (j >= 0) {
+          readyOrder[n++] = j;
+          readyPerSegment[s]++;
+        }
+      }
+    }
+    int[] sizes = new int[replicas.trainable.length];
+    for (int j = 0; j < sizes.length; j++) {
+      sizes[j] = replicas.sizes[replicas.trainable[j]];
+    }
+    int[] statSizes = new int[replicas.stats.length];
+    for (int j = 0; j < statSizes.length; j++) {
+      statSizes[j] = replicas.sizes[replicas.stats[j]];
+    }
+    buckets = new GradientBuckets(readyOrder, sizes, statSizes, bucketBytes);
+    completeAfter = new int[buckets.gradientBuckets()];
+    for (int b = 0, pos = 0; b < completeAfter.length; b++) {
+      pos += buckets.members[b].length;
+      completeAfter[b] = pos;
+    }
+    boolean ring = comm != null && comm.size() > 1;
+    reducer = ring && overlap ? new BucketReducer(comm, buckets, operationTimeout) : null;
+    mainView = buckets.arena.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    updater = ParameterUpdater.create(placement, replicas, buckets, optimizer, hostThreads);
+  }
+
+  /** Number of backward segments (1: backward runs whole). */
+  int segmentCount() {
+    return segments[0].count();
+  }
+
+  /**
+   * One step over {@code batch} at learning rate {@code lr}; adds (loss x samples, correct, samples)
+   * to {@code acc}.
+   */
+  void run(Batch batch, int rngSeed, float lr, double[] acc) {
+    int k = segments.length;
+    int total = batch.size();
+    int[] counts = new int[k];
+    int active = 0;
+    for (int d = 0; d < k; d++) {
+      counts[d] = total / k + (d < total % k ? 1 : 0);
+      active += counts[d] > 0 ? 1 : 0;
+    }
+    NDList[] xs = new NDList[k];
+    NDArray[] ys = new NDArray[k];
+    replicas.split(batch, counts, xs, ys);
+    long base = reducer == null ? 0 : reducer.submitted();
+    long busyAtStart = reducer == null ? 0 : reducer.busyNanos();
+    int segs = segments[0].count();
+    long t0 = System.nanoTime();
+    long tBackward;
+    ReplicaSet.JVM_LOCK.lock();
+    NDManager[] scopes = new NDManager[k];
+    try {
+      replicas.managers[0].getEngine().setRandomSeed(rngSeed);
+      try (GradientCollector gc = replicas.managers[0].getEngine().newGradientCollector()) {
+        NDList[][] inputs = new NDList[k][segs];
+        NDList[][] outputs = new NDList[k][segs];
+        NDArray[] losses = new NDArray[k];
+        for (int d = 0; d < k; d++) {
+          if (counts[d] == 0) {
+            continue;
+          }
+          scopes[d] = replicas.managers[d].newSubManager();
+          xs[d].attach(scopes[d]);
+          ys[d].attach(scopes[d]);
+          NDArray pred = segments[d].forward(replicas.stores[d], xs[d], inputs[d], outputs[d]).head();
+          losses[d] = lossSpec.evaluate(loss, ys[d], pred);
+          acc[0] += losses[d].getFloat() * (double) counts[d];
+          acc[1] += lossSpec.correct(ys[d], pred);
+          acc[2] += counts[d];
+        }
+        tBackward = System.nanoTime();
+        int captured = 0;
+        int nextBucket = 0;
+        for (int s = segs - 1; s >= 0; s--) {
+          for (int d = 0; d < k; d++) {
+            if (counts[d] == 0) {
+              continue;
+            }
+            if (s == segs - 1) {
+              gc.backward(losses[d]);
+            } else {
+              backwardThrough(gc, outputs[d][s], inputs[d][s + 1]);
+            }
+          }
+          for (int x = 0; x < readyPerSegment[s]; x++) {
+            capture(readyOrder[captured++], counts, total);
+          }
+          while (nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
+            if (reducer != null) {
+              reducer.submit(buckets.start[nextBucket], buckets.count[nextBucket]);
+            }
+            nextBucket++;
+          }
+        }
+        captureStats(counts, active);
+        if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
+          reducer.submit(buckets.start[buckets.statsBucket()], buckets.count[buckets.statsBucket()]);
+        }
+      }
+    } finally {
+      for (NDManager s : scopes) {
+        if (s != null) {
+          s.close();
+        }
+      }
+      ReplicaSet.JVM_LOCK.unlock();
+    }
+    long t1 = System.nanoTime();
+    computeNanos += t1 - t0;
+    backwardNanos += t1 - tBackward;
+    long reducedHere = 0;
+    if (reducer == null && comm != null && comm.size() > 1) {
+      for (int b = 0; b < buckets.buckets(); b++) {
+        reducedHere += reduceHere(b);
+      }
+    }
+    updater.beginStep();
+    long waited = 0;
+    for (int b = 0; b < buckets.gradientBuckets(); b++) {
+      if (reducer != null) {
+        long w = System.nanoTime();
+        reducer.await(base + b + 1);
+        waited += System.nanoTime() - w;
+      }
+      updater.apply(b, lr);
+    }
+    if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
+      long w = System.nanoTime();
+      reducer.await(base + buckets.gradientBuckets() + 1);
+      waited += System.nanoTime() - w;
+    }
+    updater.finishStep();
+    long t2 = System.nanoTime();
+    if (reducer != null) {
+      // Every bucket of the step is reduced: the reducer's busy time since the step began is this step's.
+      communicationNanos += reducer.busyNanos() - busyAtStart;
+    }
+    exposedNanos += waited + reducedHere;
+    communicationNanos += reducedHere;
+    optimizerNanos += t2 - t1 - waited - reducedHere;
+  }
+
+  /** All-reduces bucket {@code b} on the training thread (no overlap); returns the time it took. */
+  private long reduceHere(int b) {
+    if (buckets.count[b] == 0) {
+      return 0;
+    }
+    long t = System.nanoTime();
+    mainView.limit((buckets.start[b] + buckets.count[b]) * 4).position(buckets.start[b] * 4);
+    comm.allReduce(mainView, ElementType.FLOAT32, ReduceOp.MEAN);
+    return System.nanoTime() - t;
+  }
+
+  /** Backward through one segment from its output, given the next segment's input gradients. */
+  private static void backwardThrough(GradientCollector gc, NDList out, NDList nextIn) {
+    if (out.size() == 1 && out.head() instanceof PtNDArray o && nextIn.head() instanceof PtNDArray in) {
+      try (NDArray g = in.getGradient()) {
+        JniUtils.backward(o, (PtNDArray) g, false, false);
+      }
+      return;
+    }
+    // Several tensors between segments (or another engine): backward of sum(out_i * grad_i).
+    NDArray sum = null;
+    for (int i = 0; i < out.size(); i++) {
+      if (!nextIn.get(i).getDataType().isFloating()) {
+        continue;
+      }
+      NDArray term = out.get(i).mul(nextIn.get(i).getGradient()).sum();
+      sum = sum == null ? term : sum.add(term);
+    }
+    if (sum != null) {
+      gc.backward(sum);
+    }
+  }
+
+  /**
+   * Copies trainable parameter {@code j}'s gradient of the batch-mean loss into the arena (the
+   * replicas' gradients weighted by their share of the batch) and zeroes the engine's gradients.
+   */
+  private void capture(int j, int[] counts, int total) {
+    int i = replicas.trainable[j];
+    int k = counts.length;
+    int n = replicas.sizes[i];
+    int at = buckets.offset[j];
+    boolean first = true;
+    for (int d = 0; d < k; d++) {
+      if (counts[d] == 0) {
+        continue;
+      }
+      NDArray param = replicas.params[d][i].getArray();
+      try (NDArray g = param.getGradient()) {
+        ByteBuffer view = g.toByteBuffer(true);
+        if (k == 1) {
+          buckets.arena.put(at * 4, view, 0, n * 4);
+        } else {
+          accumulate(buckets.floats, at, view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(), n,
+              counts[d] / (float) total, first);
+        }
+      }
+      zeroGradient(param);
+      first = false;
+    }
+  }
+
+  /** The non-trainable values (batch-norm running statistics), averaged over the replicas that ran. */
+  private void captureStats(int[] counts, int active) {
+    for (int j = 0; j < replicas.stats.length; j++) {
+      int i = replicas.stats[j];
+      int n = replicas.sizes[i];
+      int at = buckets.statOffset[j];
+      boolean first = true;
+      for (int d = 0; d < counts.length; d++) {
+        if (counts[d] == 0) {
+          continue;
+        }
+        ByteBuffer view = replicas.params[d][i].getArray().toByteBuffer(true);
+        if (active == 1) {
+          buckets.arena.put(at * 4, view, 0, n * 4);
+        } else {
+          accumulate(buckets.floats, at, view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(), n, 1f / active, first);
+        }
+        first = false;
+      }
+    }
+  }
+
+  private static void accumulate(FloatBuffer dst, int at, FloatBuffer src, int n, float weight, boolean first) {
+    if (first) {
+      for (int x = 0; x < n; x++) {
+        dst.put(at + x, src.get(x) * weight);
+      }
+    } else {
+      for (int x = 0; x < n; x++) {
+        dst.put(at + x, dst.get(at + x) + src.get(x) * weight);
+      }
+    }
+  }
+
+  private static void zeroGradient(NDArray param) {
+    if (param instanceof PtNDArray p) {
+      JniUtils.zeroGrad(p);
+    } else {
+      try (NDArray g = param.getGradient()) {
+        g.muli(0);
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    try {
+      if (reducer != null) {
+        reducer.close();
+      }
+    } finally {
+      updater.close();
+    }
+  }
+}
