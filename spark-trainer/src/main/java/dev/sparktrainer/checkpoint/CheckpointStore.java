@@ -1,8 +1,9 @@
 package dev.sparktrainer.checkpoint;
 
-import java.io.DataInputStream;
 import java.io.DataOutputStream;
+import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -11,7 +12,6 @@ import java.util.Optional;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.zip.CRC32;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
@@ -20,15 +20,53 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 /**
- * A directory of checkpoints on a Hadoop FileSystem.
+ * A directory of checkpoints on a Hadoop FileSystem ({@code file:}, {@code hdfs:}, {@code s3a:}, ...).
  *
- * <p>Each checkpoint is one file {@code ckpt-<step>.bin} (step zero-padded, so names sort by step)
- * holding a header (magic, version, step, length, CRC-32 of the payload) and the payload. It is
- * written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by the underscore) and renamed
- * into place: readers never see a partial checkpoint, and one that does not verify (a truncated copy
- * on an object store, say) is skipped with a warning in favour of the previous one. After a write,
- * all but the newest {@code keep} checkpoints are deleted, and so are temporary files of this or
- * earlier steps that a writer killed before its rename left behind.
+ * <h2>Files</h2>
+ *
+ * <p>Each checkpoint is one file {@code ckpt-<step>.bin} (the step zero-padded to 19 digits, so names
+ * sort by step). It is written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by the
+ * underscore) and renamed into place, so a reader never sees a partial checkpoint under its final name.
+ * After a write, all but the newest {@code keep} checkpoints are deleted, and so are temporary files
+ * of this or earlier steps that a writer killed before its rename left behind. {@link #write} is
+ * synchronous and does not retry (a failure goes to its caller, which can write the next checkpoint);
+ * {@link AsyncCheckpointWriter} takes it off the training thread.
+ *
+ * <h2>Format (version 2)</h2>
+ *
+ * <p>Integers and floats are little-endian; CRCs are CRC-32C; offsets are 64-bit, so a checkpoint
+ * may be larger than 2 GiB (a single array is a Java {@code float[]}, at most {@code
+ * Integer.MAX_VALUE} floats).
+ *
+ * <pre>
+ * header    magic "STCK" (4 bytes) | version int32 = 2 | step int64                      (16 bytes)
+ * metadata  length int32 | bytes | CRC int32                                         (at byte 16)
+ * arrays    one record per array, in order, without gaps:
+ *             name length int32 | name (UTF-8) | count int32 (floats) |
+ *             data (4 * count bytes) | CRC of the data int32
+ * manifest  step int64 | metadata offset int64 | metadata length int32 | metadata CRC int32 |
+ *           array count int32 | per array:
+ *             name length int32 | name | record offset int64 | count int32 | data CRC int32
+ * footer    manifest offset int64 | manifest length int32 | manifest CRC int32 |
+ *           magic "STCK"                                                              (20 bytes)
+ * </pre>
+ *
+ * <p>Arrays are written and read through one buffer of 1 MiB: neither side ever holds a {@code byte[]}
+ * of a whole array or of the whole state. A reader first checks the header, the footer and the
+ * manifest (so a truncated file fails at once, without reading its arrays), then reads every record
+ * and checks it against the manifest: its offset, name, count and data CRC.
+ *
+ * <h2>Which checkpoint {@link #latest()} restores</h2>
+ *
+ * <p>The newest one that verifies. A checkpoint that is provably bad (bad magic, unsupported
+ * version, a CRC mismatch, truncation, a missing footer, a manifest inconsistent with the records)
+ * is skipped with a warning naming the file and the reason, in favour of the previous one. Any other
+ * failure (an unreachable store, a permission error, a timeout) proves nothing about the checkpoint:
+ * it is retried (4 attempts in all, waiting 0.5, 1 and 2 s between them), then thrown, naming the
+ * file. Falling back to an older checkpoint, or to none, because of a transient error would silently
+ * throw away the user's progress. A file in format 1 (written by an older version of spark-trainer)
+ * is not skipped either: {@link IncompatibleCheckpointException}. A file deleted between the listing
+ * and its reading (replaced by a re-run of its step, or pruned by another writer) is skipped.
  *
  * <p>Test hook: the system property {@value #WRITE_DELAY_PROPERTY}{@code =STEP:MILLIS} makes the
  * writer of step {@code STEP} sleep that long between writing the temporary file and renaming it,
@@ -36,9 +74,10 @@ import org.apache.hadoop.fs.Path;
  */
 public final class CheckpointStore {
   private static final System.Logger LOG = System.getLogger(CheckpointStore.class.getName());
-  private static final int MAGIC = 0x53544b31; // "STK1"
   private static final Pattern NAME = Pattern.compile("ckpt-(\\d{19})\\.bin");
   private static final Pattern TEMP = Pattern.compile("_tmp-(\\d+)-.*");
+  /** Waits between attempts to read, for a failure that does not prove a checkpoint bad. */
+  private static final long[] RETRY_DELAYS_MILLIS = {500, 1000, 2000};
   /**
    * Test hook: {@code STEP:MILLIS}, a pause before the rename of that step's checkpoint. (Not named
    * {@code sparktrainer.*}: Spark refuses {@code -Dspark...} in {@code spark.executor.extraJavaOptions}.)
@@ -48,18 +87,25 @@ public final class CheckpointStore {
   private final Path dir;
   private final Configuration conf;
   private final int keep;
+  private final long[] retryDelaysMillis;
 
   /**
    * A store in {@code dir} (any Hadoop FileSystem URI) keeping the newest {@code keep} (>= 1)
    * checkpoints.
    */
   public CheckpointStore(String dir, Configuration conf, int keep) {
+    this(dir, conf, keep, RETRY_DELAYS_MILLIS);
+  }
+
+  /** A store whose reads wait {@code retryDelaysMillis} between attempts (tests: short waits). */
+  CheckpointStore(String dir, Configuration conf, int keep, long[] retryDelaysMillis) {
     if (keep < 1) {
       throw new IllegalArgumentException("Invalid keepCheckpoints " + keep + ": expected >= 1");
     }
     this.dir = new Path(dir);
     this.conf = conf;
     this.keep = keep;
+    this.retryDelaysMillis = retryDelaysMillis.clone();
   }
 
   /** The directory. */
@@ -72,23 +118,23 @@ public final class CheckpointStore {
     return String.format("ckpt-%019d.bin", step);
   }
 
-  /** Writes the checkpoint of {@code step} atomically, then deletes the old ones beyond {@code keep}. */
-  public void write(long step, byte[] payload) throws IOException {
+  /**
+   * Writes {@code state} atomically (streamed to a temporary file, then renamed), then deletes the old
+   * checkpoints beyond {@code keep}. A checkpoint of the same step is replaced (a re-run after a retry).
+   *
+   * @throws IOException if it cannot be written (not retried: the caller may write the next one);
+   *     nothing is left under the final name then
+   */
+  public void write(CheckpointState state) throws IOException {
+    long step = state.step();
     FileSystem fs = dir.getFileSystem(conf);
     fs.mkdirs(dir);
     Path tmp = new Path(dir, "_tmp-" + step + "-" + UUID.randomUUID());
     Path target = new Path(dir, fileName(step));
-    CRC32 crc = new CRC32();
-    crc.update(payload);
     boolean renamed = false;
     try {
       try (FSDataOutputStream out = fs.create(tmp, true)) {
-        out.writeInt(MAGIC);
-        out.writeInt(1);
-        out.writeLong(step);
-        out.writeLong(payload.length);
-        out.writeLong(crc.getValue());
-        out.write(payload);
+        CheckpointFormat.write(out, state);
         out.hsync();
       }
       testHookDelay(step, tmp);
@@ -136,7 +182,7 @@ public final class CheckpointStore {
       Thread.sleep(millis);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      throw new java.io.InterruptedIOException("Interrupted while writing checkpoint " + tmp);
+      throw new InterruptedIOException("Interrupted while writing checkpoint " + tmp);
     }
   }
 
@@ -169,9 +215,13 @@ public final class CheckpointStore {
     }
   }
 
-  /** Steps of the complete checkpoints in the directory, ascending. */
+  /**
+   * Steps of the checkpoints in the directory, ascending, from their names (not verified). A listing
+   * that fails is retried as reads are.
+   */
   public List<Long> steps() throws IOException {
-    return steps(dir.getFileSystem(conf));
+    FileSystem fs = dir.getFileSystem(conf);
+    return withRetries("list the checkpoints in", dir, () -> steps(fs));
   }
 
   private List<Long> steps(FileSystem fs) throws IOException {
@@ -189,45 +239,96 @@ public final class CheckpointStore {
     return out;
   }
 
-  /** The newest checkpoint that verifies, as (step, payload); empty if there is none. */
-  public Optional<Checkpoint> latest() throws IOException {
+  /**
+   * The newest checkpoint that verifies, with its arrays loaded; empty if there is none. See the
+   * class comment for what is skipped and what is retried.
+   *
+   * @throws IOException naming the file and the cause when a checkpoint cannot be read for a reason
+   *     that does not prove it bad, after 4 attempts
+   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format 1
+   */
+  public Optional<CheckpointState> latest() throws IOException {
     FileSystem fs = dir.getFileSystem(conf);
-    List<Long> steps = steps(fs);
+    List<Long> steps = withRetries("list the checkpoints in", dir, () -> steps(fs));
     for (int i = steps.size() - 1; i >= 0; i--) {
-      Path p = new Path(dir, fileName(steps.get(i)));
+      long step = steps.get(i);
+      Path p = new Path(dir, fileName(step));
       try {
-        return Optional.of(read(fs, p));
-      } catch (IOException e) {
-        LOG.log(System.Logger.Level.WARNING, "Skipping unreadable checkpoint " + p + ": " + e.getMessage());
+        CheckpointState state = withRetries("read checkpoint", p, () -> readIfPresent(fs, p, step));
+        if (state != null) {
+          return Optional.of(state);
+        }
+        LOG.log(System.Logger.Level.WARNING, "Skipping checkpoint " + p
+            + ": it was deleted since the directory was listed (replaced, or pruned by another writer)");
+      } catch (CorruptCheckpointException e) {
+        LOG.log(System.Logger.Level.WARNING, e.getMessage()
+            + (i > 0 ? "; skipping it for the previous one" : "; skipping it (there is no older one)"));
       }
     }
     return Optional.empty();
   }
 
-  private static Checkpoint read(FileSystem fs, Path p) throws IOException {
-    try (FSDataInputStream raw = fs.open(p);
-        DataInputStream in = new DataInputStream(raw)) {
-      if (in.readInt() != MAGIC) {
-        throw new IOException("not a checkpoint (bad magic number)");
+  /** Reads the checkpoint of {@code step}, once: no retry, nothing skipped. */
+  CheckpointState read(long step) throws IOException {
+    Path p = new Path(dir, fileName(step));
+    return read(p.getFileSystem(conf), p, step);
+  }
+
+  /** The checkpoint in {@code p}, or null if it no longer exists. */
+  private static CheckpointState readIfPresent(FileSystem fs, Path p, long step) throws IOException {
+    try {
+      return read(fs, p, step);
+    } catch (FileNotFoundException e) {
+      // Some file systems say "not found" for what is a permission error: only a file that is
+      // really gone is skipped; otherwise it is an error like any other (retried, then thrown).
+      if (!fs.exists(p)) {
+        return null;
       }
-      int version = in.readInt();
-      if (version != 1) {
-        throw new IOException("unsupported checkpoint version " + version);
+      throw e;
+    }
+  }
+
+  private static CheckpointState read(FileSystem fs, Path p, long step) throws IOException {
+    long length = fs.getFileStatus(p).getLen();
+    try (FSDataInputStream in = fs.open(p)) {
+      return CheckpointFormat.read(in, length, p.toString(), step);
+    }
+  }
+
+  /** An I/O call that may be retried. */
+  @FunctionalInterface
+  private interface IoCall<T> {
+    T call() throws IOException;
+  }
+
+  /**
+   * Runs {@code call}, retrying a failure that proves nothing about the checkpoint (all but a corrupt
+   * or incompatible one, and an interruption) after the configured waits, then throwing it with
+   * {@code what} and {@code path} in the message.
+   */
+  private <T> T withRetries(String what, Path path, IoCall<T> call) throws IOException {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return call.call();
+      } catch (CorruptCheckpointException | IncompatibleCheckpointException | InterruptedIOException e) {
+        throw e;
+      } catch (IOException e) {
+        if (attempt > retryDelaysMillis.length) {
+          throw new IOException("Cannot " + what + " " + path + " (" + attempt + " attempts): " + e, e);
+        }
+        long delay = retryDelaysMillis[attempt - 1];
+        LOG.log(System.Logger.Level.WARNING, "Cannot " + what + " " + path + " (attempt " + attempt + " of "
+            + (retryDelaysMillis.length + 1) + "), retrying in " + delay + " ms: " + e);
+        try {
+          Thread.sleep(delay);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          InterruptedIOException interrupted = new InterruptedIOException("Interrupted while retrying to " + what
+              + " " + path);
+          interrupted.addSuppressed(e);
+          throw interrupted;
+        }
       }
-      long step = in.readLong();
-      long length = in.readLong();
-      long expected = in.readLong();
-      if (length < 0 || length > Integer.MAX_VALUE - 8) {
-        throw new IOException("payload length " + length + " is out of range");
-      }
-      byte[] payload = new byte[(int) length];
-      in.readFully(payload);
-      CRC32 crc = new CRC32();
-      crc.update(payload);
-      if (crc.getValue() != expected) {
-        throw new IOException("payload CRC-32 mismatch");
-      }
-      return new Checkpoint(step, payload);
     }
   }
 
@@ -255,12 +356,4 @@ public final class CheckpointStore {
           "Invalid " + option + " '" + dir + "': not writable (" + e.getMessage() + ")", e);
     }
   }
-
-  /**
-   * One checkpoint read back.
-   *
-   * @param step the global step it was taken after
-   * @param payload the bytes given to {@link CheckpointStore#write}
-   */
-  public record Checkpoint(long step, byte[] payload) {}
 }

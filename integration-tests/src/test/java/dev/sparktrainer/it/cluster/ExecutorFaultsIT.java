@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.sparktrainer.checkpoint.CheckpointState;
 import dev.sparktrainer.checkpoint.CheckpointStore;
 import dev.sparktrainer.cluster.StandaloneCluster;
 import dev.sparktrainer.it.cluster.ClusterRuns.RankInfo;
@@ -170,7 +171,7 @@ class ExecutorFaultsIT {
     assertThat(t.checkpointSteps()).last().isEqualTo(last);
     CheckpointStore store = new CheckpointStore(t.checkpoints.toString(), new Configuration(), 3);
     assertThat(store.latest()).as("the last checkpoint verifies").get()
-        .extracting(CheckpointStore.Checkpoint::step).isEqualTo(last);
+        .extracting(CheckpointState::step).isEqualTo(last);
     assertThat(t.validationAccuracy()).isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
     assertThat(t.parameterHash()).as("final parameters vs the uninterrupted run's").isEqualTo(ref.parameterHash());
   }
@@ -240,7 +241,7 @@ class ExecutorFaultsIT {
       assertThat(t.output.resolve("metrics.json")).doesNotExist();
       CheckpointStore store = new CheckpointStore(t.checkpoints.toString(), new Configuration(), 3);
       assertThat(store.latest()).as("the checkpoints written before the pause verify").get()
-          .extracting(CheckpointStore.Checkpoint::step).isEqualTo((long) HOOK_STEP);
+          .extracting(CheckpointState::step).isEqualTo((long) HOOK_STEP);
     } finally {
       if (paused != null && paused.isAlive()) {
         ClusterRuns.signal(paused, "CONT");
