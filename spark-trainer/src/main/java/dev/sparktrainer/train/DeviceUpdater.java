@@ -2,6 +2,7 @@ package dev.sparktrainer.train;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
+import ai.djl.pytorch.jni.JniUtils;
 import dev.sparktrainer.optim.Optimizer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -55,6 +56,18 @@ final class DeviceUpdater extends ParameterUpdater {
 
   @Override
   void apply(int b, float lr) {
+    // In-place updates of parameters (leaves that require gradients) need gradient recording off.
+    // PyTorch's grad mode is per thread and on by default in a new thread (a Spark task's, a pool's).
+    boolean recording = JniUtils.isGradMode();
+    JniUtils.setGradMode(false);
+    try {
+      applyNoGrad(b, lr);
+    } finally {
+      JniUtils.setGradMode(recording);
+    }
+  }
+
+  private void applyNoGrad(int b, float lr) {
     for (int d = 0; d < grads.length; d++) {
       try (NDManager scope = replicas.managers[d].newSubManager()) {
         for (int j : buckets.members[b]) {

@@ -90,6 +90,26 @@ final class TrainingState {
     }
   }
 
+  /**
+   * Takes {@code arrays} (in {@link #arrays()} order, as announced by the metadata) as this state's
+   * values and slots, without copying them.
+   */
+  void adoptArrays(List<float[]> arrays, int trainableCount) {
+    values.clear();
+    int at = 0;
+    for (int i = 0; i < valueSizes.length; i++) {
+      values.add(arrays.get(at++));
+    }
+    if (hasSlots) {
+      slots = new float[slotNames.size()][trainableCount][];
+      for (int s = 0; s < slots.length; s++) {
+        for (int j = 0; j < trainableCount; j++) {
+          slots[s][j] = arrays.get(at++);
+        }
+      }
+    }
+  }
+
   /** Whether the metadata says slot arrays follow. */
   boolean hasSlots;
 

@@ -2,7 +2,11 @@ package dev.sparktrainer.train;
 
 import ai.djl.Device;
 import ai.djl.training.loss.Loss;
+import dev.sparktrainer.checkpoint.AsyncCheckpointWriter;
+import dev.sparktrainer.checkpoint.CheckpointState;
 import dev.sparktrainer.checkpoint.CheckpointStore;
+import dev.sparktrainer.checkpoint.IncompatibleCheckpointException;
+import dev.sparktrainer.checkpoint.StateArray;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.FusionBuffer;
 import dev.sparktrainer.collective.ReduceOp;
@@ -79,7 +83,8 @@ final class Worker {
       OptimizerPlacement placement = resolvePlacement(cfg.placement, devices);
       List<EpochMetrics> history;
       List<Resume> resumes;
-      try (TrainStep step =
+      try (AsyncCheckpointWriter writer = rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
+          TrainStep step =
               new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
                   cfg.overlap, cfg.overlap && size > 1, cfg.operationTimeout);
           BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
@@ -139,7 +144,7 @@ final class Worker {
               double[] partial = acc.clone();
               comm.allReduce(partial, ReduceOp.SUM);
               if (rank == 0) {
-                writeCheckpoint(store, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
+                writeCheckpoint(writer, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
                     history, resumes);
               }
             }
@@ -183,7 +188,7 @@ final class Worker {
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
-              writeCheckpoint(store, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
+              writeCheckpoint(writer, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
                   history, resumes);
             }
           }
@@ -333,9 +338,13 @@ final class Worker {
     return hex.formatHex(all.get(0));
   }
 
-  /** Rank 0: a snapshot of the whole state, written to the store. */
+  /**
+   * Rank 0: a snapshot of the whole state (copies: training goes on while it is written), handed to
+   * the background writer. One write is in flight at a time; a snapshot waiting behind it is replaced
+   * by a newer one; an earlier write's failure is thrown here.
+   */
   private void writeCheckpoint(
-      CheckpointStore store, int epoch, long stepInEpoch, long globalStep, double[] partial, ReplicaSet replicas,
+      AsyncCheckpointWriter writer, int epoch, long stepInEpoch, long globalStep, double[] partial, ReplicaSet replicas,
       ParameterUpdater updater, Optimizer optimizer, List<EpochMetrics> history, List<Resume> resumes)
       throws IOException {
     TrainingState st = new TrainingState();
@@ -355,11 +364,59 @@ final class Worker {
     st.slots = currentSlots(replicas, updater);
     st.history.addAll(history);
     st.resumes.addAll(resumes);
-    store.write(globalStep, CheckpointBridge.encode(st));
+    List<String> names = st.arrayNames();
+    List<float[]> arrays = st.arrays();
+    List<StateArray> out = new ArrayList<>(arrays.size());
+    for (int i = 0; i < arrays.size(); i++) {
+      out.add(new StateArray(names.get(i), arrays.get(i)));
+    }
+    writer.submit(new CheckpointState(globalStep, st.encodeMeta(), out));
   }
 
-  private static Optional<TrainingState> readLatest(CheckpointStore store) throws IOException {
-    Optional<CheckpointStore.Checkpoint> latest = store.latest();
-    return latest.isPresent() ? Optional.of(CheckpointBridge.decode(latest.get().payload())) : Optional.empty();
+  /** The newest complete checkpoint as a state; a checkpoint of an older format fails the run. */
+  private Optional<TrainingState> readLatest(CheckpointStore store) throws IOException {
+    Optional<CheckpointState> latest;
+    try {
+      latest = store.latest();
+    } catch (IncompatibleCheckpointException e) {
+      throw new NonRetryableTrainingException(e.getMessage());
+    }
+    if (latest.isEmpty()) {
+      return Optional.empty();
+    }
+    CheckpointState cp = latest.get();
+    TrainingState st = TrainingState.decodeMeta(cp.metadata());
+    // What the metadata announces must be what the file holds, name by name and size by size.
+    List<String> expected = new ArrayList<>();
+    List<Integer> lengths = new ArrayList<>();
+    for (int i = 0; i < st.names.size(); i++) {
+      expected.add("param/" + st.names.get(i));
+      lengths.add(st.valueSizes[i]);
+    }
+    if (st.hasSlots) {
+      for (String slot : st.slotNames) {
+        for (String n : st.trainableNames) {
+          expected.add(slot + "/" + n);
+          lengths.add(st.valueSizes[st.names.indexOf(n)]);
+        }
+      }
+    }
+    List<float[]> arrays = new ArrayList<>(cp.arrays().size());
+    for (int i = 0; i < cp.arrays().size(); i++) {
+      StateArray a = cp.arrays().get(i);
+      if (i >= expected.size() || !a.name().equals(expected.get(i)) || a.values().length != lengths.get(i)) {
+        throw new NonRetryableTrainingException("The checkpoint at step " + cp.step() + " in " + store.directory()
+            + " is inconsistent: array " + i + " is " + a.name() + " (" + a.values().length
+            + " values), its metadata announces "
+            + (i < expected.size() ? expected.get(i) + " (" + lengths.get(i) + ")" : "only " + expected.size()));
+      }
+      arrays.add(a.values());
+    }
+    if (arrays.size() != expected.size()) {
+      throw new NonRetryableTrainingException("The checkpoint at step " + cp.step() + " in " + store.directory()
+          + " is inconsistent: " + arrays.size() + " arrays, its metadata announces " + expected.size());
+    }
+    st.adoptArrays(arrays, st.trainableNames.size());
+    return Optional.of(st);
   }
 }

@@ -211,7 +211,9 @@ class WorkerLoopTest {
       EpochMetrics m = on.history().last();
       assertThat(m.backwardSeconds()).isGreaterThan(0).isLessThanOrEqualTo(m.computeSeconds());
       assertThat(m.communicationSeconds()).isGreaterThan(0);
-      assertThat(m.allReduceSeconds()).as("exposed").isLessThanOrEqualTo(m.communicationSeconds() + 1e-9);
+      // Exposed time is the training thread's wait: the all-reduces it did not hide plus the hand-offs.
+      assertThat(m.allReduceSeconds()).as("exposed").isGreaterThan(0)
+          .isLessThanOrEqualTo(m.communicationSeconds() * 1.5 + 0.05);
       EpochMetrics o = off.history().last();
       assertThat(o.allReduceSeconds()).as("without overlap all communication is exposed")
           .isEqualTo(o.communicationSeconds());
