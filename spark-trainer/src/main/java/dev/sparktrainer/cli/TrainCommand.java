@@ -78,7 +78,7 @@ final class TrainCommand extends Command {
     f.add("optimizer-placement", Kind.STRING, "WHERE", "auto", "where parameters and optimizer state live and are"
         + " updated: device (tensors on the replica's device), host (Java, multi-threaded) or auto (device on"
         + " GPUs, the faster one on CPU)");
-    f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 / fp16 (half the bytes)");
+    f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
     f.add("ring-keystore", Kind.STRING, "FILE", null, "TLS for the ring: this key store (PKCS12) on every executor;"
@@ -157,12 +157,16 @@ final class TrainCommand extends Command {
 
   private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
+    if (v.equalsIgnoreCase("fp16")) {
+      throw new CliException("Invalid " + f.source("gradient-precision") + " 'fp16': expected fp32 or bf16 (fp16"
+          + " has too little range for gradients without loss scaling; bf16 has fp32's range)");
+    }
     for (dev.sparktrainer.collective.WirePrecision p : dev.sparktrainer.collective.WirePrecision.values()) {
       if (p.name().equalsIgnoreCase(v)) {
         return p;
       }
     }
-    throw new CliException("Invalid " + f.source("gradient-precision") + " '" + v + "': expected fp32, bf16 or fp16");
+    throw new CliException("Invalid " + f.source("gradient-precision") + " '" + v + "': expected fp32 or bf16");
   }
 
   private Plan plan(Flags f) {

@@ -321,11 +321,7 @@ public final class Communicator implements AutoCloseable {
       if (buf == work) {
         ringAllReduce(workSend, workRecv, workView.on(buf, base), base, count, type, op);
       } else {
-        if (buf != extOwner) {
-          extOwner = buf;
-          extSend = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-          extRecv = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-        }
+        useExternal(buf);
         ringAllReduce(extSend, extRecv, extView.on(buf, base), base, count, type, op);
       }
     }
@@ -420,6 +416,22 @@ public final class Communicator implements AutoCloseable {
 
   private void enqueue(ByteBuffer view, int pos, int n, int es, int tag, WirePrecision wire) {
     sender.enqueue(view, pos, wire == WirePrecision.FP32 ? n * es : n, tag, wire);
+  }
+
+  /**
+   * Views of a caller's buffer, made once per buffer and indexed absolutely over its whole capacity:
+   * a caller may pass the same buffer with a different position and limit each time (the trainer
+   * reduces its gradient arena bucket by bucket), and a view keeping an earlier call's limit would
+   * refuse the later bytes.
+   */
+  private void useExternal(ByteBuffer buf) {
+    if (buf != extOwner) {
+      extOwner = buf;
+      extSend = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+      extRecv = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    }
+    extSend.clear();
+    extRecv.clear();
   }
 
   static int segmentStart(int k, int q, int rem) {
@@ -534,11 +546,7 @@ public final class Communicator implements AutoCloseable {
     begin("broadcast", null, null, bytes);
     try {
       checkRoot(root);
-      if (buffer != extOwner) {
-        extOwner = buffer;
-        extSend = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-        extRecv = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-      }
+      useExternal(buffer);
       broadcast(extSend, extRecv, buffer.position(), bytes, root);
     } catch (IOException | RuntimeException e) {
       throw fail(e);

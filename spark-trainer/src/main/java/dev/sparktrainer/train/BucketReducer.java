@@ -24,6 +24,7 @@ final class BucketReducer implements AutoCloseable {
   private static final int[] STOP = new int[0];
 
   private final Communicator comm;
+  private final GradientBuckets buckets;
   private final ByteBuffer view;
   private final BlockingQueue<int[]> queue;
   private final Thread thread;
@@ -36,6 +37,7 @@ final class BucketReducer implements AutoCloseable {
 
   BucketReducer(Communicator comm, GradientBuckets buckets, Duration operationTimeout) {
     this.comm = comm;
+    this.buckets = buckets;
     this.view = buckets.arena.duplicate().order(buckets.arena.order());
     this.queue = new ArrayBlockingQueue<>(buckets.buckets() + 1);
     this.awaitNanos = operationTimeout.toNanos() + TimeUnit.SECONDS.toNanos(30);
@@ -44,12 +46,12 @@ final class BucketReducer implements AutoCloseable {
     thread.start();
   }
 
-  /** Queues the all-reduce of {@code count} floats from float offset {@code start}. */
-  void submit(int start, int count) {
+  /** Queues the all-reduce of bucket {@code b} (the statistics bucket at full precision). */
+  void submit(int b) {
     synchronized (lock) {
       submitted++;
     }
-    if (!queue.offer(new int[] {start, count})) {
+    if (!queue.offer(new int[] {b})) {
       throw new IllegalStateException("more buckets submitted than awaited");
     }
   }
@@ -102,8 +104,7 @@ final class BucketReducer implements AutoCloseable {
         }
         long t0 = System.nanoTime();
         try {
-          view.limit((job[0] + job[1]) * 4).position(job[0] * 4);
-          comm.allReduce(view, ElementType.FLOAT32, ReduceOp.MEAN);
+          reduce(comm, buckets, view, job[0]);
         } catch (RuntimeException e) {
           synchronized (lock) {
             failure = e;
@@ -125,6 +126,21 @@ final class BucketReducer implements AutoCloseable {
         lock.notifyAll();
       }
     }
+  }
+
+  /**
+   * All-reduces (mean) bucket {@code b} of {@code buckets} in place through {@code view} (a duplicate
+   * of the arena owned by the calling thread); the statistics bucket travels as float64.
+   */
+  static void reduce(Communicator comm, GradientBuckets buckets, ByteBuffer view, int b) {
+    if (b == buckets.statsBucket()) {
+      buckets.widenStats();
+      comm.allReduce(buckets.statsWide, ElementType.FLOAT64, ReduceOp.MEAN);
+      buckets.narrowStats();
+      return;
+    }
+    view.limit((buckets.start[b] + buckets.count[b]) * 4).position(buckets.start[b] * 4);
+    comm.allReduce(view, ElementType.FLOAT32, ReduceOp.MEAN);
   }
 
   /**

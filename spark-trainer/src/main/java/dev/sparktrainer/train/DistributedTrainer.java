@@ -419,9 +419,12 @@ public final class DistributedTrainer {
     }
 
     /**
-     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging), or
-     * {@code BF16} / {@code FP16}, which halve the bytes on the wire; partial sums are accumulated in
-     * FP32 and rounded once per hop, and every replica still receives the identical result.
+     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging) or {@code
+     * BF16}, which halves the bytes on the wire; partial sums are accumulated in FP32 and rounded once
+     * per hop, and every replica still receives the identical result. Batch-norm statistics always
+     * travel at full precision. {@code FP16} is refused: gradients span more orders of magnitude than
+     * FP16 holds (6e-8 to 65504), so without loss scaling small ones flush to zero and sums overflow;
+     * BF16 has FP32's exponent range and needs no scaling.
      */
     public Builder optGradientPrecision(dev.sparktrainer.collective.WirePrecision precision) {
       c.gradientPrecision = precision;
@@ -502,7 +505,9 @@ public final class DistributedTrainer {
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
           c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
-      check(c.gradientPrecision != null, "gradientPrecision", null, "FP32, BF16 or FP16");
+      check(c.gradientPrecision != null && c.gradientPrecision != dev.sparktrainer.collective.WirePrecision.FP16,
+          "gradientPrecision", c.gradientPrecision,
+          "FP32 or BF16 (FP16 has too little range for gradients without loss scaling; BF16 has FP32's)");
       check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),
           "operationTimeout", c.operationTimeout, "a positive duration");
       return new DistributedTrainer(this, c);

@@ -88,6 +88,31 @@ final class GradientBuckets {
     }
     arena = ByteBuffer.allocateDirect((int) Math.max(4, at * 4)).order(ByteOrder.LITTLE_ENDIAN);
     floats = arena.asFloatBuffer();
+    int statCount = count[count.length - 1];
+    statsWide = ByteBuffer.allocateDirect(Math.max(8, statCount * 8)).order(ByteOrder.LITTLE_ENDIAN)
+        .limit(statCount * 8);
+  }
+
+  /**
+   * The statistics as float64 for their all-reduce: they travel at full precision whatever the
+   * gradients' wire precision (a BF16-rounded running variance would drift from step to step).
+   */
+  final ByteBuffer statsWide;
+
+  /** Copies the statistics bucket into {@link #statsWide}. */
+  void widenStats() {
+    int from = start[start.length - 1];
+    for (int x = 0, n = count[count.length - 1]; x < n; x++) {
+      statsWide.putDouble(x * 8, floats.get(from + x));
+    }
+  }
+
+  /** Copies the reduced {@link #statsWide} back into the statistics bucket. */
+  void narrowStats() {
+    int from = start[start.length - 1];
+    for (int x = 0, n = count[count.length - 1]; x < n; x++) {
+      floats.put(from + x, (float) statsWide.getDouble(x * 8));
+    }
   }
 
   /** Gradient buckets (the statistics bucket is {@link #statsBucket()}, after them). */

@@ -8,8 +8,6 @@ import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.collective.Communicator;
-import dev.sparktrainer.collective.ElementType;
-import dev.sparktrainer.collective.ReduceOp;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.optim.Optimizer;
@@ -177,14 +175,14 @@ final class TrainStep implements AutoCloseable {
           }
           while (nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
             if (reducer != null) {
-              reducer.submit(buckets.start[nextBucket], buckets.count[nextBucket]);
+              reducer.submit(nextBucket);
             }
             nextBucket++;
           }
         }
         captureStats(counts, active);
         if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
-          reducer.submit(buckets.start[buckets.statsBucket()], buckets.count[buckets.statsBucket()]);
+          reducer.submit(buckets.statsBucket());
         }
       }
     } finally {
@@ -236,8 +234,7 @@ final class TrainStep implements AutoCloseable {
       return 0;
     }
     long t = System.nanoTime();
-    mainView.limit((buckets.start[b] + buckets.count[b]) * 4).position(buckets.start[b] * 4);
-    comm.allReduce(mainView, ElementType.FLOAT32, ReduceOp.MEAN);
+    BucketReducer.reduce(comm, buckets, mainView, b);
     return System.nanoTime() - t;
   }
 

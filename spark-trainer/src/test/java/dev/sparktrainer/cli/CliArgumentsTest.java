@@ -70,7 +70,13 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--model", "mlp:128,x")), "Invalid --model 'mlp:128,x'");
     assertUsageError(CliRunner.run(train("--optimizer", "lamb")), "Invalid --optimizer 'lamb': expected adam, adamw or sgd");
     assertUsageError(CliRunner.run(train("--gradient-precision", "fp8")),
-        "Invalid --gradient-precision 'fp8': expected fp32, bf16 or fp16");
+        "Invalid --gradient-precision 'fp8': expected fp32 or bf16");
+    assertUsageError(CliRunner.run(train("--gradient-precision", "fp16")),
+        "Invalid --gradient-precision 'fp16': expected fp32 or bf16 (fp16 has too little range");
+    assertUsageError(CliRunner.run(train("--optimizer-placement", "gpu")),
+        "Invalid --optimizer-placement 'gpu': expected auto, device or host");
+    assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
+    assertUsageError(CliRunner.run(train("--bucket-mb", "4096")), "expected 0.001 to 1024 (MiB)");
     assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
     assertUsageError(CliRunner.run(train("--ring-transport", "shm")), "Invalid --ring-transport 'shm': expected auto or tcp");
     if (System.getenv("SPARK_TRAINER_RING_KEYSTORE_PASSWORD") == null) {

@@ -188,6 +188,51 @@ class AllReduceTest {
     }
   }
 
+  /**
+   * One buffer reduced region by region, its position and limit moved between calls (as the trainer
+   * reduces its gradient arena bucket by bucket), in FP32 and BF16: each region as if alone.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"FP32", "BF16"})
+  void oneBufferReducedRegionByRegion(String precision) {
+    WirePrecision wire = WirePrecision.valueOf(precision);
+    int n = 3;
+    int[] regions = {1000, 70_001, 5, 40_000}; // floats: small-message and ring paths, odd sizes
+    comms = Rings.form(n, b -> b.optChunkBytes(4096).optWirePrecision(wire));
+    List<float[]> results =
+        Rings.onEachOk(
+            comms,
+            c -> {
+              int total = java.util.Arrays.stream(regions).sum();
+              java.nio.ByteBuffer buf =
+                  java.nio.ByteBuffer.allocateDirect(total * 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+              for (int i = 0; i < total; i++) {
+                buf.putFloat(i * 4, smooth(c.rank(), i));
+              }
+              java.nio.ByteBuffer view = buf.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN);
+              int at = 0;
+              for (int r : regions) {
+                view.limit((at + r) * 4).position(at * 4);
+                c.allReduce(view, ElementType.FLOAT32, ReduceOp.MEAN);
+                at += r;
+              }
+              float[] out = new float[total];
+              buf.asFloatBuffer().get(out);
+              return out;
+            });
+    for (int r = 1; r < n; r++) {
+      assertThat(results.get(r)).as("rank %d equals rank 0", r).containsExactly(results.get(0));
+    }
+    double tolerance = wire == WirePrecision.BF16 ? 0.05 : 1e-5;
+    for (int i = 0; i < results.get(0).length; i++) {
+      double exact = 0;
+      for (int k = 0; k < n; k++) {
+        exact += smooth(k, i);
+      }
+      assertThat((double) results.get(0)[i]).as("element %d", i).isCloseTo(exact / n, org.assertj.core.data.Offset.offset(tolerance));
+    }
+  }
+
   private static float smooth(int r, int i) {
     return (float) (3 * Math.sin(i * 0.37 + r));
   }

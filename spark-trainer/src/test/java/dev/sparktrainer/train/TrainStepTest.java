@@ -95,6 +95,11 @@ class TrainStepTest {
 
   private static float[][] run(ModelSpec spec, int features, boolean segmented, OptimizerPlacement placement,
       int devices, int steps, OptimizerSpec opt) {
+    return run(spec, features, segmented, placement, devices, steps, opt, 12);
+  }
+
+  private static float[][] run(ModelSpec spec, int features, boolean segmented, OptimizerPlacement placement,
+      int devices, int steps, OptimizerSpec opt, int rows) {
     try (ReplicaSet replicas = new ReplicaSet(spec, Collections.nCopies(devices, Device.cpu()), 7)) {
       int[] sizes = new int[replicas.trainable.length];
       for (int j = 0; j < sizes.length; j++) {
@@ -107,7 +112,7 @@ class TrainStepTest {
         }
         double[] acc = new double[3];
         for (int s = 0; s < steps; s++) {
-          try (Batch b = batch(replicas.manager().newSubManager(), 12, features, s)) {
+          try (Batch b = batch(replicas.manager().newSubManager(), rows, features, s)) {
             step.run(b, 1000 + s, 1e-2f, acc);
           }
         }
@@ -167,5 +172,16 @@ class TrainStepTest {
     float[][] whole = run(spec, features, false, OptimizerPlacement.DEVICE, 2, 2);
     float[][] segmented = run(spec, features, true, OptimizerPlacement.DEVICE, 2, 2);
     assertThat(maxRelDiff(segmented, whole)).as(name).isLessThan(1e-4);
+  }
+
+  @org.junit.jupiter.api.Test
+  void statisticsAreAveragedOverTheReplicasThatRan() {
+    // One row on three replicas: two of them run nothing. The batch-norm statistics are the one
+    // replica's, not diluted by the idle ones (averaging over all three would divide by 3).
+    ModelSpec spec = CustomSpec.of(new SmallResNet(), new Shape(64));
+    OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.05f).build();
+    float[][] three = run(spec, 64, false, OptimizerPlacement.HOST, 3, 2, sgd, 1);
+    float[][] one = run(spec, 64, false, OptimizerPlacement.HOST, 1, 2, sgd, 1);
+    assertThat(maxRelDiff(three, one)).isLessThan(1e-6);
   }
 }

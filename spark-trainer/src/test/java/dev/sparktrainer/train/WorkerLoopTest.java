@@ -95,8 +95,9 @@ class WorkerLoopTest {
     MlpSpec model = MlpSpec.of(64, 10, 256, 128);
     OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
     TrainedModel fp32 = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)));
-    for (dev.sparktrainer.collective.WirePrecision p : List.of(
-        dev.sparktrainer.collective.WirePrecision.BF16, dev.sparktrainer.collective.WirePrecision.FP16)) {
+    assertThatThrownBy(() -> job(2, 16, model, sgd).optGradientPrecision(dev.sparktrainer.collective.WirePrecision.FP16)
+        .build()).hasMessageContaining("Invalid gradientPrecision FP16: expected FP32 or BF16");
+    for (dev.sparktrainer.collective.WirePrecision p : List.of(dev.sparktrainer.collective.WirePrecision.BF16)) {
       TrainedModel half = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)).optGradientPrecision(p));
       // The replica check at the epoch end passed (fit would have thrown), and the option took effect:
       // rounded gradients give slightly different parameters, and about the same accuracy.
@@ -105,6 +106,49 @@ class WorkerLoopTest {
       assertThat(half.history().last().validationAccuracy())
           .isCloseTo(fp32.history().last().validationAccuracy(), org.assertj.core.data.Offset.offset(0.05));
     }
+  }
+
+  /** A linear layer of 12,000 units, batch norm over them, and a classifier. */
+  public static final class WideBatchNorm implements dev.sparktrainer.model.BlockFactory {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Block newBlock() {
+      return new ai.djl.nn.SequentialBlock()
+          .add(ai.djl.nn.core.Linear.builder().setUnits(12000).build())
+          .add(ai.djl.nn.norm.BatchNorm.builder().build())
+          .add(ai.djl.nn.Activation::relu)
+          .add(ai.djl.nn.core.Linear.builder().setUnits(10).build());
+    }
+  }
+
+  @Test
+  void batchNormStatisticsTravelAtFullPrecisionWhateverTheGradientWire() throws Exception {
+    // A learning rate of ~0: the parameters do not move, so every step's forward sees the same weights
+    // and the running statistics depend only on the data and on how they are averaged. BF16 gradients
+    // must not round the statistics: they end bit-identical to the FP32 run's. 12,000 channels: 96 KB
+    // of statistics, above the size below which messages always travel at full precision.
+    dev.sparktrainer.model.ModelSpec model = dev.sparktrainer.model.CustomSpec.of(new WideBatchNorm(), new Shape(64));
+    OptimizerSpec still = OptimizerSpec.sgd().optLearningRate(1e-30f).build();
+    DistributedTrainer.Builder b = DistributedTrainer.builder()
+        .setModel(model)
+        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(still)
+        .setTrainingData(train.slice(0, 320).trainBatches(16, 5, true))
+        .setNumWorkers(2)
+        .setEpochs(1)
+        .optSeed(42);
+    TrainedModel fp32 = fit(b);
+    TrainedModel bf16 = fit(b.optGradientPrecision(dev.sparktrainer.collective.WirePrecision.BF16));
+    // Parameters 4 and 5: the batch norm's running mean and variance (zero-initialized biases still
+    // move by 1e-30 x gradient, which differs between the wires; it vanishes in the layer's sums).
+    List<float[]> a = parameters(bf16);
+    List<float[]> e = parameters(fp32);
+    assertThat(a.get(4)).hasSize(12000).containsExactly(e.get(4));
+    assertThat(a.get(5)).hasSize(12000).containsExactly(e.get(5));
+    float[] ones = new float[12000];
+    java.util.Arrays.fill(ones, 1f);
+    assertThat(e.get(5)).as("the variance moved from its initial ones").isNotEqualTo(ones);
   }
 
   @Test
