@@ -36,3 +36,81 @@ test_classpath() {
   fi
   echo "$ROOT/$module/target/test-classes:$ROOT/$module/target/classes:$(cat "$cpfile")"
 }
+
+# ---------------------------------------------------------------------------------------------
+# For the training benchmarks (bench-train, bench-scaling): Fashion-MNIST, a Spark standalone cluster
+# from Maven's jars, and the application they submit to it.
+
+FASHION_MNIST=/usr/share/datasets/fashion-mnist
+
+# ensure_fashion_mnist: installs the Debian package dataset-fashion-mnist when its files are missing
+# (and says so first), then checks that the four IDX files are there.
+ensure_fashion_mnist() {
+  local data="$FASHION_MNIST" f sudo_cmd=""
+  if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+    echo "Installing dataset-fashion-mnist (Debian package)..." >&2
+    [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
+    $sudo_cmd apt-get install -y -q dataset-fashion-mnist >&2 \
+      || { $sudo_cmd apt-get update -q >&2 && $sudo_cmd apt-get install -y -q dataset-fashion-mnist >&2; }
+  fi
+  # The package's layout (dpkg -L dataset-fashion-mnist): {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [ -f "$data/$f" ] || { echo "missing $data/$f (dataset-fashion-mnist)" >&2; exit 1; }
+  done
+}
+
+# spark_home: prints SPARK_HOME for a standalone cluster, as a Spark distribution has it: jars/ = the
+# runtime closure of spark-sql and spark-mllib at the versions the parent pom pins — the same module
+# the integration tests' clusters run from (integration-tests/spark-home; StandaloneCluster writes
+# the RELEASE file). (Re)built when missing or left by a -Pspark-3.5 build: the jars must be the
+# pinned Spark's.
+spark_home() {
+  local home="$ROOT/integration-tests/spark-home/target/spark-home" version
+  version=$(sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' "$ROOT/pom.xml" | head -1)
+  if ! ls "$home"/jars/spark-core_*-"$version".jar > /dev/null 2>&1; then
+    echo "Assembling SPARK_HOME/jars from Maven (integration-tests/spark-home)..." >&2
+    (cd "$ROOT" && mvn -B -q -ntp -pl integration-tests/spark-home package >&2) \
+      || { echo "building integration-tests/spark-home failed" >&2; exit 1; }
+  fi
+  echo "$home"
+}
+
+# app_classpath WORK: prints what the application ships with --jars: the trainer's jar and its runtime
+# dependencies (DJL, PyTorch natives, the TFRecord module), this checkout's module jars rather than
+# ~/.m2's copies. WORK receives runtime-classpath.txt.
+app_classpath() {
+  local work="$1" jar cp="" trainer_jar
+  (cd "$ROOT" && mvn -B -q -ntp -pl spark-trainer dependency:build-classpath -DincludeScope=runtime \
+       -Dmdep.outputFile="$work/runtime-classpath.txt" >&2) || { echo "build-classpath failed" >&2; exit 1; }
+  for jar in $(tr ':' ' ' < "$work/runtime-classpath.txt"); do
+    case "$jar" in
+      */dev/sparktrainer/tfrecord-datasource/*) jar=$(ls "$ROOT"/tfrecord-datasource/target/tfrecord-datasource-*.jar | grep -v -e sources -e tests | head -1) ;;
+    esac
+    cp="$cp:$jar"
+  done
+  trainer_jar=$(ls "$ROOT"/spark-trainer/target/spark-trainer-*.jar | grep -v -e sources -e tests -e -all | head -1)
+  echo "$trainer_jar$cp"
+}
+
+# spark_java_opens: prints the JVM flags Spark 4 needs on Java 17, from the one place they live (the
+# parent pom).
+spark_java_opens() {
+  sed -n 's:.*<spark.java.opens>\(.*\)</spark.java.opens>.*:\1:p' "$ROOT/pom.xml"
+}
+
+# stop_cluster_pids WORK: stops, by process id, whatever cluster process is left under WORK (the Java
+# side stops its processes itself; this is the backstop). StandaloneCluster lists them in
+# WORK/cluster-*/pids. A pid is only signalled while its command line still names WORK or this
+# checkout's log4j configuration (a pid reused by an unrelated process is left alone).
+stop_cluster_pids() {
+  local work="$1" f pid name
+  for f in "$work"/cluster-*/pids; do
+    [ -f "$f" ] || continue
+    while read -r pid name; do
+      if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -e "$work" -e "$ROOT/bin/log4j2.properties"; then
+        pkill -TERM -P "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || true
+      fi
+    done < "$f"
+  done
+}

@@ -1,10 +1,20 @@
 package dev.sparktrainer.train;
 
+import static dev.sparktrainer.train.BenchSupport.appJars;
+import static dev.sparktrainer.train.BenchSupport.convertToTFRecords;
+import static dev.sparktrainer.train.BenchSupport.deleteRecursively;
+import static dev.sparktrainer.train.BenchSupport.idx;
+import static dev.sparktrainer.train.BenchSupport.javaOptions;
+import static dev.sparktrainer.train.BenchSupport.loadAverage;
+import static dev.sparktrainer.train.BenchSupport.options;
+import static dev.sparktrainer.train.BenchSupport.parseFlatJson;
+import static dev.sparktrainer.train.BenchSupport.required;
+import static dev.sparktrainer.train.BenchSupport.toJson;
+
 import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.Shape;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
@@ -20,20 +30,11 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
-import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
-import dev.sparktrainer.tfrecord.example.ExampleEncoder;
-import dev.sparktrainer.tfrecord.example.FeatureKind;
-import java.io.BufferedOutputStream;
-import java.io.DataInputStream;
-import java.io.FileInputStream;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.io.PrintStream;
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -43,9 +44,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
-import java.util.zip.GZIPInputStream;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -86,8 +84,6 @@ public final class TrainBenchmark {
   /** Per-worker batch (and the plain loop's batch) unless {@code --batch} says otherwise. */
   private static final String BATCH = "64";
   private static final float LEARNING_RATE = 1e-3f;
-  private static final int TRAIN_SHARDS = 8;
-  private static final int TEST_SHARDS = 2;
 
   private TrainBenchmark() {}
 
@@ -274,16 +270,9 @@ public final class TrainBenchmark {
     }
     int coresPerWorker = cores / workers;
     Path sparkHome = Path.of(required(o, "spark-home"));
-    List<Path> jars = new ArrayList<>();
-    for (String p : required(o, "app-classpath").split(":")) {
-      if (!p.isBlank()) {
-        jars.add(Path.of(p));
-      }
-    }
+    List<Path> jars = appJars(o);
     Path appJar = StandaloneCluster.jarOf(Path.of(required(o, "test-classes")), work.resolve("bench-train-app.jar"));
-    List<String> javaOptions = new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
-    javaOptions.removeIf(String::isBlank);
-    javaOptions.add("-Dai.djl.offline=true");
+    List<String> javaOptions = javaOptions(o);
     String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
         + ("auto".equals(variant) ? "" : "-" + variant);
     Path runDir = work.resolve("cluster-" + name);
@@ -412,79 +401,6 @@ public final class TrainBenchmark {
   // ---------------------------------------------------------------------------------------------
   // data
 
-  /**
-   * Fashion-MNIST as TFRecord shards of {@code tf.train.Example}s ({@code pixels}: 784 floats in
-   * 0..1, {@code label}: int64), written once with the project's writer and reused: {@code train/}
-   * in 8 shards, {@code test/} in 2.
-   */
-  static Path convertToTFRecords(Path idxDir, Path dir) throws IOException {
-    if (Files.exists(dir.resolve("_COMPLETE"))) {
-      return dir;
-    }
-    deleteRecursively(dir);
-    Path tmp = dir.resolveSibling(dir.getFileName() + ".tmp");
-    deleteRecursively(tmp);
-    writeShards(idxDir.resolve("train-images-idx3-ubyte.gz"), idxDir.resolve("train-labels-idx1-ubyte.gz"),
-        tmp.resolve("train"), TRAIN_SHARDS);
-    writeShards(idxDir.resolve("t10k-images-idx3-ubyte.gz"), idxDir.resolve("t10k-labels-idx1-ubyte.gz"),
-        tmp.resolve("test"), TEST_SHARDS);
-    Files.writeString(tmp.resolve("_COMPLETE"), "");
-    Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
-    return dir;
-  }
-
-  private static void writeShards(Path images, Path labels, Path dir, int shards) throws IOException {
-    InMemoryDataset d = idx(images, labels);
-    Files.createDirectories(dir);
-    ExampleEncoder enc = new ExampleEncoder();
-    int per = (d.size() + shards - 1) / shards;
-    for (int s = 0; s < shards; s++) {
-      Path file = dir.resolve(String.format(Locale.ROOT, "part-%05d.tfrecord", s));
-      try (OutputStream os = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16);
-          TFRecordWriter w = new TFRecordWriter(os)) {
-        for (int i = s * per; i < Math.min(d.size(), (s + 1) * per); i++) {
-          float[] px = d.features(i);
-          enc.reset();
-          enc.beginFeature("pixels", FeatureKind.FLOAT);
-          enc.addFloats(px, 0, px.length);
-          enc.endFeature();
-          enc.beginFeature("label", FeatureKind.INT64);
-          enc.addInt64(d.label(i));
-          enc.endFeature();
-          w.write(enc.finishExample());
-        }
-      }
-    }
-  }
-
-  static InMemoryDataset idx(Path images, Path labels) throws IOException {
-    try (DataInputStream im = new DataInputStream(new GZIPInputStream(new FileInputStream(images.toFile()), 1 << 16));
-        DataInputStream lb = new DataInputStream(new GZIPInputStream(new FileInputStream(labels.toFile()), 1 << 16))) {
-      if (im.readInt() != 2051 || lb.readInt() != 2049) {
-        throw new IOException("Not IDX image/label files: " + images + ", " + labels);
-      }
-      int n = im.readInt();
-      int h = im.readInt();
-      int w = im.readInt();
-      if (lb.readInt() != n) {
-        throw new IOException("Image and label counts differ: " + images + ", " + labels);
-      }
-      byte[] px = new byte[n * h * w];
-      im.readFully(px);
-      byte[] y = new byte[n];
-      lb.readFully(y);
-      float[] f = new float[px.length];
-      for (int i = 0; i < px.length; i++) {
-        f[i] = (px[i] & 0xff) / 255f;
-      }
-      long[] l = new long[n];
-      for (int i = 0; i < n; i++) {
-        l[i] = y[i];
-      }
-      return InMemoryDataset.ofClasses(f, new Shape(h * w), l);
-    }
-  }
-
   // ---------------------------------------------------------------------------------------------
   // output
 
@@ -555,79 +471,7 @@ public final class TrainBenchmark {
     return v instanceof Number n ? n.doubleValue() : Double.NaN;
   }
 
-  static String toJson(Map<String, Object> m) {
-    StringBuilder sb = new StringBuilder("{");
-    for (Map.Entry<String, Object> e : m.entrySet()) {
-      if (sb.length() > 1) {
-        sb.append(',');
-      }
-      sb.append('"').append(e.getKey()).append("\":");
-      Object v = e.getValue();
-      if (v instanceof Double d) {
-        sb.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.4f", d) : "null");
-      } else if (v instanceof Number) {
-        sb.append(v);
-      } else {
-        sb.append('"').append(String.valueOf(v).replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
-      }
-    }
-    return sb.append('}').toString();
-  }
-
-  /** Parses the driver's flat JSON object (numbers and strings). */
-  static Map<String, Object> parseFlatJson(String json) {
-    Map<String, Object> m = new LinkedHashMap<>();
-    Matcher x = Pattern.compile("\"([^\"]+)\":(\"([^\"]*)\"|[^,}]+)").matcher(json);
-    while (x.find()) {
-      String raw = x.group(2);
-      if (x.group(3) != null) {
-        m.put(x.group(1), x.group(3));
-      } else if (raw.equals("null")) {
-        m.put(x.group(1), Double.NaN);
-      } else if (raw.matches("-?\\d+")) {
-        m.put(x.group(1), Integer.parseInt(raw));
-      } else {
-        m.put(x.group(1), Double.parseDouble(raw));
-      }
-    }
-    return m;
-  }
-
-  private static Map<String, String> options(String[] args) {
-    Map<String, String> o = new LinkedHashMap<>();
-    for (int i = 0; i < args.length; i++) {
-      if (!args[i].startsWith("--") || i + 1 >= args.length) {
-        throw new IllegalArgumentException("Invalid argument '" + args[i] + "': expected --name value");
-      }
-      o.put(args[i].substring(2), args[++i]);
-    }
-    return o;
-  }
-
   private static int batch(Map<String, String> o) {
     return Integer.parseInt(o.getOrDefault("batch", BATCH));
-  }
-
-  private static String required(Map<String, String> o, String name) {
-    String v = o.get(name);
-    if (v == null) {
-      throw new IllegalArgumentException("Missing --" + name);
-    }
-    return v;
-  }
-
-  private static double loadAverage() {
-    return ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
-  }
-
-  private static void deleteRecursively(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
-    }
-    try (var s = Files.walk(p)) {
-      for (Path f : (Iterable<Path>) s.sorted(java.util.Comparator.reverseOrder())::iterator) {
-        Files.delete(f);
-      }
-    }
   }
 }
