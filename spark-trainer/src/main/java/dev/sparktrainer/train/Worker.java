@@ -261,6 +261,11 @@ final class Worker {
           "Resuming a run started with seed " + state.seed + " under seed " + cfg.seed);
     }
     updater.restore(state.values.toArray(new float[0][]), state.slots, state.optimizerSteps);
+    // The updater has copied them (into its arrays or tensors). The caller keeps this state for the
+    // whole run (position, partial sums, history): without this, a resumed run would hold one more
+    // copy of everything — parameters and optimizer slots — on the heap until it ends.
+    state.values.clear();
+    state.slots = null;
     return state;
   }
 
