@@ -69,14 +69,14 @@ final class DeviceUpdater extends ParameterUpdater {
 
   private void applyNoGrad(int b, float lr) {
     for (int d = 0; d < grads.length; d++) {
-      try (NDManager scope = replicas.managers[d].newSubManager()) {
-        for (int j : buckets.members[b]) {
+      for (int j : buckets.members[b]) {
+        // One scope per parameter: the update's temporaries (each as large as the parameter) are
+        // freed before the next parameter's, and the operands return to their own managers.
+        try (NDManager scope = replicas.managers[d].newSubManager()) {
           NDArray p = replicas.params[d][replicas.trainable[j]].getArray();
           NDArray g = grads[d][j];
           g.set(gradSlices[j]);
           NDArray[] st = state[d][j];
-          // Temporaries of the update go to the scope, closed after the bucket; the operands return
-          // to their own managers then.
           p.tempAttach(scope);
           g.tempAttach(scope);
           for (NDArray s : st) {

@@ -100,11 +100,7 @@ final class ReplicaSet implements AutoCloseable {
         stats[s++] = i;
       }
     }
-    for (int d = 0; d < k; d++) {
-      for (int i = 0; i < names.length; i++) {
-        upload[d][i] = ByteBuffer.allocateDirect(4 * sizes[i]).order(ByteOrder.nativeOrder());
-      }
-    }
+    // Upload buffers are made on first use: the device placement never uploads during training.
   }
 
   /** The devices, one replica each. */
@@ -140,6 +136,10 @@ final class ReplicaSet implements AutoCloseable {
   void upload(int i, float[] values) {
     for (int d = 0; d < blocks.length; d++) {
       ByteBuffer b = upload[d][i];
+      if (b == null) {
+        b = ByteBuffer.allocateDirect(4 * sizes[i]).order(ByteOrder.nativeOrder());
+        upload[d][i] = b;
+      }
       b.clear();
       b.asFloatBuffer().put(values);
       params[d][i].getArray().set(b);
