@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -18,6 +19,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 /**
  * The host-side costs of a training step, measured with the project's code and DJL on this machine
@@ -154,9 +158,56 @@ public final class StepCostBenchmark {
         key, n, "ns/param");
     Result fused = new Result("djl_adam_fused", "DJL NDArrayEx.adamUpdate on CPU (DJL's own Adam, 1 JNI call)",
         key, n, "ns/param");
+    int threads = Runtime.getRuntime().availableProcessors();
+    Result bucket1 = new Result("java_adam_bucket", "Java Adam reading the gradient from a direct buffer"
+        + " (the host placement's path: Optimizer.apply over a bucket), 1 thread", key, n, "ns/param");
+    Result bucketT = new Result("java_adam_bucket_mt", "the same split over " + threads
+        + " threads (HostUpdater: one contiguous range each)", key, n, "ns/param");
     float[][] p = {pattern(n, 1)};
     float[][] g = {pattern(n, 2)};
     Optimizer optimizer = OptimizerSpec.adam().optLearningRate(1e-3f).build().newOptimizer(new int[] {n});
+    float[] pb = pattern(n, 1);
+    FloatBuffer gb = ByteBuffer.allocateDirect(4 * n).order(ByteOrder.LITTLE_ENDIAN)
+        .asFloatBuffer().put(0, g[0]);
+    Optimizer onBucket = OptimizerSpec.adam().optLearningRate(1e-3f).build().newOptimizer(new int[] {n});
+    onBucket.slot(0, 0);
+    onBucket.slot(1, 0);
+    ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, threads - 1),
+        r -> {
+          Thread th = new Thread(r, "bench-adam");
+          th.setDaemon(true);
+          return th;
+        });
+    Runnable bucketStep1 = () -> {
+      onBucket.beginStep();
+      onBucket.apply(0, pb, gb, 0, 0, n, LR);
+    };
+    Runnable bucketStepT = () -> {
+      onBucket.beginStep();
+      List<Future<?>> fs = new ArrayList<>();
+      for (int k = 1; k < threads; k++) {
+        int from = (int) ((long) n * k / threads);
+        int to = (int) ((long) n * (k + 1) / threads);
+        fs.add(pool.submit(() -> onBucket.apply(0, pb, gb, from, from, to, LR)));
+      }
+      onBucket.apply(0, pb, gb, 0, 0, (int) ((long) n / threads), LR);
+      for (Future<?> f : fs) {
+        try {
+          f.get();
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      }
+    };
+    warmUp(bucketStep1, seconds);
+    warmUp(bucketStepT, seconds);
+    for (int r = 0; r < rounds; r++) {
+      bucket1.rounds.add(nsPer(bucketStep1, n, seconds));
+      bucketT.rounds.add(nsPer(bucketStepT, n, seconds));
+      System.out.printf(Locale.ROOT, "adam %s round %d: java on a bucket %.3f, %d threads %.3f ns/param (load %.2f)%n",
+          key, r + 1, last(bucket1), threads, last(bucketT), loadAverage());
+    }
+    pool.shutdownNow();
     try (NDManager manager = NDManager.newBaseManager()) {
       checkOpsAdam(manager);
       NDArray pd = manager.create(p[0]);
@@ -189,7 +240,7 @@ public final class StepCostBenchmark {
             key, r + 1, last(java), last(ops), last(fused), loadAverage());
       }
     }
-    return List.of(java, ops, fused);
+    return List.of(java, bucket1, bucketT, ops, fused);
   }
 
   /**
