@@ -152,12 +152,13 @@ public final class DatasetPlanner {
       boolean splittable = spec.format() == DatasetSpec.Format.TFRECORD
           && TFRecordCompression.fromFileName(f.getPath().getName()).isSplittable();
       long size = options.splitSizeBytes();
+      String version = Split.fileVersion(f);
       if (splittable && f.getLen() > size) {
         for (long start = 0; start < f.getLen(); start += size) {
-          splits.add(new Split(splits.size(), name, start, Math.min(size, f.getLen() - start), -1));
+          splits.add(new Split(splits.size(), name, start, Math.min(size, f.getLen() - start), -1, version));
         }
       } else {
-        splits.add(new Split(splits.size(), name, 0, Long.MAX_VALUE, -1));
+        splits.add(new Split(splits.size(), name, 0, Long.MAX_VALUE, -1, version));
       }
     }
     return splits;
