@@ -3,14 +3,8 @@ package dev.sparktrainer.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.nn.Block;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
-import dev.sparktrainer.model.ModelSpec;
-import java.io.ByteArrayOutputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
@@ -39,18 +33,8 @@ class TrainedModelSaveTest {
     Crashing.crashOn = null;
   }
 
-  private static TrainedModel model(long seed) throws IOException {
-    ModelSpec spec = MlpSpec.of(8, 3, 4);
-    try (NDManager m = NDManager.newBaseManager()) {
-      ai.djl.engine.Engine.getInstance().setRandomSeed((int) seed);
-      Block b = spec.newBlock();
-      b.initialize(m, DataType.FLOAT32, spec.batchInputShapes(1));
-      ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-      try (DataOutputStream out = new DataOutputStream(bytes)) {
-        b.saveParameters(out);
-      }
-      return new TrainedModel(spec, LossSpec.SOFTMAX_CROSS_ENTROPY, bytes.toByteArray(), new History(List.of()));
-    }
+  private static TrainedModel model(int seed) {
+    return TestModels.random(MlpSpec.of(8, 3, 4), LossSpec.SOFTMAX_CROSS_ENTROPY, seed);
   }
 
   /** {@code scheme:} as the local file system whose {@code create} of a file named {@link #crashOn} fails. */
