@@ -72,7 +72,9 @@ final class TrainCommand extends Command {
         + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
-    f.add("bucket-mb", Kind.DOUBLE, "MB", "25", "gradient bucket size in MiB: one all-reduce each, started while"
+    f.add("bucket-mb", Kind.DOUBLE, "MB", new java.math.BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
+        .divide(java.math.BigDecimal.valueOf(1 << 20)).stripTrailingZeros().toPlainString(),
+        "gradient bucket size in MiB: one all-reduce each, started while"
         + " backward goes on");
     f.add("no-overlap", Kind.BOOL, null, null, "all-reduce the gradients after the whole backward instead of"
         + " overlapping buckets with it (for comparison)");

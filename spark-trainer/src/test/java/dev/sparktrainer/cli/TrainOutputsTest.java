@@ -129,4 +129,13 @@ class TrainOutputsTest {
     assertThatThrownBy(() -> TrainCommand.plot(history(), "t", path, conf(), ctx))
         .isInstanceOf(StackOverflowError.class);
   }
+
+  @Test
+  void theBucketSizeDefaultIsTheTrainersConstant() {
+    Flags f = new Flags("train");
+    new TrainCommand().define(f);
+    Flags.Flag bucket = f.all().stream().filter(x -> x.name().equals("bucket-mb")).findFirst().orElseThrow();
+    assertThat(Double.parseDouble(bucket.defaultValue()) * (1 << 20))
+        .isEqualTo((double) dev.sparktrainer.train.DistributedTrainer.DEFAULT_BUCKET_BYTES);
+  }
 }
