@@ -50,6 +50,10 @@ abstract class ModelCommand extends Command {
         throw new CliException("No model at " + dir + " (--model): expected model.properties and model.params"
             + " (the model/ directory written by train)");
       }
+      if (!fs.exists(new Path(d, TrainedModel.MARKER))) {
+        throw new CliException("No complete model at " + dir + " (--model): " + TrainedModel.MARKER + " is missing"
+            + " (a save that did not finish, or a model saved by a spark-trainer version before completion markers)");
+      }
     } catch (IOException e) {
       throw new CliException("Cannot read --model " + dir + ": " + e.getMessage());
     }

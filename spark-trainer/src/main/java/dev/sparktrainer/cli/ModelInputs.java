@@ -2,7 +2,6 @@ package dev.sparktrainer.cli;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -18,7 +17,8 @@ import org.apache.hadoop.fs.Path;
 record ModelInputs(String features, String label, String format, int numClasses) {
   static final String FILE = "inputs.properties";
 
-  void save(String modelDir, Configuration conf) throws IOException {
+  /** The file's content, saved with the model ({@code TrainedModel.save}'s extra files). */
+  byte[] toBytes() throws IOException {
     Properties p = new Properties();
     p.setProperty("features", features);
     if (label != null) {
@@ -26,10 +26,9 @@ record ModelInputs(String features, String label, String format, int numClasses)
     }
     p.setProperty("format", format);
     p.setProperty("numClasses", Integer.toString(numClasses));
-    Path f = new Path(modelDir, FILE);
-    try (OutputStream out = Outputs.create(f, conf)) {
-      p.store(out, "spark-trainer: the columns the model was trained on");
-    }
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    p.store(out, "spark-trainer: the columns the model was trained on");
+    return out.toByteArray();
   }
 
   /** What {@link #save} wrote, or null if the directory has no such file (a model saved by the API). */

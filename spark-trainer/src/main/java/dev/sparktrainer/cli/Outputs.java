@@ -16,11 +16,16 @@ final class Outputs {
    * {@code .crc} side files, which only clutter an output directory people look at.
    */
   static OutputStream create(Path p, Configuration conf) throws IOException {
+    return fileSystem(p, conf).create(p, true);
+  }
+
+  /** The file system of {@code p}; the local one without {@code .crc} side files. */
+  static FileSystem fileSystem(Path p, Configuration conf) throws IOException {
     FileSystem fs = p.getFileSystem(conf);
     if (fs instanceof LocalFileSystem) {
       fs = ((LocalFileSystem) fs).getRawFileSystem();
     }
-    return fs.create(p, true);
+    return fs;
   }
 
   /** Raises a logger to WARN when log4j 2 is the backend (Spark's); otherwise leaves it alone. */

@@ -13,6 +13,7 @@ import dev.sparktrainer.monitor.ProgressView;
 import dev.sparktrainer.monitor.TrainingMonitor;
 import dev.sparktrainer.monitor.TrainingPlot;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.AtomicOutputs;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.OptimizerPlacement;
@@ -71,7 +72,9 @@ final class TrainCommand extends Command {
         + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
-    f.add("bucket-mb", Kind.DOUBLE, "MB", "25", "gradient bucket size in MiB: one all-reduce each, started while"
+    f.add("bucket-mb", Kind.DOUBLE, "MB", new java.math.BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
+        .divide(java.math.BigDecimal.valueOf(1 << 20)).stripTrailingZeros().toPlainString(),
+        "gradient bucket size in MiB: one all-reduce each, started while"
         + " backward goes on");
     f.add("no-overlap", Kind.BOOL, null, null, "all-reduce the gradients after the whole backward instead of"
         + " overlapping buckets with it (for comparison)");
@@ -279,7 +282,8 @@ final class TrainCommand extends Command {
     try {
       Path model = new Path(p.output(), "model");
       FileSystem fs = model.getFileSystem(conf);
-      if (fs.exists(new Path(model, "model.params")) && !f.bool("overwrite")) {
+      // Only a complete model counts: what a run killed while saving left (no marker) is replaced.
+      if (TrainedModel.isComplete(model.toString(), conf) && !f.bool("overwrite")) {
         throw new CliException("Output directory " + p.output() + " already holds a model (" + model
             + "): choose another --output, or add --overwrite");
       }
@@ -339,6 +343,15 @@ final class TrainCommand extends Command {
     String out = p.output();
     String modelDir = new Path(out, "model").toString();
     String logsDir = new Path(out, "logs").toString();
+    try {
+      dev.sparktrainer.checkpoint.CheckpointStore.checkWritable("--output", out, conf);
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
+    if (!TrainedModel.isComplete(modelDir, conf) && new Path(modelDir).getFileSystem(conf).exists(new Path(modelDir))) {
+      ctx.err.println("Replacing the incomplete model in " + modelDir + " (no " + TrainedModel.MARKER
+          + ": left by a run that stopped while saving)");
+    }
     int workers = f.integer("workers");
     int epochs = f.integer("epochs");
     ctx.err.println("Training " + SpecStrings.describe(model) + " on " + where + " (" + train.files().size() + " " + train.format()
@@ -362,7 +375,6 @@ final class TrainCommand extends Command {
           .setNumWorkers(workers)
           .setEpochs(epochs)
           .optSeed(f.longValue("seed"))
-          .optOutputDir(modelDir)
           .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
@@ -385,8 +397,10 @@ final class TrainCommand extends Command {
         throw new CliException(DataChecks.firstLine(e)); // the trainer's pre-flight checks
       }
     }
-    new ModelInputs(f.string("features").contains(":") ? f.string("features") : featuresWithShapes(p, shapes),
-        p.label(), train.format().name().toLowerCase(Locale.ROOT), p.numClasses()).save(modelDir, conf);
+    // The model and the columns it was trained on, saved together: all or nothing.
+    ModelInputs inputs = new ModelInputs(f.string("features").contains(":") ? f.string("features")
+        : featuresWithShapes(p, shapes), p.label(), train.format().name().toLowerCase(Locale.ROOT), p.numClasses());
+    trained.save(modelDir, conf, Map.of(ModelInputs.FILE, inputs.toBytes()));
 
     double wall = (System.nanoTime() - start) / 1e9;
     Map<String, Object> info = new LinkedHashMap<>();
@@ -402,7 +416,7 @@ final class TrainCommand extends Command {
     String metricsPath = new Path(out, "metrics.json").toString();
     write(metricsPath, MetricsReport.toJson(trained.history(), wall, info).getBytes(StandardCharsets.UTF_8), conf);
     String plotPath = new Path(out, "training.png").toString();
-    boolean plotted = plot(trained, SpecStrings.describe(model), plotPath, conf, ctx);
+    boolean plotted = plot(trained.history(), SpecStrings.describe(model), plotPath, conf, ctx);
 
     for (dev.sparktrainer.train.Resume r : trained.history().resumes()) {
       ctx.err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", "
@@ -454,24 +468,34 @@ final class TrainCommand extends Command {
     }
   }
 
-  private static boolean plot(TrainedModel trained, String title, String path, Configuration conf, CliContext ctx) {
+  static boolean plot(dev.sparktrainer.train.History history, String title, String path, Configuration conf,
+      CliContext ctx) {
     try {
       Path p = new Path(path);
       try (OutputStream os = Outputs.create(p, conf)) {
-        TrainingPlot.write(trained.history(), title, os, 900, 720);
+        TrainingPlot.write(history, title, os, 900, 720);
       }
       return true;
-    } catch (IOException | RuntimeException | Error e) {
-      // The model and metrics are what matter: a missing font or display never fails the run.
+    } catch (IOException | RuntimeException | java.awt.AWTError | LinkageError e) {
+      // The model and metrics are what matter: a missing display (AWTError, HeadlessException), font
+      // library (UnsatisfiedLinkError) or store never fails the run.
+      ctx.err.println("warning: could not draw " + path + ": " + e);
+      return false;
+    } catch (Error e) {
+      // Out of memory, a stack overflow, ...: not the plot's to hide. Only the font manager's plain
+      // Error ("Probable fatal error:No fonts found.") is a missing font.
+      if (e.getClass() != Error.class) {
+        throw e;
+      }
       ctx.err.println("warning: could not draw " + path + ": " + e);
       return false;
     }
   }
 
+  /** Replaces {@code path} with {@code bytes} atomically: a reader finds the previous file or the whole new one. */
   static void write(String path, byte[] bytes, Configuration conf) throws IOException {
-    try (OutputStream os = Outputs.create(new Path(path), conf)) {
-      os.write(bytes);
-    }
+    Path p = new Path(path);
+    AtomicOutputs.writeFile(Outputs.fileSystem(p, conf), p, bytes);
   }
 
   /** Shared duration format. */

@@ -78,6 +78,14 @@ public final class DataFrameInput implements AutoCloseable {
         dir, conf);
   }
 
+  /**
+   * Whether {@link #of} would stage {@code df} (it is not a plain scan of TFRecord or Parquet files),
+   * decided from its plan without running anything.
+   */
+  public static boolean needsStaging(Dataset<Row> df, DatasetSpec columns) {
+    return plainScanFormat(df.queryExecution().analyzed(), columns) == null || df.inputFiles().length == 0;
+  }
+
   /** The spec to plan: the DataFrame's own files, or the staged Parquet shards. */
   public DatasetSpec spec() {
     return spec;

@@ -70,7 +70,14 @@ public final class DatasetPlanner {
     SerializableConfiguration sconf = new SerializableConfiguration(conf);
     DatasetSpec.Format format = spec.format();
     int slices = Math.max(1, Math.min(splits.size(), jsc.defaultParallelism() * 4));
-    jsc.setJobGroup("plan", "count records of " + splits.size() + " splits", false);
+    // A job tag and a description, not a job group: the caller's group (which a notebook or a
+    // scheduler cancels) stays theirs and covers the counting job too.
+    org.apache.spark.SparkContext sc = spark.sparkContext();
+    String tag = "spark-trainer-plan-" + java.util.UUID.randomUUID();
+    String previousDescription = sc.getLocalProperty("spark.job.description");
+    sc.addJobTag(tag);
+    sc.setJobDescription("spark-trainer: count records of " + splits.size() + " splits"
+        + (previousDescription == null ? "" : " (" + previousDescription + ")"));
     try {
       // A corrupt file is returned, not thrown: Spark would retry the task (spark.task.maxFailures)
       // only to meet the same bytes again. Other I/O errors (a lost datanode) are thrown and retried.
@@ -95,7 +102,8 @@ public final class DatasetPlanner {
       }
       return finish(spec, splits, counts);
     } finally {
-      jsc.clearJobGroup();
+      sc.removeJobTag(tag);
+      sc.setJobDescription(previousDescription);
     }
   }
 
@@ -152,12 +160,13 @@ public final class DatasetPlanner {
       boolean splittable = spec.format() == DatasetSpec.Format.TFRECORD
           && TFRecordCompression.fromFileName(f.getPath().getName()).isSplittable();
       long size = options.splitSizeBytes();
+      String version = Split.fileVersion(f);
       if (splittable && f.getLen() > size) {
         for (long start = 0; start < f.getLen(); start += size) {
-          splits.add(new Split(splits.size(), name, start, Math.min(size, f.getLen() - start), -1));
+          splits.add(new Split(splits.size(), name, start, Math.min(size, f.getLen() - start), -1, version));
         }
       } else {
-        splits.add(new Split(splits.size(), name, 0, Long.MAX_VALUE, -1));
+        splits.add(new Split(splits.size(), name, 0, Long.MAX_VALUE, -1, version));
       }
     }
     return splits;

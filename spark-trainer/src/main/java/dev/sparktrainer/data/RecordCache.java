@@ -19,8 +19,9 @@ import java.security.NoSuchAlgorithmException;
  * records (this worker's share) to a compact binary file — floats and the label, nothing else —
  * and later epochs read them from there instead of remote storage. A split's file appears (atomic
  * rename) only once it was read to the end, so an interrupted epoch never leaves a partial cache.
- * The directory name is a digest of the spec, the splits and the shard, so a changed dataset never
- * reads a stale cache.
+ * The directory name is a digest of the spec, the splits (with each file's length, modification
+ * time and etag, where the store has one) and the shard, so a changed dataset never reads a stale
+ * cache.
  */
 final class RecordCache {
   private static final int MAGIC = 0x54524331; // "TRC1"
@@ -39,7 +40,9 @@ final class RecordCache {
       md.update(plan.spec().toString().getBytes(StandardCharsets.UTF_8));
       md.update(shard.policy().name().getBytes(StandardCharsets.UTF_8));
       for (Split s : plan.splits()) {
-        md.update(s.toString().getBytes(StandardCharsets.UTF_8));
+        // The file's length, modification time and etag too: the same path, range and record count
+        // can hold other records after a rewrite.
+        md.update((s + " " + s.fileVersion() + "\n").getBytes(StandardCharsets.UTF_8));
       }
       StringBuilder sb = new StringBuilder();
       for (byte b : md.digest()) {

@@ -1,6 +1,8 @@
 package dev.sparktrainer.data;
 
 import java.io.Serializable;
+import org.apache.hadoop.fs.EtagSource;
+import org.apache.hadoop.fs.FileStatus;
 
 /**
  * What gets sharded: a whole file, or a byte range of a big uncompressed TFRecord file, with the
@@ -14,13 +16,31 @@ public final class Split implements Serializable {
   private final long start;
   private final long length;
   private final long records;
+  private final String fileVersion;
 
-  Split(int index, String path, long start, long length, long records) {
+  Split(int index, String path, long start, long length, long records, String fileVersion) {
     this.index = index;
     this.path = path;
     this.start = start;
     this.length = length;
     this.records = records;
+    this.fileVersion = fileVersion;
+  }
+
+  /**
+   * What identifies the content of {@code file} as listed: its length, modification time and, where
+   * the store has one (S3A, ABFS: {@link EtagSource}), its etag — what a cache of its records is
+   * keyed by, so that a file rewritten in place is never served from a stale cache.
+   */
+  static String fileVersion(FileStatus file) {
+    String etag = file instanceof EtagSource e ? e.getEtag() : null;
+    return "len=" + file.getLen() + " mtime=" + file.getModificationTime()
+        + (etag == null || etag.isEmpty() ? "" : " etag=" + etag);
+  }
+
+  /** The listed version of the split's file ({@link #fileVersion(FileStatus)}). */
+  public String fileVersion() {
+    return fileVersion;
   }
 
   /** Position in the plan's canonical order (sorted paths, then offsets). */
@@ -46,7 +66,7 @@ public final class Split implements Serializable {
   }
 
   Split withRecords(int newIndex, long count) {
-    return new Split(newIndex, path, start, length, count);
+    return new Split(newIndex, path, start, length, count, fileVersion);
   }
 
   @Override

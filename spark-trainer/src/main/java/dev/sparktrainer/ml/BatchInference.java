@@ -50,12 +50,18 @@ import org.apache.spark.sql.types.StructType;
 public final class BatchInference implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** Models built on this executor, by broadcast id; a few are kept (oldest closed first). */
+  /**
+   * Models built on this executor, by job; a few are kept (the oldest evicted first, and closed once
+   * no task uses it any more).
+   */
   private static final Map<String, Loaded> CACHE = new LinkedHashMap<>();
-  private static final int CACHE_SIZE = 4;
+  /** Models kept per executor (tests lower it). */
+  static volatile int cacheSize = 4;
   /** Models built and batches run in this JVM (tests check: one build per executor, batches not rows). */
   static final java.util.concurrent.atomic.AtomicLong MODEL_LOADS = new java.util.concurrent.atomic.AtomicLong();
   static final java.util.concurrent.atomic.AtomicLong BATCHES = new java.util.concurrent.atomic.AtomicLong();
+  /** Models closed in this JVM. */
+  static final java.util.concurrent.atomic.AtomicLong MODEL_CLOSES = new java.util.concurrent.atomic.AtomicLong();
 
   private final Broadcast<TrainedModel> model;
   private final String key;
@@ -140,7 +146,7 @@ public final class BatchInference implements Serializable {
     return m;
   }
 
-  private static BatchInference prepare(Dataset<Row> df, TrainedModel model, List<String> featureCols, int batchSize) {
+  static BatchInference prepare(Dataset<Row> df, TrainedModel model, List<String> featureCols, int batchSize) {
     if (batchSize < 1) {
       throw new IllegalArgumentException("Invalid batchSize " + batchSize + ": expected >= 1");
     }
@@ -187,9 +193,16 @@ public final class BatchInference implements Serializable {
 
   // ---- executor side ----
 
+  /**
+   * A model built on this executor. Tasks lease it: the cache may evict it while tasks still run
+   * forward on it, and it is closed only when it is both evicted and idle.
+   */
   private static final class Loaded {
     final NDManager manager;
     final Block block;
+    /** Tasks using it, and whether the cache dropped it: guarded by {@link #CACHE}. */
+    private int users;
+    private boolean evicted;
 
     Loaded(TrainedModel m) {
       if (System.getProperty("ai.djl.offline") == null) {
@@ -199,23 +212,68 @@ public final class BatchInference implements Serializable {
       block = m.newBlock(manager);
       MODEL_LOADS.incrementAndGet();
     }
+
+    /** Under the cache's lock. */
+    void closeIfUnused() {
+      if (evicted && users == 0) {
+        manager.close();
+        MODEL_CLOSES.incrementAndGet();
+      }
+    }
   }
 
-  private Loaded loaded() {
+  /** One task's use of a cached model, given back exactly once. */
+  private static final class Lease {
+    final Loaded model;
+    private final java.util.concurrent.atomic.AtomicBoolean released = new java.util.concurrent.atomic.AtomicBoolean();
+
+    Lease(Loaded model) {
+      this.model = model;
+    }
+
+    void release() {
+      if (released.compareAndSet(false, true)) {
+        synchronized (CACHE) {
+          model.users--;
+          model.closeIfUnused();
+        }
+      }
+    }
+  }
+
+  /** This job's model, built once per executor, leased to the caller (who must release it). */
+  private Lease lease() {
     synchronized (CACHE) {
       Loaded l = CACHE.get(key);
       if (l == null) {
         l = new Loaded(model.value());
         CACHE.put(key, l);
-        if (CACHE.size() > CACHE_SIZE) {
-          Iterator<Map.Entry<String, Loaded>> it = CACHE.entrySet().iterator();
+        Iterator<Map.Entry<String, Loaded>> it = CACHE.entrySet().iterator();
+        while (CACHE.size() > cacheSize) {
           Loaded oldest = it.next().getValue();
+          if (oldest == l) {
+            break;
+          }
           it.remove();
-          oldest.manager.close();
+          oldest.evicted = true;
+          oldest.closeIfUnused(); // a model still running in another task is closed when that task ends
         }
       }
-      return l;
+      l.users++;
+      return new Lease(l);
     }
+  }
+
+  /**
+   * A lease released when the task ends (however it ends) or, outside a Spark task, by the caller.
+   */
+  private Lease taskLease() {
+    Lease lease = lease();
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    if (task != null) {
+      task.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> lease.release());
+    }
+    return lease;
   }
 
   private int inputSize(int i) {
@@ -260,8 +318,9 @@ public final class BatchInference implements Serializable {
     }
   }
 
-  private Iterator<Row> predict(Iterator<Row> rows, boolean probability, boolean raw) {
-    Loaded m = loaded();
+  Iterator<Row> predict(Iterator<Row> rows, boolean probability, boolean raw) {
+    Lease lease = taskLease();
+    Loaded m = lease.model;
     return new Iterator<Row>() {
       private final List<Row> out = new ArrayList<>();
       private int next;
@@ -278,10 +337,17 @@ public final class BatchInference implements Serializable {
           batch.add(rows.next());
         }
         if (batch.isEmpty()) {
+          lease.release(); // all rows done: the model may go if the cache dropped it
           return false;
         }
         int[] k = new int[1];
-        float[] y = forward(m, batch, k);
+        float[] y;
+        try {
+          y = forward(m, batch, k);
+        } catch (RuntimeException | Error e) {
+          lease.release();
+          throw e;
+        }
         for (int r = 0; r < batch.size(); r++) {
           out.add(outputRow(batch.get(r), y, r * k[0], k[0], probability, raw));
         }
@@ -334,7 +400,15 @@ public final class BatchInference implements Serializable {
   }
 
   private double[] evaluate(Iterator<Row> rows, int labelIndex) {
-    Loaded m = loaded();
+    Lease lease = taskLease();
+    try {
+      return evaluate(lease.model, rows, labelIndex);
+    } finally {
+      lease.release();
+    }
+  }
+
+  private double[] evaluate(Loaded m, Iterator<Row> rows, int labelIndex) {
     Loss l = loss.newLoss();
     double[] sums = new double[3];
     List<Row> batch = new ArrayList<>(batchSize);

@@ -118,7 +118,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     loss = new Param<>(this, "loss", "softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
         ParamValidators.inArray(new String[] {"softmax_cross_entropy", "sigmoid_binary_cross_entropy", "l2"}));
     checkpointDir = new Param<>(this, "checkpointDir", "checkpoint directory (any Hadoop FS; empty: none)");
-    stagingDir = new Param<>(this, "stagingDir", "where a DataFrame that is not a file scan is staged (empty: temp dir)");
+    stagingDir = new Param<>(this, "stagingDir", "where a DataFrame that is not a file scan is staged, on a file system every executor reads (empty:"
+        + " under checkpointDir when that is on a shared file system, else the temp dir: local master only)");
     seed = new LongParam(this, "seed", "random seed");
     shuffleBuffer = new IntParam(this, "shuffleBuffer", "records in the shuffle buffer (0: no shuffling)",
         ParamValidators.gtEq(0));

@@ -35,6 +35,11 @@ final class DataInput {
     this.options = options;
   }
 
+  /** Whether it is a DataFrame that {@link #resolve} writes to the staging directory. */
+  boolean needsStaging() {
+    return frame != null && DataFrameInput.needsStaging(frame, spec);
+  }
+
   /** Plans the data on the driver (staging a DataFrame if needed; {@code staged} collects what to delete). */
   DatasetSource resolve(SparkSession spark, String stagingDir, List<DataFrameInput> staged, boolean training) {
     try {

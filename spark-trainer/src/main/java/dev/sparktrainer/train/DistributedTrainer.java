@@ -115,6 +115,12 @@ public final class DistributedTrainer {
   public TrainedModel fit(SparkSession spark) {
     List<DataFrameInput> staged = new ArrayList<>();
     try {
+      org.apache.hadoop.conf.Configuration hadoopConf = spark.sparkContext().hadoopConfiguration();
+      String stagingDir = this.stagingDir != null ? this.stagingDir
+          : defaultStagingDir(cfg.checkpointDir, outputDir, hadoopConf);
+      if ((train != null && train.needsStaging()) || (validation != null && validation.needsStaging())) {
+        Preflight.checkStaging(spark.sparkContext().master(), stagingDir, this.stagingDir != null, hadoopConf);
+      }
       TrainingConfig resolved = copyWithSecret(cfg);
       if (train != null) {
         resolved.trainData = train.resolve(spark, stagingDir, staged, true);
@@ -134,6 +140,25 @@ public final class DistributedTrainer {
         }
       }
     }
+  }
+
+  /**
+   * Where DataFrames are staged when {@link Builder#optStagingDir} was not given: under the
+   * checkpoint directory, or next to the output directory (the model replaces that directory as a
+   * whole), when it is on a shared file system every executor reads; otherwise the local temp
+   * directory, which only a local master can use (pre-flight refuses it on a cluster).
+   */
+  static String defaultStagingDir(String checkpointDir, String outputDir, org.apache.hadoop.conf.Configuration conf) {
+    if (checkpointDir != null && Preflight.onSharedFileSystem(checkpointDir, conf)) {
+      return new org.apache.hadoop.fs.Path(checkpointDir, "_staging").toString();
+    }
+    if (outputDir != null && Preflight.onSharedFileSystem(outputDir, conf)) {
+      org.apache.hadoop.fs.Path out = new org.apache.hadoop.fs.Path(outputDir);
+      if (out.getParent() != null) {
+        return new org.apache.hadoop.fs.Path(out.getParent(), "_staging-" + out.getName()).toString();
+      }
+    }
+    return new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
   }
 
   private TrainedModel fit(SparkSession spark, TrainingConfig job) {
@@ -252,7 +277,7 @@ public final class DistributedTrainer {
     private Duration slotWait = Duration.ofSeconds(30);
     private DataInput train;
     private DataInput validation;
-    private String stagingDir = new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
+    private String stagingDir; // null: see defaultStagingDir
 
     private Builder() {
       c.epochs = 1;
@@ -340,7 +365,13 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Where DataFrames that are not plain file scans are staged as Parquet. Default: the temp dir. */
+    /**
+     * Where DataFrames that are not plain file scans are staged as Parquet (any Hadoop path every
+     * executor can read: on a cluster not a {@code file:} one, which pre-flight refuses). Default:
+     * {@code _staging} under the checkpoint directory when that is on a shared file system, else
+     * {@code _staging-<name>} next to the output directory when that is, else the local temp
+     * directory (local master only).
+     */
     public Builder optStagingDir(String dir) {
       stagingDir = dir;
       return this;

@@ -65,6 +65,42 @@ final class Preflight {
     }
   }
 
+  /** Whether {@code dir} (a scheme-less one: on the default file system) is on a file system other than {@code file:}. */
+  static boolean onSharedFileSystem(String dir, Configuration conf) {
+    String scheme = new org.apache.hadoop.fs.Path(dir).toUri().getScheme();
+    if (scheme == null) {
+      scheme = org.apache.hadoop.fs.FileSystem.getDefaultUri(conf).getScheme();
+    }
+    return scheme != null && !scheme.equalsIgnoreCase("file");
+  }
+
+  /**
+   * Why DataFrames cannot be staged in {@code stagingDir} under {@code master}, or null: on a
+   * cluster a {@code file:} directory is each executor's own disk, so the Parquet shards written
+   * there are not where the training tasks (or the driver's planner) look for them.
+   *
+   * @param explicit whether the caller chose the directory (else it is the default)
+   */
+  static String stagingProblem(String master, String stagingDir, boolean explicit, Configuration conf) {
+    if (master.startsWith("local") || onSharedFileSystem(stagingDir, conf)) {
+      return null;
+    }
+    return (explicit ? "Invalid staging directory '" + stagingDir + "'"
+            : "No shared staging directory (the default, '" + stagingDir + "', is local)")
+        + ": a DataFrame that is not a plain file scan is staged as Parquet before training, and on a cluster"
+        + " (master " + master + ") a file: directory is each executor's own disk, which the other executors"
+        + " cannot read. Set optStagingDir (the Estimator's stagingDir param) to a directory on a shared file"
+        + " system (hdfs:, s3a:, ...), or give a checkpoint directory on one (the DataFrame is then staged under it)";
+  }
+
+  /** Throws {@link #stagingProblem}'s message, if any, before anything is staged. */
+  static void checkStaging(String master, String stagingDir, boolean explicit, Configuration conf) {
+    String problem = stagingProblem(master, stagingDir, explicit, conf);
+    if (problem != null) {
+      throw new IllegalArgumentException(problem);
+    }
+  }
+
   /**
    * What is missing for GPU training under {@code conf}, or null. Every task needs
    * {@code spark.task.resource.gpu.amount}. In local mode the tasks use the driver's GPUs, which

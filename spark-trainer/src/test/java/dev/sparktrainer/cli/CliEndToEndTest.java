@@ -208,4 +208,29 @@ class CliEndToEndTest {
     assertThat(again.error()).isEqualTo("error: Output directory " + p("run") + " already holds a model ("
         + p("run/model") + "): choose another --output, or add --overwrite");
   }
+
+  @Test
+  @Order(5)
+  void trainReplacesAnIncompleteModelButNotAComplete() throws IOException {
+    // What a run killed while saving used to leave: some model files, no completion marker.
+    Files.createDirectories(p("run2/model"));
+    Files.writeString(p("run2/model/model.properties"), "model.kind=mlp\n");
+    Files.write(p("run2/model/model.params"), new byte[] {1, 2, 3});
+    String[] args = {"train", "--data", p("digits/train").toString(), "--features", "pixels", "--label", "label",
+        "--num-classes", "10", "--model", "mlp:16", "--workers", "2", "--epochs", "1", "--progress", "none",
+        "--output", p("run2").toString()};
+    CliRunner r = ok(args);
+    assertThat(r.err()).contains("Replacing the incomplete model in " + p("run2/model"));
+    dev.sparktrainer.train.TrainedModel m =
+        dev.sparktrainer.train.TrainedModel.load(p("run2/model").toString(), new org.apache.hadoop.conf.Configuration());
+    assertThat(m.spec().toProperties().toString()).contains("16");
+    assertThat(p("run2/model/_COMPLETE")).content().contains("inputs.properties", "model.params");
+    try (Stream<Path> s = Files.list(p("run2"))) {
+      assertThat(s.map(x -> x.getFileName().toString())).noneMatch(n -> n.startsWith("_"));
+    }
+
+    CliRunner again = CliRunner.run(args);
+    assertThat(again.error()).isEqualTo("error: Output directory " + p("run2") + " already holds a model ("
+        + p("run2/model") + "): choose another --output, or add --overwrite");
+  }
 }
