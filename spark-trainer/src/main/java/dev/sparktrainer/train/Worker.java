@@ -154,6 +154,8 @@ final class Worker {
             }
           }
           double trainSeconds = (System.nanoTime() - epochStart) / 1e9;
+          // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
+          double restoredSamples = epoch == state.epoch ? state.partial[2] : 0;
           long[] after = stepTimes(step);
           double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
               (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
@@ -181,7 +183,7 @@ final class Worker {
                   epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
-                  wall[1], sums[2] / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
+                  wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
                   sums[5] / size, sums[7] / size, hash);
           history.add(m);
           progress.epochEnd(m);

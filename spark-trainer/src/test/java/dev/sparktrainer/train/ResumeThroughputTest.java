@@ -8,7 +8,6 @@ import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.nio.file.Path;
 import org.apache.hadoop.conf.Configuration;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,7 +31,6 @@ class ResumeThroughputTest {
   }
 
   @Test
-  @Disabled("issue 14 item 3: needs the Worker fix (samples/s of a resumed epoch without the restored samples)")
   void aResumedEpochReportsTheThroughputOfItsOwnSteps() throws Exception {
     TrainedModel reference = job().build().fitInProcess(0, new Configuration());
     // 44 steps per epoch (global batch 32): a checkpoint at global step 80 is 36 steps into epoch 1;
