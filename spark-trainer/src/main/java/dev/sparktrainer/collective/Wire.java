@@ -5,7 +5,11 @@ import java.nio.ByteBuffer;
 /** The frame header every data frame starts with, and the operation tags it carries. */
 final class Wire {
   static final int MAGIC = 0x53545243; // "STRC"
-  static final short VERSION = 2; // 2: shared-memory negotiation after the handshake
+  /**
+   * 2: shared-memory negotiation after the handshake; 3: proofs bound to the TLS connection
+   * (channel binding), segment names carry the creating process.
+   */
+  static final short VERSION = 3;
   /** magic(4) version(2) reserved(2) jobId(8) seq(8) tag(4) length(4). */
   static final int HEADER_BYTES = 32;
 
