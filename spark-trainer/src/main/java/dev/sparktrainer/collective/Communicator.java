@@ -1092,7 +1092,8 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Connections this rank's listener dropped while forming the ring: callers that did not prove
-   * the job secret (each also logged with its remote address).
+   * the job secret, including those still silent when the ring formed (the first 10 logged with
+   * their remote address and why, the rest counted in one line).
    */
   public int rejectedConnections() {
     return rejectedConnections;

@@ -218,7 +218,7 @@ public final class TrainingMonitor implements AutoCloseable {
       closeQuietly(selector);
       if (unlogged > 0) {
         LOG.log(System.Logger.Level.WARNING, unlogged + " more progress connection(s) without the job's token"
-            + " were dropped (not logged one by one)");
+            + " were dropped or refused (not logged one by one)");
       }
       synchronized (lock) {
         open = 0;
@@ -231,7 +231,21 @@ public final class TrainingMonitor implements AutoCloseable {
   /** Accepts what is pending (a bounded number per pass, so that reads go on during a flood). */
   private void acceptSome() throws IOException {
     for (int i = 0; i < MAX_UNAUTHENTICATED; i++) {
-      SocketChannel ch = server.accept();
+      SocketChannel ch;
+      try {
+        ch = server.accept();
+      } catch (java.nio.channels.ClosedChannelException e) {
+        throw e;
+      } catch (IOException e) {
+        // e.g. out of file descriptors during a flood: back off a little, then go on
+        warn("The progress listener could not accept a connection: " + e);
+        try {
+          Thread.sleep(10);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+        return;
+      }
       if (ch == null) {
         return;
       }
@@ -348,9 +362,9 @@ public final class TrainingMonitor implements AutoCloseable {
           lock.notifyAll();
         }
       }
-      if (!why.startsWith("it closed")) {
-        LOG.log(System.Logger.Level.WARNING, "Progress connection from " + c.remote + " dropped: " + why);
-      }
+      boolean ended = why.startsWith("it closed") || why.startsWith("it failed");
+      LOG.log(ended ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
+          "Progress connection from " + c.remote + (ended ? " ended: " : " dropped: ") + why);
     } else {
       unauthenticated.remove(c);
       drop(c, why);
@@ -363,10 +377,15 @@ public final class TrainingMonitor implements AutoCloseable {
       c.key.cancel();
     }
     closeQuietly(c.ch);
+    warn("Dropped a progress connection without the job's token from " + c.remote + ": " + why);
+  }
+
+  /** Logs a warning about strangers, at most one line per interval, with a count of the others. */
+  private void warn(String message) {
     long now = System.nanoTime();
     if (!loggedOnce || now - lastLogNanos >= LOG_INTERVAL_MILLIS * 1_000_000) {
-      LOG.log(System.Logger.Level.WARNING, "Dropped a progress connection without the job's token from " + c.remote
-          + ": " + why + (unlogged > 0 ? " (and " + unlogged + " more since the last such line)" : ""));
+      LOG.log(System.Logger.Level.WARNING, message
+          + (unlogged > 0 ? " (and " + unlogged + " more such events since the last such line)" : ""));
       loggedOnce = true;
       lastLogNanos = now;
       unlogged = 0;

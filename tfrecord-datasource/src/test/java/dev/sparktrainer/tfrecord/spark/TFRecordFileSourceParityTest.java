@@ -248,11 +248,16 @@ class TFRecordFileSourceParityTest {
       for (String columnar : List.of("true", "false")) {
         Path d = dirs.get(format);
         List<Row> rows = reader(format).option("columnar", columnar).load(d.toString())
-            .select(col("id"), input_file_name().as("f")).collectAsList();
+            .select(col("id"), input_file_name().as("f"), org.apache.spark.sql.functions.expr("input_file_block_start()"),
+                org.apache.spark.sql.functions.expr("input_file_block_length()"))
+            .collectAsList();
         assertThat(rows).hasSize(300);
         Map<String, Set<Long>> byFile = new HashMap<>();
         for (Row r : rows) {
           byFile.computeIfAbsent(r.getString(1), k -> new TreeSet<>()).add(r.getLong(0));
+          assertThat(r.getLong(2)).as(format + " input_file_block_start()").isZero();
+          assertThat(r.getLong(3)).as(format + " input_file_block_length()")
+              .isEqualTo(Files.size(Path.of(java.net.URI.create(r.getString(1)))));
         }
         List<Path> files = dataFiles(d);
         assertThat(byFile).as(format + ": one entry per file").hasSize(files.size());
