@@ -51,6 +51,18 @@ public final class Communicator implements AutoCloseable {
   static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(60);
   static final Duration DEFAULT_OPERATION_TIMEOUT = Duration.ofSeconds(120);
   static final Duration DEFAULT_HANDSHAKE_TIMEOUT = Duration.ofSeconds(10);
+  /**
+   * How long a new connection to the listener may stay silent, and then take to complete its HELLO
+   * once its link is up, before it is dropped (the handshake timeout if that is shorter). A ring
+   * peer sends its HELLO as soon as it has connected.
+   */
+  static final Duration PRE_AUTH_TIMEOUT = Duration.ofSeconds(1);
+  /** Connections authenticated at once while the ring forms. */
+  static final int HANDSHAKE_THREADS = 4;
+  /** Unauthenticated connections held at once while the ring forms. */
+  static final int MAX_UNAUTHENTICATED = 64;
+  /** Rejected connections logged one by one; the rest are counted in one line. */
+  static final int MAX_LOGGED_REJECTIONS = 10;
   static final int DEFAULT_CHUNK_BYTES = 1024 * 1024;
   static final int DEFAULT_SMALL_MESSAGE_BYTES = 64 * 1024;
   static final int DEFAULT_SHARED_MEMORY_BYTES = 4 << 20;
@@ -1088,7 +1100,8 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Connections this rank's listener dropped while forming the ring: callers that did not prove
-   * the job secret (each also logged with its remote address).
+   * the job secret, including those still silent when the ring formed (the first 10 logged with
+   * their remote address and why, the rest counted in one line).
    */
   public int rejectedConnections() {
     return rejectedConnections;
@@ -1247,8 +1260,9 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
-     * How long one incoming connection may take to authenticate before it is dropped and the
-     * listener accepts the next one. Default 10 s.
+     * How long one incoming connection may take to authenticate before it is dropped. Default 10 s.
+     * Whatever this says, a caller must send its first bytes within 1 s of connecting, and complete
+     * its HELLO within 1 s of its link being up; up to 4 callers are authenticated at once.
      */
     public Builder optHandshakeTimeout(Duration timeout) {
       this.handshakeTimeout = timeout;
@@ -1394,6 +1408,9 @@ public final class Communicator implements AutoCloseable {
       int leftRank = Math.floorMod(rank - 1, size);
       int rightRank = Math.floorMod(rank + 1, size);
       long deadline = System.nanoTime() + connectTimeout.toNanos();
+      if (shm.enabled) {
+        ShmNegotiation.sweepStale(shm.directory);
+      }
       Acceptor acceptor = new Acceptor(this, leftRank, deadline);
       Thread acceptThread = new Thread(acceptor, threadName(rank, "accept"));
       acceptThread.setDaemon(true);
@@ -1412,7 +1429,7 @@ public final class Communicator implements AutoCloseable {
         if (acceptor.error != null) {
           throw acceptor.error;
         }
-        Communicator c = new Communicator(this, acceptor.link, right, acceptor.rejected);
+        Communicator c = new Communicator(this, acceptor.link, right, acceptor.rejected());
         formed = true;
         return c;
       } catch (InterruptedException e) {
@@ -1421,7 +1438,8 @@ public final class Communicator implements AutoCloseable {
             "rank " + rank + " of " + size + ": interrupted while forming the ring",
             rank, -1, null, "connect", e);
       } finally {
-        listener.close(); // ends a still-running accept loop; no one else may connect later
+        listener.close(); // no one else may connect later
+        acceptor.stop(); // ends a still-running accept loop
         if (!formed) {
           if (right != null) {
             right.abort();
@@ -1510,68 +1528,133 @@ public final class Communicator implements AutoCloseable {
       return new ChannelLink(ch, peerRank, address);
     }
 
-    /** Accepts connections until the left neighbour authenticates; drops and logs everyone else. */
+    /**
+     * Accepts connections until the left neighbour authenticates; drops and logs everyone else.
+     *
+     * <p>One selector thread accepts and holds each new connection until its first bytes arrive: a
+     * caller that sends nothing within {@link #PRE_AUTH_TIMEOUT} is dropped there, having cost no
+     * thread. Callers that spoke are authenticated concurrently by at most {@link
+     * #HANDSHAKE_THREADS} threads; each must complete its HELLO within {@link #PRE_AUTH_TIMEOUT} of
+     * its link being up (after the TLS handshake with TLS), and the rest of the handshake within the
+     * handshake timeout. At most {@link #MAX_UNAUTHENTICATED} callers are held at once; beyond that
+     * the longest-waiting silent one is dropped. So strangers queued ahead of the neighbour, idle or
+     * half-spoken, delay it by about a second, not by a handshake timeout each.
+     */
     private static final class Acceptor implements Runnable {
       private final Builder b;
       private final int leftRank;
+      private final String leftAddress;
+      private final String prefix;
       private final long deadline;
+      private final long preAuthNanos;
       volatile Link link;
       volatile CollectiveException error;
-      volatile int rejected;
+      private final java.util.concurrent.atomic.AtomicInteger rejected =
+          new java.util.concurrent.atomic.AtomicInteger();
+      /** Connections being authenticated, queued or running (closed when the acceptor ends). */
+      private final java.util.Set<SocketChannel> authenticating =
+          java.util.concurrent.ConcurrentHashMap.newKeySet();
+      /** Connections that have not sent anything yet, oldest first; the selector thread's only. */
+      private final java.util.ArrayDeque<Silent> silent = new java.util.ArrayDeque<>();
+      private volatile Selector selector;
+      private boolean stopped; // guarded by this
+
+      /** A connection waiting for its first bytes. */
+      private static final class Silent {
+        final SocketChannel ch;
+        final Object remote;
+        final long expires;
+        SelectionKey key;
+
+        Silent(SocketChannel ch, Object remote, long expires) {
+          this.ch = ch;
+          this.remote = remote;
+          this.expires = expires;
+        }
+      }
 
       Acceptor(Builder b, int leftRank, long deadline) {
         this.b = b;
         this.leftRank = leftRank;
+        this.leftAddress = b.peers.get(leftRank);
+        this.prefix = "rank " + b.rank + " of " + b.peers.size() + ": ";
         this.deadline = deadline;
+        this.preAuthNanos = Math.min(PRE_AUTH_TIMEOUT.toNanos(), b.handshakeTimeout.toNanos());
+      }
+
+      int rejected() {
+        return rejected.get();
+      }
+
+      /** Ends the accept loop soon (the ring formed or failed elsewhere). */
+      void stop() {
+        synchronized (this) {
+          stopped = true;
+        }
+        Selector s = selector;
+        if (s != null) {
+          s.wakeup();
+        }
+      }
+
+      private synchronized boolean isStopped() {
+        return stopped;
       }
 
       @Override
       public void run() {
-        String leftAddress = b.peers.get(leftRank);
-        String prefix = "rank " + b.rank + " of " + b.peers.size() + ": ";
-        try {
-          b.listener.channel().configureBlocking(true);
-          while (true) {
-            long ms = Link.millisLeft(deadline);
-            if (ms == 0) {
+        java.nio.channels.ServerSocketChannel server = b.listener.channel();
+        java.util.concurrent.ThreadPoolExecutor pool = null;
+        try (Selector sel = Selector.open()) {
+          selector = sel;
+          server.configureBlocking(false);
+          server.register(sel, SelectionKey.OP_ACCEPT);
+          pool =
+              new java.util.concurrent.ThreadPoolExecutor(
+                  HANDSHAKE_THREADS, HANDSHAKE_THREADS, 1, java.util.concurrent.TimeUnit.SECONDS,
+                  new java.util.concurrent.LinkedBlockingQueue<>(),
+                  task -> {
+                    Thread t = new Thread(task, threadName(b.rank, "handshake"));
+                    t.setDaemon(true);
+                    return t;
+                  });
+          pool.allowCoreThreadTimeOut(true);
+          List<Silent> spoke = new ArrayList<>();
+          while (link == null) {
+            if (isStopped() || !server.isOpen()) {
+              error =
+                  new CollectiveException(
+                      prefix + "stopped waiting for rank " + leftRank + " at " + leftAddress + ": listener closed",
+                      b.rank, leftRank, leftAddress, "connect", null);
+              return;
+            }
+            long now = System.nanoTime();
+            if (now - deadline >= 0) {
               error =
                   new CollectiveException(
                       prefix + "no authenticated connection from rank " + leftRank + " at " + leftAddress
-                          + " within " + b.connectTimeout.toMillis() + " ms (" + rejected
+                          + " within " + b.connectTimeout.toMillis() + " ms (" + rejected.get()
                           + " other connection(s) rejected)",
                       b.rank, leftRank, leftAddress, "connect", null);
               return;
             }
-            Socket s;
-            try {
-              b.listener.channel().socket().setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
-              s = b.listener.channel().socket().accept();
-            } catch (SocketTimeoutException e) {
-              continue;
+            while (!silent.isEmpty() && now - silent.peekFirst().expires >= 0) {
+              Silent gone = silent.pollFirst();
+              gone.key.cancel();
+              drop(gone.ch, gone.remote, "it sent nothing within " + preAuthNanos / 1_000_000 + " ms");
             }
-            SocketChannel ch = s.getChannel();
-            Object remote = s.getRemoteSocketAddress();
-            long handshakeDeadline =
-                Math.min(deadline, System.nanoTime() + b.handshakeTimeout.toNanos());
-            Link candidate = null;
-            try {
-              candidate = b.openLink(ch, false, leftRank, leftAddress, handshakeDeadline);
-              Handshake.server(candidate, b.secret, b.rank, leftRank, b.peers.size(), handshakeDeadline);
-              candidate = ShmNegotiation.server(candidate, b.shm, b.rank, handshakeDeadline);
-              link = candidate;
-              return;
-            } catch (IOException | RuntimeException e) {
-              rejected++;
-              if (candidate != null) {
-                candidate.abort();
-              } else {
-                closeQuietly(ch);
-              }
-              LOG.log(
-                  System.Logger.Level.WARNING,
-                  prefix + "dropped an unauthenticated connection from " + remote + " while waiting for rank "
-                      + leftRank + ": " + e.getMessage());
+            long wake = silent.isEmpty() ? deadline : Math.min(deadline, silent.peekFirst().expires);
+            sel.select(Math.max(1, Link.millisLeft(wake)));
+            // Connections that spoke leave this selector before a handshake thread takes them (a TLS
+            // link switches its channel to blocking mode, which needs it deregistered).
+            while (collect(sel, server, spoke)) {
+              sel.selectNow();
             }
+            for (Silent c : spoke) {
+              authenticating.add(c.ch);
+              pool.execute(() -> authenticate(c.ch, c.remote));
+            }
+            spoke.clear();
           }
         } catch (ClosedChannelException e) {
           error =
@@ -1583,6 +1666,140 @@ public final class Communicator implements AutoCloseable {
               new CollectiveException(
                   prefix + "accepting rank " + leftRank + " failed: " + e,
                   b.rank, leftRank, leftAddress, "connect", e);
+        } finally {
+          stop();
+          String why = link != null ? "the ring formed without it" : "the listener stopped";
+          for (Silent c : silent) {
+            drop(c.ch, c.remote, why + " (it had sent nothing)");
+          }
+          silent.clear();
+          if (pool != null) {
+            pool.shutdownNow();
+            for (SocketChannel ch : authenticating) {
+              closeQuietly(ch); // ends handshakes still running
+            }
+            try {
+              if (!pool.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS)) {
+                LOG.log(System.Logger.Level.WARNING, prefix + "handshake threads did not end within 10 s");
+              }
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          }
+          int suppressed = rejected.get() - MAX_LOGGED_REJECTIONS;
+          if (suppressed > 0) {
+            LOG.log(
+                System.Logger.Level.WARNING,
+                prefix + "dropped " + suppressed + " more unauthenticated connection(s) while waiting for rank "
+                    + leftRank + " (not logged one by one)");
+          }
+        }
+      }
+
+      /**
+       * Handles the selected keys: accepts new connections, and moves those that spoke from the
+       * selector to {@code spoke}. True if it cancelled keys (the caller deregisters them).
+       */
+      private boolean collect(Selector sel, java.nio.channels.ServerSocketChannel server, List<Silent> spoke)
+          throws IOException {
+        boolean cancelled = false;
+        boolean accept = false;
+        for (java.util.Iterator<SelectionKey> it = sel.selectedKeys().iterator(); it.hasNext(); ) {
+          SelectionKey k = it.next();
+          it.remove();
+          if (!k.isValid()) {
+            continue;
+          }
+          if (k.isAcceptable()) {
+            accept = true;
+          } else if (k.isReadable()) {
+            Silent c = (Silent) k.attachment();
+            k.cancel();
+            cancelled = true;
+            silent.remove(c);
+            spoke.add(c);
+          }
+        }
+        if (accept) {
+          for (int i = 0; i < MAX_UNAUTHENTICATED; i++) {
+            SocketChannel ch = server.accept();
+            if (ch == null) {
+              break;
+            }
+            Object remote = ch.socket().getRemoteSocketAddress();
+            if (silent.size() + spoke.size() + authenticating.size() >= MAX_UNAUTHENTICATED) {
+              Silent oldest = silent.pollFirst();
+              if (oldest != null) {
+                oldest.key.cancel();
+                cancelled = true;
+                drop(oldest.ch, oldest.remote, "more than " + MAX_UNAUTHENTICATED
+                    + " unauthenticated connections at once (it was the longest silent)");
+              } else {
+                drop(ch, remote, "more than " + MAX_UNAUTHENTICATED + " unauthenticated connections at once");
+                continue;
+              }
+            }
+            try {
+              ch.configureBlocking(false);
+              Silent c = new Silent(ch, remote, System.nanoTime() + preAuthNanos);
+              c.key = ch.register(sel, SelectionKey.OP_READ, c);
+              silent.addLast(c);
+            } catch (IOException e) {
+              drop(ch, remote, e.toString());
+            }
+          }
+        }
+        return cancelled;
+      }
+
+      /** A handshake thread's work: the caller is the left neighbour, or it is dropped. */
+      private void authenticate(SocketChannel ch, Object remote) {
+        Link candidate = null;
+        try {
+          if (isStopped()) {
+            drop(ch, remote, "the ring formed before it authenticated");
+            return;
+          }
+          long handshakeDeadline = Math.min(deadline, System.nanoTime() + b.handshakeTimeout.toNanos());
+          candidate = b.openLink(ch, false, leftRank, leftAddress, handshakeDeadline);
+          long helloDeadline = System.nanoTime() + preAuthNanos;
+          Handshake.server(candidate, b.secret, b.rank, leftRank, b.peers.size(), helloDeadline, handshakeDeadline);
+          candidate = ShmNegotiation.server(candidate, b.shm, b.secret.jobId(), b.rank, handshakeDeadline);
+          synchronized (this) {
+            if (link == null && !stopped) {
+              authenticating.remove(ch); // before it is published: the acceptor closes what is left
+              link = candidate;
+              candidate = null;
+            }
+          }
+          if (candidate != null) {
+            candidate.abort();
+            drop(null, remote, "the acceptor stopped while it authenticated");
+          }
+          Selector s = selector;
+          if (s != null) {
+            s.wakeup();
+          }
+        } catch (IOException | RuntimeException e) {
+          if (candidate != null) {
+            candidate.abort();
+          }
+          drop(ch, remote, e.getMessage() == null ? e.toString() : e.getMessage());
+        } finally {
+          authenticating.remove(ch);
+        }
+      }
+
+      /** Closes a stranger's connection, counts it, and logs it (the first few one by one). */
+      private void drop(SocketChannel ch, Object remote, String why) {
+        if (ch != null) {
+          closeQuietly(ch);
+        }
+        if (rejected.incrementAndGet() <= MAX_LOGGED_REJECTIONS) {
+          LOG.log(
+              System.Logger.Level.WARNING,
+              prefix + "dropped an unauthenticated connection from " + remote + " while waiting for rank "
+                  + leftRank + ": " + why);
         }
       }
     }

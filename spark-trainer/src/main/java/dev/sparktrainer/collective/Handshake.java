@@ -9,13 +9,15 @@ import java.security.SecureRandom;
 
 /**
  * Mutual authentication of a new connection, before any data flows: each side sends a fresh nonce
- * and proves the job secret with HMAC-SHA256 over both nonces, both ranks, the job id and a
- * direction label (so one side's proof cannot be reflected back as the other's).
+ * and proves the job secret with HMAC-SHA256 over both nonces, both ranks, the job id, a direction
+ * label (so one side's proof cannot be reflected back as the other's) and the link's channel binding
+ * ({@link Link#channelBinding()}: empty on plain TCP; with TLS, a hash of the two certificates of
+ * this TLS connection, so that proofs relayed between two TLS connections do not verify).
  *
  * <pre>
  * client -> server  HELLO     magic version type jobId fromRank toRank worldSize nonceC
- * server -> client  CHALLENGE magic version type nonceS HMAC("server", jobId, server, client, nonceC, nonceS)
- * client -> server  RESPONSE  magic version type HMAC("client", jobId, client, server, nonceS, nonceC)
+ * server -> client  CHALLENGE magic version type nonceS HMAC("server", jobId, server, client, nonceC, nonceS, binding)
+ * client -> server  RESPONSE  magic version type HMAC("client", jobId, client, server, nonceS, nonceC, binding)
  * server -> client  ACCEPT    magic version type
  * </pre>
  */
@@ -61,12 +63,15 @@ final class Handshake {
     byte[] nonceS = new byte[NONCE_BYTES];
     byte[] macS = new byte[MAC_BYTES];
     challenge.get(nonceS).get(macS);
-    if (!MessageDigest.isEqual(macS, mac(secret, SERVER_LABEL, jobId, serverRank, myRank, nonceC, nonceS))) {
-      throw new HandshakeException("the peer failed to prove the job secret (not a peer of this job)");
+    byte[] binding = link.channelBinding();
+    if (!MessageDigest.isEqual(macS, mac(secret, SERVER_LABEL, jobId, serverRank, myRank, nonceC, nonceS, binding))) {
+      throw new HandshakeException(
+          "the peer failed to prove the job secret (not a peer of this job"
+              + (binding.length > 0 ? ", or a relay between two TLS connections)" : ")"));
     }
     ByteBuffer response = ByteBuffer.allocate(RESPONSE_BYTES);
     response.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(RESPONSE);
-    response.put(mac(secret, CLIENT_LABEL, jobId, myRank, serverRank, nonceS, nonceC)).flip();
+    response.put(mac(secret, CLIENT_LABEL, jobId, myRank, serverRank, nonceS, nonceC, binding)).flip();
     link.writeFully(response, null, deadline);
     ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
     try {
@@ -76,13 +81,24 @@ final class Handshake {
     }
   }
 
-  /** Server side: expects {@code expectedClient} of this job; throws if the caller is anyone else. */
+  /**
+   * Server side: expects {@code expectedClient} of this job; throws if the caller is anyone else.
+   * The caller's HELLO must arrive by {@code helloDeadline} (a short pre-authentication deadline: a
+   * peer sends it at once), the rest of the exchange by {@code deadline}.
+   */
   static void server(
-      Link link, JobSecret secret, int myRank, int expectedClient, int worldSize, long deadline)
+      Link link, JobSecret secret, int myRank, int expectedClient, int worldSize, long helloDeadline,
+      long deadline)
       throws IOException {
     long jobId = secret.jobId();
     ByteBuffer hello = ByteBuffer.allocate(HELLO_BYTES);
-    readMessage(link, hello, HELLO, deadline, "hello");
+    try {
+      readMessage(link, hello, HELLO, Math.min(helloDeadline, deadline), "hello");
+    } catch (java.net.SocketTimeoutException e) {
+      throw new HandshakeException(
+          "no complete hello within the pre-authentication deadline (" + hello.position() + " of " + HELLO_BYTES
+              + " bytes)");
+    }
     long peerJob = hello.getLong();
     int from = hello.getInt();
     int to = hello.getInt();
@@ -99,15 +115,16 @@ final class Handshake {
               + ", expected rank " + expectedClient + " of " + worldSize + " connecting to rank " + myRank);
     }
     byte[] nonceS = nonce();
+    byte[] binding = link.channelBinding();
     ByteBuffer challenge = ByteBuffer.allocate(CHALLENGE_BYTES);
     challenge.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(CHALLENGE).put(nonceS);
-    challenge.put(mac(secret, SERVER_LABEL, jobId, myRank, from, nonceC, nonceS)).flip();
+    challenge.put(mac(secret, SERVER_LABEL, jobId, myRank, from, nonceC, nonceS, binding)).flip();
     link.writeFully(challenge, null, deadline);
     ByteBuffer response = ByteBuffer.allocate(RESPONSE_BYTES);
     readMessage(link, response, RESPONSE, deadline, "the response");
     byte[] macC = new byte[MAC_BYTES];
     response.get(macC);
-    if (!MessageDigest.isEqual(macC, mac(secret, CLIENT_LABEL, jobId, from, myRank, nonceS, nonceC))) {
+    if (!MessageDigest.isEqual(macC, mac(secret, CLIENT_LABEL, jobId, from, myRank, nonceS, nonceC, binding))) {
       throw new HandshakeException("wrong proof of the job secret");
     }
     ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
@@ -142,9 +159,11 @@ final class Handshake {
   }
 
   static byte[] mac(
-      JobSecret secret, byte[] label, long jobId, int prover, int verifier, byte[] n1, byte[] n2) {
-    ByteBuffer m = ByteBuffer.allocate(label.length + 8 + 8 + n1.length + n2.length);
+      JobSecret secret, byte[] label, long jobId, int prover, int verifier, byte[] n1, byte[] n2,
+      byte[] binding) {
+    ByteBuffer m = ByteBuffer.allocate(label.length + 8 + 8 + n1.length + n2.length + 4 + binding.length);
     m.put(label).putLong(jobId).putInt(prover).putInt(verifier).put(n1).put(n2);
+    m.putInt(binding.length).put(binding);
     return secret.hmac(m.array());
   }
 }

@@ -32,6 +32,17 @@ abstract class Link implements Closeable {
   /** How this link carries data. */
   abstract LinkTransport transport();
 
+  /**
+   * What the {@link Handshake} proofs are bound to besides the nonces: the same bytes at both ends
+   * of this one connection, and different bytes on any other connection a relay could forward the
+   * proofs to. Empty on plain TCP (there is no connection secret to bind to; see {@link TlsLink}).
+   */
+  byte[] channelBinding() {
+    return NO_BINDING;
+  }
+
+  static final byte[] NO_BINDING = new byte[0];
+
   @Override
   public void close() {
     abort();

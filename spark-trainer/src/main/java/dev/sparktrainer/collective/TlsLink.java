@@ -15,6 +15,16 @@ import javax.net.ssl.SSLSocket;
  * A TLS link: an {@link SSLSocket} layered on a blocking channel. Reads wait with {@code SO_TIMEOUT};
  * a write blocked by a peer that stops reading is ended by the operation's deadline, which aborts the
  * link (closing the raw socket unblocks the writer).
+ *
+ * <p>Channel binding ({@link #channelBinding()}): Java 17's JSSE exposes neither RFC 5705/8446
+ * keying-material exporters nor the Finished messages ({@code tls-unique}), so the handshake's HMAC
+ * proofs cannot be bound to this connection's secrets. They are bound to what both ends see alike and
+ * a relay cannot forge: the client's and the server's leaf certificates of this TLS connection. A
+ * relay that terminates TLS with each rank presents its own certificate to both, so rank A proves
+ * "A to relay" while rank B expects "relay to B", and the proofs do not verify. Not covered: a relay
+ * that holds a rank's own private key (with one key shared by all ranks, whoever has that key store
+ * is a rank); the session id and the TLS randoms are left out on purpose, since a relay can choose or
+ * copy them on both of its connections.
  */
 final class TlsLink extends Link {
   private static final int SCRATCH = 64 * 1024;
@@ -25,15 +35,63 @@ final class TlsLink extends Link {
   private final OutputStream out;
   private final byte[] readScratch = new byte[SCRATCH];
   private final byte[] writeScratch = new byte[SCRATCH];
+  private final byte[] binding;
   private volatile boolean aborted;
 
-  private TlsLink(SocketChannel raw, SSLSocket ssl, int peerRank, String peerAddress)
+  private TlsLink(SocketChannel raw, SSLSocket ssl, boolean client, int peerRank, String peerAddress)
       throws IOException {
     super(peerRank, peerAddress);
     this.raw = raw;
     this.ssl = ssl;
     this.in = ssl.getInputStream();
     this.out = ssl.getOutputStream();
+    this.binding = binding(ssl.getSession(), client);
+  }
+
+  private static final byte[] BINDING_LABEL =
+      "spark-trainer tls certificates v1".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+
+  /**
+   * SHA-256 of (label, client leaf certificate, server leaf certificate), each DER-encoded and
+   * length-prefixed (empty where a side presented none): the same at both ends of one connection.
+   */
+  static byte[] binding(javax.net.ssl.SSLSession session, boolean client) throws IOException {
+    byte[] local = leaf(session.getLocalCertificates());
+    byte[] peer;
+    try {
+      peer = leaf(session.getPeerCertificates());
+    } catch (javax.net.ssl.SSLPeerUnverifiedException e) {
+      peer = new byte[0]; // a client that was not asked for a certificate
+    }
+    byte[] clientCert = client ? local : peer;
+    byte[] serverCert = client ? peer : local;
+    try {
+      java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+      sha.update(BINDING_LABEL);
+      sha.update(java.nio.ByteBuffer.allocate(4).putInt(clientCert.length).array());
+      sha.update(clientCert);
+      sha.update(java.nio.ByteBuffer.allocate(4).putInt(serverCert.length).array());
+      sha.update(serverCert);
+      return sha.digest();
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is not available in this JVM", e);
+    }
+  }
+
+  private static byte[] leaf(java.security.cert.Certificate[] chain) throws IOException {
+    if (chain == null || chain.length == 0) {
+      return new byte[0];
+    }
+    try {
+      return chain[0].getEncoded();
+    } catch (java.security.cert.CertificateEncodingException e) {
+      throw new IOException("cannot encode the TLS certificate: " + e.getMessage(), e);
+    }
+  }
+
+  @Override
+  byte[] channelBinding() {
+    return binding.clone();
   }
 
   /** Runs the TLS handshake on a connected blocking channel, as client or server. */
@@ -63,7 +121,7 @@ final class TlsLink extends Link {
     }
     ssl.setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
     ssl.startHandshake();
-    return new TlsLink(raw, ssl, peerRank, peerAddress);
+    return new TlsLink(raw, ssl, client, peerRank, peerAddress);
   }
 
   @Override

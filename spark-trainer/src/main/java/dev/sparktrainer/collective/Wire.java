@@ -5,7 +5,12 @@ import java.nio.ByteBuffer;
 /** The frame header every data frame starts with, and the operation tags it carries. */
 final class Wire {
   static final int MAGIC = 0x53545243; // "STRC"
-  static final short VERSION = 2; // 2: shared-memory negotiation after the handshake
+  /**
+   * 2: shared-memory negotiation after the handshake. (Binding the proofs to the TLS connection and
+   * the pid in segment names changed what is hashed and named, not the messages: every rank of a job
+   * runs the same build, and integration tests speak version 2 by hand.)
+   */
+  static final short VERSION = 2;
   /** magic(4) version(2) reserved(2) jobId(8) seq(8) tag(4) length(4). */
   static final int HEADER_BYTES = 32;
 

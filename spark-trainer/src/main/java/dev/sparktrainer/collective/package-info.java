@@ -28,11 +28,16 @@
  *       interface unless asked) on an ephemeral port; {@link dev.sparktrainer.collective.Communicator}
  *       connects to its right neighbour and accepts its left neighbour, each connection
  *       authenticated by an HMAC-SHA256 challenge-response over the job secret (nonce from each
- *       side), optionally inside TLS.
+ *       side), optionally inside TLS (then the proofs are bound to the TLS connection's
+ *       certificates, so a relay cannot splice two TLS connections). Strangers cannot hold the
+ *       door: silent connections are dropped after a second without costing a thread, and up to
+ *       four callers are authenticated at once.
  *   <li>Transport: right after the handshake the two ends of a link agree (both always take part) on
  *       whether the data goes through shared memory: only for plain links to a peer on this host,
  *       with both ends allowing it and the peer able to open the owner-only file the connecting side
- *       created in {@code /dev/shm} and find its nonce in it ({@code ShmNegotiation}). A {@code
+ *       created in {@code /dev/shm} and find its nonce in it ({@code ShmNegotiation}); the peer
+ *       opens only files of this code's name pattern in its own segment directory, and segments of
+ *       processes killed mid-negotiation are swept by the next set-up on the host. A {@code
  *       ShmLink} holds two single-producer single-consumer byte rings in that mapping and keeps the
  *       TCP connection for doorbells (wake-ups of a side sleeping in its selector) and for noticing
  *       the peer's death; frames and algorithms are the same over either transport.

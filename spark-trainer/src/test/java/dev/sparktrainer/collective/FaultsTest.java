@@ -173,8 +173,8 @@ class FaultsTest {
                 a.writeFully(noOffer, null, deadline); // this fake peer speaks TCP only
                 l1.channel().configureBlocking(true);
                 Link b = new ChannelLink(l1.channel().accept(), 0, l0.address());
-                Handshake.server(b, secret, 1, 0, 2, deadline);
-                assertThat(ShmNegotiation.server(b, new ShmNegotiation.Settings(false, null, 0, p -> p), 1, deadline))
+                Handshake.server(b, secret, 1, 0, 2, deadline, deadline);
+                assertThat(ShmNegotiation.server(b, new ShmNegotiation.Settings(false, null, 0, p -> p), secret.jobId(), 1, deadline))
                     .isSameAs(b); // declines rank 0's offer
                 return new Link[] {a, b};
               });

@@ -160,33 +160,48 @@ class SharedMemoryTest {
     checkWorks(comms);
   }
 
+  /** Rank r's segment directory when the two ranks are on "different hosts": their own /dev/shm each. */
+  private Path dirOf(int rank) {
+    return rank == 0 ? shmDir : elsewhere;
+  }
+
   @Test
   void aPeerThatCannotOpenTheFileFallsBackToTcp() {
-    // the accepting rank looks in another directory, as a rank in another container would
-    comms = Rings.form(2, b -> b.optSharedMemoryDirectory(shmDir).sharedMemoryServerView(p -> elsewhere.resolve(p.getFileName())));
+    // each accepting rank looks in its own directory, as a rank in another container would
+    comms =
+        Rings.formEach(
+            2,
+            (r, b) -> b.optSharedMemoryDirectory(dirOf(r)).sharedMemoryServerView(p -> dirOf(r).resolve(p.getFileName())));
     assertTransports(comms, LinkTransport.TCP);
     checkWorks(comms);
   }
 
   @Test
-  void aNamesakeFileWithoutTheNonceIsNotUsed() {
+  void aNamesakeFileWithoutTheNonceIsNotUsed() throws IOException {
     // another host's /dev/shm could hold a file of that name: the nonce tells them apart
+    List<Path> namesakes = new java.util.concurrent.CopyOnWriteArrayList<>();
     comms =
-        Rings.form(
+        Rings.formEach(
             2,
-            b ->
-                b.optSharedMemoryDirectory(shmDir)
+            (r, b) ->
+                b.optSharedMemoryDirectory(dirOf(r))
                     .sharedMemoryServerView(
                         p -> {
-                          Path namesake = elsewhere.resolve(p.getFileName());
+                          Path namesake = dirOf(r).resolve(p.getFileName());
                           try {
                             Files.write(namesake, new byte[(int) Files.size(p)]);
                           } catch (IOException e) {
                             throw new UncheckedIOException(e);
                           }
+                          namesakes.add(namesake);
                           return namesake;
                         }));
     assertTransports(comms, LinkTransport.TCP);
+    assertThat(namesakes).hasSize(2);
+    for (Path namesake : namesakes) {
+      assertThat(namesake).as("a namesake that failed the nonce check is not deleted").exists();
+      Files.delete(namesake);
+    }
     checkWorks(comms);
   }
 

@@ -35,7 +35,9 @@ import org.slf4j.LoggerFactory;
  * feature is decoded once and appended to its column vector — a float list is one bulk copy — so
  * Spark's generated code reads columns directly instead of rows. A record is decoded and checked
  * in full before anything is appended, so a malformed record dropped under DROPMALFORMED leaves no
- * partial values behind.
+ * partial values behind. A failure part way through a batch (corrupt framing under FAILFAST, an I/O
+ * error) first hands out the rows decoded before it and is thrown by the next call, so that under
+ * {@code ignoreCorruptFiles} the rows before the corruption are kept, as with the row reader.
  */
 final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
   private final TFRecordReader reader;
@@ -47,6 +49,8 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
   private final FeatureValues[] values;
   private final WritableColumnVector[] vectors;
   private final ColumnarBatch batch;
+  /** A failure held back while the rows decoded before it are handed out. */
+  private Exception deferred;
 
   /** Whether a scan of these columns can be read as columnar batches. */
   static boolean supports(StructType data, StructType partition, RecordType recordType) {
@@ -99,7 +103,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
     System.arraycopy(data, 0, all, 0, data.length);
     for (int p = 0; p < partitionSchema.length(); p++) {
       ConstantColumnVector c = new ConstantColumnVector(batchSize, partitionSchema.fields()[p].dataType());
-      ColumnVectorUtils.populate(c, partitionValues, p);
+      populate(c, batchSize, partitionValues, p, partitionSchema.fields()[p].dataType());
       all[fields.length + p] = c;
     }
     batch = new ColumnarBatch(all);
@@ -107,8 +111,31 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
     this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 
+  /** A constant column: Spark's populate, plus structs (the {@code _metadata} column). */
+  private static void populate(ConstantColumnVector c, int rows, InternalRow row, int ordinal, DataType type) {
+    if (type instanceof StructType && !row.isNullAt(ordinal)) {
+      StructField[] fields = ((StructType) type).fields();
+      InternalRow struct = row.getStruct(ordinal, fields.length);
+      for (int i = 0; i < fields.length; i++) {
+        ConstantColumnVector child = new ConstantColumnVector(rows, fields[i].dataType());
+        populate(child, rows, struct, i, fields[i].dataType());
+        c.setChild(i, child);
+      }
+    } else {
+      ColumnVectorUtils.populate(c, row, ordinal);
+    }
+  }
+
   @Override
   public boolean next() throws IOException {
+    if (deferred != null) {
+      Exception e = deferred;
+      deferred = null;
+      if (e instanceof IOException) {
+        throw (IOException) e;
+      }
+      throw (RuntimeException) e;
+    }
     for (WritableColumnVector v : vectors) {
       v.reset();
     }
@@ -119,6 +146,11 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
           rows++;
         }
       }
+    } catch (IOException | RuntimeException e) {
+      if (rows == 0) {
+        throw e;
+      }
+      deferred = e; // the rows before it first
     } finally {
       malformed.report();
     }

@@ -4,13 +4,19 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.hadoop.fs.FileStatus
 import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.connector.catalog.{MetadataColumn, SupportsMetadataColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, Write, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.FileFormat
 import org.apache.spark.sql.execution.datasources.v2.FileTable
-import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.types.{DataType, StructField, StructType}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-/** A set of TFRecord files as a V2 table: listing and partition discovery come from FileTable. */
+/**
+ * A set of TFRecord files as a V2 table: listing and partition discovery come from FileTable. It
+ * offers the hidden `_metadata` column of Spark's file sources (`file_path`, `file_name`,
+ * `file_size`, `file_block_start`, `file_block_length`, `file_modification_time`): Spark 4.1 gives
+ * it to V1 file formats only (FileSourceStrategy), and V2 `FileTable`s have none of their own.
+ */
 case class TFRecordTable(
     name: String,
     sparkSession: SparkSession,
@@ -18,7 +24,7 @@ case class TFRecordTable(
     paths: Seq[String],
     userSpecifiedSchema: Option[StructType],
     fallbackFileFormat: Class[_ <: FileFormat])
-  extends FileTable(sparkSession, options, paths, userSpecifiedSchema) {
+  extends FileTable(sparkSession, options, paths, userSpecifiedSchema) with SupportsMetadataColumns {
 
   private lazy val parsedOptions =
     TFRecordSpark.parseOptions(sparkSession, options.asCaseSensitiveMap.asScala.toMap)
@@ -54,4 +60,18 @@ case class TFRecordTable(
     TFRecordSpark.supportsDataType(dataType)
 
   override def formatName: String = "TFRecord"
+
+  override def metadataColumns(): Array[MetadataColumn] = Array(TFRecordTable.FileMetadataColumn)
+}
+
+object TFRecordTable {
+  /** `_metadata`: the same fields, types and nullability as Spark gives Parquet's, without row_index. */
+  object FileMetadataColumn extends MetadataColumn {
+    override def name(): String = FileFormat.METADATA_NAME
+    // Without the fields' metadata, which marks V1 file-source attributes for V1 planning rules.
+    override def dataType(): DataType =
+      StructType(FileFormat.BASE_METADATA_FIELDS.map(f => StructField(f.name, f.dataType, f.nullable)))
+    override def isNullable: Boolean = false
+    override def comment(): String = "the file a row was read from"
+}
 }
