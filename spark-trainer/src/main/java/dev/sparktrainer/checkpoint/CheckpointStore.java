@@ -5,11 +5,13 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.UncheckedIOException;
+import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.hadoop.conf.Configuration;
@@ -27,10 +29,11 @@ import org.apache.hadoop.fs.Path;
  * <p>Each checkpoint is one file {@code ckpt-<step>.bin} (the step zero-padded to 19 digits, so names
  * sort by step). It is written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by the
  * underscore) and renamed into place, so a reader never sees a partial checkpoint under its final name.
- * After a write, all but the newest {@code keep} checkpoints are deleted, and so are temporary files
- * of this or earlier steps that a writer killed before its rename left behind. {@link #write} is
- * synchronous and does not retry (a failure goes to its caller, which can write the next checkpoint);
- * {@link AsyncCheckpointWriter} takes it off the training thread.
+ * After a write, all but the newest {@code keep} checkpoints up to its step are deleted (one of a
+ * later step, which the run restarted before because it was corrupt, is left to be replaced), and so
+ * are temporary files of this or earlier steps that a writer killed before its rename left behind.
+ * {@link #write} is synchronous and does not retry (a failure goes to its caller, which can write the
+ * next checkpoint); {@link AsyncCheckpointWriter} takes it off the training thread.
  *
  * <h2>Format (version 2)</h2>
  *
@@ -66,7 +69,9 @@ import org.apache.hadoop.fs.Path;
  * file. Falling back to an older checkpoint, or to none, because of a transient error would silently
  * throw away the user's progress. A file in format 1 (written by an older version of spark-trainer)
  * is not skipped either: {@link IncompatibleCheckpointException}. A file deleted between the listing
- * and its reading (replaced by a re-run of its step, or pruned by another writer) is skipped.
+ * and its reading (replaced by a re-run of its step, or pruned by another writer) is skipped. {@link
+ * #latest(Consumer)} tells its caller each checkpoint it skipped and why ({@link SkippedCheckpoint}),
+ * so that the trainer can record it in the run's history.
  *
  * <p>Test hook: the system property {@value #WRITE_DELAY_PROPERTY}{@code =STEP:MILLIS} makes the
  * writer of step {@code STEP} sleep that long between writing the temporary file and renaming it,
@@ -120,7 +125,8 @@ public final class CheckpointStore {
 
   /**
    * Writes {@code state} atomically (streamed to a temporary file, then renamed), then deletes the old
-   * checkpoints beyond {@code keep}. A checkpoint of the same step is replaced (a re-run after a retry).
+   * checkpoints beyond {@code keep} (see the class comment). A checkpoint of the same step is replaced
+   * (a re-run after a retry).
    *
    * @throws IOException if it cannot be written (not retried: the caller may write the next one);
    *     nothing is left under the final name then
@@ -187,15 +193,25 @@ public final class CheckpointStore {
   }
 
   /**
-   * Deletes the checkpoints beyond {@code keep}, and temporary files of steps up to {@code written}:
-   * what a writer killed before its rename left (a complete checkpoint of that step or a later one
-   * now exists, so they are never needed). The live writer is rank 0 of the current attempt; a
-   * straggler of an earlier attempt whose file goes away only fails its own rename.
+   * Deletes the checkpoints of steps up to {@code written} beyond the newest {@code keep} of them,
+   * and temporary files of steps up to {@code written}: what a writer killed before its rename left (a
+   * complete checkpoint of that step or a later one now exists, so they are never needed). The live
+   * writer is rank 0 of the current attempt; a straggler of an earlier attempt whose file goes away
+   * only fails its own rename.
+   *
+   * <p>Checkpoints of later steps are left alone: one exists when the run restarted before it, because
+   * {@link #latest} skipped it as corrupt (or from a straggler). Counting them would delete the run's
+   * new, good checkpoints as soon as they are written, until it passes the bad ones' steps; a bad one
+   * is replaced when the run writes its step again.
    */
   private void prune(FileSystem fs, long written) {
     try {
       List<Long> steps = steps(fs);
-      for (int i = 0; i < steps.size() - keep; i++) {
+      int upTo = 0;
+      while (upTo < steps.size() && steps.get(upTo) <= written) {
+        upTo++;
+      }
+      for (int i = 0; i < upTo - keep; i++) {
         Path old = new Path(dir, fileName(steps.get(i)));
         if (!fs.delete(old, false)) {
           LOG.log(System.Logger.Level.WARNING, "Cannot delete old checkpoint " + old);
@@ -241,13 +257,28 @@ public final class CheckpointStore {
 
   /**
    * The newest checkpoint that verifies, with its arrays loaded; empty if there is none. See the
-   * class comment for what is skipped and what is retried.
+   * class comment for what is skipped and what is retried. Same as {@link #latest(Consumer)}, the
+   * skipped checkpoints only logged.
    *
    * @throws IOException naming the file and the cause when a checkpoint cannot be read for a reason
    *     that does not prove it bad, after 4 attempts
    * @throws IncompatibleCheckpointException if the newest readable candidate was written in format 1
    */
   public Optional<CheckpointState> latest() throws IOException {
+    return latest(skipped -> {});
+  }
+
+  /**
+   * The newest checkpoint that verifies, with its arrays loaded; empty if there is none (no
+   * checkpoint, or every one skipped). Each checkpoint passed over — provably bad, or deleted since
+   * the listing — is logged at WARNING and given to {@code onSkipped}, newest first, before this
+   * returns. See the class comment for what is skipped and what is retried.
+   *
+   * @throws IOException naming the file and the cause when a checkpoint cannot be read for a reason
+   *     that does not prove it bad, after 4 attempts (what was skipped before it was still reported)
+   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format 1
+   */
+  public Optional<CheckpointState> latest(Consumer<SkippedCheckpoint> onSkipped) throws IOException {
     FileSystem fs = dir.getFileSystem(conf);
     List<Long> steps = withRetries("list the checkpoints in", dir, () -> steps(fs));
     for (int i = steps.size() - 1; i >= 0; i--) {
@@ -258,11 +289,13 @@ public final class CheckpointStore {
         if (state != null) {
           return Optional.of(state);
         }
-        LOG.log(System.Logger.Level.WARNING, "Skipping checkpoint " + p
-            + ": it was deleted since the directory was listed (replaced, or pruned by another writer)");
+        String reason = "deleted since the directory was listed (replaced, or pruned by another writer)";
+        LOG.log(System.Logger.Level.WARNING, "Skipping checkpoint " + p + ": " + reason);
+        onSkipped.accept(new SkippedCheckpoint(p.toString(), reason));
       } catch (CorruptCheckpointException e) {
         LOG.log(System.Logger.Level.WARNING, e.getMessage()
             + (i > 0 ? "; skipping it for the previous one" : "; skipping it (there is no older one)"));
+        onSkipped.accept(new SkippedCheckpoint(p.toString(), e.summary()));
       }
     }
     return Optional.empty();
@@ -303,16 +336,22 @@ public final class CheckpointStore {
 
   /**
    * Runs {@code call}, retrying a failure that proves nothing about the checkpoint (all but a corrupt
-   * or incompatible one, and an interruption) after the configured waits, then throwing it with
-   * {@code what} and {@code path} in the message.
+   * or incompatible one, and an interruption; a timeout is retried) after the configured waits, then
+   * throwing it with {@code what} and {@code path} in the message.
    */
   private <T> T withRetries(String what, Path path, IoCall<T> call) throws IOException {
     for (int attempt = 1; ; attempt++) {
       try {
         return call.call();
-      } catch (CorruptCheckpointException | IncompatibleCheckpointException | InterruptedIOException e) {
+      } catch (CorruptCheckpointException | IncompatibleCheckpointException e) {
         throw e;
       } catch (IOException e) {
+        // An interruption ends the attempts. A timeout is an InterruptedIOException too
+        // (SocketTimeoutException: a DataNode read, Hadoop's ConnectTimeoutException, S3A's
+        // AWSApiCallTimeoutException), yet the most transient failure of all: it is retried.
+        if (e instanceof InterruptedIOException && !(e instanceof SocketTimeoutException)) {
+          throw e;
+        }
         if (attempt > retryDelaysMillis.length) {
           throw new IOException("Cannot " + what + " " + path + " (" + attempt + " attempts): " + e, e);
         }

@@ -11,6 +11,9 @@ import java.io.IOException;
 final class CorruptCheckpointException extends IOException {
   private static final long serialVersionUID = 1L;
 
+  private final long offset;
+  private final String reason;
+
   /**
    * @param file the checkpoint file
    * @param offset the byte offset where the problem is, or -1 when it is not at one place
@@ -22,5 +25,12 @@ final class CorruptCheckpointException extends IOException {
 
   CorruptCheckpointException(String file, long offset, String reason, Throwable cause) {
     super("Corrupt checkpoint " + file + (offset >= 0 ? " at byte " + offset : "") + ": " + reason, cause);
+    this.offset = offset;
+    this.reason = reason;
+  }
+
+  /** What is wrong and where, without the file: {@code corrupt at byte N: reason} or {@code corrupt: reason}. */
+  String summary() {
+    return "corrupt" + (offset >= 0 ? " at byte " + offset : "") + ": " + reason;
   }
 }

@@ -1,5 +1,6 @@
 package dev.sparktrainer.cli;
 
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.PipelineOptions;
@@ -17,9 +18,11 @@ import dev.sparktrainer.train.AtomicOutputs;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.OptimizerPlacement;
+import dev.sparktrainer.train.Resume;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -418,10 +421,7 @@ final class TrainCommand extends Command {
     String plotPath = new Path(out, "training.png").toString();
     boolean plotted = plot(trained.history(), SpecStrings.describe(model), plotPath, conf, ctx);
 
-    for (dev.sparktrainer.train.Resume r : trained.history().resumes()) {
-      ctx.err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", "
-          + (r.stageAttempt() > 0 ? "Spark stage attempt " + r.stageAttempt() : "a new run of the job") + ")");
-    }
+    printResumes(trained.history().resumes(), ctx.err);
     EpochMetrics last = trained.history().last();
     if (Double.isFinite(last.validationAccuracy())) {
       ctx.out.printf(Locale.ROOT, "Held-out accuracy: %.4f (val_loss %.4f) after %d epochs, %s%n",
@@ -506,6 +506,25 @@ final class TrainCommand extends Command {
       long s = Math.round(seconds);
       return s >= 3600 ? String.format(Locale.ROOT, "%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60)
           : String.format(Locale.ROOT, "%d:%02d", s / 60, s % 60);
+    }
+  }
+
+  /**
+   * One line per start from a checkpoint (or from scratch because every checkpoint was corrupt),
+   * followed by the checkpoints it skipped and why.
+   */
+  static void printResumes(List<Resume> resumes, PrintStream err) {
+    for (Resume r : resumes) {
+      String when = r.stageAttempt() > 0 ? "Spark stage attempt " + r.stageAttempt() : "a new run of the job";
+      if (r.fromScratch()) {
+        err.println("Started from scratch (" + when + "): every checkpoint in " + r.checkpoint() + " was corrupt");
+      } else {
+        err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", " + when
+            + ")");
+      }
+      for (SkippedCheckpoint k : r.skipped()) {
+        err.println("  skipped checkpoint " + k.file() + ": " + k.reason());
+      }
     }
   }
 }

@@ -9,8 +9,9 @@ import java.util.stream.Collectors;
  * checkpoint keep the metrics recorded when they ran), and the resumes themselves.
  *
  * @param epochs one entry per completed epoch, in order
- * @param resumes every start from a checkpoint (stage retries, reruns), in order; empty for a run
- *     that went through without one
+ * @param resumes every start from a checkpoint (stage retries, reruns), in order, and every start
+ *     from scratch because all checkpoints were corrupt; each lists the checkpoints it skipped; empty
+ *     for a run that went through without one
  */
 public record History(List<EpochMetrics> epochs, List<Resume> resumes) implements Serializable {
   /** Copies the lists. */

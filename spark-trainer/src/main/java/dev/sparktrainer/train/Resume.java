@@ -1,27 +1,72 @@
 package dev.sparktrainer.train;
 
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import java.io.Serializable;
+import java.util.List;
 import java.util.Locale;
 
 /**
- * One start of training from a checkpoint rather than from scratch: a Spark stage retry after a
- * failed task, or the same job submitted again. Recorded by rank 0 in the history (and in every
+ * One start of training that found checkpoints: from the newest one that verified — a Spark stage
+ * retry after a failed task, or the same job submitted again — or, when every one was skipped as
+ * corrupt, from scratch ({@link #fromScratch()}). Recorded by rank 0 in the history (and in every
  * later checkpoint, so a run resumed twice lists both).
  *
- * @param step the global step of the checkpoint training resumed from (steps before it were not redone)
+ * @param step the global step of the checkpoint training resumed from (steps before it were not
+ *     redone); 0 when it started from scratch (checkpoints are only written after a step)
  * @param epoch the 0-based epoch it resumed in
  * @param stepInEpoch steps of that epoch already done
  * @param stageAttempt Spark's stage attempt number of the barrier stage that resumed (0: a new job
  *     that found a checkpoint, e.g. a rerun of the same command; above 0: Spark retried the stage)
  * @param checkpoint the checkpoint's directory
+ * @param skipped the newer checkpoints passed over, newest first, each with the reason (provably
+ *     corrupt, or deleted while being read); empty when the newest one verified
  */
-public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint)
-    implements Serializable {
+public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
+    List<SkippedCheckpoint> skipped) implements Serializable {
 
-  /** A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt}, {@code checkpoint}. */
+  /** Copies {@code skipped}. */
+  public Resume {
+    skipped = List.copyOf(skipped);
+  }
+
+  /** A resume from the newest checkpoint, none skipped. */
+  public Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint) {
+    this(step, epoch, stepInEpoch, stageAttempt, checkpoint, List.of());
+  }
+
+  /** Whether every checkpoint in the directory was skipped and training started from step 0. */
+  public boolean fromScratch() {
+    return step == 0 && !skipped.isEmpty();
+  }
+
+  /**
+   * A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt}, {@code
+   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}).
+   */
   public String toJson() {
+    StringBuilder s = new StringBuilder();
+    for (SkippedCheckpoint k : skipped) {
+      s.append(s.length() == 0 ? "" : ", ").append("{\"file\": ").append(quote(k.file())).append(", \"reason\": ")
+          .append(quote(k.reason())).append('}');
+    }
     return String.format(Locale.ROOT,
-        "{\"step\": %d, \"epoch\": %d, \"step_in_epoch\": %d, \"stage_attempt\": %d, \"checkpoint\": \"%s\"}",
-        step, epoch, stepInEpoch, stageAttempt, checkpoint.replace("\\", "\\\\").replace("\"", "\\\""));
+        "{\"step\": %d, \"epoch\": %d, \"step_in_epoch\": %d, \"stage_attempt\": %d, \"checkpoint\": %s,"
+            + " \"from_scratch\": %b, \"skipped\": [%s]}",
+        step, epoch, stepInEpoch, stageAttempt, quote(checkpoint), fromScratch(), s);
+  }
+
+  private static String quote(String v) {
+    StringBuilder sb = new StringBuilder("\"");
+    for (int i = 0; i < v.length(); i++) {
+      char c = v.charAt(i);
+      if (c == '"' || c == '\\') {
+        sb.append('\\').append(c);
+      } else if (c < 0x20) {
+        sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+      } else {
+        sb.append(c);
+      }
+    }
+    return sb.append('"').toString();
   }
 }

@@ -1,5 +1,6 @@
 package dev.sparktrainer.train;
 
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
@@ -18,7 +19,11 @@ import java.util.List;
  * fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero state).
  */
 final class TrainingState {
-  private static final int MAGIC = 0x54535433; // "TST3"
+  private static final int MAGIC = 0x54535434; // "TST4": resumes list their skipped checkpoints
+  /** The previous version, read too: the same without skipped checkpoints. */
+  private static final int MAGIC_3 = 0x54535433; // "TST3"
+  /** Starts an {@link #encodeFailure} payload instead. */
+  private static final int FAILURE = 0x54455252; // "TERR"
 
   int epoch;
   long stepInEpoch;
@@ -166,6 +171,11 @@ final class TrainingState {
         out.writeLong(r.stepInEpoch());
         out.writeInt(r.stageAttempt());
         out.writeUTF(r.checkpoint());
+        out.writeInt(r.skipped().size());
+        for (SkippedCheckpoint k : r.skipped()) {
+          out.writeUTF(k.file());
+          out.writeUTF(k.reason());
+        }
       }
       out.flush();
       return bytes.toByteArray();
@@ -174,10 +184,28 @@ final class TrainingState {
     }
   }
 
+  /**
+   * What rank 0 broadcasts instead of the metadata when it cannot start (the checkpoint could not be
+   * read): {@code message}, so that the other ranks fail with it.
+   */
+  static byte[] encodeFailure(String message) {
+    byte[] text = message.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    return java.nio.ByteBuffer.allocate(4 + text.length).putInt(FAILURE).put(text).array();
+  }
+
+  /** The message of an {@link #encodeFailure} payload; null for metadata. */
+  static String decodeFailure(byte[] data) {
+    if (data.length < 4 || java.nio.ByteBuffer.wrap(data).getInt() != FAILURE) {
+      return null;
+    }
+    return new String(data, 4, data.length - 4, java.nio.charset.StandardCharsets.UTF_8);
+  }
+
   /** The metadata; arrays are allocated by {@link #allocateArrays} and filled by the caller. */
   static TrainingState decodeMeta(byte[] data) throws IOException {
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(data));
-    if (in.readInt() != MAGIC) {
+    int magic = in.readInt();
+    if (magic != MAGIC && magic != MAGIC_3) {
       throw new IOException("not a training state of this version (bad magic number)");
     }
     TrainingState s = new TrainingState();
@@ -222,7 +250,17 @@ final class TrainingState {
     }
     int r = in.readInt();
     for (int i = 0; i < r; i++) {
-      s.resumes.add(new Resume(in.readLong(), in.readInt(), in.readLong(), in.readInt(), in.readUTF()));
+      long step = in.readLong();
+      int epoch = in.readInt();
+      long stepInEpoch = in.readLong();
+      int attempt = in.readInt();
+      String dir = in.readUTF();
+      List<SkippedCheckpoint> skipped = new ArrayList<>();
+      int k = magic == MAGIC_3 ? 0 : in.readInt();
+      for (int j = 0; j < k; j++) {
+        skipped.add(new SkippedCheckpoint(in.readUTF(), in.readUTF()));
+      }
+      s.resumes.add(new Resume(step, epoch, stepInEpoch, attempt, dir, skipped));
     }
     return s;
   }

@@ -6,6 +6,7 @@ import dev.sparktrainer.checkpoint.AsyncCheckpointWriter;
 import dev.sparktrainer.checkpoint.CheckpointState;
 import dev.sparktrainer.checkpoint.CheckpointStore;
 import dev.sparktrainer.checkpoint.IncompatibleCheckpointException;
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.checkpoint.StateArray;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.FusionBuffer;
@@ -224,24 +225,52 @@ final class Worker {
     TrainingState state = null;
     byte[] meta = null;
     if (rank == 0) {
-      Optional<TrainingState> latest = store == null ? Optional.empty() : readLatest(store);
+      List<SkippedCheckpoint> skipped = new ArrayList<>();
+      Optional<TrainingState> latest;
+      try {
+        latest = store == null ? Optional.empty() : readLatest(store, skipped);
+      } catch (IOException e) {
+        // The checkpoint could not be read (after the store's retries). The other ranks wait in the
+        // broadcast below: tell them why, so that every task fails naming the checkpoint and the
+        // cause, not only "connection closed by rank 0".
+        try {
+          comm.broadcastBytes(TrainingState.encodeFailure(String.valueOf(e.getMessage())), 0);
+        } catch (RuntimeException notSent) {
+          e.addSuppressed(notSent);
+        }
+        throw e;
+      }
       if (latest.isPresent()) {
         state = latest.get();
-        state.resumes.add(new Resume(state.globalStep, state.epoch, state.stepInEpoch, attempt, store.directory()));
+        state.resumes.add(
+            new Resume(state.globalStep, state.epoch, state.stepInEpoch, attempt, store.directory(), skipped));
         LOG.log(System.Logger.Level.INFO,
             "rank 0: resuming from the checkpoint at step " + state.globalStep + " (epoch " + state.epoch
                 + ", " + state.stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
-                + attempt + " (resume " + state.resumes.size() + " of this run)");
+                + attempt + " (resume " + state.resumes.size() + " of this run)"
+                + (skipped.isEmpty() ? "" : "; skipped " + skipped.size() + " newer one(s): " + skipped));
       } else {
         state = new TrainingState();
         state.seed = cfg.seed;
         state.names.addAll(Arrays.asList(replicas.names));
         state.values.addAll(Arrays.asList(replicas.readValues()));
+        if (!skipped.isEmpty()) {
+          // Recorded like a resume (at step 0), so the history says why the progress is gone.
+          state.resumes.add(new Resume(0, 0, 0, attempt, store.directory(), skipped));
+          LOG.log(System.Logger.Level.WARNING,
+              "rank 0: training starts from scratch because every checkpoint in " + store.directory()
+                  + " was corrupt (or deleted while being read): " + skipped);
+        }
       }
       meta = state.encodeMeta();
     }
     meta = comm.broadcastBytes(meta, 0);
     if (rank != 0) {
+      String failure = TrainingState.decodeFailure(meta);
+      if (failure != null) {
+        // (The task names this rank: "rank 1: rank 0 could not ...".)
+        throw new IOException("rank 0 could not read the checkpoint to start from: " + failure);
+      }
       state = TrainingState.decodeMeta(meta);
     }
     int[] valueSizes = rank == 0 ? state.values.stream().mapToInt(v -> v.length).toArray() : state.valueSizes;
@@ -380,11 +409,15 @@ final class Worker {
     writer.submit(new CheckpointState(globalStep, st.encodeMeta(), out));
   }
 
-  /** The newest complete checkpoint as a state; a checkpoint of an older format fails the run. */
-  private Optional<TrainingState> readLatest(CheckpointStore store) throws IOException {
+  /**
+   * The newest complete checkpoint as a state, adding those skipped to {@code skipped}; a checkpoint
+   * of an older format fails the run.
+   */
+  private Optional<TrainingState> readLatest(CheckpointStore store, List<SkippedCheckpoint> skipped)
+      throws IOException {
     Optional<CheckpointState> latest;
     try {
-      latest = store.latest();
+      latest = store.latest(skipped::add);
     } catch (IncompatibleCheckpointException e) {
       throw new NonRetryableTrainingException(e.getMessage());
     }

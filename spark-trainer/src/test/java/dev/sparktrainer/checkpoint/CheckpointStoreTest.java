@@ -204,7 +204,71 @@ class CheckpointStoreTest {
 
     assertThatThrownBy(() -> store.read(2)).isInstanceOf(CorruptCheckpointException.class)
         .hasMessageContaining(file.getFileName().toString()).hasMessageContaining(reason);
-    assertSameState(store.latest().orElseThrow(), corruptible(1));
+    List<SkippedCheckpoint> skipped = new ArrayList<>();
+    assertSameState(store.latest(skipped::add).orElseThrow(), corruptible(1));
+    assertThat(skipped).singleElement().satisfies(k -> {
+      assertThat(k.file()).endsWith("/" + file.getFileName());
+      assertThat(k.reason()).startsWith("corrupt").contains(reason);
+    });
+  }
+
+  @Test
+  void everySkippedCheckpointIsReportedNewestFirstAndNoneWhenTheNewestVerifies() throws Exception {
+    CheckpointStore store = new CheckpointStore(tmp.toString(), TestFileSystems.rawLocal(), 3, FAST_RETRIES);
+    for (long step = 1; step <= 3; step++) {
+      store.write(corruptible(step));
+    }
+    List<SkippedCheckpoint> skipped = new ArrayList<>();
+    assertThat(store.latest(skipped::add).orElseThrow().step()).isEqualTo(3);
+    assertThat(skipped).as("the newest verified: nothing skipped").isEmpty();
+
+    try (RandomAccessFile f = new RandomAccessFile(tmp.resolve(CheckpointStore.fileName(3)).toFile(), "rw")) {
+      f.setLength(f.length() / 2);
+    }
+    try (RandomAccessFile f = new RandomAccessFile(tmp.resolve(CheckpointStore.fileName(2)).toFile(), "rw")) {
+      flip(f, 0);
+    }
+    assertThat(store.latest(skipped::add).orElseThrow().step()).isEqualTo(1);
+    assertThat(skipped).extracting(k -> k.file().substring(k.file().lastIndexOf('/') + 1))
+        .containsExactly(CheckpointStore.fileName(3), CheckpointStore.fileName(2));
+    assertThat(skipped.get(0).reason()).startsWith("corrupt at byte ").contains("no footer");
+    assertThat(skipped.get(1).reason()).isEqualTo("corrupt at byte 0: bad magic number: not a checkpoint file");
+
+    // All of them bad: empty, and all three reported.
+    try (RandomAccessFile f = new RandomAccessFile(tmp.resolve(CheckpointStore.fileName(1)).toFile(), "rw")) {
+      f.setLength(0);
+    }
+    skipped.clear();
+    assertThat(store.latest(skipped::add)).isEmpty();
+    assertThat(skipped).hasSize(3);
+    assertThat(skipped.get(2).reason()).startsWith("corrupt: truncated: 0 bytes");
+  }
+
+  @Test
+  void aNewRunsCheckpointsAreKeptBesideCorruptOnesOfLaterSteps() throws Exception {
+    CheckpointStore store = new CheckpointStore(tmp.toString(), TestFileSystems.rawLocal(), 2, FAST_RETRIES);
+    store.write(corruptible(30));
+    store.write(corruptible(40));
+    for (long step : new long[] {30, 40}) {
+      try (RandomAccessFile f = new RandomAccessFile(tmp.resolve(CheckpointStore.fileName(step)).toFile(), "rw")) {
+        flip(f, 100);
+      }
+    }
+    assertThat(store.latest()).as("every checkpoint corrupt: training starts from scratch").isEmpty();
+
+    // The restarted run writes steps 10 and 20: they must not be pruned in favour of the bad 30 and 40.
+    store.write(corruptible(10));
+    store.write(corruptible(20));
+    assertThat(store.steps()).containsExactly(10L, 20L, 30L, 40L);
+    List<SkippedCheckpoint> skipped = new ArrayList<>();
+    assertSameState(store.latest(skipped::add).orElseThrow(), corruptible(20));
+    assertThat(skipped).hasSize(2);
+    // Old ones of its own steps still go; a bad one is replaced when its step is written again.
+    store.write(corruptible(25));
+    assertThat(store.steps()).containsExactly(20L, 25L, 30L, 40L);
+    store.write(corruptible(30));
+    assertThat(store.steps()).containsExactly(25L, 30L, 40L);
+    assertSameState(store.latest().orElseThrow(), corruptible(30));
   }
 
   @Test
@@ -265,8 +329,30 @@ class CheckpointStoreTest {
     store.write(corruptible(2));
 
     TestFileSystems.FlakyOpen.reset(2);
-    assertSameState(store.latest().orElseThrow(), corruptible(2));
+    List<SkippedCheckpoint> skipped = new ArrayList<>();
+    assertSameState(store.latest(skipped::add).orElseThrow(), corruptible(2));
     assertThat(TestFileSystems.FlakyOpen.opens).as("opens: two failed, the third worked").hasValue(3);
+    assertThat(skipped).as("a transient error skips nothing").isEmpty();
+  }
+
+  @Test
+  void aTimeoutIsRetriedThoughItIsAnInterruptedIOException() throws Exception {
+    String scheme = TestFileSystems.FlakyOpen.SCHEME;
+    CheckpointStore store = new CheckpointStore(TestFileSystems.uri(scheme, tmp),
+        TestFileSystems.conf(scheme, TestFileSystems.FlakyOpen.class), 3, FAST_RETRIES);
+    store.write(corruptible(1));
+    store.write(corruptible(2));
+
+    TestFileSystems.FlakyOpen.reset(2);
+    TestFileSystems.FlakyOpen.timeouts = true;
+    assertSameState(store.latest().orElseThrow(), corruptible(2));
+    assertThat(TestFileSystems.FlakyOpen.opens).as("opens: two timed out, the third worked").hasValue(3);
+
+    TestFileSystems.FlakyOpen.reset(Integer.MAX_VALUE);
+    TestFileSystems.FlakyOpen.timeouts = true;
+    assertThatThrownBy(store::latest).isInstanceOf(IOException.class)
+        .hasMessageContaining(CheckpointStore.fileName(2)).hasMessageContaining("4 attempts")
+        .hasRootCauseInstanceOf(java.net.SocketTimeoutException.class);
   }
 
   @Test
@@ -278,11 +364,13 @@ class CheckpointStoreTest {
     store.write(corruptible(2));
 
     TestFileSystems.FlakyOpen.reset(Integer.MAX_VALUE);
-    assertThatThrownBy(store::latest).isInstanceOf(IOException.class)
+    List<SkippedCheckpoint> skipped = new ArrayList<>();
+    assertThatThrownBy(() -> store.latest(skipped::add)).isInstanceOf(IOException.class)
         .isNotInstanceOf(CorruptCheckpointException.class)
         .hasMessageContaining(CheckpointStore.fileName(2)).hasMessageContaining("4 attempts")
         .hasRootCauseMessage("simulated 503 Service Unavailable");
     assertThat(TestFileSystems.FlakyOpen.opens).as("every attempt on the newest, none on the older one").hasValue(4);
+    assertThat(skipped).isEmpty();
   }
 
   @Test

@@ -50,9 +50,13 @@ final class TestFileSystems {
     /** Opens attempted. */
     static final AtomicInteger opens = new AtomicInteger();
 
+    /** Whether the failures are timeouts ({@link java.net.SocketTimeoutException}) rather than 503s. */
+    static volatile boolean timeouts;
+
     static void reset(int failing) {
       failures.set(failing);
       opens.set(0);
+      timeouts = false;
     }
 
     @Override
@@ -69,7 +73,8 @@ final class TestFileSystems {
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
       opens.incrementAndGet();
       if (failures.getAndDecrement() > 0) {
-        throw new IOException("simulated 503 Service Unavailable");
+        throw timeouts ? new java.net.SocketTimeoutException("simulated read timeout")
+            : new IOException("simulated 503 Service Unavailable");
       }
       return super.open(f, bufferSize);
     }

@@ -187,4 +187,22 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(Map.of("PATH", tmp.toString()), train("--master", "yarn")),
         "--master needs Spark's spark-submit: set SPARK_HOME");
   }
+
+  @Test
+  void resumesAreListedWithTheCheckpointsTheySkipped() {
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+    java.io.PrintStream err = new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8);
+    dev.sparktrainer.checkpoint.SkippedCheckpoint bad =
+        new dev.sparktrainer.checkpoint.SkippedCheckpoint("hdfs://nn/ckpt/ckpt-66.bin", "corrupt at byte 9: x");
+    TrainCommand.printResumes(List.of(
+        new dev.sparktrainer.train.Resume(0, 0, 0, 0, "hdfs://nn/ckpt", List.of(bad)),
+        new dev.sparktrainer.train.Resume(44, 2, 0, 1, "hdfs://nn/ckpt", List.of(bad)),
+        new dev.sparktrainer.train.Resume(66, 3, 0, 0, "hdfs://nn/ckpt")), err);
+    assertThat(bytes.toString(java.nio.charset.StandardCharsets.UTF_8).split("\\R")).containsExactly(
+        "Started from scratch (a new run of the job): every checkpoint in hdfs://nn/ckpt was corrupt",
+        "  skipped checkpoint hdfs://nn/ckpt/ckpt-66.bin: corrupt at byte 9: x",
+        "Resumed from the checkpoint at step 44 (epoch 3, Spark stage attempt 1)",
+        "  skipped checkpoint hdfs://nn/ckpt/ckpt-66.bin: corrupt at byte 9: x",
+        "Resumed from the checkpoint at step 66 (epoch 4, a new run of the job)");
+  }
 }

@@ -410,6 +410,98 @@ public abstract class HadoopFsContract {
     assertThat(again.parameterBytes()).isEqualTo(second.parameterBytes());
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Reading the checkpoint fails for a while, or for good: progress is never silently thrown away.
+
+  /**
+   * A subclass of this storage's FileSystem class whose opens of checkpoints fail on demand ({@link
+   * FlakyCheckpointReads}).
+   */
+  protected abstract Class<? extends FileSystem> flakyFileSystem();
+
+  /** The digits under {@code root()/digits}, written once for the tests that need them. */
+  private String digits() throws IOException {
+    String data = root() + "/digits";
+    if (partFiles(data + "/train").isEmpty() || partFiles(data + "/test").isEmpty()) {
+      writeDigits(data);
+    }
+    return data;
+  }
+
+  /** One epoch of the digits job with a checkpoint every 10 steps into {@code ckpt}; its steps per epoch. */
+  private long trainOneEpochWithCheckpoints(String data, String ckpt) throws IOException {
+    STARTS.clear();
+    EPOCHS.clear();
+    TrainedModel first = digitsJob(data, 1).optCheckpointDir(ckpt).optCheckpointEverySteps(10).build().fit(spark());
+    long stepsPerEpoch = first.history().last().steps();
+    List<Long> steps = new CheckpointStore(ckpt, hadoopConf(), 3).steps();
+    // Older ones too (the background writer may drop a snapshot that waited behind a slow write):
+    // falling back to one of them would lose progress without failing.
+    assertThat(steps).as("checkpoints in %s", ckpt).hasSizeGreaterThan(1).last().isEqualTo(stepsPerEpoch);
+    return stepsPerEpoch;
+  }
+
+  private String scheme() {
+    return new Path(root()).toUri().getScheme();
+  }
+
+  @Test
+  public void aTransientErrorReadingTheCheckpointIsRetriedAndTheRunResumesFromTheNewest() throws IOException {
+    String data = digits();
+    String ckpt = root() + "/jobs/flaky-read/ckpt";
+    long newest = trainOneEpochWithCheckpoints(data, ckpt);
+
+    STARTS.clear();
+    EPOCHS.clear();
+    TrainedModel second;
+    FlakyCheckpointReads flaky = FlakyCheckpointReads.install(spark(), scheme(), flakyFileSystem(), 2);
+    try (flaky) {
+      second = digitsJob(data, 2).optCheckpointDir(ckpt).optCheckpointEverySteps(10).build().fit(spark());
+    }
+    assertThat(STARTS).singleElement().satisfies(s -> assertThat(s[0])
+        .as("global step the second run started at: the newest checkpoint's, not an older one's or 0")
+        .isEqualTo(newest));
+    assertThat(flaky.failed()).as("failed opens of the checkpoint (the store makes 4 attempts)").isEqualTo(2);
+    assertThat(flaky.opens()).as("opens of checkpoints: 2 failed, then the newest opened").isEqualTo(3);
+    assertThat(flaky.openedFiles()).containsExactly(String.format("ckpt-%019d.bin", newest));
+    assertThat(EPOCHS).as("epochs run by the second job").containsExactly(1);
+    assertThat(second.history().resumes()).singleElement().satisfies(r -> {
+      assertThat(r.step()).isEqualTo(newest);
+      assertThat(r.stageAttempt()).as("no stage retry: the store retried").isZero();
+      assertThat(r.checkpoint()).isEqualTo(ckpt);
+      assertThat(r.skipped()).as("a transient error skips nothing").isEmpty();
+      assertThat(r.fromScratch()).isFalse();
+    });
+    assertThat(second.history().epochs()).hasSize(2);
+  }
+
+  @Test
+  public void aPersistentErrorReadingTheCheckpointFailsTheRunInsteadOfStartingOver() throws IOException {
+    String data = digits();
+    String ckpt = root() + "/jobs/unreadable/ckpt";
+    long newest = trainOneEpochWithCheckpoints(data, ckpt);
+    CheckpointStore store = new CheckpointStore(ckpt, hadoopConf(), 3);
+    List<Long> before = store.steps();
+    String file = String.format("ckpt-%019d.bin", newest);
+
+    STARTS.clear();
+    EPOCHS.clear();
+    try (FlakyCheckpointReads flaky =
+        FlakyCheckpointReads.install(spark(), scheme(), flakyFileSystem(), Integer.MAX_VALUE)) {
+      // Spark retries the barrier stage (spark.stage.maxConsecutiveAttempts): each attempt's rank 0
+      // tries 4 times, then every rank fails naming the checkpoint and the cause.
+      assertThatThrownBy(() -> digitsJob(data, 2).optCheckpointDir(ckpt).build().fit(spark()))
+          .as("the run's error").hasMessageContaining("Cannot read checkpoint " + ckpt + "/" + file)
+          .hasMessageContaining("(4 attempts)").hasMessageContaining("simulated: ");
+      assertThat(flaky.failed()).as("failed opens: 4 per stage attempt").isPositive().isEqualTo(flaky.opens())
+          .satisfies(n -> assertThat(n % 4).isZero());
+      assertThat(flaky.openedFiles()).as("only the newest tried, never an older one").containsExactly(file);
+    }
+    assertThat(STARTS).as("training never started").isEmpty();
+    assertThat(store.steps()).as("checkpoints: nothing new (a start from scratch would write some)")
+        .isEqualTo(before);
+  }
+
   /** The bundled digits as TFRecord shards written by the data source: 4 training files, 1 test file. */
   private void writeDigits(String dir) {
     StructType schema = new StructType()

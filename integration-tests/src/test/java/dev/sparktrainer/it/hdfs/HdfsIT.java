@@ -68,6 +68,11 @@ class HdfsIT extends HadoopFsContract {
   }
 
   @Override
+  protected Class<? extends FileSystem> flakyFileSystem() {
+    return FlakyDistributedFileSystem.class;
+  }
+
+  @Override
   protected String root() {
     return root;
   }

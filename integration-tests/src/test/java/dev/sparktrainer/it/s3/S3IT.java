@@ -96,6 +96,11 @@ class S3IT extends HadoopFsContract {
   }
 
   @Override
+  protected Class<? extends FileSystem> flakyFileSystem() {
+    return FlakyS3AFileSystem.class;
+  }
+
+  @Override
   protected String root() {
     return "s3a://" + BUCKET + "/it";
   }

@@ -1,0 +1,160 @@
+package dev.sparktrainer.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sparktrainer.checkpoint.CheckpointStore;
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.RandomAccessFile;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Checkpoints skipped on resume are recorded in the history: a resume from an older checkpoint lists
+ * the newer, corrupt ones; when every checkpoint is corrupt the start from scratch is recorded too.
+ */
+class SkippedCheckpointsTest {
+  private static final InMemoryDataset DIGITS = Digits.load().shuffled(3).slice(0, 640);
+
+  @TempDir Path tmp;
+
+  /** 2 workers x 16 = 20 steps per epoch, a checkpoint every 10 steps, the newest 3 kept. */
+  private DistributedTrainer job(int epochs) {
+    return DistributedTrainer.builder()
+        .setModel(MlpSpec.of(64, 10, 32))
+        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
+        .setTrainingData(DIGITS.trainBatches(16, 5, true))
+        .setNumWorkers(2)
+        .setEpochs(epochs)
+        .optSeed(42)
+        .optCheckpointDir(tmp.toString())
+        .optCheckpointEverySteps(10)
+        .optKeepCheckpoints(3)
+        .build();
+  }
+
+  private Path file(long step) {
+    return tmp.resolve(String.format("ckpt-%019d.bin", step));
+  }
+
+  /** Flips a byte of an array's data: the checkpoint's CRC (or the local FS's .crc) no longer verifies. */
+  private void corrupt(long step) throws Exception {
+    try (RandomAccessFile f = new RandomAccessFile(file(step).toFile(), "rw")) {
+      long at = f.length() / 2;
+      f.seek(at);
+      int b = f.read();
+      f.seek(at);
+      f.write(b ^ 0x5a);
+    }
+  }
+
+  @Test
+  void skippedCheckpointsAndAStartFromScratchAreRecorded() throws Exception {
+    Configuration conf = new Configuration();
+    CheckpointStore store = new CheckpointStore(tmp.toString(), conf, 3);
+    TrainedModel first = job(2).fitInProcess(0, conf);
+    assertThat(first.history().resumes()).isEmpty();
+    // The background writer may drop a snapshot that waited behind a slow write: which steps are
+    // there varies, the last (step 40, the end of epoch 1) is always written before fit returns.
+    List<Long> steps = store.steps();
+    assertThat(steps).hasSizeGreaterThan(1).last().isEqualTo(40L);
+    long previous = steps.get(steps.size() - 2);
+
+    // The newest is corrupt: resumed from the one before, and the history says why.
+    corrupt(40);
+    TrainedModel second = job(3).fitInProcess(0, conf);
+    assertThat(second.history().resumes()).singleElement().satisfies(r -> {
+      assertThat(r.step()).isEqualTo(previous);
+      assertThat(r.epoch()).isEqualTo((int) (previous / 20));
+      assertThat(r.stepInEpoch()).isEqualTo(previous % 20);
+      assertThat(r.fromScratch()).isFalse();
+      assertThat(r.skipped()).singleElement().satisfies(k -> {
+        assertThat(name(k)).isEqualTo(file(40).getFileName().toString());
+        assertThat(k.reason()).startsWith("corrupt");
+      });
+    });
+    assertThat(second.history().epochs()).hasSize(3);
+    List<Long> bad = store.steps();
+    assertThat(bad).last().isEqualTo(60L);
+
+    // Every one corrupt: training starts from scratch, and the history records that and why.
+    for (long step : bad) {
+      corrupt(step);
+    }
+    TrainedModel third = job(1).fitInProcess(0, conf);
+    assertThat(third.history().epochs()).hasSize(1);
+    assertThat(third.history().epochs().get(0).parameterHash()).as("epoch 0 trained again from the start")
+        .isEqualTo(first.history().epochs().get(0).parameterHash());
+    assertThat(third.history().resumes()).hasSize(1);
+    Resume scratch = third.history().resumes().get(0);
+    assertThat(scratch.fromScratch()).isTrue();
+    assertThat(scratch.step()).isZero();
+    assertThat(scratch.checkpoint()).isEqualTo(tmp.toString());
+    List<String> newestFirst = new ArrayList<>();
+    for (int i = bad.size() - 1; i >= 0; i--) {
+      newestFirst.add(file(bad.get(i)).getFileName().toString());
+    }
+    assertThat(scratch.skipped()).extracting(SkippedCheckpointsTest::name).containsExactlyElementsOf(newestFirst);
+    assertThat(scratch.skipped()).allSatisfy(k -> assertThat(k.reason()).startsWith("corrupt"));
+    // Its own checkpoints are kept, though the corrupt ones have later steps.
+    assertThat(store.steps()).contains(20L).containsAll(bad);
+
+    // The next run resumes from the restarted run's checkpoint; the start from scratch travelled in it.
+    TrainedModel fourth = job(1).fitInProcess(0, conf);
+    assertThat(fourth.history().resumes()).hasSize(2);
+    assertThat(fourth.history().resumes().get(0)).isEqualTo(scratch);
+    Resume resumed = fourth.history().resumes().get(1);
+    assertThat(resumed.step()).isEqualTo(20);
+    assertThat(resumed.fromScratch()).isFalse();
+    assertThat(resumed.skipped()).hasSameSizeAs(bad);
+    assertThat(fourth.parameterBytes()).isEqualTo(third.parameterBytes());
+  }
+
+  private static String name(SkippedCheckpoint k) {
+    return k.file().substring(k.file().lastIndexOf('/') + 1);
+  }
+
+  @Test
+  void resumesWithTheirSkippedCheckpointsRoundTripThroughTheMetadataAndJson() throws Exception {
+    TrainingState st = new TrainingState();
+    st.names.add("w");
+    st.values.add(new float[3]);
+    List<SkippedCheckpoint> skipped = List.of(new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-2.bin", "corrupt: \"x\"\n"),
+        new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-1.bin", "deleted since the directory was listed"));
+    st.resumes.add(new Resume(0, 0, 0, 1, "hdfs://nn/ckpt", skipped));
+    st.resumes.add(new Resume(7, 1, 2, 0, "hdfs://nn/ckpt"));
+    byte[] meta = st.encodeMeta();
+    assertThat(TrainingState.decodeMeta(meta).resumes).isEqualTo(st.resumes);
+
+    // A state written before skipped checkpoints were recorded ("TST3": no count after each resume).
+    TrainingState old = new TrainingState();
+    old.names.add("w");
+    old.values.add(new float[3]);
+    old.resumes.add(new Resume(7, 1, 2, 0, "hdfs://nn/ckpt"));
+    byte[] v4 = old.encodeMeta();
+    byte[] v3 = Arrays.copyOf(v4, v4.length - 4);
+    v3[3] = '3';
+    assertThat(TrainingState.decodeMeta(v3).resumes).isEqualTo(old.resumes);
+
+    JsonNode json = new ObjectMapper().readTree(st.resumes.get(0).toJson());
+    assertThat(json.get("from_scratch").asBoolean()).isTrue();
+    assertThat(json.get("stage_attempt").asInt()).isEqualTo(1);
+    assertThat(json.get("skipped")).hasSize(2);
+    assertThat(json.get("skipped").get(0).get("file").asText()).isEqualTo("hdfs://nn/ckpt/ckpt-2.bin");
+    assertThat(json.get("skipped").get(0).get("reason").asText()).isEqualTo("corrupt: \"x\"\n");
+    JsonNode plain = new ObjectMapper().readTree(st.resumes.get(1).toJson());
+    assertThat(plain.get("from_scratch").asBoolean()).isFalse();
+    assertThat(plain.get("skipped")).isEmpty();
+    assertThat(plain.get("step").asLong()).isEqualTo(7);
+  }
+}
