@@ -240,13 +240,15 @@ final class TrainStep implements AutoCloseable {
 
   /** Backward through one segment from its output, given the next segment's input gradients. */
   private static void backwardThrough(GradientCollector gc, NDList out, NDList nextIn) {
-    if (out.size() == 1 && out.head() instanceof PtNDArray o && nextIn.head() instanceof PtNDArray in) {
+    if (out.size() == 1 && out.head() instanceof PtNDArray o && nextIn.head() instanceof PtNDArray in
+        && in.getDataType().isFloating()) {
       try (NDArray g = in.getGradient()) {
         JniUtils.backward(o, (PtNDArray) g, false, false);
       }
       return;
     }
-    // Several tensors between segments (or another engine): backward of sum(out_i * grad_i).
+    // Several tensors between segments (or another engine): backward of sum(out_i * grad_i) over
+    // the floating-point ones (an integer tensor carries no gradient).
     NDArray sum = null;
     for (int i = 0; i < out.size(); i++) {
       if (!nextIn.get(i).getDataType().isFloating()) {

@@ -122,15 +122,22 @@ class ExecutorFaultsIT {
     RankInfo rank1 = ClusterRuns.awaitRank(cluster, app, 1, 0, Duration.ofMinutes(3));
     awaitCheckpointBeingWritten(t, app);
     List<Long> complete = t.checkpointSteps();
-    // The non-chief rank, blocked in an all-reduce. Spark fails the barrier stage and kills the
-    // other task with an interrupt: rank 0's checkpoint of step 50 is abandoned with it.
+    // The non-chief rank. Spark fails the barrier stage and kills the other task with an interrupt;
+    // rank 0's executor lives on, and so does its background checkpoint writer.
     kill9(executorOf(rank1));
     ClusterRuns.assertSucceeds(app, RUN);
 
     JsonNode resume = onlyResume(t);
     assertThat(complete).isNotEmpty();
-    long latest = complete.get(complete.size() - 1);
-    assertThat(resume.path("step").asLong()).as("resumed from the latest complete checkpoint").isEqualTo(latest);
+    // Checkpoints are written in the background: the killed attempt's rank 0 stops training at once,
+    // but its executor lives on and its writer finishes the snapshot of step HOOK_STEP it had taken
+    // (a consistent state: every rank had finished that step), and any snapshot queued behind it. The
+    // retry resumes from whichever was the newest complete checkpoint when it started: one of those,
+    // or the one complete before the kill.
+    long latest = resume.path("step").asLong();
+    assertThat(latest).as("resumed from the newest complete checkpoint")
+        .isGreaterThanOrEqualTo(complete.get(complete.size() - 1))
+        .isLessThanOrEqualTo((long) HOOK_STEP + ClusterRuns.STEPS_PER_EPOCH);
     assertThat(resume.path("epoch").asLong()).isEqualTo(latest / ClusterRuns.STEPS_PER_EPOCH);
     assertThat(resume.path("stage_attempt").asInt()).as("a Spark stage retry").isGreaterThanOrEqualTo(1);
     assertThat(t.metrics().path("epochs").size()).isEqualTo(ClusterRuns.EPOCHS);
@@ -236,12 +243,14 @@ class ExecutorFaultsIT {
       assertThat(log).containsPattern("error: Training failed: .*rank 0 of 2, allReduce #\\d+ \\([^)]*\\): timed out"
           + " after 20000 ms waiting for data from rank 1 at " + java.util.regex.Pattern.quote(rank1.host() + ":"
           + rank1.port()));
-      // at least the timeout (rank 0 starts waiting after the hook's pause), at most pause + timeout + shutdown
+      // at least the timeout, at most a checkpoint write + timeout + shutdown
       assertThat(took).as("from the pause to the driver's exit").isBetween(Duration.ofSeconds(20), Duration.ofSeconds(75));
       assertThat(t.output.resolve("metrics.json")).doesNotExist();
+      // The checkpoint of HOOK_STEP (its write paused by the hook, in the background: training went on)
+      // and any taken after it before rank 1 froze are complete and verify.
       CheckpointStore store = new CheckpointStore(t.checkpoints.toString(), new Configuration(), 3);
       assertThat(store.latest()).as("the checkpoints written before the pause verify").get()
-          .extracting(CheckpointState::step).isEqualTo((long) HOOK_STEP);
+          .extracting(CheckpointState::step).satisfies(step -> assertThat(step).isGreaterThanOrEqualTo(HOOK_STEP));
     } finally {
       if (paused != null && paused.isAlive()) {
         ClusterRuns.signal(paused, "CONT");
