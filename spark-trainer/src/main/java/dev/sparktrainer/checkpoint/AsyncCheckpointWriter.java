@@ -41,6 +41,8 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
   private CheckpointState inFlight;
   private IOException unreported;
   private boolean closed;
+  /** Set by {@link #abort}: the write in flight stops before its rename, nothing more is written. */
+  private volatile boolean aborted;
   private long written;
   private long superseded;
   private long failed;
@@ -188,6 +190,24 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
     }
   }
 
+  /**
+   * The training attempt failed: drop the snapshot waiting, and stop the one in flight before its
+   * rename (its temporary file is deleted). A failed attempt's checkpoint must not complete, or prune
+   * the directory, while the next attempt (Spark's stage retry) resumes from and writes into it. Then
+   * {@link #close} returns as soon as the write in flight has stopped; failures are not reported.
+   */
+  public void abort() {
+    lock.lock();
+    try {
+      aborted = true;
+      waiting = null;
+      unreported = null;
+      changed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+  }
+
   private void run() {
     while (true) {
       CheckpointState next;
@@ -208,7 +228,9 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
       }
       Throwable error = null;
       try {
-        store.write(next);
+        store.write(next, () -> aborted);
+      } catch (java.util.concurrent.CancellationException c) {
+        LOG.log(System.Logger.Level.INFO, c.getMessage());
       } catch (Throwable t) { // an Error too: the caller must hear of it, and the thread must go on
         error = t;
       }

@@ -132,6 +132,17 @@ public final class CheckpointStore {
    *     nothing is left under the final name then
    */
   public void write(CheckpointState state) throws IOException {
+    write(state, () -> false);
+  }
+
+  /**
+   * {@link #write(CheckpointState)}, giving up before the rename (the temporary file deleted, nothing
+   * pruned) when {@code cancelled} says so: the writer of an attempt that failed must not complete a
+   * checkpoint, or prune, while the next attempt writes into the same directory.
+   *
+   * @throws java.util.concurrent.CancellationException if cancelled
+   */
+  public void write(CheckpointState state, java.util.function.BooleanSupplier cancelled) throws IOException {
     long step = state.step();
     FileSystem fs = dir.getFileSystem(conf);
     fs.mkdirs(dir);
@@ -144,6 +155,10 @@ public final class CheckpointStore {
         out.hsync();
       }
       testHookDelay(step, tmp);
+      if (cancelled.getAsBoolean()) {
+        throw new java.util.concurrent.CancellationException(
+            "Checkpoint of step " + step + " to " + dir + " abandoned: its training attempt failed");
+      }
       if (fs.exists(target)) {
         fs.delete(target, false); // a re-run of the same step (after a retry) replaces it
       }

@@ -59,6 +59,26 @@ class AsyncCheckpointWriterTest {
   }
 
   @Test
+  void anAbortedAttemptCompletesNoCheckpoint() throws Exception {
+    CheckpointStore store = slowStore(tmp, 1500);
+    AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store);
+    writer.submit(state(1, new byte[] {1}, 1000));
+    writer.awaitIdle();
+    writer.submit(state(2, new byte[] {2}, 1000)); // in flight: its stream takes 1.5 s to close
+    writer.submit(state(3, new byte[] {3}, 1000)); // waiting behind it
+    await(() -> TestFileSystems.Slow.openWriters.get() == 1);
+    writer.abort();
+    assertTimeoutPreemptively(DEADLINE, writer::close);
+    // The write in flight stopped before its rename and its temporary file is gone; the waiting
+    // snapshot was dropped: step 1 is still the newest checkpoint.
+    assertThat(store.steps()).containsExactly(1L);
+    assertThat(store.latest().orElseThrow().step()).isEqualTo(1);
+    try (java.util.stream.Stream<Path> files = java.nio.file.Files.list(tmp)) {
+      assertThat(files.map(f -> f.getFileName().toString())).noneMatch(n -> n.startsWith("_tmp-"));
+    }
+  }
+
+  @Test
   void aFailedWriteIsReportedByAwaitIdleNamingTheStepAndTheDirectory() throws Exception {
     CheckpointStore store = failingStore(tmp);
     AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store);
