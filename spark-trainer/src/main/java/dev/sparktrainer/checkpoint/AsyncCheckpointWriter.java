@@ -167,6 +167,11 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
   public void close() throws IOException {
     try {
       awaitIdle();
+    } catch (java.io.InterruptedIOException e) {
+      // The task is being killed (Spark interrupts it when the stage fails): it will not wait for the
+      // write in flight, so that write must not complete, or prune the directory, behind the retry.
+      abort();
+      throw e;
     } finally {
       lock.lock();
       try {

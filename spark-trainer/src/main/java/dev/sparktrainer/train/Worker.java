@@ -92,118 +92,109 @@ final class Worker {
           BatchSource validation = cfg.validationData == null ? null
               : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
           ProgressHook progress = new ProgressHook(cfg, rank, size)) {
-        try {
-          TrainingState state = startState(replicas, store, step.updater, optimizer);
-          if (rank == 0) {
-            LOG.log(System.Logger.Level.INFO,
-                "rank 0: optimizer on the " + placement.name().toLowerCase(java.util.Locale.ROOT) + ", "
-                    + step.buckets.gradientBuckets() + " gradient bucket(s) of up to " + (cfg.fusionBucketBytes >> 10)
-                    + " KiB, " + (cfg.overlap && size > 1
-                        ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
-                        : "all-reduce after backward"));
+        TrainingState state = startState(replicas, store, step.updater, optimizer);
+        if (rank == 0) {
+          LOG.log(System.Logger.Level.INFO,
+              "rank 0: optimizer on the " + placement.name().toLowerCase(java.util.Locale.ROOT) + ", "
+                  + step.buckets.gradientBuckets() + " gradient bucket(s) of up to " + (cfg.fusionBucketBytes >> 10)
+                  + " KiB, " + (cfg.overlap && size > 1
+                      ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
+                      : "all-reduce after backward"));
+        }
+        Loss loss = cfg.loss.newLoss();
+        history = new ArrayList<>(state.history);
+        resumes = List.copyOf(state.resumes);
+        long globalStep = state.globalStep;
+        long steps = checkedStepsPerEpoch(source);
+        progress.start(steps, globalStep, attempt, hadoopConf);
+        for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
+          long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
+          // lossSum, correct, samples; rank 0 carries the global sums restored from a checkpoint.
+          double[] acc = new double[3];
+          if (epoch == state.epoch && rank == 0) {
+            System.arraycopy(state.partial, 0, acc, 0, 3);
           }
-          Loss loss = cfg.loss.newLoss();
-          history = new ArrayList<>(state.history);
-          resumes = List.copyOf(state.resumes);
-          long globalStep = state.globalStep;
-          long steps = checkedStepsPerEpoch(source);
-          progress.start(steps, globalStep, attempt, hadoopConf);
-          for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
-            long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
-            // lossSum, correct, samples; rank 0 carries the global sums restored from a checkpoint.
-            double[] acc = new double[3];
-            if (epoch == state.epoch && rank == 0) {
-              System.arraycopy(state.partial, 0, acc, 0, 3);
+          progress.epochBegin(acc);
+          long waitNanos = 0;
+          long[] before = stepTimes(step);
+          long epochStart = System.nanoTime();
+          Iterator<Batch> batches = source.epoch(epoch, startStep);
+          // Read ahead across the boundaries: the next epoch once this one is read, and the
+          // validation pass that ends this epoch.
+          if (epoch + 1 < cfg.epochs) {
+            source.prepare(epoch + 1);
+          }
+          if (validation != null) {
+            validation.prepare(0);
+          }
+          for (long s = startStep; s < steps; s++) {
+            long t0 = System.nanoTime();
+            if (!batches.hasNext()) {
+              throw new IllegalStateException(
+                  "rank " + rank + ": the input pipeline ended after " + s + " of " + steps
+                      + " steps in epoch " + epoch);
             }
-            progress.epochBegin(acc);
-            long waitNanos = 0;
-            long[] before = stepTimes(step);
-            long epochStart = System.nanoTime();
-            Iterator<Batch> batches = source.epoch(epoch, startStep);
-            // Read ahead across the boundaries: the next epoch once this one is read, and the
-            // validation pass that ends this epoch.
-            if (epoch + 1 < cfg.epochs) {
-              source.prepare(epoch + 1);
+            try (Batch batch = batches.next()) {
+              waitNanos += System.nanoTime() - t0;
+              step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
             }
-            if (validation != null) {
-              validation.prepare(0);
-            }
-            for (long s = startStep; s < steps; s++) {
-              long t0 = System.nanoTime();
-              if (!batches.hasNext()) {
-                throw new IllegalStateException(
-                    "rank " + rank + ": the input pipeline ended after " + s + " of " + steps
-                        + " steps in epoch " + epoch);
-              }
-              try (Batch batch = batches.next()) {
-                waitNanos += System.nanoTime() - t0;
-                step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
-              }
-              globalStep++;
-              progress.step(epoch, s + 1, steps, globalStep, acc);
-              if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
-                  && s + 1 < steps) {
-                double[] partial = acc.clone();
-                comm.allReduce(partial, ReduceOp.SUM);
-                if (rank == 0) {
-                  writeCheckpoint(writer, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
-                      history, resumes);
-                }
-              }
-              if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
-                throw new InjectedFailure(
-                    "rank " + rank + ": injected failure after global step " + globalStep + " (attempt " + attempt + ")");
-              }
-            }
-            double trainSeconds = (System.nanoTime() - epochStart) / 1e9;
-            // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
-            double restoredSamples = epoch == state.epoch ? state.partial[2] : 0;
-            long[] after = stepTimes(step);
-            double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
-                (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
-                (after[4] - before[4]) / 1e9};
-            comm.allReduce(sums, ReduceOp.SUM);
-            double[] val = new double[3];
-            if (validation != null) {
-              for (Iterator<Batch> it = validation.epoch(0, 0); it.hasNext(); ) {
-                try (Batch b = it.next()) {
-                  replicas.evaluate(b, cfg.loss, loss, val);
-                }
-              }
-              comm.allReduce(val, ReduceOp.SUM);
-            }
-            double[] wall = {trainSeconds, (System.nanoTime() - epochStart) / 1e9};
-            comm.allReduce(wall, ReduceOp.MAX);
-            if (rank == cfg.divergeRank) {
-              perturb(replicas, step.updater); // test hook: this replica no longer matches the others
-            }
-            String hash = checkReplicasIdentical(replicas, epoch);
-            boolean acc1 = cfg.loss.hasAccuracy();
-            // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
-            EpochMetrics m =
-                new EpochMetrics(
-                    epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
-                    validation == null ? Double.NaN : val[0] / val[2],
-                    validation == null || !acc1 ? Double.NaN : val[1] / val[2],
-                    wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
-                    sums[5] / size, sums[7] / size, hash);
-            history.add(m);
-            progress.epochEnd(m);
-            if (rank == 0) {
-              LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
-              if (store != null) {
-                writeCheckpoint(writer, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
+            globalStep++;
+            progress.step(epoch, s + 1, steps, globalStep, acc);
+            if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
+                && s + 1 < steps) {
+              double[] partial = acc.clone();
+              comm.allReduce(partial, ReduceOp.SUM);
+              if (rank == 0) {
+                writeCheckpoint(writer, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
                     history, resumes);
               }
             }
+            if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
+              throw new InjectedFailure(
+                  "rank " + rank + ": injected failure after global step " + globalStep + " (attempt " + attempt + ")");
+            }
           }
-        } catch (RuntimeException | Error | IOException e) {
-          // A failed attempt must not complete (or prune) a checkpoint while Spark's retry resumes from
-          // and writes into the same directory: its snapshots are dropped.
-          if (writer != null) {
-            writer.abort();
+          double trainSeconds = (System.nanoTime() - epochStart) / 1e9;
+          // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
+          double restoredSamples = epoch == state.epoch ? state.partial[2] : 0;
+          long[] after = stepTimes(step);
+          double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
+              (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
+              (after[4] - before[4]) / 1e9};
+          comm.allReduce(sums, ReduceOp.SUM);
+          double[] val = new double[3];
+          if (validation != null) {
+            for (Iterator<Batch> it = validation.epoch(0, 0); it.hasNext(); ) {
+              try (Batch b = it.next()) {
+                replicas.evaluate(b, cfg.loss, loss, val);
+              }
+            }
+            comm.allReduce(val, ReduceOp.SUM);
           }
-          throw e;
+          double[] wall = {trainSeconds, (System.nanoTime() - epochStart) / 1e9};
+          comm.allReduce(wall, ReduceOp.MAX);
+          if (rank == cfg.divergeRank) {
+            perturb(replicas, step.updater); // test hook: this replica no longer matches the others
+          }
+          String hash = checkReplicasIdentical(replicas, epoch);
+          boolean acc1 = cfg.loss.hasAccuracy();
+          // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
+          EpochMetrics m =
+              new EpochMetrics(
+                  epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
+                  validation == null ? Double.NaN : val[0] / val[2],
+                  validation == null || !acc1 ? Double.NaN : val[1] / val[2],
+                  wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
+                  sums[5] / size, sums[7] / size, hash);
+          history.add(m);
+          progress.epochEnd(m);
+          if (rank == 0) {
+            LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
+            if (store != null) {
+              writeCheckpoint(writer, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
+                  history, resumes);
+            }
+          }
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
