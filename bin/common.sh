@@ -43,15 +43,31 @@ test_classpath() {
 
 FASHION_MNIST=/usr/share/datasets/fashion-mnist
 
-# ensure_fashion_mnist: installs the Debian package dataset-fashion-mnist when its files are missing
-# (and says so first), then checks that the four IDX files are there.
+# ensure_fashion_mnist: when the dataset's files are missing, says which Debian package it would
+# install with which command and asks first (on a terminal); without a terminal it installs only when
+# SPARK_TRAINER_INSTALL_DATA=yes, and otherwise stops with the command to run. Then checks that the
+# four IDX files are there.
 ensure_fashion_mnist() {
-  local data="$FASHION_MNIST" f sudo_cmd=""
+  local data="$FASHION_MNIST" f sudo_cmd="" answer
   if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-    echo "Installing dataset-fashion-mnist (Debian package)..." >&2
-    [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
-    $sudo_cmd apt-get install -y -q dataset-fashion-mnist >&2 \
-      || { $sudo_cmd apt-get update -q >&2 && $sudo_cmd apt-get install -y -q dataset-fashion-mnist >&2; }
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo "
+    echo "The training benchmarks need Fashion-MNIST ($data), from the Debian package" \
+      "dataset-fashion-mnist (~30 MB). It would be installed with:" >&2
+    echo "  ${sudo_cmd}apt-get install -y dataset-fashion-mnist   (after apt-get update if needed)" >&2
+    if [ "${SPARK_TRAINER_INSTALL_DATA:-}" = yes ]; then
+      answer=y
+    elif [ -t 0 ]; then
+      read -r -p "Install it now? [y/N] " answer
+    else
+      echo "Not a terminal: run that command yourself, or set SPARK_TRAINER_INSTALL_DATA=yes." >&2
+      exit 1
+    fi
+    case "$answer" in
+      y|Y|yes) ;;
+      *) echo "Not installed; the benchmark needs it." >&2; exit 1 ;;
+    esac
+    ${sudo_cmd}apt-get install -y -q dataset-fashion-mnist >&2 \
+      || { ${sudo_cmd}apt-get update -q >&2 && ${sudo_cmd}apt-get install -y -q dataset-fashion-mnist >&2; }
   fi
   # The package's layout (dpkg -L dataset-fashion-mnist): {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
