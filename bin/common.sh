@@ -2,12 +2,23 @@
 # class path. Source it; do not run it.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# quiet_build MAVEN_ARGS...: runs Maven in $ROOT with its output (compiler warnings, downloads) in
+# target/build.log; on failure prints the log's last 40 lines and stops.
+quiet_build() {
+  mkdir -p "$ROOT/target"
+  if ! (cd "$ROOT" && mvn -B -ntp "$@") > "$ROOT/target/build.log" 2>&1; then
+    tail -n 40 "$ROOT/target/build.log" >&2
+    echo "build failed (the whole log: $ROOT/target/build.log)" >&2
+    exit 1
+  fi
+}
+
 # ensure_built MODULE: packages the project (tests skipped) if MODULE's jar or class path is missing.
 ensure_built() {
   local module="$1"
   if ! ls "$ROOT/$module"/target/"$module"-*.jar >/dev/null 2>&1 || [ ! -f "$ROOT/$module/target/classpath.txt" ]; then
-    echo "Building the project (first run; tests skipped)..." >&2
-    (cd "$ROOT" && mvn -B -q -ntp -DskipTests install) || { echo "build failed" >&2; exit 1; }
+    echo "Building the project (first run; tests skipped; log: target/build.log)..." >&2
+    quiet_build -DskipTests install
   fi
 }
 
@@ -19,6 +30,12 @@ run_main() {
   jar=$(ls "$ROOT/$module"/target/"$module"-*.jar | grep -v -e sources -e tests -e -all.jar | head -1)
   cp="$jar:$(cat "$ROOT/$module/target/classpath.txt")"
   opts=$(cat "$ROOT/$module/target/jvm-options.txt")
+  # libtorch's own warnings (e.g. "AutoNonVariableTypeMode is deprecated", printed from DJL's native
+  # calls) say nothing a user can act on: errors only, unless --verbose or the caller chose a level.
+  case " $* " in
+    *" --verbose "*) ;;
+    *) export TORCH_CPP_LOG_LEVEL="${TORCH_CPP_LOG_LEVEL:-ERROR}" ;;
+  esac
   # shellcheck disable=SC2086
   exec java $opts -Dlog4j2.configurationFile="$ROOT/bin/log4j2.properties" ${JAVA_OPTS:-} -cp "$cp" "$cls" "$@"
 }
@@ -31,8 +48,8 @@ test_classpath() {
      || [ -n "$(find "$ROOT/$module/src" -newer "$cpfile" -name '*.java' -print -quit)" ]; then
     echo "Building $module and its tests (first run)..." >&2
     # One reactor build: the class path then points at this checkout's modules, not at ~/.m2.
-    (cd "$ROOT" && mvn -B -q -ntp -DskipTests -pl "$module" -am install dependency:build-classpath \
-           -Dmdep.includeScope=test -Dmdep.outputFile="$cpfile" >&2) || { echo "build failed" >&2; exit 1; }
+    quiet_build -DskipTests -pl "$module" -am install dependency:build-classpath \
+      -Dmdep.includeScope=test -Dmdep.outputFile="$cpfile"
   fi
   echo "$ROOT/$module/target/test-classes:$ROOT/$module/target/classes:$(cat "$cpfile")"
 }

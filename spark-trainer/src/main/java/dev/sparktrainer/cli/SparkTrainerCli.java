@@ -12,6 +12,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.core.config.Configurator;
 import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
 
@@ -209,6 +211,10 @@ public final class SparkTrainerCli {
     SparkSession spark = b.getOrCreate();
     if (!f.bool("verbose")) {
       spark.sparkContext().setLogLevel("WARN");
+    } else {
+      // What bin/log4j2.properties keeps off the console (the ring's per-link lines, Spark's notices).
+      Configurator.setLevel("dev.sparktrainer.collective", Level.INFO);
+      Configurator.setLevel("org.apache.spark.util.SparkStringUtils", Level.WARN);
     }
     return spark;
   }
