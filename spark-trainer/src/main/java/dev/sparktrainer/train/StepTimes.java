@@ -24,7 +24,7 @@ import java.util.SplittableRandom;
  * <em>work</em> in a step is data wait + compute: what the others wait for at the all-reduce.
  *
  * <p>The per-step path only writes into preallocated arrays; at the epoch's end {@link #exchange}
- * gathers every rank's record (about 6 KiB each) to build the {@link StragglerReport} on rank 0.
+ * gathers every rank's record (about 2 KiB each) to build the {@link StragglerReport} on rank 0.
  */
 final class StepTimes {
   /** Steps kept per epoch: exact up to this many steps per epoch, a uniform sample beyond. */
