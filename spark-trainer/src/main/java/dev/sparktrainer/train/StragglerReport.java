@@ -10,7 +10,8 @@ import java.util.Locale;
  * Which worker held the others back in one epoch, as rank 0 found it from every rank's step times
  * (see {@code StepTimes}): per rank, its data wait, compute and communication wait over the epoch and
  * the median and 95th percentile of its per-step <em>work</em> (data wait + compute: the time before
- * it is ready for the gradient all-reduce, which the others wait for); and the {@link Slowest} rank.
+ * it is ready for the gradient all-reduce, which the others wait for); and the {@link Slowest} rank,
+ * the one with the highest median step work.
  *
  * <p>Quantiles and per-step comparisons use the same {@code keptSteps} steps on every rank: every
  * step of the epoch when it has at most 512, a uniform sample of 512 otherwise.
@@ -19,7 +20,7 @@ import java.util.Locale;
  * @param steps steps every rank took in the epoch (this attempt's)
  * @param keptSteps steps compared (all of them, or the sample)
  * @param ranks one entry per rank, by rank
- * @param slowest the rank with the most work over the epoch, and how much it cost the others
+ * @param slowest the rank with the highest median step work, and how much it cost the others
  */
 public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> ranks, Slowest slowest)
     implements Serializable {
@@ -56,7 +57,7 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
   }
 
   /**
-   * The slowest rank of an epoch: the one with the most work (data wait + compute) over the epoch.
+   * The slowest rank of an epoch: the one with the highest median step work (data wait + compute).
    *
    * @param epoch 0-based epoch
    * @param rank its rank
@@ -123,12 +124,6 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
         slowestIn[worst]++;
       }
     }
-    int x = 0;
-    for (int r = 1; r < n; r++) {
-      if (work(samples.get(r)) > work(samples.get(x))) {
-        x = r;
-      }
-    }
     double[] medians = new double[n];
     double[] p95s = new double[n];
     List<Rank> ranks = new ArrayList<>(n);
@@ -140,6 +135,14 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
       p95s[r] = quantile(sorted, 0.95);
       ranks.add(new Rank(r, s.host(), s.executorId(), s.dataWaitSeconds(), s.computeSeconds(), s.commWaitSeconds(),
           medians[r], p95s[r], share(aligned, slowestIn[r], kept)));
+    }
+    // The slowest: the highest median step work (what its slowdown is measured by), ties broken by the
+    // epoch's total work. (The most total work alone could name a rank whose typical step is fast.)
+    int x = 0;
+    for (int r = 1; r < n; r++) {
+      if (medians[r] > medians[x] || medians[r] == medians[x] && work(samples.get(r)) > work(samples.get(x))) {
+        x = r;
+      }
     }
     double othersWait = Double.NaN;
     if (aligned && kept > 0) {
