@@ -40,8 +40,9 @@ final class TrainCommand extends Command {
   TrainCommand() {
     super("train", "--data PATH --features COL --label COL --num-classes K --output DIR [options]",
         "Trains a model with N synchronous data-parallel workers (MultiWorkerMirroredStrategy semantics) and\n"
-            + "writes DIR/model/ (the model), DIR/metrics.json (per-epoch history and final figures),\n"
-            + "DIR/logs/ (TensorBoard event files: tensorboard --logdir DIR/logs) and DIR/training.png.");
+            + "writes DIR/model/ (the model), DIR/metrics.json (per-epoch history, each epoch's slowest\n"
+            + "worker, final figures), DIR/logs/ (TensorBoard event files: tensorboard --logdir DIR/logs) and\n"
+            + "DIR/training.png. With N > 1 each epoch's line names its slowest worker (slow: rank R on HOST +P %).");
   }
 
   @Override

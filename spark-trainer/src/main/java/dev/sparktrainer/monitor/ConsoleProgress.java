@@ -2,6 +2,7 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.StepProgress;
+import dev.sparktrainer.train.StragglerReport;
 import java.io.PrintStream;
 import java.util.Locale;
 
@@ -11,7 +12,8 @@ import java.util.Locale;
  *
  * <pre>
  * epoch 3/10 [===========>             ] 12/22  loss 0.4213  2,310 samples/s  ETA 0:41   (redrawn; then:)
- * epoch 3 done in 4.2 s: loss 0.3104 accuracy 0.9120 val_loss 0.2811 val_accuracy 0.9305 (2,291 samples/s)
+ * epoch 3 done in 4.2 s: loss 0.3104 accuracy 0.9120 val_loss 0.2811 val_accuracy 0.9305 (2,291 samples/s)  slow: rank 3 on host-b +38 %
+ * warning: straggler: epoch 3: slowest rank 3 on host-b (executor 2) of 4, +38 % median ... (when it fired)
  * </pre>
  */
 public final class ConsoleProgress implements ProgressView {
@@ -22,6 +24,8 @@ public final class ConsoleProgress implements ProgressView {
   private final long logEveryNanos;
   private long lastDraw;
   private boolean lineOpen;
+  /** The slowest rank of the epoch whose end comes next (null: a single worker). */
+  private StragglerReport.Slowest slowest;
 
   /**
    * @param out where to write (the CLI uses stderr, keeping stdout for results)
@@ -63,14 +67,25 @@ public final class ConsoleProgress implements ProgressView {
   }
 
   @Override
+  public synchronized void onStraggler(StragglerReport.Slowest s) {
+    slowest = s;
+  }
+
+  @Override
   public synchronized void onEpochEnd(EpochMetrics m) {
+    StragglerReport.Slowest s = slowest != null && slowest.epoch() == m.epoch() ? slowest : null;
+    slowest = null;
+    String line = epochLine(m, -1) + (s == null ? "" : "  " + s.progressText());
     if (lineOpen) {
       // The bar becomes the epoch's summary: one line per epoch stays on the screen.
-      out.print("\r" + epochLine(m, -1) + "\u001b[K");
+      out.print("\r" + line + "\u001b[K");
       out.println();
       lineOpen = false;
     } else {
-      out.println(epochLine(m, -1));
+      out.println(line);
+    }
+    if (s != null && s.warning()) {
+      out.println("warning: straggler: " + s.summary());
     }
     out.flush();
   }

@@ -2,12 +2,14 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.StragglerReport;
 import java.util.Locale;
 import java.util.Map;
 
 /**
  * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy, samples_per_sec,
- * the step-time split), the resumes from checkpoints and the final figures. Values that do not exist
+ * the step-time split), the resumes from checkpoints, the slowest rank of each epoch ({@code
+ * stragglers}, with every rank's times) and the final figures. Values that do not exist
  * (no validation data, a regression loss) are {@code null}.
  */
 public final class MetricsReport {
@@ -36,6 +38,12 @@ public final class MetricsReport {
       sb.append(i == 0 ? "\n    " : ",\n    ").append(history.resumes().get(i).toJson());
     }
     sb.append(history.resumes().isEmpty() ? "],\n" : "\n  ],\n");
+    // One entry per epoch with more than one worker: empty for a single worker.
+    sb.append("  \"stragglers\": [");
+    for (int i = 0; i < history.stragglers().size(); i++) {
+      sb.append(i == 0 ? "\n    " : ",\n    ").append(stragglerJson(history.stragglers().get(i)));
+    }
+    sb.append(history.stragglers().isEmpty() ? "],\n" : "\n  ],\n");
     sb.append("  \"final\": ");
     if (history.epochs().isEmpty()) {
       sb.append("null");
@@ -51,6 +59,28 @@ public final class MetricsReport {
     }
     sb.append("\n}\n");
     return sb.toString();
+  }
+
+  /** One epoch's straggler report: the slowest rank, and every rank's times. */
+  public static String stragglerJson(StragglerReport r) {
+    StragglerReport.Slowest s = r.slowest();
+    StringBuilder sb = new StringBuilder(String.format(Locale.ROOT,
+        "{\"epoch\": %d, \"steps\": %d, \"kept_steps\": %d, \"slowest\": {\"rank\": %d, \"host\": %s,"
+            + " \"executor\": %s, \"median_slowdown\": %s, \"p95_slowdown\": %s, \"slowest_step_share\": %s,"
+            + " \"others_wait_s\": %s, \"warning\": %b}, \"ranks\": [",
+        r.epoch(), r.steps(), r.keptSteps(), s.rank(), Json.quote(s.host()), Json.quote(s.executorId()),
+        Json.num(s.medianSlowdown()), Json.num(s.p95Slowdown()), Json.num(s.slowestStepShare()),
+        Json.num(s.othersWaitSeconds()), s.warning()));
+    for (int i = 0; i < r.ranks().size(); i++) {
+      StragglerReport.Rank k = r.ranks().get(i);
+      sb.append(i == 0 ? "" : ", ").append(String.format(Locale.ROOT,
+          "{\"rank\": %d, \"host\": %s, \"executor\": %s, \"data_wait_s\": %s, \"compute_s\": %s,"
+              + " \"comm_wait_s\": %s, \"step_median_s\": %s, \"step_p95_s\": %s, \"slowest_step_share\": %s}",
+          k.rank(), Json.quote(k.host()), Json.quote(k.executorId()), Json.num(k.dataWaitSeconds()),
+          Json.num(k.computeSeconds()), Json.num(k.commWaitSeconds()), Json.num(k.medianWorkSeconds()),
+          Json.num(k.p95WorkSeconds()), Json.num(k.slowestStepShare())));
+    }
+    return sb.append("]}").toString();
   }
 
   /** One epoch's entry. */

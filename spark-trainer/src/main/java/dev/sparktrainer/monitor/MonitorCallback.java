@@ -2,6 +2,7 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.StepProgress;
+import dev.sparktrainer.train.StragglerReport;
 import dev.sparktrainer.train.TrainingCallback;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -94,6 +95,16 @@ final class MonitorCallback implements TrainingCallback {
       if (sender != null && (now - lastSend >= 200_000_000L || p.step() == p.stepsPerEpoch())) {
         lastSend = now;
         sender.offer(ProgressWire.step(p));
+      }
+    }
+
+    @Override
+    public void onStragglers(StragglerReport r) {
+      if (train != null) {
+        write(train, r.epoch(), StragglerScalars.of(r));
+      }
+      if (sender != null) {
+        sender.offer(ProgressWire.straggler(r.slowest()));
       }
     }
 

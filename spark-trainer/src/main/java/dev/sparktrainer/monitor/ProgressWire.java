@@ -2,10 +2,11 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.StepProgress;
+import dev.sparktrainer.train.StragglerReport;
 
 /**
  * The line protocol from rank 0 to the driver: {@code HELLO <token>}, then {@code S ...} (a step)
- * and {@code E ...} (an epoch's metrics) lines of space-separated fields. Plain text, parsed field by
+ * , {@code L ...} (an epoch's slowest rank) and {@code E ...} (an epoch's metrics) lines of space-separated fields. Plain text, parsed field by
  * field: nothing from the connection is deserialized as objects.
  */
 final class ProgressWire {
@@ -25,7 +26,21 @@ final class ProgressWire {
         + m.parameterHash();
   }
 
-  /** Parses a line into a {@link StepProgress} or an {@link EpochMetrics}; null if it is neither. */
+  static String straggler(StragglerReport.Slowest s) {
+    return "L " + s.epoch() + " " + s.rank() + " " + token(s.host()) + " " + token(s.executorId()) + " "
+        + s.workers() + " " + s.medianSlowdown() + " " + s.p95Slowdown() + " " + s.slowestStepShare() + " "
+        + s.othersWaitSeconds() + " " + s.warning();
+  }
+
+  /** A name as one field: spaces (never in host names or executor ids) become underscores. */
+  private static String token(String s) {
+    return s == null || s.isEmpty() ? "?" : s.replaceAll("\\s", "_");
+  }
+
+  /**
+   * Parses a line into a {@link StepProgress}, an {@link EpochMetrics} or a {@link
+   * StragglerReport.Slowest}; null if it is none of them.
+   */
   static Object parse(String line) {
     String[] f = line.split(" ");
     try {
@@ -33,6 +48,10 @@ final class ProgressWire {
         return new StepProgress(Integer.parseInt(f[1]), Integer.parseInt(f[2]), Long.parseLong(f[3]),
             Long.parseLong(f[4]), Long.parseLong(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]),
             Integer.parseInt(f[11]));
+      }
+      if (f[0].equals("L") && f.length == 11) {
+        return new StragglerReport.Slowest(Integer.parseInt(f[1]), Integer.parseInt(f[2]), f[3], f[4],
+            Integer.parseInt(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), Boolean.parseBoolean(f[10]));
       }
       if (f[0].equals("E") && f.length == 17) {
         return new EpochMetrics(Integer.parseInt(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]), d(f[4]),

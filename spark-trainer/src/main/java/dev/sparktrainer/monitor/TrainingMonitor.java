@@ -345,6 +345,8 @@ public final class TrainingMonitor implements AutoCloseable {
         view.onStep((StepProgress) event);
       } else if (event instanceof EpochMetrics) {
         view.onEpochEnd((EpochMetrics) event);
+      } else if (event instanceof dev.sparktrainer.train.StragglerReport.Slowest s) {
+        view.onStraggler(s);
       }
     } catch (RuntimeException e) {
       LOG.log(System.Logger.Level.WARNING, "The progress view failed on a line from rank 0: " + e);

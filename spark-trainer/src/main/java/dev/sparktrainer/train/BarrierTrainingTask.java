@@ -73,7 +73,9 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
                 + devices + ", ring " + peers + " formed"
                 + (comm.rejectedConnections() == 0 ? ""
                     : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
-        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get(), ctx.cpus()).run();
+        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get(), ctx.cpus())
+            .on(hostOf(ctx.getTaskInfos()[rank].address()), org.apache.spark.SparkEnv.get().executorId())
+            .run();
         return scala.collection.Iterator$.MODULE$.single(r);
       }
     } catch (IOException e) {

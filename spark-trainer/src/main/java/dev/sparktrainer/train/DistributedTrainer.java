@@ -227,7 +227,7 @@ public final class DistributedTrainer {
                 + r.parameterHash());
       }
     }
-    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history(), chief.resumes()));
+    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history(), chief.resumes(), chief.stragglers()));
     if (outputDir != null) {
       try {
         model.save(outputDir, hadoopConf);
@@ -264,6 +264,8 @@ public final class DistributedTrainer {
     j.failRank = c.failRank;
     j.failAfterStep = c.failAfterStep;
     j.divergeRank = c.divergeRank;
+    j.slowRank = c.slowRank;
+    j.slowStepMillis = c.slowStepMillis;
     j.callback = c.callback;
     j.secret = JobSecret.generate(); // a new ring secret per job
     return j;
@@ -513,6 +515,16 @@ public final class DistributedTrainer {
     /** Test hook: {@code rank} perturbs its parameters before every epoch-end replica check. */
     Builder optInjectDivergence(int rank) {
       c.divergeRank = rank;
+      return this;
+    }
+
+    /**
+     * Test hook, not for production: {@code rank} pauses {@code millis} before every step (in every
+     * attempt), so that it is the straggler the epoch's report names.
+     */
+    Builder optInjectSlowRank(int rank, long millis) {
+      c.slowRank = rank;
+      c.slowStepMillis = millis;
       return this;
     }
 

@@ -12,12 +12,22 @@ import java.util.stream.Collectors;
  * @param resumes every start from a checkpoint (stage retries, reruns), in order, and every start
  *     from scratch because all checkpoints were corrupt; each lists the checkpoints it skipped; empty
  *     for a run that went through without one
+ * @param stragglers per epoch with more than one worker, which rank was slowest and by how much (the
+ *     epochs this attempt ran: after a resume, earlier epochs' reports are in the earlier attempts'
+ *     logs and progress)
  */
-public record History(List<EpochMetrics> epochs, List<Resume> resumes) implements Serializable {
+public record History(List<EpochMetrics> epochs, List<Resume> resumes, List<StragglerReport> stragglers)
+    implements Serializable {
   /** Copies the lists. */
   public History {
     epochs = List.copyOf(epochs);
     resumes = List.copyOf(resumes);
+    stragglers = List.copyOf(stragglers);
+  }
+
+  /** A history without straggler reports. */
+  public History(List<EpochMetrics> epochs, List<Resume> resumes) {
+    this(epochs, resumes, List.of());
   }
 
   /** A history without resumes. */

@@ -64,6 +64,21 @@ final class ProgressHook implements AutoCloseable {
     }
   }
 
+  /** Rank 0's straggler report of an epoch: logged (a warning when it fired), then to the listener. */
+  void stragglers(StragglerReport r) {
+    StragglerReport.Slowest s = r.slowest();
+    LOG.log(s.warning() ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
+        (s.warning() ? "Straggler: " : "") + s.summary());
+    if (listener == null) {
+      return;
+    }
+    try {
+      listener.onStragglers(r);
+    } catch (RuntimeException e) {
+      drop("onStragglers", e);
+    }
+  }
+
   void epochEnd(EpochMetrics m) {
     if (listener == null) {
       return;

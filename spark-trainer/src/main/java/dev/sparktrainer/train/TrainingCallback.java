@@ -32,6 +32,9 @@ public interface TrainingCallback extends Serializable {
     /** After every step (cheap: throttle inside if reporting is expensive). */
     default void onStep(StepProgress step) {}
 
+    /** After every epoch with more than one worker, just before {@link #onEpochEnd}: who was slowest. */
+    default void onStragglers(StragglerReport report) {}
+
     /** After every epoch, with the globally reduced metrics. */
     default void onEpochEnd(EpochMetrics metrics) {}
 

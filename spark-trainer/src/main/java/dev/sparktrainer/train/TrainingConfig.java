@@ -47,6 +47,9 @@ final class TrainingConfig implements Serializable {
   long failAfterStep = -1;
   /** Test hook: this rank perturbs its parameters before each epoch-end replica check (-1: never). */
   int divergeRank = -1;
+  /** Test hook: this rank pauses this long before every step (-1: none), see {@code InjectedSlowdown}. */
+  int slowRank = -1;
+  long slowStepMillis;
 
   /** The per-step random seed of dropout and the like: distinct per rank and step, reproducible. */
   int stepSeed(int rank, long globalStep) {

@@ -53,6 +53,9 @@ final class Worker {
   static final OptimizerPlacement CPU_PLACEMENT = OptimizerPlacement.HOST;
 
   private final int cpus;
+  /** Where this rank runs, for the straggler report (see {@link #on}). */
+  private String host;
+  private String executorId = "local";
 
   /** @param cpus the task's CPUs: the host optimizer's threads */
   Worker(TrainingConfig cfg, Communicator comm, List<Device> devices, int attempt, Configuration hadoopConf,
@@ -65,6 +68,15 @@ final class Worker {
     this.devices = devices;
     this.attempt = attempt;
     this.hadoopConf = hadoopConf;
+    String peer = comm.peers().get(rank);
+    this.host = peer.substring(0, Math.max(0, peer.lastIndexOf(':'))).replaceAll("^\\[|\\]$", "");
+  }
+
+  /** Names this rank's host and Spark executor in the straggler report (default: its ring host, "local"). */
+  Worker on(String host, String executorId) {
+    this.host = host;
+    this.executorId = executorId;
+    return this;
   }
 
   WorkerResult run() throws IOException {
@@ -79,6 +91,8 @@ final class Worker {
       OptimizerPlacement placement = resolvePlacement(cfg.placement, devices);
       List<EpochMetrics> history;
       List<Resume> resumes;
+      List<StragglerReport> stragglers = new ArrayList<>();
+      StepTimes times = new StepTimes(cfg.seed, host, executorId);
       try (AsyncCheckpointWriter writer = rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
           TrainStep step =
               new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
@@ -111,6 +125,7 @@ final class Worker {
           }
           progress.epochBegin(acc);
           long waitNanos = 0;
+          times.begin(epoch);
           long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
           Iterator<Batch> batches = source.epoch(epoch, startStep);
@@ -130,8 +145,12 @@ final class Worker {
                       + " steps in epoch " + epoch);
             }
             try (Batch batch = batches.next()) {
-              waitNanos += System.nanoTime() - t0;
+              long t1 = System.nanoTime();
+              waitNanos += t1 - t0;
+              long exposed = step.exposedNanos;
+              InjectedSlowdown.pause(cfg, rank);
               step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
+              times.record(t1 - t0, System.nanoTime() - t1, step.exposedNanos - exposed);
             }
             globalStep++;
             progress.step(epoch, s + 1, steps, globalStep, acc);
@@ -157,6 +176,7 @@ final class Worker {
               (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
               (after[4] - before[4]) / 1e9};
           comm.allReduce(sums, ReduceOp.SUM);
+          StragglerReport straggler = times.exchange(comm, epoch);
           double[] val = new double[3];
           if (validation != null) {
             for (Iterator<Batch> it = validation.epoch(0, 0); it.hasNext(); ) {
@@ -182,6 +202,10 @@ final class Worker {
                   wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
                   sums[5] / size, sums[7] / size, hash);
           history.add(m);
+          if (straggler != null) {
+            stragglers.add(straggler);
+            progress.stragglers(straggler);
+          }
           progress.epochEnd(m);
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
@@ -193,7 +217,8 @@ final class Worker {
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
-      return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash);
+      return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash,
+          stragglers);
     }
   }
 

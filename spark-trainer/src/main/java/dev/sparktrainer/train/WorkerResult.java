@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * What a worker task returns to the driver: its rank, the history and resumes and, from rank 0
- * only, the final parameters in DJL's format.
+ * only, the final parameters in DJL's format and the straggler reports (empty elsewhere).
  */
 record WorkerResult(int rank, List<EpochMetrics> history, List<Resume> resumes, byte[] parameters,
-    String parameterHash) implements Serializable {}
+    String parameterHash, List<StragglerReport> stragglers) implements Serializable {}

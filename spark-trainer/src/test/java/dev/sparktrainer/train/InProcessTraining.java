@@ -4,7 +4,7 @@ import org.apache.hadoop.conf.Configuration;
 
 /**
  * Test fixture for tests outside this package (the integration tests, through this module's test
- * jar): the trainer's package-private in-process runner and failure hook, which stay off the public
+ * jar): the trainer's package-private in-process runner and fault hooks, which stay off the public
  * API.
  */
 public final class InProcessTraining {
@@ -21,6 +21,11 @@ public final class InProcessTraining {
   /** {@code Builder.optInjectFailure}: {@code rank} fails after global step {@code step}, in attempt 0. */
   public static DistributedTrainer.Builder injectFailure(DistributedTrainer.Builder builder, int rank, long step) {
     return builder.optInjectFailure(rank, step);
+  }
+
+  /** {@code Builder.optInjectSlowRank}: {@code rank} pauses {@code millis} before every step. */
+  public static DistributedTrainer.Builder injectSlowRank(DistributedTrainer.Builder builder, int rank, long millis) {
+    return builder.optInjectSlowRank(rank, millis);
   }
 
   /** Whether {@code t} is the failure {@link #injectFailure} asked for. */

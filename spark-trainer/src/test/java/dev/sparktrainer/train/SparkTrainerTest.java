@@ -81,6 +81,11 @@ class SparkTrainerTest {
     assertThat(h.last().samples()).isEqualTo(1437 / 64 * 64);
     assertThat(h.epochs()).allSatisfy(e -> assertThat(e.parameterHash()).hasSize(64));
     assertThat(Files.exists(tmp.resolve("model/model.params"))).isTrue();
+    // Each epoch's straggler report names the tasks' executors (local mode: "driver") and hosts.
+    assertThat(h.stragglers()).hasSize(8).allSatisfy(r -> assertThat(r.ranks())
+        .extracting(StragglerReport.Rank::executorId, r2 -> r2.host().isEmpty())
+        .containsExactly(org.assertj.core.groups.Tuple.tuple("driver", false),
+            org.assertj.core.groups.Tuple.tuple("driver", false)));
   }
 
   @Test
