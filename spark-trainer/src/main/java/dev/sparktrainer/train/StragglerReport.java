@@ -32,6 +32,13 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
   /** ... and the slowest rank in more than this share of the steps. */
   public static final double WARN_STEP_SHARE = 0.5;
 
+  /**
+   * ... and the others spent at least this share of their epoch's step time waiting for it: a rank
+   * that is relatively slower at steps of microseconds (workers taking turns on one machine in local
+   * mode) costs nothing worth a warning.
+   */
+  public static final double WARN_WAIT_SHARE = 0.05;
+
   /** Copies the list. */
   public StragglerReport {
     ranks = List.copyOf(ranks);
@@ -70,8 +77,9 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
    * @param slowestStepShare share of the steps in which it had the most work
    * @param othersWaitSeconds time the other ranks waited for it, summed over them: per step and other
    *     rank, how much later it was ready for the all-reduce (0 when it was ready first)
-   * @param warning it was the slowest in most steps ({@value #WARN_STEP_SHARE}) and at least {@value
-   *     #WARN_SLOWDOWN} slower
+   * @param warning it was the slowest in most steps ({@value #WARN_STEP_SHARE}), at least {@value
+   *     #WARN_SLOWDOWN} slower, and the others waited for it at least {@value #WARN_WAIT_SHARE} of their
+   *     step time
    */
   public record Slowest(int epoch, int rank, String host, String executorId, int workers, double medianSlowdown,
       double p95Slowdown, double slowestStepShare, double othersWaitSeconds, boolean warning)
@@ -161,7 +169,15 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
     double medianSlowdown = slowdown(medians, x);
     double p95Slowdown = slowdown(p95s, x);
     double share = share(aligned, slowestIn[x], kept);
-    boolean warning = share > WARN_STEP_SHARE && medianSlowdown >= WARN_SLOWDOWN;
+    double othersTime = 0;
+    for (int r = 0; r < n; r++) {
+      if (r != x) {
+        StepTimes.Sample o = samples.get(r);
+        othersTime += o.dataWaitSeconds() + o.computeSeconds() + o.commWaitSeconds();
+      }
+    }
+    boolean costly = !(othersWait < WARN_WAIT_SHARE * othersTime); // unknown wait (NaN): not excused
+    boolean warning = share > WARN_STEP_SHARE && medianSlowdown >= WARN_SLOWDOWN && costly;
     StepTimes.Sample s = samples.get(x);
     Slowest slowest = new Slowest(epoch, x, s.host(), s.executorId(), n, medianSlowdown, p95Slowdown, share,
         othersWait, warning);
