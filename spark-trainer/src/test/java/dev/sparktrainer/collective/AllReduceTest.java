@@ -271,7 +271,7 @@ class AllReduceTest {
   }
 
   /**
-   * On plain links operations up to {@link Communicator#CALLER_DRIVEN_MAX_BYTES} are written by the
+   * On plain links operations up to {@link FrameChannel#CALLER_DRIVEN_MAX_BYTES} are written by the
    * caller's thread, larger ones by the sender thread: both, on both sides of the threshold, with
    * segments that span several chunks.
    */
