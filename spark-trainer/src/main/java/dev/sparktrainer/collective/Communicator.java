@@ -100,6 +100,9 @@ public final class Communicator implements AutoCloseable {
     this.smallAllReduce = new SmallAllReduce(ctx, allGather);
     this.broadcast = new RingBroadcast(ctx);
     this.barrier = new RingBarrier(ctx, smallAllReduce);
+    if (channel != null) {
+      channel.start(); // last: a failure above leaves no thread behind (the builder aborts the links)
+    }
   }
 
   /** A builder: {@code setRank}, {@code setPeers}, {@code setSecret} and (N > 1) {@code setListener}. */

@@ -21,7 +21,7 @@ import java.util.function.Consumer;
  *
  * <p>Like Gloo's transport pair, it knows frames and links, not algorithms: the collectives are built
  * on {@link #send}, {@link #receive} and {@link #flush}. Only the owning communicator's caller thread
- * uses it, one operation at a time; {@link #close()} may come from any thread.
+ * uses it, one operation at a time; {@link #close(long)} may come from any thread.
  */
 final class FrameChannel {
   /**
@@ -64,7 +64,7 @@ final class FrameChannel {
   private long deadline;
   private volatile boolean closed;
 
-  /** Starts the sender thread; the links stay open until {@link #close()}. */
+  /** The links stay open until {@link #close(long)}; {@link #start()} starts the sender thread. */
   FrameChannel(int rank, Link left, Link right, long jobId, int chunkBytes, long operationTimeoutNanos) {
     this.left = left;
     this.right = right;
@@ -91,6 +91,10 @@ final class FrameChannel {
     this.duplexRight = rightKey;
     // A sender failure wakes the caller's thread (blocked reading the left link) and tells the peers at once.
     this.sender = new Sender(right, jobId, chunkBytes, Communicator.threadName(rank, "sender"), this::abortLinks);
+  }
+
+  /** Starts the sender thread: once, before the first operation. */
+  void start() {
     sender.start();
   }
 
