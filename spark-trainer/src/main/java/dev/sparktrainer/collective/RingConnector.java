@@ -101,12 +101,16 @@ final class RingConnector {
     }
   }
 
+  /** Connections closed by the acceptor during authentication before the caller gives up. */
+  static final int MAX_REFUSALS = 3;
+
   private Link connectRight(int rightRank, long deadline) throws InterruptedException {
     String address = c.peers.get(rightRank);
     InetSocketAddress unresolved = PeerAddress.parse(address);
     long backoffMillis = 10;
     IOException last = null;
     int attempts = 0;
+    int refusals = 0;
     while (true) {
       long ms = Link.millisLeft(deadline);
       if (ms == 0) {
@@ -148,6 +152,15 @@ final class RingConnector {
           link.abort();
         } else {
           Communicator.closeQuietly(ch);
+        }
+        // The acceptor drops a caller whose HELLO is late (its pre-authentication deadline): on an
+        // overloaded host that can be an honest, slow peer. Try again a few times before calling it a
+        // refusal; a wrong secret or TLS mismatch is refused every time and still fails here.
+        if (e instanceof EOFException && ++refusals < MAX_REFUSALS && Link.millisLeft(deadline) > 0) {
+          last = (EOFException) e;
+          Thread.sleep(Math.min(backoffMillis, Link.millisLeft(deadline)));
+          backoffMillis = Math.min(backoffMillis * 2, 1000);
+          continue;
         }
         String why =
             e instanceof EOFException
