@@ -66,7 +66,7 @@ public final class ImageAugment implements java.io.Serializable {
           if (arg != null) {
             throw bad(text, "flip takes no value");
           }
-          steps.add(new Flip(layout));
+          steps.add(new Flip(layout, null));
           break;
         case "crop":
           int p;
@@ -78,7 +78,7 @@ public final class ImageAugment implements java.io.Serializable {
           if (p < 1) {
             throw bad(text, "crop's padding must be at least 1");
           }
-          steps.add(new Crop(p, layout));
+          steps.add(new Crop(p, layout, null));
           break;
         case "normalize":
           String[] ms = arg == null ? new String[0] : arg.split("/");
@@ -88,7 +88,7 @@ public final class ImageAugment implements java.io.Serializable {
           float[] mean = floats(ms[0], text);
           float[] std = floats(ms[1], text);
           try {
-            steps.add(new Normalize(mean, std, layout));
+            steps.add(new Normalize(mean, std, layout, null));
           } catch (IllegalArgumentException e) {
             throw bad(text, e.getMessage());
           }
@@ -124,6 +124,23 @@ public final class ImageAugment implements java.io.Serializable {
         + " (expected a comma-separated list of flip, crop:PADDING and normalize:MEAN,.../STD,...)");
   }
 
+  /**
+   * The same steps, also treating flat feature columns of {@code imageShape}'s size as images of
+   * that shape (in the parse's layout): for a flat pixel vector, e.g. the Estimator's features
+   * column feeding a CNN.
+   */
+  public ImageAugment withImageShape(long... imageShape) {
+    if (imageShape.length != 3 || Arrays.stream(imageShape).anyMatch(d -> d < 1)) {
+      throw new IllegalArgumentException("Invalid image shape " + Arrays.toString(imageShape)
+          + ": expected 3 positive dimensions");
+    }
+    List<Step> out = new ArrayList<>();
+    for (Step s : steps) {
+      out.add(s.reshaped(imageShape.clone()));
+    }
+    return new ImageAugment(out, text);
+  }
+
   /** Every step, in order: for the training data. */
   public ExampleTransform training() {
     return chain(steps);
@@ -156,9 +173,13 @@ public final class ImageAugment implements java.io.Serializable {
    */
   public void check(long[][] featureShapes, Layout layout) {
     boolean any = false;
+    long[] flat = steps.get(0).flatShape;
     for (long[] s : featureShapes) {
       if (s.length != 3) {
-        continue;
+        if (flat == null || Arrays.stream(s).reduce(1, (a, b) -> a * b) != flat[0] * flat[1] * flat[2]) {
+          continue;
+        }
+        s = flat;
       }
       any = true;
       long ch = layout == Layout.CHW ? s[0] : s[2];
@@ -187,7 +208,7 @@ public final class ImageAugment implements java.io.Serializable {
 
   /** Mirrors every image column left to right with probability 1/2. */
   public static ExampleTransform horizontalFlip(Layout layout) {
-    return new Flip(layout);
+    return new Flip(layout, null);
   }
 
   /**
@@ -199,7 +220,7 @@ public final class ImageAugment implements java.io.Serializable {
     if (padding < 1) {
       throw new IllegalArgumentException("Invalid crop padding " + padding + ": expected at least 1");
     }
-    return new Crop(padding, layout);
+    return new Crop(padding, layout, null);
   }
 
   /**
@@ -207,17 +228,23 @@ public final class ImageAugment implements java.io.Serializable {
    * value of {@code mean} and {@code std} applies to all channels.
    */
   public static ExampleTransform normalize(float[] mean, float[] std, Layout layout) {
-    return new Normalize(mean, std, layout);
+    return new Normalize(mean, std, layout, null);
   }
 
   /** A step over every 3-D feature column, seen as (channels, height, width) in its layout. */
   private abstract static class Step implements ExampleTransform {
     private static final long serialVersionUID = 1L;
     final Layout layout;
+    /** Shape (in the layout) of flat columns to treat as images too; null: 3-D columns only. */
+    final long[] flatShape;
 
-    Step(Layout layout) {
+    Step(Layout layout, long[] flatShape) {
       this.layout = java.util.Objects.requireNonNull(layout, "layout");
+      this.flatShape = flatShape;
     }
+
+    /** The same step, also over flat columns of {@code shape}'s size. */
+    abstract Step reshaped(long[] shape);
 
     /** Calls {@code image} for every 3-D column; fails if the example has none. */
     final void eachImage(Example ex, ImageOp op) {
@@ -225,7 +252,10 @@ public final class ImageAugment implements java.io.Serializable {
       for (int c = 0; c < ex.numColumns(); c++) {
         long[] s = ex.shape(c);
         if (s.length != 3) {
-          continue;
+          if (flatShape == null || ex.size(c) != flatShape[0] * flatShape[1] * flatShape[2]) {
+            continue;
+          }
+          s = flatShape;
         }
         any = true;
         int ch = (int) (layout == Layout.CHW ? s[0] : s[2]);
@@ -251,8 +281,13 @@ public final class ImageAugment implements java.io.Serializable {
   private static final class Flip extends Step {
     private static final long serialVersionUID = 1L;
 
-    Flip(Layout layout) {
-      super(layout);
+    Flip(Layout layout, long[] flatShape) {
+      super(layout, flatShape);
+    }
+
+    @Override
+    Step reshaped(long[] shape) {
+      return new Flip(layout, shape);
     }
 
     @Override
@@ -294,9 +329,14 @@ public final class ImageAugment implements java.io.Serializable {
     private static final long serialVersionUID = 1L;
     private final int padding;
 
-    Crop(int padding, Layout layout) {
-      super(layout);
+    Crop(int padding, Layout layout, long[] flatShape) {
+      super(layout, flatShape);
       this.padding = padding;
+    }
+
+    @Override
+    Step reshaped(long[] shape) {
+      return new Crop(padding, layout, shape);
     }
 
     @Override
@@ -342,11 +382,13 @@ public final class ImageAugment implements java.io.Serializable {
   private static final class Normalize extends Step {
     private static final long serialVersionUID = 1L;
     private final float[] mean;
+    private final float[] std;
     private final float[] invStd;
     private final String text;
 
-    Normalize(float[] mean, float[] std, Layout layout) {
-      super(layout);
+    Normalize(float[] mean, float[] std, Layout layout, long[] flatShape) {
+      super(layout, flatShape);
+      this.std = std.clone();
       if (mean.length == 0 || mean.length != std.length) {
         throw new IllegalArgumentException("normalize needs as many means as standard deviations (one per channel"
             + " or one for all), not " + mean.length + " and " + std.length);
@@ -360,6 +402,11 @@ public final class ImageAugment implements java.io.Serializable {
         invStd[i] = 1f / std[i];
       }
       this.text = "normalize:" + join(mean) + "/" + join(std);
+    }
+
+    @Override
+    Step reshaped(long[] shape) {
+      return new Normalize(mean, std, layout, shape);
     }
 
     private static String join(float[] a) {
