@@ -157,6 +157,38 @@ public final class ImageAugment implements java.io.Serializable {
     return n.isEmpty() ? null : chain(n);
   }
 
+  /**
+   * The text of {@link #inference()}'s steps ({@code normalize:...}, as {@link #parse} reads it), or
+   * null if there are none: what a saved model records.
+   */
+  public String inferenceText() {
+    StringBuilder sb = new StringBuilder();
+    for (Step s : steps) {
+      if (s instanceof Normalize) {
+        sb.append(sb.length() == 0 ? "" : ",").append(s);
+      }
+    }
+    return sb.length() == 0 ? null : sb.toString();
+  }
+
+  /**
+   * Applies {@link #inference()} to one example's column of {@code shape} at {@code values[offset
+   * ..]}, outside the pipeline (batch inference on DataFrame rows); a column that is not 3-D is left
+   * as it is.
+   */
+  public void applyInference(float[] values, int offset, long[] shape) {
+    if (shape.length != 3) {
+      return;
+    }
+    for (Step s : steps) {
+      if (s instanceof Normalize) {
+        Layout l = s.layout;
+        ((Normalize) s).normalize(values, offset, (int) (l == Layout.CHW ? shape[0] : shape[2]),
+            (int) (l == Layout.CHW ? shape[1] : shape[0]), (int) (l == Layout.CHW ? shape[2] : shape[1]));
+      }
+    }
+  }
+
   private static ExampleTransform chain(List<Step> steps) {
     ExampleTransform t = steps.get(0);
     for (int i = 1; i < steps.size(); i++) {
@@ -419,7 +451,11 @@ public final class ImageAugment implements java.io.Serializable {
 
     @Override
     public void apply(Example ex) {
-      eachImage(ex, (v, off, ch, h, w) -> {
+      eachImage(ex, this::normalize);
+    }
+
+    void normalize(float[] v, int off, int ch, int h, int w) {
+      {
         if (mean.length != 1 && mean.length != ch) {
           throw new IllegalArgumentException(text + " has " + mean.length + " values per channel list; the image has "
               + ch + " channels");
@@ -437,7 +473,7 @@ public final class ImageAugment implements java.io.Serializable {
             }
           }
         }
-      });
+      }
     }
 
     @Override
