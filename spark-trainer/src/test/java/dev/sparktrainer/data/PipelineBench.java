@@ -146,10 +146,6 @@ public final class PipelineBench {
     System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak RSS", mem[1]);
     System.out.printf(Locale.ROOT, "%-52s %14d%n", "streaming JVM: records read", mem[2]);
 
-    // ---- map stage (issue 15, item 6) ----
-    map.print();
-    json = map.addTo(json);
-    // ---- end of the map stage ----
     Files.createDirectories(out.toAbsolutePath().getParent());
     String json = String.format(Locale.ROOT,
         "{\"wait_fraction\": %.4f, \"records_per_s\": %.0f, \"records_per_s_config\": \"%s\","
@@ -159,6 +155,10 @@ public final class PipelineBench {
             + " \"records_per_s_unordered\": %.0f, \"seconds_per_measure\": %.1f, \"rounds\": %d, \"load_average\": %.2f}%n",
         wait, best, bestConfig, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs, pipe, pipeNoShuffle, pipeUnordered,
         seconds, roundCount, loadAverage());
+    // ---- map stage (issue 15, item 6) ----
+    map.print();
+    json = map.addTo(json);
+    // ---- end of the map stage ----
     Files.writeString(out, json, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
     System.out.println("\nJSON appended to " + out.toAbsolutePath());
   }
