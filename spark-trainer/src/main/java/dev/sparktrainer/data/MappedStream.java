@@ -65,7 +65,9 @@ final class MappedStream implements RecordStream {
       return null;
     }
     if (r.features == null) {
-      throw new IllegalStateException("the map stage needs decoded records"); // PipelineContext decodes them
+      // PipelineContext has the readers decode records whenever the options carry a transform.
+      throw new IllegalStateException("The map stage got a record of " + source + " that is not decoded yet: with a"
+          + " transform, the readers must decode records");
     }
     long k = ordinal++;
     example.reset(r.features, r.label, epoch, rank, ((long) item << ORDINAL_BITS) | k,
