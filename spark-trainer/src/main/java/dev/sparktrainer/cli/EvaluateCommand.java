@@ -35,7 +35,7 @@ final class EvaluateCommand extends ModelCommand {
     DataChecks.label(in.data(), label, classes, loss == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY, in.where(), true, ctx.err);
     in.data().sparkSession().sparkContext().setJobDescription("spark-trainer: evaluate " + f.string("model"));
     Map<String, Double> m = BatchInference.evaluate(in.data(), in.model(), in.features(), label,
-        f.integer("batch-size"));
+        f.integer("batch-size"), in.inputMap(), in.inputs() == null ? null : in.inputs().shapes());
     Map<String, Object> json = new LinkedHashMap<>();
     json.put("loss", m.get("loss"));
     json.put("accuracy", m.get("accuracy"));

@@ -69,6 +69,9 @@ public final class BatchInference implements Serializable {
   private final long[][] inputShapes;
   private final int batchSize;
   private final LossSpec loss;
+  /** Per-channel normalization of image-shaped feature columns (of {@link #columnShapes}), or null. */
+  private dev.sparktrainer.data.ImageAugment inputMap;
+  private long[][] columnShapes;
 
   private BatchInference(Broadcast<TrainedModel> model, String key, int[] columns, long[][] inputShapes,
       int batchSize, LossSpec loss) {
@@ -89,8 +92,19 @@ public final class BatchInference implements Serializable {
    */
   public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol) {
+    return transform(df, model, featureCols, batchSize, predictionCol, probabilityCol, rawPredictionCol, null, null);
+  }
+
+  /**
+   * {@link #transform}, with the feature columns (of per-example {@code columnShapes}) mapped by
+   * {@code inputMap}'s {@link dev.sparktrainer.data.ImageAugment#inference() inference} steps first:
+   * the per-channel normalization the model was trained with.
+   */
+  public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol,
+      dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
     StructType out = outputSchema(df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
-    BatchInference job = prepare(df, model, featureCols, batchSize);
+    BatchInference job = prepare(df, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     boolean probability = probabilityCol != null && model.loss().hasAccuracy();
     boolean raw = rawPredictionCol != null;
     MapPartitionsFunction<Row, Row> f = rows -> job.predict(rows, probability, raw);
@@ -130,11 +144,17 @@ public final class BatchInference implements Serializable {
    */
   public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       String labelCol, int batchSize) {
+    return evaluate(df, model, featureCols, labelCol, batchSize, null, null);
+  }
+
+  /** {@link #evaluate}, with the feature columns mapped first as in {@link #transform}'s variant. */
+  public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      String labelCol, int batchSize, dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
     checkFeatureColumns(df.schema(), featureCols);
     List<String> cols = new ArrayList<>(featureCols);
     cols.add(labelCol);
     Dataset<Row> selected = df.selectExpr(cols.stream().map(c -> "`" + c.replace("`", "``") + "`").toArray(String[]::new));
-    BatchInference job = prepare(selected, model, featureCols, batchSize);
+    BatchInference job = prepare(selected, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     int labelIndex = featureCols.size();
     FlatMapFunction<Iterator<Row>, double[]> f = rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
     double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3], (a, b) ->
@@ -164,6 +184,16 @@ public final class BatchInference implements Serializable {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
     Broadcast<TrainedModel> b = jsc.broadcast(model);
     return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
+  }
+
+  private BatchInference withInputMap(dev.sparktrainer.data.ImageAugment map, long[][] shapes) {
+    if (map != null && (shapes == null || shapes.length != columns.length)) {
+      throw new IllegalArgumentException("An input map needs the shape of each of the " + columns.length
+          + " feature columns");
+    }
+    this.inputMap = map;
+    this.columnShapes = shapes;
+    return this;
   }
 
   static void checkFeatureColumns(StructType schema, List<String> featureCols) {
@@ -276,6 +306,14 @@ public final class BatchInference implements Serializable {
     return lease;
   }
 
+  private static long product(long[] shape) {
+    long n = 1;
+    for (long d : shape) {
+      n *= d;
+    }
+    return n;
+  }
+
   private int inputSize(int i) {
     long n = 1;
     for (long d : inputShapes[i]) {
@@ -297,6 +335,9 @@ public final class BatchInference implements Serializable {
           for (int r = 0; r < n; r++) {
             int got = Features.copy(rows.get(r), columns[i], buf, r * size, size);
             Features.checkSize(rows.get(r), columns[i], got, size);
+            if (inputMap != null) {
+              inputMap.applyInference(buf, r * size, columnShapes[i]);
+            }
           }
           inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[i]))));
         }
@@ -305,8 +346,12 @@ public final class BatchInference implements Serializable {
         float[] buf = new float[n * size];
         for (int r = 0; r < n; r++) {
           int at = 0;
-          for (int c : columns) {
-            at += Features.copy(rows.get(r), c, buf, r * size + at, size - at);
+          for (int j = 0; j < columns.length; j++) {
+            int from = at;
+            at += Features.copy(rows.get(r), columns[j], buf, r * size + at, size - at);
+            if (inputMap != null && at - from == product(columnShapes[j])) {
+              inputMap.applyInference(buf, r * size + from, columnShapes[j]);
+            }
           }
           Features.checkSize(rows.get(r), -1, at, size);
         }

@@ -86,6 +86,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final DoubleParam bucketMb;
   final org.apache.spark.ml.param.BooleanParam overlap;
   final Param<String> optimizerPlacement;
+  final TransformParam transform;
 
   public SparkTrainerEstimator() {
     this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
@@ -144,6 +145,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
         ParamValidators.inArray(new String[] {"auto", "device", "host"}));
     setDefault(optimizerPlacement, "auto");
+    transform = new TransformParam(this, "transform", "a per-example map of the training data (augmentation):"
+        + " a serializable dev.sparktrainer.data.ExampleTransform, e.g. ImageAugment.parse(\"flip,crop:4\","
+        + " Layout.CHW).withImageShape(3, 32, 32).training(); never applied to transform's input (no default)");
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
     setDefault(predictionCol, "prediction");
@@ -198,6 +202,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public DoubleParam bucketMb() { return bucketMb; }
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
+  public Param<dev.sparktrainer.data.ExampleTransform> transform() { return transform; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
   public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
@@ -225,6 +230,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
+  /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
+  public SparkTrainerEstimator setTransform(dev.sparktrainer.data.ExampleTransform v) { set(transform, v); return this; }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -259,6 +266,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
+    if (isDefined(transform)) {
+      b.optTransform(getOrDefault(transform));
+    }
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));
     }

@@ -89,7 +89,7 @@ public final class DistributedTrainer {
 
   private DistributedTrainer(Builder b, TrainingConfig cfg) {
     this.cfg = cfg;
-    this.train = b.train;
+    this.train = b.transform == null ? b.train : b.train.withTransform(b.transform);
     this.validation = b.validation;
     this.stagingDir = b.stagingDir;
     this.outputDir = b.outputDir;
@@ -280,6 +280,7 @@ public final class DistributedTrainer {
     private DataInput train;
     private DataInput validation;
     private String stagingDir; // null: see defaultStagingDir
+    private dev.sparktrainer.data.ExampleTransform transform;
 
     private Builder() {
       c.epochs = 1;
@@ -364,6 +365,21 @@ public final class DistributedTrainer {
     /** Validation data as a DataFrame (see the training variant). */
     public Builder optValidationData(Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
       validation = new DataInput(columns, df, options);
+      return this;
+    }
+
+    /**
+     * A per-example map of the training data (tf.data's {@code map(fn,
+     * num_parallel_calls=AUTOTUNE)}): augmentation, such as {@link
+     * dev.sparktrainer.data.ImageAugment}'s, run in each worker's parallel decode stage with a random
+     * generator seeded from (the pipeline's seed, epoch, rank, example), so a resumed run sees the
+     * same augmented examples. It replaces the training {@link PipelineOptions}' transform and never
+     * touches the validation data: a map that every input of the model needs (per-channel
+     * normalization) goes into both datasets' {@link PipelineOptions#transform() options} instead.
+     * Needs training data given as files or a DataFrame. Default none.
+     */
+    public Builder optTransform(dev.sparktrainer.data.ExampleTransform transform) {
+      this.transform = transform;
       return this;
     }
 
@@ -541,6 +557,10 @@ public final class DistributedTrainer {
       Objects.requireNonNull(c.loss, "loss: setLoss is required");
       Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
       Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
+      if (transform != null && train == null) {
+        throw new IllegalArgumentException("Invalid optTransform: it maps training data given as files or a"
+            + " DataFrame (setTrainingData with a DatasetSpec), not a BatchSourceFactory's batches");
+      }
       check(c.numWorkers >= 1, "numWorkers", c.numWorkers, ">= 1");
       check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
       check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");

@@ -133,6 +133,40 @@ class EstimatorPipelineTest {
     assertThat(e.explainParams()).contains("numWorkers", "batchSize", "checkpointDir", "seed", "featuresCol");
   }
 
+  /** Examples the transform of {@link #aTransformAugmentsTheTrainingDataOnTheExecutors} saw (local mode: one JVM). */
+  private static final java.util.concurrent.atomic.AtomicLong MAPPED = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * The Estimator's transform travels to the executors and maps the training examples (the digits'
+   * 64 values seen as one 8x8 image), not the rows {@code transform} predicts; it survives the
+   * Estimator's save and load.
+   */
+  @Test
+  void aTransformAugmentsTheTrainingDataOnTheExecutors() throws IOException {
+    Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    dev.sparktrainer.data.ExampleTransform augment = dev.sparktrainer.data.ImageAugment
+        .parse("flip,crop:1", dev.sparktrainer.data.ImageAugment.Layout.CHW).withImageShape(1, 8, 8).training();
+    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:32").setNumWorkers(2)
+        .setEpochs(2).setBatchSize(32).setSeed(5).setStagingDir(tmp.resolve("staging-map").toString())
+        .setTransform(augment.andThen(ex -> MAPPED.incrementAndGet()));
+    MAPPED.set(0);
+    SparkTrainerModel model = trainer.fit(assembled);
+    long rows = assembled.count();
+    assertThat(model.history().epochs()).hasSize(2);
+    assertThat(MAPPED.get()).as("examples mapped in 2 epochs").isBetween(2 * (rows - 64), 2 * rows);
+    long mapped = MAPPED.get();
+    model.transform(assembled).count();
+    assertThat(MAPPED.get()).as("prediction is not augmented").isEqualTo(mapped);
+
+    String path = tmp.resolve("estimator-with-transform").toString();
+    trainer.write().overwrite().save(path);
+    SparkTrainerEstimator loaded = SparkTrainerEstimator.load(path);
+    assertThat(loaded.isDefined(loaded.transform())).isTrue();
+    assertThat(loaded.getOrDefault(loaded.transform())).isInstanceOf(dev.sparktrainer.data.ExampleTransform.class);
+    SparkTrainerEstimator plain = new SparkTrainerEstimator();
+    assertThat(plain.isDefined(plain.transform())).as("no default").isFalse();
+  }
+
   @Test
   void badColumnsFailBeforeTraining() {
     Dataset<Row> noVector = train.select(col("p0").as("features"), col("label").cast("string").as("label"));
