@@ -9,6 +9,11 @@
  * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
  * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer).
  *
+ * <p>Readers: {@code TFRecordStream} (the data source's codec) and {@code ParquetStream}, which reads
+ * projected columns with parquet-mr's column readers ({@code ParquetColumns}: values and levels
+ * straight into record arrays or batch buffers, no object per value) — measured against parquet-mr's
+ * example {@code Group} API and its converter API by bench-pipeline's Parquet rows.
+ *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.
  */
