@@ -197,6 +197,15 @@ final class UnorderedReaders {
       }
       return true;
     }
+    if (in instanceof ParquetStream) {
+      ParquetStream p = (ParquetStream) in;
+      while (!b.full()) {
+        if (!p.nextInto(b)) {
+          return false;
+        }
+      }
+      return true;
+    }
     while (!b.full()) {
       Record r = in.next();
       if (r == null) {

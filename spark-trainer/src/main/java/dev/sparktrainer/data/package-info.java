@@ -12,6 +12,11 @@
  * augmentations in {@link dev.sparktrainer.data.ImageAugment}) runs in the readers' threads on each
  * decoded {@link dev.sparktrainer.data.Example} ({@code MappedStream}).
  *
+ * <p>Readers: {@code TFRecordStream} (the data source's codec) and {@code ParquetStream}, which reads
+ * projected columns with parquet-mr's column readers ({@code ParquetColumns}: values and levels
+ * straight into record arrays or batch buffers, no object per value) — measured against parquet-mr's
+ * example {@code Group} API and its converter API by bench-pipeline's Parquet rows.
+ *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.
  */

@@ -35,7 +35,9 @@ import org.apache.hadoop.conf.Configuration;
  *       shuffle buffer, without it, and without it with {@code deterministic=false} — the JSON's
  *       {@code records_per_s} is the fastest of the three (named in {@code records_per_s_config});
  *   <li>the fraction of time a consumer needing a fixed time per batch waits for data;
- *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size.
+ *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size;
+ *   <li>the same records as Parquet ({@link ParquetBench}): the pipeline on Parquet against the pipeline
+ *       on TFRecord and Spark's vectorized single-core scan, and a DataFrame that needs staging.
  * </ol>
  *
  * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3] [--rounds 3] [--out FILE]}.
@@ -119,6 +121,12 @@ public final class PipelineBench {
     // ---- end of the map stage ----
     double wait = waitFraction(plan, options, stepMs);
     long[] mem = childMemory(data, heapMb);
+    // --- Parquet (ParquetBench): the same records as Parquet; the pipeline on both formats, Spark's scan.
+    ParquetBench.Result parquet;
+    try (NDManager manager = NDManager.newBaseManager()) {
+      parquet = ParquetBench.run(data, plan, noShuffle, "no shuffle buffer", manager, seconds, roundCount);
+    }
+    // --- end Parquet
 
     System.out.println();
     System.out.printf(Locale.ROOT, "%-52s %14s%n", "measure", "value");
@@ -145,6 +153,7 @@ public final class PipelineBench {
     System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak heap used (sampled every 2 ms)", mem[0]);
     System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak RSS", mem[1]);
     System.out.printf(Locale.ROOT, "%-52s %14d%n", "streaming JVM: records read", mem[2]);
+    parquet.print(); // Parquet
 
     Files.createDirectories(out.toAbsolutePath().getParent());
     String json = String.format(Locale.ROOT,
@@ -155,6 +164,7 @@ public final class PipelineBench {
             + " \"records_per_s_unordered\": %.0f, \"seconds_per_measure\": %.1f, \"rounds\": %d, \"load_average\": %.2f}%n",
         wait, best, bestConfig, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs, pipe, pipeNoShuffle, pipeUnordered,
         seconds, roundCount, loadAverage());
+    json = json.substring(0, json.lastIndexOf('}')) + ", " + parquet.json() + "}\n"; // Parquet
     // --- issue 15, item 3 (fast default shuffle): the default configuration on TFRecord. ---
     json = withField(json, "default_records_per_s", String.format(Locale.ROOT, "%.0f", pipe));
     // --- end of item 3's fields ---
