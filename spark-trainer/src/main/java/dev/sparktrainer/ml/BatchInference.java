@@ -161,6 +161,14 @@ public final class BatchInference implements Serializable {
     for (int i = 0; i < shapes.length; i++) {
       dims[i] = shapes[i].getShape();
     }
+    long values = 0;
+    for (Shape s : shapes) {
+      values += s.size();
+    }
+    if (model.normalization() != null && model.normalization().size() != values) {
+      throw new IllegalArgumentException("The model's normalization covers " + model.normalization().size()
+          + " feature values, its inputs take " + values);
+    }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
     Broadcast<TrainedModel> b = jsc.broadcast(model);
     return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
@@ -200,6 +208,8 @@ public final class BatchInference implements Serializable {
   private static final class Loaded {
     final NDManager manager;
     final Block block;
+    /** Applied to the features before the model, as in training; null for none. */
+    final dev.sparktrainer.data.Normalization normalization;
     /** Tasks using it, and whether the cache dropped it: guarded by {@link #CACHE}. */
     private int users;
     private boolean evicted;
@@ -210,6 +220,7 @@ public final class BatchInference implements Serializable {
       }
       manager = NDManager.newBaseManager();
       block = m.newBlock(manager);
+      normalization = m.normalization();
       MODEL_LOADS.incrementAndGet();
     }
 
@@ -291,6 +302,7 @@ public final class BatchInference implements Serializable {
     try (NDManager scope = m.manager.newSubManager()) {
       NDList inputs = new NDList(inputShapes.length);
       if (inputShapes.length == columns.length) {
+        int first = 0;
         for (int i = 0; i < columns.length; i++) {
           int size = inputSize(i);
           float[] buf = new float[n * size];
@@ -298,6 +310,10 @@ public final class BatchInference implements Serializable {
             int got = Features.copy(rows.get(r), columns[i], buf, r * size, size);
             Features.checkSize(rows.get(r), columns[i], got, size);
           }
+          if (m.normalization != null) {
+            m.normalization.apply(buf, 0, n, size, first);
+          }
+          first += size;
           inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[i]))));
         }
       } else {
@@ -309,6 +325,9 @@ public final class BatchInference implements Serializable {
             at += Features.copy(rows.get(r), c, buf, r * size + at, size - at);
           }
           Features.checkSize(rows.get(r), -1, at, size);
+        }
+        if (m.normalization != null) {
+          m.normalization.apply(buf, 0, n, size, 0);
         }
         inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[0]))));
       }
