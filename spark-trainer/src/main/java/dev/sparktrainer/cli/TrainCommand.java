@@ -443,6 +443,12 @@ final class TrainCommand extends Command {
     } else if (Double.isFinite(last.accuracy())) {
       ctx.out.printf(Locale.ROOT, "Training accuracy: %.4f (loss %.4f) after %d epochs, %s%n", last.accuracy(),
           last.loss(), trained.history().epochs().size(), ConsoleProgressFormat.duration(wall));
+    } else if (last.regression() != null) {
+      boolean held = Double.isFinite(last.validationMse());
+      ctx.out.printf(Locale.ROOT, "%s R²: %.4f (MSE %.6g, MAE %.6g) after %d epochs, %s%n",
+          held ? "Held-out" : "Training", held ? last.validationR2() : last.r2(), held ? last.validationMse() : last.mse(),
+          held ? last.validationMae() : last.mae(), trained.history().epochs().size(),
+          ConsoleProgressFormat.duration(wall));
     } else {
       ctx.out.printf(Locale.ROOT, "Loss: %.6f%s after %d epochs, %s%n", last.loss(),
           Double.isFinite(last.validationLoss()) ? String.format(Locale.ROOT, " (val_loss %.6f)", last.validationLoss())

@@ -8,6 +8,7 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -126,7 +127,8 @@ public final class BatchInference implements Serializable {
    * Loss, accuracy and count of {@code df} against {@code labelCol}, with the model's training loss
    * (the same numbers the trainer reports for validation data).
    *
-   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2)
+   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2), and for L2 also {@code "mse",
+   *     "mae", "r2"}
    */
   public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       String labelCol, int batchSize) {
@@ -137,12 +139,23 @@ public final class BatchInference implements Serializable {
     BatchInference job = prepare(selected, model, featureCols, batchSize);
     int labelIndex = featureCols.size();
     FlatMapFunction<Iterator<Row>, double[]> f = rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
-    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3], (a, b) ->
-        new double[] {a[0] + b[0], a[1] + b[1], a[2] + b[2]});
+    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3 + EpochMetrics.Regression.SUMS], (a, b) -> {
+      double[] c = new double[a.length];
+      for (int i = 0; i < c.length; i++) {
+        c[i] = a[i] + b[i];
+      }
+      return c;
+    });
     Map<String, Double> m = new LinkedHashMap<>();
     m.put("loss", sums[2] > 0 ? sums[0] / sums[2] : Double.NaN);
     m.put("accuracy", sums[2] > 0 && model.loss().hasAccuracy() ? sums[1] / sums[2] : Double.NaN);
     m.put("count", sums[2]);
+    if (model.loss() == LossSpec.L2) {
+      double[] r = EpochMetrics.Regression.of(sums, 3, sums[2]);
+      m.put("mse", r[0]);
+      m.put("mae", r[1]);
+      m.put("r2", r[2]);
+    }
     return m;
   }
 
@@ -429,7 +442,7 @@ public final class BatchInference implements Serializable {
 
   private double[] evaluate(Loaded m, Iterator<Row> rows, int labelIndex) {
     Loss l = loss.newLoss();
-    double[] sums = new double[3];
+    double[] sums = new double[3 + EpochMetrics.Regression.SUMS];
     List<Row> batch = new ArrayList<>(batchSize);
     while (rows.hasNext()) {
       batch.clear();
@@ -454,6 +467,9 @@ public final class BatchInference implements Serializable {
             lab[r] = (float) Features.number(batch.get(r), labelIndex);
           }
           labels = scope.create(lab);
+          if (loss == LossSpec.L2 && k[0] == 1) {
+            EpochMetrics.Regression.addSums(lab, y, sums, 3);
+          }
         }
         sums[0] += loss.evaluate(l, labels, pred).getFloat() * (double) n;
         sums[1] += loss.correct(labels, pred);
