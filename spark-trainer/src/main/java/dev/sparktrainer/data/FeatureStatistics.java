@@ -110,11 +110,10 @@ public final class FeatureStatistics implements Serializable {
       return this;
     }
     long n = count + other.count;
-    double wa = (double) count / n;
     double wb = (double) other.count / n;
     for (int i = 0; i < mean.length; i++) {
       double delta = other.mean[i] - mean[i];
-      mean[i] = mean[i] * wa + other.mean[i] * wb;
+      mean[i] += delta * wb; // exact where the parts agree (a constant feature stays constant)
       m2[i] += other.m2[i] + delta * delta * count * wb;
       min[i] = Math.min(min[i], other.min[i]);
       max[i] = Math.max(max[i], other.max[i]);

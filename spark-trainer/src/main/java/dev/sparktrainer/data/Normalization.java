@@ -47,8 +47,10 @@ public final class Normalization implements Serializable {
 
   private final Mode mode;
   private final FeatureStatistics stats;
-  private final float[] shift;
-  private final float[] scale;
+  // In double: a float shift would be rounded to the float grid of the values' magnitude (0.0625
+  // near 1e6), leaving that error in every normalized value.
+  private final double[] shift;
+  private final double[] scale;
 
   private Normalization(Mode mode, FeatureStatistics stats) {
     if (mode == Mode.NONE) {
@@ -57,19 +59,19 @@ public final class Normalization implements Serializable {
     this.mode = mode;
     this.stats = stats;
     int n = stats.size();
-    shift = new float[n];
-    scale = new float[n];
+    shift = new double[n];
+    scale = new double[n];
     for (int i = 0; i < n; i++) {
       double lo = stats.min(i);
       double hi = stats.max(i);
       boolean constant = !(hi > lo);
       if (mode == Mode.STANDARD) {
         double std = stats.std(i);
-        shift[i] = (float) stats.mean(i);
-        scale[i] = constant || !(std > 0) ? 1f : (float) (1 / std);
+        shift[i] = stats.mean(i);
+        scale[i] = constant || !(std > 0) ? 1 : 1 / std;
       } else {
-        shift[i] = (float) lo;
-        scale[i] = constant ? 1f : (float) (1 / (hi - lo));
+        shift[i] = lo;
+        scale[i] = constant ? 1 : 1 / (hi - lo);
       }
     }
   }
@@ -95,7 +97,7 @@ public final class Normalization implements Serializable {
 
   /** Normalizes one value: feature value {@code i} (in the concatenated order of the feature columns). */
   public float apply(int i, float x) {
-    return (x - shift[i]) * scale[i];
+    return (float) ((x - shift[i]) * scale[i]);
   }
 
   /**
@@ -107,7 +109,7 @@ public final class Normalization implements Serializable {
     for (int r = 0; r < rows; r++) {
       int at = off + r * width;
       for (int j = 0; j < width; j++) {
-        values[at + j] = (values[at + j] - shift[first + j]) * scale[first + j];
+        values[at + j] = (float) ((values[at + j] - shift[first + j]) * scale[first + j]);
       }
     }
   }
@@ -118,7 +120,7 @@ public final class Normalization implements Serializable {
     for (int r = 0; r < rows; r++) {
       int at = r * width;
       for (int j = 0; j < width; j++) {
-        values.put(at + j, (values.get(at + j) - shift[first + j]) * scale[first + j]);
+        values.put(at + j, (float) ((values.get(at + j) - shift[first + j]) * scale[first + j]));
       }
     }
   }
