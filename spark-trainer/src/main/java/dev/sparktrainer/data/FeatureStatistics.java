@@ -186,13 +186,20 @@ public final class FeatureStatistics implements Serializable {
     sc.setJobDescription("spark-trainer: feature statistics of " + plan.splits().size() + " splits"
         + (previous == null ? "" : " (" + previous + ")"));
     try {
-      List<FeatureStatistics> parts = jsc.parallelize(plan.splits(), Math.max(1, plan.splits().size()))
-          .map(s -> {
-            try {
-              return of(s, spec, sconf.value());
-            } catch (IOException e) {
-              throw new UncheckedIOException(e);
+      // One result per task, not per split: the driver receives a few statistics, each the size of
+      // an example's features x 4 doubles, whatever the number of splits.
+      int slices = Math.max(1, Math.min(plan.splits().size(), jsc.defaultParallelism() * 2));
+      List<FeatureStatistics> parts = jsc.parallelize(plan.splits(), slices)
+          .mapPartitions(splits -> {
+            FeatureStatistics st = new FeatureStatistics(spec);
+            while (splits.hasNext()) {
+              try {
+                st.merge(of(splits.next(), spec, sconf.value())); // in split order
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
             }
+            return List.of(st).iterator();
           })
           .collect();
       return merged(spec, parts);
@@ -213,7 +220,7 @@ public final class FeatureStatistics implements Serializable {
   private static FeatureStatistics merged(DatasetSpec spec, List<FeatureStatistics> parts) {
     FeatureStatistics all = new FeatureStatistics(spec);
     for (FeatureStatistics p : parts) {
-      all.merge(p); // in split order: the result does not depend on the scheduling
+      all.merge(p); // in order: the result does not depend on the scheduling
     }
     if (all.count == 0) {
       throw new IllegalArgumentException("No records in " + spec.paths() + " to compute feature statistics from");

@@ -9,6 +9,10 @@
  * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
  * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer).
  *
+ * <p>{@link dev.sparktrainer.data.FeatureStatistics} (one distributed pass over a plan) and {@link
+ * dev.sparktrainer.data.Normalization} (fitted on them, applied to each host batch before it goes to
+ * the device) are feature normalization.
+ *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.
  */

@@ -132,8 +132,7 @@ public final class DistributedTrainer {
       if (validation != null) {
         resolved.validationData = validation.resolve(spark, stagingDir, staged, false);
       }
-      Normalization normalization = normalize(spark, resolved);
-      return fit(spark, resolved, normalization);
+      return fit(spark, resolved);
     } finally {
       for (DataFrameInput in : staged) {
         try {
@@ -183,9 +182,10 @@ public final class DistributedTrainer {
     return n;
   }
 
-  private TrainedModel fit(SparkSession spark, TrainingConfig job, Normalization normalization) {
+  private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
     Preflight.check(sc, job, outputDir, slotWaitMillis);
+    Normalization normalization = normalize(spark, job); // after the checks: a full pass over the data
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
     Broadcast<SerializableConfiguration> hadoop =
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
