@@ -212,6 +212,18 @@ class CliNormalizationRegressionTest {
 
   @Test
   @Order(4)
+  void aFloatLabelInParquetTrainsARegression() throws IOException {
+    ok("train", "--data", p("train").toString(), "--validation-data", p("test").toString(), "--features", "x",
+        "--label", "target", "--loss", "l2", "--model", "mlp:32", "--workers", "2", "--epochs", "4", "--batch-size", "32",
+        "--learning-rate", "0.01", "--normalize", "minmax", "--progress", "none", "--output", p("preg").toString());
+    JsonNode fin = json(java.nio.file.Files.readString(p("preg/metrics.json"))).get("final");
+    assertThat(fin.get("val_r2").asDouble()).isGreaterThan(0.9);
+    JsonNode eval = json(ok("evaluate", "--model", p("preg/model").toString(), "--data", p("test").toString()).out());
+    assertThat(eval.get("r2").asDouble()).isCloseTo(fin.get("val_r2").asDouble(), within(1e-5));
+  }
+
+  @Test
+  @Order(5)
   void inspectShowsEachFeaturesMeanStdMinAndMax() {
     CliRunner i = ok("inspect", p("train").toString(), "--records", "0");
     assertThat(i.out()).contains("Feature statistics (4000 records):", "x[0]", "x[7]", "constant");
@@ -220,7 +232,7 @@ class CliNormalizationRegressionTest {
   }
 
   @Test
-  @Order(5)
+  @Order(6)
   void badNormalizeValueIsRefusedNamingTheAllowedOnes() {
     CliRunner r = CliRunner.run(train("bad", "zscore"));
     assertThat(r.code()).isNotZero();
