@@ -30,8 +30,10 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>{@link #save} writes a directory from which {@link #load} rebuilds the model without user code
  * (built-in specs): {@code model.properties} (the spec and the loss), {@code model.params} ({@code
- * Block.saveParameters}), {@code history.json} and the completion marker {@value #MARKER}. A save is
- * all or nothing, and a load checks every file against the marker.
+ * Block.saveParameters}), {@code history.json}, for a model trained with feature normalization {@code
+ * normalization.csv} (the training data's statistics; {@code normalize=} in the properties), and the
+ * completion marker {@value #MARKER}. A save is all or nothing, and a load checks every file against
+ * the marker.
  */
 public final class TrainedModel implements Serializable {
   private static final long serialVersionUID = 1L;
