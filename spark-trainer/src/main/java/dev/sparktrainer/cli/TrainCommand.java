@@ -4,6 +4,7 @@ import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.ml.SpecStrings;
 import dev.sparktrainer.model.Activation;
@@ -61,6 +62,8 @@ final class TrainCommand extends Command {
     f.add("dropout", Kind.DOUBLE, "RATE", "0", "dropout after hidden layers (MLP), before the output layer (CNN)");
     f.add("loss", Kind.STRING, "NAME", null, "softmax_cross_entropy (default with --num-classes),"
         + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
+    f.add("normalize", Kind.STRING, "MODE", "none", "feature normalization: standard ((x - mean) / std), minmax"
+        + " ((x - min) / (max - min)) or none; statistics from the training data, saved with the model");
     f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
     f.add("epochs", Kind.INT, "E", "10", "number of epochs");
     f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
@@ -168,6 +171,15 @@ final class TrainCommand extends Command {
     }
   }
 
+  private static Normalization.Mode normalize(Flags f) {
+    try {
+      return Normalization.Mode.parse(f.string("normalize"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException("Invalid " + f.source("normalize") + " '" + f.string("normalize")
+          + "': expected standard, minmax or none");
+    }
+  }
+
   private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
     if (v.equalsIgnoreCase("fp16")) {
@@ -223,6 +235,7 @@ final class TrainCommand extends Command {
     if (!List.of("auto", "bar", "log", "none").contains(progress)) {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
+    normalize(f);
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
     placement(f);
@@ -420,7 +433,7 @@ final class TrainCommand extends Command {
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), validationOptions);
       }
-      b.optGradientPrecision(gradientPrecision(f));
+      b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
       b.optRingSharedMemory(ringSharedMemory(f));
@@ -467,6 +480,12 @@ final class TrainCommand extends Command {
     } else if (Double.isFinite(last.accuracy())) {
       ctx.out.printf(Locale.ROOT, "Training accuracy: %.4f (loss %.4f) after %d epochs, %s%n", last.accuracy(),
           last.loss(), trained.history().epochs().size(), ConsoleProgressFormat.duration(wall));
+    } else if (last.regression() != null) {
+      boolean held = Double.isFinite(last.validationMse());
+      ctx.out.printf(Locale.ROOT, "%s R²: %.4f (MSE %.6g, MAE %.6g) after %d epochs, %s%n",
+          held ? "Held-out" : "Training", held ? last.validationR2() : last.r2(), held ? last.validationMse() : last.mse(),
+          held ? last.validationMae() : last.mae(), trained.history().epochs().size(),
+          ConsoleProgressFormat.duration(wall));
     } else {
       ctx.out.printf(Locale.ROOT, "Loss: %.6f%s after %d epochs, %s%n", last.loss(),
           Double.isFinite(last.validationLoss()) ? String.format(Locale.ROOT, " (val_loss %.6f)", last.validationLoss())

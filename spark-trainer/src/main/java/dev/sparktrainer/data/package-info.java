@@ -17,6 +17,10 @@
  * straight into record arrays or batch buffers, no object per value) — measured against parquet-mr's
  * example {@code Group} API and its converter API by bench-pipeline's Parquet rows.
  *
+ * <p>{@link dev.sparktrainer.data.FeatureStatistics} (one distributed pass over a plan) and {@link
+ * dev.sparktrainer.data.Normalization} (fitted on them, applied to each host batch before it goes to
+ * the device) are feature normalization.
+ *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.
  */

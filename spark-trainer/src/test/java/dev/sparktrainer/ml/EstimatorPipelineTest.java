@@ -168,6 +168,37 @@ class EstimatorPipelineTest {
   }
 
   @Test
+  void normalizeFitsOnTheTrainingDataAndTransformAppliesIt() throws IOException {
+    // Pixel column j scaled by 10^(j % 8 - 3): the same digits with features from 1e-3 to 1e4.
+    String[] scaled = new String[64];
+    for (int j = 0; j < 64; j++) {
+      scaled[j] = "p" + j + " * " + Math.pow(10, j % 8 - 3) + " AS s" + j;
+    }
+    VectorAssembler assembler = new VectorAssembler().setInputCols(java.util.Arrays.stream(scaled)
+        .map(c -> c.substring(c.lastIndexOf(' ') + 1)).toArray(String[]::new)).setOutputCol("features");
+    String[] cols = java.util.Arrays.copyOf(scaled, 65);
+    cols[64] = "label";
+    Dataset<Row> scaledTrain = assembler.transform(train.selectExpr(cols));
+    Dataset<Row> scaledTest = assembler.transform(test.selectExpr(cols));
+    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:64").setNumWorkers(2)
+        .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setNormalize("standard")
+        .setStagingDir(tmp.resolve("staging-normalized").toString());
+    SparkTrainerModel model = trainer.fit(scaledTrain);
+    dev.sparktrainer.data.Normalization n = model.trainedModel().normalization();
+    assertThat(n.mode()).isEqualTo(dev.sparktrainer.data.Normalization.Mode.STANDARD);
+    assertThat(n.statistics().count()).isEqualTo(scaledTrain.count()); // the training rows, nothing else
+    List<Row> predicted = model.transform(scaledTest).select("label", "prediction").collectAsList();
+    double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) predicted.size();
+    assertThat(accuracy).isGreaterThan(0.9);
+    String path = tmp.resolve("normalized-model").toString();
+    model.write().overwrite().save(path);
+    List<Row> again = SparkTrainerModel.load(path).transform(scaledTest).select("label", "prediction").collectAsList();
+    assertThat(again).isEqualTo(predicted);
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setNormalize("zscore"))
+        .hasMessageContaining("normalize");
+  }
+
+  @Test
   void badColumnsFailBeforeTraining() {
     Dataset<Row> noVector = train.select(col("p0").as("features"), col("label").cast("string").as("label"));
     assertThatThrownBy(() -> new SparkTrainerEstimator().fit(noVector))
