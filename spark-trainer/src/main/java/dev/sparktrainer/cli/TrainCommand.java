@@ -377,7 +377,7 @@ final class TrainCommand extends Command {
           .setOptimizer(p.optimizer())
           .setTrainingData(trainSpec, p.options())
           .setNumWorkers(workers)
-          .setEpochs(epochs)
+          .optEpochs(epochs)
           .optSeed(f.longValue("seed"))
           .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback())

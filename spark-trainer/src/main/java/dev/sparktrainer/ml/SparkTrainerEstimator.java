@@ -252,7 +252,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
             0.9f, 0f, 0, 0))
         .setTrainingData(df, columns, options)
         .setNumWorkers(intParam(numWorkers))
-        .setEpochs(intParam(epochs))
+        .optEpochs(intParam(epochs))
         .optSeed(seedValue)
         .optUseGpus((Boolean) getOrDefault(useGpus))
         .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))

@@ -42,7 +42,7 @@ import scala.reflect.ClassTag$;
  *     .setTrainingData(trainFactory)          // a BatchSourceFactory: per-worker batches
  *     .optValidationData(testFactory)
  *     .setNumWorkers(2)
- *     .setEpochs(10)
+ *     .optEpochs(10)
  *     .optCheckpointDir("hdfs:///jobs/mnist/ckpt")
  *     .optOutputDir("hdfs:///jobs/mnist/model")
  *     .build()
@@ -343,7 +343,7 @@ public final class DistributedTrainer {
     }
 
     /** Number of epochs. Default 1. */
-    public Builder setEpochs(int epochs) {
+    public Builder optEpochs(int epochs) {
       c.epochs = epochs;
       return this;
     }

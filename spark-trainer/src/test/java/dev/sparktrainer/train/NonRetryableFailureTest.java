@@ -65,7 +65,7 @@ class NonRetryableFailureTest {
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(DIGITS.trainBatches(32, 1, true))
-        .setNumWorkers(2).setEpochs(1).optSeed(3).optRingHost("127.0.0.1");
+        .setNumWorkers(2).optEpochs(1).optSeed(3).optRingHost("127.0.0.1");
   }
 
   /** Retries of stages that {@code body} caused. */

@@ -74,7 +74,7 @@ class PipelineTrainingTest {
     return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 64))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
-        .setNumWorkers(2).setEpochs(8).optSeed(3).optRingHost("127.0.0.1");
+        .setNumWorkers(2).optEpochs(8).optSeed(3).optRingHost("127.0.0.1");
   }
 
   @Test
@@ -112,7 +112,7 @@ class PipelineTrainingTest {
     PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).build();
     DatasetSpec columns = DatasetSpec.builder().addPath("unused").addFeature("pixels", 64)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    TrainedModel model = job().setEpochs(2).setTrainingData(frame, columns, options)
+    TrainedModel model = job().optEpochs(2).setTrainingData(frame, columns, options)
         .optValidationData(testFrame, columns, options).optStagingDir(staging.toString()).build().fit(spark);
     assertThat(model.history().epochs()).hasSize(2);
     assertThat(model.history().last().validationAccuracy()).isGreaterThan(0.8);

@@ -532,7 +532,7 @@ public final class ScalingBenchmark {
               .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
               .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
               .setNumWorkers(workers)
-              .setEpochs(epochs)
+              .optEpochs(epochs)
               .optSeed(1)
               .optRingSharedMemory(false)
               .optOverlap(run.overlap())

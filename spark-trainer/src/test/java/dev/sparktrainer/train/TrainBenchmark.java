@@ -357,7 +357,7 @@ public final class TrainBenchmark {
           .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
           .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
           .setNumWorkers(workers)
-          .setEpochs(epochs)
+          .optEpochs(epochs)
           .optSeed(1)
           .optGradientPrecision(dev.sparktrainer.collective.WirePrecision.valueOf(
               o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))

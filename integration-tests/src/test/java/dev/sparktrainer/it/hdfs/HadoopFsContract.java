@@ -369,7 +369,7 @@ public abstract class HadoopFsContract {
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(train, options).optValidationData(test, options)
-        .setNumWorkers(2).setEpochs(epochs).optSeed(3).optRingHost("127.0.0.1")
+        .setNumWorkers(2).optEpochs(epochs).optSeed(3).optRingHost("127.0.0.1")
         .optCallback(new RecordingCallback());
   }
 
