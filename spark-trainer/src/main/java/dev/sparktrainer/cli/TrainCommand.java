@@ -232,7 +232,7 @@ final class TrainCommand extends Command {
     }
     PipelineOptions options;
     try {
-      PipelineOptions.Builder b = PipelineOptions.builder().setBatchSize(f.integer("batch-size"))
+      PipelineOptions.Builder b = PipelineOptions.builder().optBatchSize(f.integer("batch-size"))
           .optShuffleBuffer(f.integer("shuffle-buffer")).optSeed(f.longValue("seed"))
           .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")))
           .optDeterministic(!f.bool("nondeterministic"));
@@ -337,7 +337,7 @@ final class TrainCommand extends Command {
     }
     ModelSpec model = modelSpec(f, shapes, p.numClasses(), p.loss());
 
-    DatasetSpec.Builder spec = DatasetSpec.builder().setFormat(train.format())
+    DatasetSpec.Builder spec = DatasetSpec.builder().optFormat(train.format())
         .setLabel(p.label(), p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
             : DatasetSpec.LabelType.FLOAT);
     for (int i = 0; i < shapes.length; i++) {
@@ -383,7 +383,7 @@ final class TrainCommand extends Command {
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
       if (validation != null) {
-        b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
+        b.optValidationData(spec.setPaths(p.validation()).optFormat(validation.format()).build(), p.options());
       }
       b.optGradientPrecision(gradientPrecision(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));

@@ -207,7 +207,7 @@ public final class PipelineOptions implements Serializable {
     private boolean deterministic = true;
 
     /** Default 32. */
-    public Builder setBatchSize(int v) {
+    public Builder optBatchSize(int v) {
       batchSize = v;
       return this;
     }

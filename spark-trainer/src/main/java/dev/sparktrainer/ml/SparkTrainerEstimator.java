@@ -242,7 +242,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
             : DatasetSpec.LabelType.FLOAT)
         .build();
     long seedValue = ((Number) getOrDefault(seed)).longValue();
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(intParam(batchSize))
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(intParam(batchSize))
         .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue)
         .optDeterministic((Boolean) getOrDefault(deterministic)).build();
     DistributedTrainer.Builder b = DistributedTrainer.builder()

@@ -79,7 +79,7 @@ class PipelineTrainingTest {
 
   @Test
   void twoWorkersConvergeReadingTFRecordShards() {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
     TrainedModel model = job().setTrainingData(spec("train"), options)
         .optValidationData(spec("test"), options).build().fit(spark);
     EpochMetrics last = model.history().last();
@@ -93,7 +93,7 @@ class PipelineTrainingTest {
   /** deterministic=false without a shuffle buffer: readers make the batches; the same steps, and it learns. */
   @Test
   void twoWorkersTrainOnBatchesMadeByTheReaders() {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(0)
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(0)
         .optDeterministic(false).optSeed(5).build();
     TrainedModel model = job().setTrainingData(spec("train"), options)
         .optValidationData(spec("test"), options).build().fit(spark);
@@ -109,7 +109,7 @@ class PipelineTrainingTest {
     Dataset<Row> frame = spark.read().format("tfrecord").load(data.resolve("train").toString())
         .where("label >= 0"); // a filter: not a plain scan
     Dataset<Row> testFrame = spark.read().format("tfrecord").load(data.resolve("test").toString());
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).build();
     DatasetSpec columns = DatasetSpec.builder().addPath("unused").addFeature("pixels", 64)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
     TrainedModel model = job().optEpochs(2).setTrainingData(frame, columns, options)

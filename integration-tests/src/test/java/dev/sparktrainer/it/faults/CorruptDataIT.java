@@ -221,7 +221,7 @@ class CorruptDataIT {
   }
 
   private static final PipelineOptions OPTIONS =
-      PipelineOptions.builder().setBatchSize(50).optShuffleBuffer(100).optSeed(1).build();
+      PipelineOptions.builder().optBatchSize(50).optShuffleBuffer(100).optSeed(1).build();
 
   @Test
   void thePipelineFailsAtPlanningOnDamagedFramingNamingTheFile() throws IOException {
