@@ -1,6 +1,5 @@
 package dev.sparktrainer.train;
 
-import dev.sparktrainer.checkpoint.SerializableConfiguration;
 import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
@@ -25,6 +24,7 @@ import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.util.SerializableConfiguration;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
