@@ -115,12 +115,12 @@ final class InspectCommand extends Command {
     FeatureStatistics st;
     try {
       long[][] shapes = DataChecks.featureShapes(df, features, path);
-      DatasetSpec.Builder spec = DatasetSpec.builder().setFormat(files.format()).setPaths(files.paths()).noLabel();
+      DatasetSpec.Builder spec = DatasetSpec.builder().optFormat(files.format()).setPaths(files.paths()).noLabel();
       for (int i = 0; i < shapes.length; i++) {
         spec.addFeature(features.get(i).name(), shapes[i]);
       }
       ctx.spark().sparkContext().setJobDescription("spark-trainer: inspect " + path + " (feature statistics)");
-      DatasetPlan plan = DatasetPlanner.plan(spec.build(), PipelineOptions.builder().setBatchSize(1).build(),
+      DatasetPlan plan = DatasetPlanner.plan(spec.build(), PipelineOptions.builder().optBatchSize(1).build(),
           ctx.spark());
       st = FeatureStatistics.compute(plan, ctx.spark());
     } catch (Exception e) { // a CliException from the column checks, or a failed job (SparkException, thrown unchecked)

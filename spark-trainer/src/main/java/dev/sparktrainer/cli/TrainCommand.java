@@ -251,7 +251,7 @@ final class TrainCommand extends Command {
     }
     PipelineOptions options;
     try {
-      PipelineOptions.Builder b = PipelineOptions.builder().setBatchSize(f.integer("batch-size"))
+      PipelineOptions.Builder b = PipelineOptions.builder().optBatchSize(f.integer("batch-size"))
           .optShuffleBuffer(f.integer("shuffle-buffer")).optSeed(f.longValue("seed"))
           .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")))
           .optDeterministic(!f.bool("nondeterministic"));
@@ -385,7 +385,7 @@ final class TrainCommand extends Command {
       validationOptions = validationOptions.toBuilder().optTransform(p.augment().inference()).build();
     }
 
-    DatasetSpec.Builder spec = DatasetSpec.builder().setFormat(train.format())
+    DatasetSpec.Builder spec = DatasetSpec.builder().optFormat(train.format())
         .setLabel(p.label(), p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
             : DatasetSpec.LabelType.FLOAT);
     for (int i = 0; i < shapes.length; i++) {
@@ -425,13 +425,13 @@ final class TrainCommand extends Command {
           .setOptimizer(p.optimizer())
           .setTrainingData(trainSpec, trainOptions)
           .setNumWorkers(workers)
-          .setEpochs(epochs)
+          .optEpochs(epochs)
           .optSeed(f.longValue("seed"))
           .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
       if (validation != null) {
-        b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), validationOptions);
+        b.optValidationData(spec.setPaths(p.validation()).optFormat(validation.format()).build(), validationOptions);
       }
       b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));

@@ -59,7 +59,7 @@ public final class DataFrameInput implements AutoCloseable {
       List<String> files = Arrays.asList(df.inputFiles());
       if (!files.isEmpty()) {
         LOG.info("Reading the DataFrame's {} {} files directly", files.size(), format);
-        return new DataFrameInput(columns.toBuilder().setPaths(files).setFormat(format).build(), null, null);
+        return new DataFrameInput(columns.toBuilder().setPaths(files).optFormat(format).build(), null, null);
       }
     }
     List<Column> needed = new ArrayList<>();
@@ -74,7 +74,7 @@ public final class DataFrameInput implements AutoCloseable {
     LOG.info("Staging the DataFrame to Parquet at {}", dir);
     df.select(needed.toArray(new Column[0])).write().mode(SaveMode.ErrorIfExists).parquet(dir.toString());
     return new DataFrameInput(
-        columns.toBuilder().setPaths(List.of(dir.toString())).setFormat(DatasetSpec.Format.PARQUET).build(),
+        columns.toBuilder().setPaths(List.of(dir.toString())).optFormat(DatasetSpec.Format.PARQUET).build(),
         dir, conf);
   }
 

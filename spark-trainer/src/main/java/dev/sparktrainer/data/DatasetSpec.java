@@ -14,7 +14,7 @@ import java.util.Locale;
  * <pre>{@code
  * DatasetSpec spec = DatasetSpec.builder()
  *     .addPath("hdfs:///data/mnist/train-*.tfrecord")
- *     .setFormat(DatasetSpec.Format.TFRECORD)
+ *     .optFormat(DatasetSpec.Format.TFRECORD)
  *     .addFeature("pixels", 784)
  *     .setLabel("label", DatasetSpec.LabelType.INT)
  *     .build();
@@ -187,7 +187,8 @@ public final class DatasetSpec implements Serializable {
       return this;
     }
 
-    public Builder setFormat(Format format) {
+    /** Default {@link Format#TFRECORD}. */
+    public Builder optFormat(Format format) {
       this.format = format;
       return this;
     }

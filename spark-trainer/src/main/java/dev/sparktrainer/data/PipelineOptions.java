@@ -219,7 +219,7 @@ public final class PipelineOptions implements Serializable {
     private ExampleTransform transform;
 
     /** Default 32. */
-    public Builder setBatchSize(int v) {
+    public Builder optBatchSize(int v) {
       batchSize = v;
       return this;
     }

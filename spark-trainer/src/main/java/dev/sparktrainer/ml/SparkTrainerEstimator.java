@@ -257,7 +257,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
             : DatasetSpec.LabelType.FLOAT)
         .build();
     long seedValue = ((Number) getOrDefault(seed)).longValue();
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(intParam(batchSize))
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(intParam(batchSize))
         .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue)
         .optDeterministic((Boolean) getOrDefault(deterministic)).build();
     DistributedTrainer.Builder b = DistributedTrainer.builder()
@@ -267,7 +267,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
             0.9f, 0f, 0, 0))
         .setTrainingData(df, columns, options)
         .setNumWorkers(intParam(numWorkers))
-        .setEpochs(intParam(epochs))
+        .optEpochs(intParam(epochs))
         .optSeed(seedValue)
         .optUseGpus((Boolean) getOrDefault(useGpus))
         .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))

@@ -1,9 +1,13 @@
 package dev.sparktrainer.optim;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.index.NDIndex;
 
 /** SGD with heavy-ball momentum ({@code v = mu v + g; p -= lr v}), as {@code torch.optim.SGD}. */
 final class Sgd extends Optimizer {
+  /** Every element (NDArray.set rejects an empty index). */
+  private static final NDIndex ALL = new NDIndex("...");
+
   private final float momentum;
   private final float weightDecay;
 
@@ -45,7 +49,9 @@ final class Sgd extends Optimizer {
     }
     NDArray v = state[0];
     if (steps == 1) {
-      d.copyTo(v); // the buffer starts at the first gradient
+      // The buffer starts at the first gradient. An in-place copy: copyTo goes through
+      // NDArray.set(Buffer), whose native side prints libtorch's AutoNonVariableTypeMode warning.
+      v.set(ALL, d);
     } else {
       v.muli(momentum).addi(d);
     }

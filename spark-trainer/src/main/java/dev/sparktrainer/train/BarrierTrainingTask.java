@@ -2,7 +2,6 @@ package dev.sparktrainer.train;
 
 import ai.djl.Device;
 import ai.djl.engine.Engine;
-import dev.sparktrainer.checkpoint.SerializableConfiguration;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.RingListener;
 import java.io.IOException;
@@ -15,6 +14,7 @@ import java.util.List;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.resource.ResourceInformation;
+import org.apache.spark.util.SerializableConfiguration;
 import scala.Option;
 import scala.collection.Iterator;
 import scala.runtime.AbstractFunction1;
@@ -73,7 +73,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
                 + devices + ", ring " + peers + " formed"
                 + (comm.rejectedConnections() == 0 ? ""
                     : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
-        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().get(), ctx.cpus())
+        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().value(), ctx.cpus())
             .on(hostOf(ctx.getTaskInfos()[rank].address()), org.apache.spark.SparkEnv.get().executorId())
             .run();
         return scala.collection.Iterator$.MODULE$.single(r);

@@ -75,7 +75,7 @@ final class DeviceUpdater extends ParameterUpdater {
         try (NDManager scope = replicas.managers[d].newSubManager()) {
           NDArray p = replicas.params[d][replicas.trainable[j]].getArray();
           NDArray g = grads[d][j];
-          g.set(gradSlices[j]);
+          TensorWrites.overwrite(g, gradSlices[j]);
           NDArray[] st = state[d][j];
           p.tempAttach(scope);
           g.tempAttach(scope);
@@ -92,7 +92,7 @@ final class DeviceUpdater extends ParameterUpdater {
   void finishStep() {
     for (int d = 0; d < grads.length; d++) {
       for (int j = 0; j < statSlices.length; j++) {
-        replicas.params[d][replicas.stats[j]].getArray().set(statSlices[j]);
+        TensorWrites.overwrite(replicas.params[d][replicas.stats[j]].getArray(), statSlices[j]);
       }
     }
   }
@@ -111,15 +111,15 @@ final class DeviceUpdater extends ParameterUpdater {
   void restore(float[][] values, float[][][] slots, long steps) {
     for (int d = 0; d < grads.length; d++) {
       for (int i = 0; i < values.length; i++) {
-        replicas.params[d][i].getArray().set(FloatBuffer.wrap(values[i]));
+        TensorWrites.overwrite(replicas.params[d][i].getArray(), FloatBuffer.wrap(values[i]));
       }
       for (int j = 0; j < replicas.trainable.length; j++) {
         for (int s = 0; s < optimizer.slotCount(); s++) {
           NDArray st = state[d][j][s];
           if (slots == null || slots[s][j] == null) {
-            st.set(FloatBuffer.wrap(new float[Math.toIntExact(st.size())]));
+            TensorWrites.overwrite(st, FloatBuffer.wrap(new float[Math.toIntExact(st.size())]));
           } else {
-            st.set(FloatBuffer.wrap(slots[s][j]));
+            TensorWrites.overwrite(st, FloatBuffer.wrap(slots[s][j]));
           }
         }
       }

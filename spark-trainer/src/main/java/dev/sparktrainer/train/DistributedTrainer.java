@@ -1,6 +1,5 @@
 package dev.sparktrainer.train;
 
-import dev.sparktrainer.checkpoint.SerializableConfiguration;
 import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
@@ -27,6 +26,7 @@ import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.util.SerializableConfiguration;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
@@ -44,7 +44,7 @@ import scala.reflect.ClassTag$;
  *     .setTrainingData(trainFactory)          // a BatchSourceFactory: per-worker batches
  *     .optValidationData(testFactory)
  *     .setNumWorkers(2)
- *     .setEpochs(10)
+ *     .optEpochs(10)
  *     .optCheckpointDir("hdfs:///jobs/mnist/ckpt")
  *     .optOutputDir("hdfs:///jobs/mnist/model")
  *     .build()
@@ -369,7 +369,7 @@ public final class DistributedTrainer {
     }
 
     /** Number of epochs. Default 1. */
-    public Builder setEpochs(int epochs) {
+    public Builder optEpochs(int epochs) {
       c.epochs = epochs;
       return this;
     }

@@ -130,7 +130,7 @@ final class ReplicaSet implements AutoCloseable {
 
   /**
    * Writes parameter {@code i}'s {@code values} into every replica, through its reused direct buffer
-   * (on the CPU the tensor then reads that buffer's memory; on a GPU it is a host-to-device copy).
+   * (copied into the tensor's own memory; on a GPU it is a host-to-device copy).
    */
   void upload(int i, float[] values) {
     for (int d = 0; d < blocks.length; d++) {
@@ -141,7 +141,7 @@ final class ReplicaSet implements AutoCloseable {
       }
       b.clear();
       b.asFloatBuffer().put(values);
-      params[d][i].getArray().set(b);
+      TensorWrites.overwrite(params[d][i].getArray(), b);
     }
   }
 

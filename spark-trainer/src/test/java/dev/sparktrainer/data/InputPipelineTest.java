@@ -52,7 +52,7 @@ class InputPipelineTest {
   }
 
   private static PipelineOptions.Builder opts() {
-    return PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
+    return PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
         .optMemoryBudgetBytes(8 << 20);
   }
 
@@ -104,7 +104,7 @@ class InputPipelineTest {
         assertThat(ids(p, 1)).hasSize(142 / 8 * 8);
       }
     }
-    assertThatThrownBy(() -> plan.shard(0, 2, opts().setBatchSize(1000).build()))
+    assertThatThrownBy(() -> plan.shard(0, 2, opts().optBatchSize(1000).build()))
         .hasMessageContaining("Too little data for a step on every worker: 402 records over 2 workers");
   }
 
@@ -141,7 +141,7 @@ class InputPipelineTest {
   @Test
   void interleaveWithoutShuffleTakesBlocksInTurn() throws IOException {
     DatasetPlan plan = plan(6, 6);
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(12).optShuffleBuffer(0).optShuffleSplits(false)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(12).optShuffleBuffer(0).optShuffleSplits(false)
         .optCycleLength(2).optBlockLength(2).build();
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       assertThat(ids(p, 0)).containsExactly(0L, 1L, 6L, 7L, 2L, 3L, 8L, 9L, 4L, 5L, 10L, 11L);
@@ -194,7 +194,7 @@ class InputPipelineTest {
     int width = 300_000; // 1.2 MB: more than a read buffer
     TestData.writeTFRecords(dir.resolve("wide"), width, 0, TFRecordCompression.NONE, 3);
     TestData.writeTFRecords(dir.resolve("medium"), 25_000, 100, TFRecordCompression.NONE, 40);
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(1).optShuffleBuffer(0).optCycleLength(1)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(1).optShuffleBuffer(0).optCycleLength(1)
         .optShuffleSplits(false).optMemoryBudgetBytes(256L << 20).build();
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("wide"), width), o, TestData.CONF);
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
@@ -212,7 +212,7 @@ class InputPipelineTest {
       assertThat(id).isEqualTo(3);
     }
     DatasetPlan medium = DatasetPlanner.plan(TestData.spec(dir.resolve("medium"), 25_000), o, TestData.CONF);
-    try (InputPipeline p = InputPipeline.create(medium, o.toBuilder().setBatchSize(3).build(), 0, 1, null,
+    try (InputPipeline p = InputPipeline.create(medium, o.toBuilder().optBatchSize(3).build(), 0, 1, null,
         TestData.CONF)) {
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       long id = 100;
@@ -351,7 +351,7 @@ class InputPipelineTest {
         .setLabel("label", DatasetSpec.LabelType.FLOAT).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, opts().build(), TestData.CONF);
     try (NDManager m = NDManager.newBaseManager();
-        InputPipeline p = InputPipeline.create(plan, opts().setBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
+        InputPipeline p = InputPipeline.create(plan, opts().optBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
       Iterator<Batch> it = p.epoch(0, 0);
       int n = 0;
       while (it.hasNext()) {

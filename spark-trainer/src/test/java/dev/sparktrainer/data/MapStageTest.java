@@ -42,7 +42,7 @@ class MapStageTest {
   }
 
   private static PipelineOptions.Builder opts() {
-    return PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
+    return PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
         .optMemoryBudgetBytes(8 << 20).optSeed(7).optTransform(NOISE);
   }
 

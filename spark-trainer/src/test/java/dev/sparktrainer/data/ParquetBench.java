@@ -97,7 +97,7 @@ final class ParquetBench {
   /** Profiling aid: {@code ParquetBench FILE SECONDS WAY} reads one Parquet file of the benchmark's shape on
    * this thread (WAY 0 Group API, 1 converters, 2 column readers) and prints rows/s. */
   public static void main(String[] args) throws IOException {
-    DatasetSpec spec = DatasetSpec.builder().addPath(args[0]).setFormat(DatasetSpec.Format.PARQUET)
+    DatasetSpec spec = DatasetSpec.builder().addPath(args[0]).optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("pixels", 784).setLabel("label", DatasetSpec.LabelType.INT).build();
     System.out.printf(Locale.ROOT, "%.0f rows/s%n", rate(Path.of(args[0]), spec, Double.parseDouble(args[1]),
         Integer.parseInt(args[2])));
@@ -125,7 +125,7 @@ final class ParquetBench {
             (System.nanoTime() - t0) / 1e9);
       }
       DatasetSpec pqSpec = tfPlan.spec().toBuilder().setPaths(List.of(pq.toString()))
-          .setFormat(DatasetSpec.Format.PARQUET).build();
+          .optFormat(DatasetSpec.Format.PARQUET).build();
       DatasetPlan pqPlan = DatasetPlanner.plan(pqSpec, options, CONF);
       List<Path> files = new ArrayList<>();
       for (Split s : pqPlan.splits()) {

@@ -110,7 +110,7 @@ class ParquetStreamTest {
   }
 
   private static final DatasetSpec SPARK_SPEC = DatasetSpec.builder().addPath("set per test")
-      .setFormat(DatasetSpec.Format.PARQUET).addFeature("id", 1).addFeature("f", 1).addFeature("i", 1)
+      .optFormat(DatasetSpec.Format.PARQUET).addFeature("id", 1).addFeature("f", 1).addFeature("i", 1)
       .addFeature("b", 1).addFeature("d", 1).addFeature("xs", 3).addFeature("xd", 3).addFeature("nested", 3)
       .addFeature("v", 3).addImageFeature("img", 2, 3, 3).setLabel("label", DatasetSpec.LabelType.INT).build();
 
@@ -160,7 +160,7 @@ class ParquetStreamTest {
     StructType schema = new StructType().add("id", DataTypes.LongType, false)
         .add("xs", DataTypes.createArrayType(DataTypes.FloatType)).add("label", DataTypes.IntegerType)
         .add("v", SQLDataTypes.VectorType());
-    DatasetSpec spec = DatasetSpec.builder().addPath("x").setFormat(DatasetSpec.Format.PARQUET)
+    DatasetSpec spec = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("id", 1).addFeature("xs", 2).setLabel("label", DatasetSpec.LabelType.INT).build();
     String[] cases = {"null list", "null element", "null label", "short list", "null vector"};
     for (int c = 0; c < cases.length; c++) {
@@ -210,7 +210,7 @@ class ParquetStreamTest {
         }
       }
       assertThat(schemaOf(out)).contains(oldLists ? "repeated float array" : "repeated group list");
-      DatasetSpec spec = DatasetSpec.builder().addPath("x").setFormat(DatasetSpec.Format.PARQUET)
+      DatasetSpec spec = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
           .addFeature("id", 1).addFeature("xs", 2).addFeature("ds", 3)
           .setLabel("label", DatasetSpec.LabelType.INT).build();
       LongFunction<float[]> expected = id -> new float[] {id, id, id + 0.25f, id * 2f, id * 3f, id * 4f};
@@ -261,7 +261,7 @@ class ParquetStreamTest {
     Files.createDirectories(out);
     writeLegacy(out.resolve("part-0.parquet"), 0, 40, -1);
     writeLegacy(out.resolve("part-1.parquet"), 40, 40, -1);
-    DatasetSpec spec = DatasetSpec.builder().addPath("x").setFormat(DatasetSpec.Format.PARQUET)
+    DatasetSpec spec = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("id", 1).addFeature("two", 2).addFeature("bare", 2).addFeature("three", 3)
         .addFeature("structs", 1).setLabel("label", DatasetSpec.LabelType.INT).build();
     LongFunction<float[]> expected = id -> new float[] {id, id, id + 0.5f, id * 2f, id * 3f, id, id + 1, id + 2, -id};
@@ -281,7 +281,7 @@ class ParquetStreamTest {
     Path out = dir.resolve("skip");
     Files.createDirectories(out);
     writeLegacy(out.resolve("part-0.parquet"), 0, 25, 12); // row 12 (null list) belongs to no one here
-    DatasetSpec spec = DatasetSpec.builder().addPath("x").setFormat(DatasetSpec.Format.PARQUET)
+    DatasetSpec spec = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("two", 2).addFeature("three", 3).setLabel("id", DatasetSpec.LabelType.INT).build();
     Path file = out.resolve("part-0.parquet");
     Split split = new Split(0, file.toString(), 0, Files.size(file), 25, null);
@@ -340,7 +340,7 @@ class ParquetStreamTest {
   private static void assertPipeline(Path dir, DatasetSpec spec, int n, LongFunction<float[]> expected)
       throws IOException {
     DatasetSpec s = spec.toBuilder().setPaths(List.of(dir.toString())).build();
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(7).optDropRemainder(false).optShuffleBuffer(0)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(7).optDropRemainder(false).optShuffleBuffer(0)
         .optDeterministic(false).build();
     DatasetPlan plan = DatasetPlanner.plan(s, o, TestData.CONF);
     int width = spec.features().stream().mapToInt(DatasetSpec.Feature::size).sum();

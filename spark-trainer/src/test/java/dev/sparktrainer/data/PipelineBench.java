@@ -77,7 +77,7 @@ public final class PipelineBench {
     double datasetMbActual = bytes / 1e6;
     DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(10_000).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(64).optShuffleBuffer(10_000).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, options, CONF);
     System.out.printf(Locale.ROOT, "dataset: %s, %d records, %.0f MB in %d files; %d cores%n", data,
         plan.totalRecords(), datasetMbActual, plan.splits().size(), Runtime.getRuntime().availableProcessors());
@@ -365,7 +365,7 @@ public final class PipelineBench {
   private static void streamChild(Path data, long budget) throws Exception {
     DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(1000)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(64).optShuffleBuffer(1000)
         .optMemoryBudgetBytes(budget).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, o, CONF);
     long[] heapPeak = {0};

@@ -86,7 +86,7 @@ class PlannerAndFormatsTest {
     TestData.writeTFRecords(dir.resolve("gz"), 16, 3000, TFRecordCompression.GZIP, 500);
     DatasetSpec spec = DatasetSpec.builder().addPath(d.toString()).addPath(dir.resolve("gz").toString())
         .addFeature("x", 16).setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions o = PipelineOptions.builder().optSplitSizeBytes(10_000).setBatchSize(7)
+    PipelineOptions o = PipelineOptions.builder().optSplitSizeBytes(10_000).optBatchSize(7)
         .optDropRemainder(false).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, o, TestData.CONF);
     assertThat(plan.splits().size()).isGreaterThan(20);
@@ -107,9 +107,9 @@ class PlannerAndFormatsTest {
     Dataset<Row> withVector = new VectorAssembler().setInputCols(new String[] {"a", "b"}).setOutputCol("v").transform(df);
     String out = dir.resolve("pq").toString();
     withVector.repartition(3).write().parquet(out);
-    DatasetSpec spec = DatasetSpec.builder().addPath(out).setFormat(DatasetSpec.Format.PARQUET)
+    DatasetSpec spec = DatasetSpec.builder().addPath(out).optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("x", 4).addFeature("v", 2).setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(10).optDropRemainder(false).build();
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(10).optDropRemainder(false).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, o, TestData.CONF);
     assertThat(plan.totalRecords()).isEqualTo(300);
     // Ordered, and readers making whole batches (deterministic=false): rows copied from decoded records.
@@ -130,7 +130,7 @@ class PlannerAndFormatsTest {
       }
       assertThat(ids).hasSize(300).doesNotHaveDuplicates();
     }
-    DatasetSpec noColumn = DatasetSpec.builder().addPath(out).setFormat(DatasetSpec.Format.PARQUET).addFeature("nope", 1).build();
+    DatasetSpec noColumn = DatasetSpec.builder().addPath(out).optFormat(DatasetSpec.Format.PARQUET).addFeature("nope", 1).build();
     DatasetPlan bad = DatasetPlanner.plan(noColumn, o, TestData.CONF);
     try (InputPipeline p = InputPipeline.create(bad, o, 0, 1, null, TestData.CONF)) {
       assertThatThrownBy(() -> p.hostEpoch(0, 0).next()).hasMessageContaining("has no column 'nope'");
@@ -188,7 +188,7 @@ class PlannerAndFormatsTest {
     }
     DatasetSpec spec = DatasetSpec.builder().addPath(d.toString()).addImageFeature("image", 2, 3, 3)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(6).optShuffleBuffer(0).optShuffleSplits(false).build();
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(6).optShuffleBuffer(0).optShuffleSplits(false).build();
     try (InputPipeline p = InputPipeline.create(DatasetPlanner.plan(spec, o, TestData.CONF), o, 0, 1, null, TestData.CONF)) {
       HostBatch b = p.hostEpoch(0, 0).next();
       for (int i = 0; i < 6; i++) {

@@ -47,7 +47,7 @@ class RecordCacheTest {
 
   @Test
   void aFileRewrittenWithTheSameSizeAndCountIsReadAgain() throws IOException {
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(0).optDropRemainder(false)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(0).optDropRemainder(false)
         .optCacheDir(dir.resolve("cache").toString()).build();
     TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, 30, 20);
     assertThat(run(o)).hasSize(50).allMatch(id -> id < 50);

@@ -63,7 +63,7 @@ public final class ShuffleCostBench {
     }
     DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    DatasetPlan plan = DatasetPlanner.plan(spec, PipelineOptions.builder().setBatchSize(BATCH).build(), CONF);
+    DatasetPlan plan = DatasetPlanner.plan(spec, PipelineOptions.builder().optBatchSize(BATCH).build(), CONF);
     String[] names = {"scan (framing + CRC)", "+ decode into batch (no shuffle buffer)",
         "+ shuffle " + small + " (arrays; fits in cache)", "+ shuffle " + shuffle + " (arrays, as today)",
         "+ shuffle " + shuffle + " (scatter, indices ahead)"};

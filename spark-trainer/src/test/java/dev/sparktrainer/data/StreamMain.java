@@ -14,7 +14,7 @@ public final class StreamMain {
     long budget = Long.parseLong(args[2]);
     int shuffle = Integer.parseInt(args[3]);
     int epochs = Integer.parseInt(args[4]);
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(shuffle)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(64).optShuffleBuffer(shuffle)
         .optMemoryBudgetBytes(budget).optDropRemainder(false)
         .optDeterministic(!(args.length > 5 && args[5].equals("unordered"))).build();
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir, width), o, TestData.CONF);

@@ -37,7 +37,7 @@ class UnorderedReadersTest {
   }
 
   private static PipelineOptions.Builder opts() {
-    return PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(0).optDeterministic(false)
+    return PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(0).optDeterministic(false)
         .optCycleLength(3).optMemoryBudgetBytes(16 << 20);
   }
 

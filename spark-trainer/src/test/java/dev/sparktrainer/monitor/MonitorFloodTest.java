@@ -196,7 +196,7 @@ class MonitorFloodTest {
               .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
               .setTrainingData(digits.slice(0, 1437).trainBatches(32, 1, true))
               .setNumWorkers(1)
-              .setEpochs(epochs)
+              .optEpochs(epochs)
               .optSeed(3)
               .optRingHost("127.0.0.1")
               .optCallback(monitor.callback())

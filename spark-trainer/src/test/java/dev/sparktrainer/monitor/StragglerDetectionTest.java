@@ -73,7 +73,7 @@ class StragglerDetectionTest {
           // 960 rows, 3 workers x batch 8: 40 steps an epoch
           .setTrainingData(Digits.load().slice(0, 960).trainBatches(8, 5, true))
           .setNumWorkers(3)
-          .setEpochs(2)
+          .optEpochs(2)
           .optSeed(42)
           .optCallback(monitor.callback());
       trained = InProcessTraining.fit(InProcessTraining.injectSlowRank(b, SLOW, SLOW_MILLIS).build(), 0,

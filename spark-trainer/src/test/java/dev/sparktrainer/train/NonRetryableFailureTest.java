@@ -65,7 +65,7 @@ class NonRetryableFailureTest {
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(DIGITS.trainBatches(32, 1, true))
-        .setNumWorkers(2).setEpochs(1).optSeed(3).optRingHost("127.0.0.1");
+        .setNumWorkers(2).optEpochs(1).optSeed(3).optRingHost("127.0.0.1");
   }
 
   /** Retries of stages that {@code body} caused. */
@@ -110,10 +110,10 @@ class NonRetryableFailureTest {
     // but is no tf.train.Example: the workers' decoder finds it, in the training stage.
     Path bad = data.resolve("part-1.tfrecord");
     writeDigits(bad, 256, 512, 356);
-    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).setFormat(DatasetSpec.Format.TFRECORD)
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).optFormat(DatasetSpec.Format.TFRECORD)
         .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
     int retries = retriesDuring(() ->
-        assertThatThrownBy(() -> job(32).setTrainingData(spec, PipelineOptions.builder().setBatchSize(32).build())
+        assertThatThrownBy(() -> job(32).setTrainingData(spec, PipelineOptions.builder().optBatchSize(32).build())
             .build().fit(spark))
             .isInstanceOf(NonRetryableTrainingException.class)
             .hasMessageContaining("Corrupt TFRecord file ")
@@ -131,7 +131,7 @@ class NonRetryableFailureTest {
     byte[] bytes = Files.readAllBytes(bad);
     bytes[bytes.length / 2] ^= 0x55; // inside some record: its data CRC no longer matches
     Files.write(bad, bytes);
-    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).setFormat(DatasetSpec.Format.TFRECORD)
+    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).optFormat(DatasetSpec.Format.TFRECORD)
         .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
     AtomicInteger failedTasks = new AtomicInteger();
     SparkListener failures = new SparkListener() {
@@ -145,7 +145,7 @@ class NonRetryableFailureTest {
     spark.sparkContext().addSparkListener(failures);
     try {
       assertThatThrownBy(() -> dev.sparktrainer.data.DatasetPlanner.plan(spec,
-              PipelineOptions.builder().setBatchSize(32).build(), spark))
+              PipelineOptions.builder().optBatchSize(32).build(), spark))
           .isInstanceOf(dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class)
           .hasMessageContaining("Corrupt TFRecord file ")
           .hasMessageContaining("part-1.tfrecord at byte offset ")

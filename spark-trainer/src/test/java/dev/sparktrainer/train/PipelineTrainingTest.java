@@ -74,12 +74,12 @@ class PipelineTrainingTest {
     return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 64))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
-        .setNumWorkers(2).setEpochs(8).optSeed(3).optRingHost("127.0.0.1");
+        .setNumWorkers(2).optEpochs(8).optSeed(3).optRingHost("127.0.0.1");
   }
 
   @Test
   void twoWorkersConvergeReadingTFRecordShards() {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
     TrainedModel model = job().setTrainingData(spec("train"), options)
         .optValidationData(spec("test"), options).build().fit(spark);
     EpochMetrics last = model.history().last();
@@ -93,7 +93,7 @@ class PipelineTrainingTest {
   /** deterministic=false without a shuffle buffer: readers make the batches; the same steps, and it learns. */
   @Test
   void twoWorkersTrainOnBatchesMadeByTheReaders() {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(0)
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(0)
         .optDeterministic(false).optSeed(5).build();
     TrainedModel model = job().setTrainingData(spec("train"), options)
         .optValidationData(spec("test"), options).build().fit(spark);
@@ -110,8 +110,8 @@ class PipelineTrainingTest {
    */
   @Test
   void theBuildersTransformMapsTrainingDataOnly() {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(100).optSeed(5).build();
-    TrainedModel model = job().setEpochs(2).setTrainingData(spec("train"), options)
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(100).optSeed(5).build();
+    TrainedModel model = job().optEpochs(2).setTrainingData(spec("train"), options)
         .optValidationData(spec("test"), options).optTransform(ex -> ex.setLabel(0)).build().fit(spark);
     EpochMetrics last = model.history().last();
     assertThat(last.accuracy()).as("training labels are all 0").isGreaterThan(0.99);
@@ -129,10 +129,10 @@ class PipelineTrainingTest {
     Dataset<Row> frame = spark.read().format("tfrecord").load(data.resolve("train").toString())
         .where("label >= 0"); // a filter: not a plain scan
     Dataset<Row> testFrame = spark.read().format("tfrecord").load(data.resolve("test").toString());
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).build();
     DatasetSpec columns = DatasetSpec.builder().addPath("unused").addFeature("pixels", 64)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    TrainedModel model = job().setEpochs(2).setTrainingData(frame, columns, options)
+    TrainedModel model = job().optEpochs(2).setTrainingData(frame, columns, options)
         .optValidationData(testFrame, columns, options).optStagingDir(staging.toString()).build().fit(spark);
     assertThat(model.history().epochs()).hasSize(2);
     assertThat(model.history().last().validationAccuracy()).isGreaterThan(0.8);

@@ -26,7 +26,7 @@ class ResumeThroughputTest {
         .setOptimizer(OptimizerSpec.sgd().optLearningRate(0.05f).build())
         .setTrainingData(train.trainBatches(16, 5, true))
         .setNumWorkers(2)
-        .setEpochs(2)
+        .optEpochs(2)
         .optSeed(42);
   }
 

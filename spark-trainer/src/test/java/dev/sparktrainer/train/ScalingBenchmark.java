@@ -524,15 +524,15 @@ public final class ScalingBenchmark {
         long t0 = System.nanoTime();
         try {
           DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train-" + workers))
-              .setFormat(DatasetSpec.Format.TFRECORD).addFeature("pixels", featureShape(model))
+              .optFormat(DatasetSpec.Format.TFRECORD).addFeature("pixels", featureShape(model))
               .setLabel("label", DatasetSpec.LabelType.INT).build();
           DistributedTrainer.Builder builder = DistributedTrainer.builder()
-              .setTrainingData(train, PipelineOptions.builder().setBatchSize(batch).optSeed(7).build())
+              .setTrainingData(train, PipelineOptions.builder().optBatchSize(batch).optSeed(7).build())
               .setModel(spec)
               .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
               .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
               .setNumWorkers(workers)
-              .setEpochs(epochs)
+              .optEpochs(epochs)
               .optSeed(1)
               .optRingSharedMemory(false)
               .optOverlap(run.overlap())

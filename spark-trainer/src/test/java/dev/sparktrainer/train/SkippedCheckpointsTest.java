@@ -35,7 +35,7 @@ class SkippedCheckpointsTest {
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(DIGITS.trainBatches(16, 5, true))
         .setNumWorkers(2)
-        .setEpochs(epochs)
+        .optEpochs(epochs)
         .optSeed(42)
         .optCheckpointDir(tmp.toString())
         .optCheckpointEverySteps(10)

@@ -85,7 +85,7 @@ class SlowCheckpointStoreTest {
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(digits.trainBatches(16, 5, true))
         .setNumWorkers(2)
-        .setEpochs(2)
+        .optEpochs(2)
         .optSeed(42)
         .optOperationTimeout(Duration.ofSeconds(2))
         .optCheckpointDir(dir)

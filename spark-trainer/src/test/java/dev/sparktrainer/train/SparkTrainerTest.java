@@ -67,7 +67,7 @@ class SparkTrainerTest {
         .setTrainingData(train.trainBatches(32, 1, true))
         .optValidationData(test.evalBatches(64))
         .setNumWorkers(workers)
-        .setEpochs(epochs)
+        .optEpochs(epochs)
         .optSeed(3)
         .optRingHost("127.0.0.1");
   }

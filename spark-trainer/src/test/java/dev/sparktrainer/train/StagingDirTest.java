@@ -113,8 +113,8 @@ class StagingDirTest {
 
     TrainedModel model = DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 16))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY).setOptimizer(OptimizerSpec.adam().build())
-        .setTrainingData(frame, columns, PipelineOptions.builder().setBatchSize(32).build())
-        .setNumWorkers(2).setEpochs(1).optRingHost("127.0.0.1").optCheckpointDir(ckpt).build().fit(spark);
+        .setTrainingData(frame, columns, PipelineOptions.builder().optBatchSize(32).build())
+        .setNumWorkers(2).optEpochs(1).optRingHost("127.0.0.1").optCheckpointDir(ckpt).build().fit(spark);
 
     assertThat(model.history().epochs()).hasSize(1);
     assertThat(Shared.created).as("Parquet shards staged under the checkpoint directory")

@@ -329,11 +329,11 @@ public final class TrainBenchmark {
     int epochs = Integer.parseInt(required(o, "epochs"));
     ModelSpec spec = spec(model);
     long[] shape = model.equals("cnn") ? new long[] {1, 28, 28} : new long[] {784};
-    DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train")).setFormat(DatasetSpec.Format.TFRECORD)
+    DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train")).optFormat(DatasetSpec.Format.TFRECORD)
         .addFeature("pixels", shape).setLabel("label", DatasetSpec.LabelType.INT).build();
     DatasetSpec test = train.toBuilder().setPaths(List.of(required(o, "test"))).build();
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(batch(o)).optSeed(7).build();
-    PipelineOptions eval = PipelineOptions.builder().setBatchSize(500).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(batch(o)).optSeed(7).build();
+    PipelineOptions eval = PipelineOptions.builder().optBatchSize(500).build();
     InMemoryDataset[] memory = null;
     if ("memory".equals(o.get("data-source"))) {
       if (!model.equals("mlp")) {
@@ -357,7 +357,7 @@ public final class TrainBenchmark {
           .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
           .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
           .setNumWorkers(workers)
-          .setEpochs(epochs)
+          .optEpochs(epochs)
           .optSeed(1)
           .optGradientPrecision(dev.sparktrainer.collective.WirePrecision.valueOf(
               o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))

@@ -63,7 +63,7 @@ class UnreadableCheckpointTest {
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(DIGITS.trainBatches(16, 5, true))
         .setNumWorkers(2)
-        .setEpochs(epochs)
+        .optEpochs(epochs)
         .optSeed(42)
         .optCheckpointDir(dir)
         .optCheckpointEverySteps(10)

@@ -44,7 +44,7 @@ class WorkerLoopTest {
         .setOptimizer(opt)
         .setTrainingData(train.trainBatches(batch, 5, true))
         .setNumWorkers(workers)
-        .setEpochs(1)
+        .optEpochs(1)
         .optSeed(42);
   }
 
@@ -136,7 +136,7 @@ class WorkerLoopTest {
         .setOptimizer(still)
         .setTrainingData(train.slice(0, 320).trainBatches(16, 5, true))
         .setNumWorkers(2)
-        .setEpochs(1)
+        .optEpochs(1)
         .optSeed(42);
     TrainedModel fp32 = fit(b);
     TrainedModel bf16 = fit(b.optGradientPrecision(dev.sparktrainer.collective.WirePrecision.BF16));
@@ -198,14 +198,14 @@ class WorkerLoopTest {
     // Dropout: the per-step random streams must be restored too. Small buckets: several per step.
     MlpSpec model = MlpSpec.of(64, 10, 32).with(Activation.RELU, 0.2f);
     OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(100, 1e-4f).build();
-    TrainedModel reference = fit(job(2, 16, model, adam).setEpochs(3).optValidationData(test.evalBatches(50))
+    TrainedModel reference = fit(job(2, 16, model, adam).optEpochs(3).optValidationData(test.evalBatches(50))
         .optOptimizerPlacement(placement).optFusionBucketBytes(2048));
 
     DistributedTrainer.Builder failing =
         job(2, 16, model, adam)
             .optOptimizerPlacement(placement)
             .optFusionBucketBytes(2048)
-            .setEpochs(3)
+            .optEpochs(3)
             .optValidationData(test.evalBatches(50))
             .optCheckpointDir(tmp.toString())
             .optCheckpointEverySteps(20)
@@ -244,7 +244,7 @@ class WorkerLoopTest {
           .setOptimizer(adam)
           .setTrainingData(train.slice(0, 640).trainBatches(16, 5, true))
           .setNumWorkers(2)
-          .setEpochs(2)
+          .optEpochs(2)
           .optSeed(42)
           .optFusionBucketBytes(4096)
           .optOptimizerPlacement(placement);

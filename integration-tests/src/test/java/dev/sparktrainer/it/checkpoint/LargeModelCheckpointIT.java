@@ -159,7 +159,7 @@ class LargeModelCheckpointIT {
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-3f).build())
         .setTrainingData(data.trainBatches(2, 5, true))
         .setNumWorkers(1)
-        .setEpochs(1)
+        .optEpochs(1)
         .optSeed(42)
         .optOptimizerPlacement(placement);
   }

@@ -221,7 +221,7 @@ class CorruptDataIT {
   }
 
   private static final PipelineOptions OPTIONS =
-      PipelineOptions.builder().setBatchSize(50).optShuffleBuffer(100).optSeed(1).build();
+      PipelineOptions.builder().optBatchSize(50).optShuffleBuffer(100).optSeed(1).build();
 
   @Test
   void thePipelineFailsAtPlanningOnDamagedFramingNamingTheFile() throws IOException {
@@ -271,7 +271,7 @@ class CorruptDataIT {
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.sgd().build())
         .setTrainingData(spec(c.dir()), OPTIONS)
-        .setNumWorkers(2).setEpochs(1).optRingHost("127.0.0.1").build();
+        .setNumWorkers(2).optEpochs(1).optRingHost("127.0.0.1").build();
     String expected = c.badFile().getFileName() + " at byte offset " + c.badOffset();
     Queue<String> taskErrors = new ConcurrentLinkedQueue<>();
     CountDownLatch named = new CountDownLatch(1);

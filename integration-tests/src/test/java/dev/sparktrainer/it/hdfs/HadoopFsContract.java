@@ -291,7 +291,7 @@ public abstract class HadoopFsContract {
     DatasetSpec spec = DatasetSpec.builder().addPath(root() + "/big").addFeature("id", 1)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
     long splitSize = 300_000;
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(64).optDropRemainder(false)
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(64).optDropRemainder(false)
         .optShuffleBuffer(256).optSplitSizeBytes(splitSize).optSeed(9).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, options, spark()); // counts with a Spark job
     long size = fs().getFileStatus(new Path(file)).getLen();
@@ -360,7 +360,7 @@ public abstract class HadoopFsContract {
   }
 
   private DistributedTrainer.Builder digitsJob(String data, int epochs) {
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
     DatasetSpec train = DatasetSpec.builder().addPath(data + "/train").addFeature("pixels", 64)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
     DatasetSpec test = DatasetSpec.builder().addPath(data + "/test").addFeature("pixels", 64)
@@ -369,7 +369,7 @@ public abstract class HadoopFsContract {
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(train, options).optValidationData(test, options)
-        .setNumWorkers(2).setEpochs(epochs).optSeed(3).optRingHost("127.0.0.1")
+        .setNumWorkers(2).optEpochs(epochs).optSeed(3).optRingHost("127.0.0.1")
         .optCallback(new RecordingCallback());
   }
 

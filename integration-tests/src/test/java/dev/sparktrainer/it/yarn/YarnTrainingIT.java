@@ -110,7 +110,7 @@ class YarnTrainingIT {
   private static void convertDigitsToHdfs() throws IOException {
     Path csv = work.resolve("digits.csv.gz");
     try (InputStream in = SparkTrainerCli.class.getClassLoader().getResourceAsStream("sample-data/digits.csv.gz")) {
-      assertThat(in).as("sample-data/digits.csv.gz on the class path (tfrecord-datasource)").isNotNull();
+      assertThat(in).as("sample-data/digits.csv.gz on the class path (spark-trainer)").isNotNull();
       Files.copy(in, csv, StandardCopyOption.REPLACE_EXISTING);
     }
     ByteArrayOutputStream out = new ByteArrayOutputStream();

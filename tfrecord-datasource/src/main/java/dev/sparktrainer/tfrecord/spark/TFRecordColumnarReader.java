@@ -107,7 +107,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
       all[fields.length + p] = c;
     }
     batch = new ColumnarBatch(all);
-    this.reader = TFRecordFiles.open(path, start, length, conf, options);
+    this.reader = TFRecordFileOpener.open(path, start, length, conf, options);
     this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 

@@ -30,7 +30,7 @@ final class TFRecordPartitionReader implements PartitionReader<InternalRow> {
       AtomicLong dropped)
       throws IOException {
     this.decoder = new TFRecordRowDecoder(required, options.recordType());
-    this.reader = TFRecordFiles.open(path, start, length, conf, options);
+    this.reader = TFRecordFileOpener.open(path, start, length, conf, options);
     this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 

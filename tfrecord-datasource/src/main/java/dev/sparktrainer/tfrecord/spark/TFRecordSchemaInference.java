@@ -46,7 +46,7 @@ final class TFRecordSchemaInference {
     int sampled = 0;
     outer:
     for (FileStatus status : files) {
-      try (TFRecordReader reader = TFRecordFiles.open(status.getPath(), 0, Long.MAX_VALUE, conf, options)) {
+      try (TFRecordReader reader = TFRecordFileOpener.open(status.getPath(), 0, Long.MAX_VALUE, conf, options)) {
         while (reader.next()) {
           try {
             if (options.recordType() == RecordType.Example) {

@@ -46,7 +46,7 @@ class TFRecordFileFormat extends FileFormat {
       sparkSession: SparkSession,
       options: Map[String, String],
       path: Path): Boolean =
-    TFRecordFiles.isSplittable(path, TFRecordSpark.parseOptions(sparkSession, options))
+    TFRecordFileOpener.isSplittable(path, TFRecordSpark.parseOptions(sparkSession, options))
 
   override protected def buildReader(
       sparkSession: SparkSession,

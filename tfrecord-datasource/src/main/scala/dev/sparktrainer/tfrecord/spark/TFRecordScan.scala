@@ -37,7 +37,7 @@ case class TFRecordScan(
   private lazy val parsedOptions =
     TFRecordSpark.parseOptions(sparkSession, options.asCaseSensitiveMap.asScala.toMap)
 
-  override def isSplitable(path: Path): Boolean = TFRecordFiles.isSplittable(path, parsedOptions)
+  override def isSplitable(path: Path): Boolean = TFRecordFileOpener.isSplittable(path, parsedOptions)
 
   override def getFileUnSplittableReason(path: Path): String =
     s"the file is ${parsedOptions.compressionOf(path.getName)} compressed"
