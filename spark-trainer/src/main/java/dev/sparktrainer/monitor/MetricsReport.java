@@ -1,8 +1,12 @@
 package dev.sparktrainer.monitor;
 
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
-import java.util.Locale;
+import dev.sparktrainer.train.Resume;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -21,48 +25,80 @@ public final class MetricsReport {
    * @param info extra top-level string fields (model, workers, paths...), in order
    */
   public static String toJson(History history, double wallSeconds, Map<String, Object> info) {
-    StringBuilder sb = new StringBuilder("{\n");
-    for (Map.Entry<String, Object> e : info.entrySet()) {
-      sb.append("  ").append(Json.quote(e.getKey())).append(": ").append(Json.value(e.getValue())).append(",\n");
+    Map<String, Object> report = new LinkedHashMap<>(info);
+    List<Object> epochs = new ArrayList<>();
+    for (EpochMetrics m : history.epochs()) {
+      epochs.add(epoch(m));
     }
-    sb.append("  \"epochs\": [");
-    for (int i = 0; i < history.epochs().size(); i++) {
-      sb.append(i == 0 ? "\n    " : ",\n    ").append(epochJson(history.epochs().get(i)));
-    }
-    sb.append("\n  ],\n");
+    report.put("epochs", epochs);
     // Starts from a checkpoint (Spark stage retries, reruns of the same job): empty if none.
-    sb.append("  \"resumes\": [");
-    for (int i = 0; i < history.resumes().size(); i++) {
-      sb.append(i == 0 ? "\n    " : ",\n    ").append(history.resumes().get(i).toJson());
+    List<Object> resumes = new ArrayList<>();
+    for (Resume r : history.resumes()) {
+      resumes.add(resume(r));
     }
-    sb.append(history.resumes().isEmpty() ? "],\n" : "\n  ],\n");
-    sb.append("  \"final\": ");
-    if (history.epochs().isEmpty()) {
-      sb.append("null");
-    } else {
+    report.put("resumes", resumes);
+    Map<String, Object> fin = null;
+    if (!history.epochs().isEmpty()) {
       EpochMetrics last = history.last();
-      double total = history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum();
-      sb.append(String.format(Locale.ROOT,
-          "{\"epochs\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s, \"val_accuracy\": %s,"
-              + " \"samples_per_sec\": %s, \"training_seconds\": %s, \"wall_seconds\": %s, \"parameter_hash\": %s}",
-          history.epochs().size(), Json.num(last.loss()), Json.num(last.accuracy()), Json.num(last.validationLoss()),
-          Json.num(last.validationAccuracy()), Json.num(last.samplesPerSecond()), Json.num(total),
-          Json.num(wallSeconds), Json.quote(last.parameterHash())));
+      fin = new LinkedHashMap<>();
+      fin.put("epochs", history.epochs().size());
+      fin.put("loss", last.loss());
+      fin.put("accuracy", last.accuracy());
+      fin.put("val_loss", last.validationLoss());
+      fin.put("val_accuracy", last.validationAccuracy());
+      fin.put("samples_per_sec", last.samplesPerSecond());
+      fin.put("training_seconds", history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum());
+      fin.put("wall_seconds", wallSeconds);
+      fin.put("parameter_hash", last.parameterHash());
     }
-    sb.append("\n}\n");
-    return sb.toString();
+    report.put("final", fin);
+    return Json.report(report);
   }
 
   /** One epoch's entry. */
   public static String epochJson(EpochMetrics m) {
-    return String.format(Locale.ROOT,
-        "{\"epoch\": %d, \"steps\": %d, \"samples\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s,"
-            + " \"val_accuracy\": %s, \"samples_per_sec\": %s, \"seconds\": %s, \"time\": {\"data_wait_s\": %s,"
-            + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s, \"backward_s\": %s, \"communication_s\": %s}, \"parameter_hash\": %s}",
-        m.epoch(), m.steps(), m.samples(), Json.num(m.loss()), Json.num(m.accuracy()), Json.num(m.validationLoss()),
-        Json.num(m.validationAccuracy()), Json.num(m.samplesPerSecond()), Json.num(m.seconds()),
-        Json.num(m.dataWaitSeconds()), Json.num(m.computeSeconds()), Json.num(m.allReduceSeconds()),
-        Json.num(m.optimizerSeconds()), Json.num(m.backwardSeconds()), Json.num(m.communicationSeconds()),
-        Json.quote(m.parameterHash()));
+    return Json.value(epoch(m));
+  }
+
+  private static Map<String, Object> epoch(EpochMetrics m) {
+    Map<String, Object> e = new LinkedHashMap<>();
+    e.put("epoch", m.epoch());
+    e.put("steps", m.steps());
+    e.put("samples", m.samples());
+    e.put("loss", m.loss());
+    e.put("accuracy", m.accuracy());
+    e.put("val_loss", m.validationLoss());
+    e.put("val_accuracy", m.validationAccuracy());
+    e.put("samples_per_sec", m.samplesPerSecond());
+    e.put("seconds", m.seconds());
+    Map<String, Object> time = new LinkedHashMap<>();
+    time.put("data_wait_s", m.dataWaitSeconds());
+    time.put("compute_s", m.computeSeconds());
+    time.put("allreduce_s", m.allReduceSeconds());
+    time.put("optimizer_s", m.optimizerSeconds());
+    time.put("backward_s", m.backwardSeconds());
+    time.put("communication_s", m.communicationSeconds());
+    e.put("time", time);
+    e.put("parameter_hash", m.parameterHash());
+    return e;
+  }
+
+  private static Map<String, Object> resume(Resume r) {
+    Map<String, Object> e = new LinkedHashMap<>();
+    e.put("step", r.step());
+    e.put("epoch", r.epoch());
+    e.put("step_in_epoch", r.stepInEpoch());
+    e.put("stage_attempt", r.stageAttempt());
+    e.put("checkpoint", r.checkpoint());
+    e.put("from_scratch", r.fromScratch());
+    List<Object> skipped = new ArrayList<>();
+    for (SkippedCheckpoint k : r.skipped()) {
+      Map<String, Object> s = new LinkedHashMap<>();
+      s.put("file", k.file());
+      s.put("reason", k.reason());
+      skipped.add(s);
+    }
+    e.put("skipped", skipped);
+    return e;
   }
 }
