@@ -61,6 +61,7 @@ final class RecordDecoder {
   private double decode(byte[] buf, int off, int len, float[] out, ByteBuffer[] columns, int row)
       throws IOException {
     scanner.scanExample(buf, off, len);
+    buf = scanner.buffer(); // the record, or the scanner's copy with merged values
     int pos = 0;
     for (int c = 0; c < features.size(); c++) {
       DatasetSpec.Feature f = features.get(c);

@@ -1,9 +1,13 @@
 package dev.sparktrainer.monitor;
 
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.Resume;
 import dev.sparktrainer.train.StragglerReport;
-import java.util.Locale;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -23,91 +27,139 @@ public final class MetricsReport {
    * @param info extra top-level string fields (model, workers, paths...), in order
    */
   public static String toJson(History history, double wallSeconds, Map<String, Object> info) {
-    StringBuilder sb = new StringBuilder("{\n");
-    for (Map.Entry<String, Object> e : info.entrySet()) {
-      sb.append("  ").append(Json.quote(e.getKey())).append(": ").append(Json.value(e.getValue())).append(",\n");
+    Map<String, Object> report = new LinkedHashMap<>(info);
+    List<Object> epochs = new ArrayList<>();
+    for (EpochMetrics m : history.epochs()) {
+      epochs.add(epoch(m));
     }
-    sb.append("  \"epochs\": [");
-    for (int i = 0; i < history.epochs().size(); i++) {
-      sb.append(i == 0 ? "\n    " : ",\n    ").append(epochJson(history.epochs().get(i)));
-    }
-    sb.append("\n  ],\n");
+    report.put("epochs", epochs);
     // Starts from a checkpoint (Spark stage retries, reruns of the same job): empty if none.
-    sb.append("  \"resumes\": [");
-    for (int i = 0; i < history.resumes().size(); i++) {
-      sb.append(i == 0 ? "\n    " : ",\n    ").append(history.resumes().get(i).toJson());
+    List<Object> resumes = new ArrayList<>();
+    for (Resume r : history.resumes()) {
+      resumes.add(resume(r));
     }
-    sb.append(history.resumes().isEmpty() ? "],\n" : "\n  ],\n");
+    report.put("resumes", resumes);
     // One entry per epoch with more than one worker: empty for a single worker.
-    sb.append("  \"stragglers\": [");
-    for (int i = 0; i < history.stragglers().size(); i++) {
-      sb.append(i == 0 ? "\n    " : ",\n    ").append(stragglerJson(history.stragglers().get(i)));
+    List<Object> stragglers = new ArrayList<>();
+    for (StragglerReport r : history.stragglers()) {
+      stragglers.add(straggler(r));
     }
-    sb.append(history.stragglers().isEmpty() ? "],\n" : "\n  ],\n");
-    sb.append("  \"final\": ");
-    if (history.epochs().isEmpty()) {
-      sb.append("null");
-    } else {
+    report.put("stragglers", stragglers);
+    Map<String, Object> fin = null;
+    if (!history.epochs().isEmpty()) {
       EpochMetrics last = history.last();
-      double total = history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum();
-      sb.append(String.format(Locale.ROOT,
-          "{\"epochs\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s, \"val_accuracy\": %s,"
-              + " \"samples_per_sec\": %s, \"training_seconds\": %s, \"wall_seconds\": %s, \"parameter_hash\": %s}",
-          history.epochs().size(), Json.num(last.loss()), Json.num(last.accuracy()), Json.num(last.validationLoss()),
-          Json.num(last.validationAccuracy()), Json.num(last.samplesPerSecond()), Json.num(total),
-          Json.num(wallSeconds), Json.quote(last.parameterHash())));
-      regression(sb, last);
+      fin = new LinkedHashMap<>();
+      fin.put("epochs", history.epochs().size());
+      fin.put("loss", last.loss());
+      fin.put("accuracy", last.accuracy());
+      fin.put("val_loss", last.validationLoss());
+      fin.put("val_accuracy", last.validationAccuracy());
+      fin.put("samples_per_sec", last.samplesPerSecond());
+      fin.put("training_seconds", history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum());
+      fin.put("wall_seconds", wallSeconds);
+      fin.put("parameter_hash", last.parameterHash());
+      regression(fin, last);
     }
-    sb.append("\n}\n");
-    return sb.toString();
-  }
-
-  /** One epoch's straggler report: the slowest rank, and every rank's times. */
-  public static String stragglerJson(StragglerReport r) {
-    StragglerReport.Slowest s = r.slowest();
-    StringBuilder sb = new StringBuilder(String.format(Locale.ROOT,
-        "{\"epoch\": %d, \"steps\": %d, \"kept_steps\": %d, \"slowest\": {\"rank\": %d, \"host\": %s,"
-            + " \"executor\": %s, \"median_slowdown\": %s, \"p95_slowdown\": %s, \"slowest_step_share\": %s,"
-            + " \"others_wait_s\": %s, \"warning\": %b}, \"ranks\": [",
-        r.epoch(), r.steps(), r.keptSteps(), s.rank(), Json.quote(s.host()), Json.quote(s.executorId()),
-        Json.num(s.medianSlowdown()), Json.num(s.p95Slowdown()), Json.num(s.slowestStepShare()),
-        Json.num(s.othersWaitSeconds()), s.warning()));
-    for (int i = 0; i < r.ranks().size(); i++) {
-      StragglerReport.Rank k = r.ranks().get(i);
-      sb.append(i == 0 ? "" : ", ").append(String.format(Locale.ROOT,
-          "{\"rank\": %d, \"host\": %s, \"executor\": %s, \"data_wait_s\": %s, \"compute_s\": %s,"
-              + " \"comm_wait_s\": %s, \"step_median_s\": %s, \"step_p95_s\": %s, \"slowest_step_share\": %s}",
-          k.rank(), Json.quote(k.host()), Json.quote(k.executorId()), Json.num(k.dataWaitSeconds()),
-          Json.num(k.computeSeconds()), Json.num(k.commWaitSeconds()), Json.num(k.medianWorkSeconds()),
-          Json.num(k.p95WorkSeconds()), Json.num(k.slowestStepShare())));
-    }
-    return sb.append("]}").toString();
-  }
-
-  /** Adds the regression metrics into the JSON object just appended (before its closing brace). */
-  private static void regression(StringBuilder sb, EpochMetrics m) {
-    if (m.regression() != null) {
-      sb.setLength(sb.length() - 1);
-      sb.append(String.format(Locale.ROOT,
-          ", \"mse\": %s, \"mae\": %s, \"r2\": %s, \"val_mse\": %s, \"val_mae\": %s, \"val_r2\": %s}",
-          Json.num(m.mse()), Json.num(m.mae()), Json.num(m.r2()), Json.num(m.validationMse()),
-          Json.num(m.validationMae()), Json.num(m.validationR2())));
-    }
+    report.put("final", fin);
+    return Json.report(report);
   }
 
   /** One epoch's entry. */
   public static String epochJson(EpochMetrics m) {
-    StringBuilder sb = new StringBuilder();
-    sb.append(String.format(Locale.ROOT,
-        "{\"epoch\": %d, \"steps\": %d, \"samples\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s,"
-            + " \"val_accuracy\": %s, \"samples_per_sec\": %s, \"seconds\": %s, \"time\": {\"data_wait_s\": %s,"
-            + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s, \"backward_s\": %s, \"communication_s\": %s}, \"parameter_hash\": %s}",
-        m.epoch(), m.steps(), m.samples(), Json.num(m.loss()), Json.num(m.accuracy()), Json.num(m.validationLoss()),
-        Json.num(m.validationAccuracy()), Json.num(m.samplesPerSecond()), Json.num(m.seconds()),
-        Json.num(m.dataWaitSeconds()), Json.num(m.computeSeconds()), Json.num(m.allReduceSeconds()),
-        Json.num(m.optimizerSeconds()), Json.num(m.backwardSeconds()), Json.num(m.communicationSeconds()),
-        Json.quote(m.parameterHash())));
-    regression(sb, m);
-    return sb.toString();
+    return Json.value(epoch(m));
+  }
+
+  private static Map<String, Object> epoch(EpochMetrics m) {
+    Map<String, Object> e = new LinkedHashMap<>();
+    e.put("epoch", m.epoch());
+    e.put("steps", m.steps());
+    e.put("samples", m.samples());
+    e.put("loss", m.loss());
+    e.put("accuracy", m.accuracy());
+    e.put("val_loss", m.validationLoss());
+    e.put("val_accuracy", m.validationAccuracy());
+    e.put("samples_per_sec", m.samplesPerSecond());
+    e.put("seconds", m.seconds());
+    Map<String, Object> time = new LinkedHashMap<>();
+    time.put("data_wait_s", m.dataWaitSeconds());
+    time.put("compute_s", m.computeSeconds());
+    time.put("allreduce_s", m.allReduceSeconds());
+    time.put("optimizer_s", m.optimizerSeconds());
+    time.put("backward_s", m.backwardSeconds());
+    time.put("communication_s", m.communicationSeconds());
+    e.put("time", time);
+    e.put("parameter_hash", m.parameterHash());
+    regression(e, m);
+    return e;
+  }
+
+  /** With a regression loss: mse, mae, r2 and their val_ forms. */
+  private static void regression(Map<String, Object> e, EpochMetrics m) {
+    if (m.regression() != null) {
+      e.put("mse", m.mse());
+      e.put("mae", m.mae());
+      e.put("r2", m.r2());
+      e.put("val_mse", m.validationMse());
+      e.put("val_mae", m.validationMae());
+      e.put("val_r2", m.validationR2());
+    }
+  }
+
+  /** One epoch's straggler report: the slowest rank, and every rank's times. */
+  public static String stragglerJson(StragglerReport r) {
+    return Json.value(straggler(r));
+  }
+
+  private static Map<String, Object> straggler(StragglerReport r) {
+    StragglerReport.Slowest s = r.slowest();
+    Map<String, Object> e = new LinkedHashMap<>();
+    e.put("epoch", r.epoch());
+    e.put("steps", r.steps());
+    e.put("kept_steps", r.keptSteps());
+    Map<String, Object> slowest = new LinkedHashMap<>();
+    slowest.put("rank", s.rank());
+    slowest.put("host", s.host());
+    slowest.put("executor", s.executorId());
+    slowest.put("median_slowdown", s.medianSlowdown());
+    slowest.put("p95_slowdown", s.p95Slowdown());
+    slowest.put("slowest_step_share", s.slowestStepShare());
+    slowest.put("others_wait_s", s.othersWaitSeconds());
+    slowest.put("warning", s.warning());
+    e.put("slowest", slowest);
+    List<Object> ranks = new ArrayList<>();
+    for (StragglerReport.Rank k : r.ranks()) {
+      Map<String, Object> x = new LinkedHashMap<>();
+      x.put("rank", k.rank());
+      x.put("host", k.host());
+      x.put("executor", k.executorId());
+      x.put("data_wait_s", k.dataWaitSeconds());
+      x.put("compute_s", k.computeSeconds());
+      x.put("comm_wait_s", k.commWaitSeconds());
+      x.put("step_median_s", k.medianWorkSeconds());
+      x.put("step_p95_s", k.p95WorkSeconds());
+      x.put("slowest_step_share", k.slowestStepShare());
+      ranks.add(x);
+    }
+    e.put("ranks", ranks);
+    return e;
+  }
+
+  private static Map<String, Object> resume(Resume r) {
+    Map<String, Object> e = new LinkedHashMap<>();
+    e.put("step", r.step());
+    e.put("epoch", r.epoch());
+    e.put("step_in_epoch", r.stepInEpoch());
+    e.put("stage_attempt", r.stageAttempt());
+    e.put("checkpoint", r.checkpoint());
+    e.put("from_scratch", r.fromScratch());
+    List<Object> skipped = new ArrayList<>();
+    for (SkippedCheckpoint k : r.skipped()) {
+      Map<String, Object> s = new LinkedHashMap<>();
+      s.put("file", k.file());
+      s.put("reason", k.reason());
+      skipped.add(s);
+    }
+    e.put("skipped", skipped);
+    return e;
   }
 }

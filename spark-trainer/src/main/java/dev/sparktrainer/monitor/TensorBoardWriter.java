@@ -1,6 +1,8 @@
 package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.proto.Event;
+import dev.sparktrainer.tfrecord.proto.Summary;
 import java.io.Closeable;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -16,7 +18,8 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * Writes a TensorBoard event file — TFRecord framing (the project's {@link TFRecordWriter}) of
- * {@code Event} protos: first the {@code file_version} event, then scalar summaries — to a directory
+ * {@code tensorflow.Event} protos (the classes protoc generates from TensorFlow's event.proto and
+ * summary.proto, {@link Event}): first the {@code file_version} event, then scalar summaries — to a directory
  * on any Hadoop FileSystem. Point {@code tensorboard --logdir} at the directory (or its parent).
  *
  * <pre>{@code
@@ -31,6 +34,9 @@ import org.apache.hadoop.fs.Path;
 public final class TensorBoardWriter implements Closeable {
   private static final AtomicInteger COUNTER = new AtomicInteger();
 
+  /** The first record of every event file: TensorBoard checks it. */
+  static final String FILE_VERSION = "brain.Event:2";
+
   private final Path file;
   private final OutputStream stream;
   private final TFRecordWriter writer;
@@ -39,7 +45,7 @@ public final class TensorBoardWriter implements Closeable {
     this.file = file;
     this.stream = stream;
     this.writer = new TFRecordWriter(stream);
-    writer.write(EventProtos.fileVersionEvent(now()));
+    writer.write(Event.newBuilder().setWallTime(now()).setFileVersion(FILE_VERSION).build().toByteArray());
     flush();
   }
 
@@ -80,7 +86,13 @@ public final class TensorBoardWriter implements Closeable {
 
   /** Several scalars at {@code step}, in one event (non-finite values are skipped). */
   public void scalars(long step, Map<String, Double> values) throws IOException {
-    writer.write(EventProtos.scalarsEvent(now(), step, values));
+    Summary.Builder summary = Summary.newBuilder();
+    for (Map.Entry<String, Double> v : values.entrySet()) {
+      if (v.getValue() != null && Double.isFinite(v.getValue())) {
+        summary.addValue(Summary.Value.newBuilder().setTag(v.getKey()).setSimpleValue(v.getValue().floatValue()));
+      }
+    }
+    writer.write(Event.newBuilder().setWallTime(now()).setStep(step).setSummary(summary).build().toByteArray());
   }
 
   /** Makes what was written visible to readers (hflush on HDFS). */

@@ -1,7 +1,7 @@
 package dev.sparktrainer.train;
 
 import java.io.Serializable;
-import java.util.Locale;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
  * What one epoch did, reduced over all workers. Times are per worker, averaged over workers; their
@@ -139,24 +139,33 @@ public record EpochMetrics(
     return limit > 0 ? Math.min(1, hidden / limit) : Double.NaN;
   }
 
-  /** One JSON object. */
+  /** One JSON object, on one line (Jackson; non-finite values are {@code null}). */
   public String toJson() {
-    String json = String.format(
-        Locale.ROOT,
-        "{\"epoch\":%d,\"steps\":%d,\"samples\":%d,\"loss\":%s,\"accuracy\":%s,\"validation_loss\":%s,"
-            + "\"validation_accuracy\":%s,\"seconds\":%s,\"samples_per_s\":%s,\"data_wait_s\":%s,"
-            + "\"compute_s\":%s,\"allreduce_s\":%s,\"optimizer_s\":%s,\"backward_s\":%s,\"communication_s\":%s,"
-            + "\"parameter_hash\":\"%s\"}",
-        epoch, steps, samples, num(loss), num(accuracy), num(validationLoss), num(validationAccuracy),
-        num(seconds), num(samplesPerSecond), num(dataWaitSeconds), num(computeSeconds),
-        num(allReduceSeconds), num(optimizerSeconds), num(backwardSeconds), num(communicationSeconds),
-        parameterHash);
-    return regression == null ? json : json.substring(0, json.length() - 1) + String.format(Locale.ROOT,
-            ",\"mse\":%s,\"mae\":%s,\"r2\":%s,\"validation_mse\":%s,\"validation_mae\":%s,\"validation_r2\":%s}",
-            num(mse()), num(mae()), num(r2()), num(validationMse()), num(validationMae()), num(validationR2()));
-  }
-
-  static String num(double v) {
-    return Double.isFinite(v) ? Double.toString(v) : "null";
+    ObjectNode o = JsonText.MAPPER.createObjectNode();
+    o.put("epoch", epoch);
+    o.put("steps", steps);
+    o.put("samples", samples);
+    JsonText.put(o, "loss", loss);
+    JsonText.put(o, "accuracy", accuracy);
+    JsonText.put(o, "validation_loss", validationLoss);
+    JsonText.put(o, "validation_accuracy", validationAccuracy);
+    JsonText.put(o, "seconds", seconds);
+    JsonText.put(o, "samples_per_s", samplesPerSecond);
+    JsonText.put(o, "data_wait_s", dataWaitSeconds);
+    JsonText.put(o, "compute_s", computeSeconds);
+    JsonText.put(o, "allreduce_s", allReduceSeconds);
+    JsonText.put(o, "optimizer_s", optimizerSeconds);
+    JsonText.put(o, "backward_s", backwardSeconds);
+    JsonText.put(o, "communication_s", communicationSeconds);
+    o.put("parameter_hash", parameterHash);
+    if (regression != null) {
+      JsonText.put(o, "mse", mse());
+      JsonText.put(o, "mae", mae());
+      JsonText.put(o, "r2", r2());
+      JsonText.put(o, "validation_mse", validationMse());
+      JsonText.put(o, "validation_mae", validationMae());
+      JsonText.put(o, "validation_r2", validationR2());
+    }
+    return JsonText.write(o);
   }
 }

@@ -1,9 +1,10 @@
 package dev.sparktrainer.train;
 
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import java.io.Serializable;
 import java.util.List;
-import java.util.Locale;
 
 /**
  * One start of training that found checkpoints: from the newest one that verified — a Spark stage
@@ -44,29 +45,17 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
    * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}).
    */
   public String toJson() {
-    StringBuilder s = new StringBuilder();
+    ObjectNode o = JsonText.MAPPER.createObjectNode();
+    o.put("step", step);
+    o.put("epoch", epoch);
+    o.put("step_in_epoch", stepInEpoch);
+    o.put("stage_attempt", stageAttempt);
+    o.put("checkpoint", checkpoint);
+    o.put("from_scratch", fromScratch());
+    ArrayNode s = o.putArray("skipped");
     for (SkippedCheckpoint k : skipped) {
-      s.append(s.length() == 0 ? "" : ", ").append("{\"file\": ").append(quote(k.file())).append(", \"reason\": ")
-          .append(quote(k.reason())).append('}');
+      s.addObject().put("file", k.file()).put("reason", k.reason());
     }
-    return String.format(Locale.ROOT,
-        "{\"step\": %d, \"epoch\": %d, \"step_in_epoch\": %d, \"stage_attempt\": %d, \"checkpoint\": %s,"
-            + " \"from_scratch\": %b, \"skipped\": [%s]}",
-        step, epoch, stepInEpoch, stageAttempt, quote(checkpoint), fromScratch(), s);
-  }
-
-  private static String quote(String v) {
-    StringBuilder sb = new StringBuilder("\"");
-    for (int i = 0; i < v.length(); i++) {
-      char c = v.charAt(i);
-      if (c == '"' || c == '\\') {
-        sb.append('\\').append(c);
-      } else if (c < 0x20) {
-        sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-      } else {
-        sb.append(c);
-      }
-    }
-    return sb.append('"').toString();
+    return JsonText.write(o);
   }
 }

@@ -17,12 +17,15 @@ public final class Examples {
   public static Map<String, Feature> parseExample(byte[] buf, int off, int len) {
     Map<String, Feature> out = new LinkedHashMap<>();
     ProtoReader r = new ProtoReader().reset(buf, off, len);
+    ExampleScanner.Merges merges = new ExampleScanner.Merges();
+    merges.reset(buf, off + len);
     FeatureValues fv = new FeatureValues();
     while (r.hasMore()) {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
-        parseFeatureMap(r, r.pos + n, (k, o, l) -> out.put(k, fv.decode(buf, o, l).toFeature()));
+        parseFeatureMap(r, r.pos + n, merges,
+            (k, o, l) -> out.put(k, fv.decode(merges.buffer(), o, l).toFeature()));
       } else {
         r.skip(tag);
       }
@@ -43,26 +46,31 @@ public final class Examples {
   public static Sequence parseSequenceExample(byte[] buf, int off, int len) {
     Sequence s = new Sequence();
     ProtoReader r = new ProtoReader().reset(buf, off, len);
+    ExampleScanner.Merges merges = new ExampleScanner.Merges();
+    merges.reset(buf, off + len);
     FeatureValues fv = new FeatureValues();
     while (r.hasMore()) {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
-        parseFeatureMap(
-            r, r.pos + n, (k, o, l) -> s.context.put(k, fv.decode(buf, o, l).toFeature()));
+        parseFeatureMap(r, r.pos + n, merges,
+            (k, o, l) -> s.context.put(k, fv.decode(merges.buffer(), o, l).toFeature()));
       } else if (tag == ((2 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
         parseFeatureMap(
             r,
             r.pos + n,
+            merges,
             (k, o, l) -> {
               List<Feature> features = new ArrayList<>();
-              ProtoReader lr = new ProtoReader().reset(buf, o, l);
+              byte[] b = merges.buffer();
+              ProtoReader lr = new ProtoReader().reset(b, o, l);
+              lr.messageDepth = 3; // SequenceExample > FeatureLists > entry > FeatureList
               while (lr.hasMore()) {
                 int t = lr.readTag();
                 if (t == ((1 << 3) | ProtoReader.LEN)) {
                   int fl = lr.readLength();
-                  features.add(new FeatureValues().decode(buf, lr.pos, fl).toFeature());
+                  features.add(new FeatureValues().decode(b, lr.pos, fl).toFeature());
                   lr.pos += fl;
                 } else {
                   lr.skip(t);
@@ -141,8 +149,9 @@ public final class Examples {
     void visit(String key, int valueOffset, int valueLength);
   }
 
-  private static void parseFeatureMap(ProtoReader r, int end, EntryVisitor visitor) {
+  private static void parseFeatureMap(ProtoReader r, int end, ExampleScanner.Merges merges, EntryVisitor visitor) {
+    // keys checked: a proto3 string, which protobuf rejects when it is not valid UTF-8
     ExampleScanner.forEachEntry(r, end, (keyOff, keyLen, valOff, valLen) -> visitor.visit(
-        new String(r.buf, keyOff, keyLen, StandardCharsets.UTF_8), valOff, valLen));
+        new String(r.buf, keyOff, keyLen, StandardCharsets.UTF_8), valOff, valLen), merges, true);
   }
 }

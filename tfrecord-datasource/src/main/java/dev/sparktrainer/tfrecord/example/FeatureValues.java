@@ -28,6 +28,7 @@ public final class FeatureValues {
     count = 0;
     bytesBuf = buf;
     ProtoReader r = in.reset(buf, off, len);
+    r.messageDepth = 3; // Example > Features > map entry > Feature, for protobuf's recursion limit
     while (r.hasMore()) {
       int tag = r.readTag();
       FeatureKind k = FeatureKind.ofField(tag >>> 3);
@@ -93,6 +94,7 @@ public final class FeatureValues {
   private void decodeList(ProtoReader r, FeatureKind k, int listEnd) {
     int outerLimit = r.limit;
     r.limit = listEnd;
+    r.messageDepth++;
     try {
       while (r.hasMore()) {
         int tag = r.readTag();
@@ -153,6 +155,7 @@ public final class FeatureValues {
       }
     } finally {
       r.limit = outerLimit;
+      r.messageDepth--;
     }
   }
 

@@ -3,7 +3,11 @@ package dev.sparktrainer.tfrecord.example;
 /**
  * The protobuf wire format over a byte range, just what Example needs: varints, fixed32,
  * length-delimited fields and skipping. All bounds are checked: malformed input throws {@link
- * MalformedRecordException}, never reads outside the range, never allocates.
+ * MalformedRecordException}, never reads outside the range, never allocates. What it accepts and
+ * rejects is what protobuf-java's {@code CodedInputStream} does (ScannerDifferentialTest): tags and
+ * lengths are 32-bit varints of up to 10 bytes whose high bits are dropped, field number 0 and
+ * negative lengths are invalid, and groups nest at most {@value #RECURSION_LIMIT} deep counting the
+ * messages around them ({@link #messageDepth}).
  */
 final class ProtoReader {
   static final int VARINT = 0;
@@ -13,11 +17,14 @@ final class ProtoReader {
   static final int END_GROUP = 4;
   static final int FIXED32 = 5;
 
-  private static final int MAX_GROUP_DEPTH = 64;
+  /** protobuf-java's default recursion limit: message nesting plus group nesting. */
+  static final int RECURSION_LIMIT = 100;
 
   byte[] buf;
   int pos;
   int limit;
+  /** How deep in messages the bytes being read are, as protobuf-java counts for its recursion limit. */
+  int messageDepth;
   private int groupDepth;
 
   ProtoReader reset(byte[] buf, int off, int len) {
@@ -25,6 +32,7 @@ final class ProtoReader {
     this.pos = off;
     this.limit = off + len;
     this.groupDepth = 0;
+    this.messageDepth = 0;
     return this;
   }
 
@@ -33,20 +41,27 @@ final class ProtoReader {
   }
 
   int readTag() {
-    long tag = readVarint64();
-    if (tag >>> 32 != 0 || (tag >>> 3) == 0) {
-      throw new MalformedRecordException("invalid protobuf tag " + tag + " at byte " + pos);
+    int tag = (int) readVarint64(); // a 32-bit varint: protobuf drops the high bits
+    if ((tag >>> 3) == 0) {
+      throw new MalformedRecordException("invalid protobuf tag (field number 0) before byte " + pos);
     }
-    return (int) tag;
+    return tag;
   }
 
   long readVarint64() {
+    int start = pos;
     long result = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (pos >= limit) {
         throw new MalformedRecordException("truncated varint");
       }
       byte b = buf[pos++];
+      if (shift == 63 && b >= 0 && limit - start >= 10) {
+        // A 10-byte varint: protobuf-java's fast path (taken when 10 bytes are left) sets bit 63
+        // whatever the last byte holds; its slow path, like the line below, takes the last byte's
+        // low bit. They differ only on non-canonical input; match the one protobuf would take.
+        return result | (1L << 63);
+      }
       result |= (long) (b & 0x7f) << shift;
       if (b >= 0) {
         return result;
@@ -66,12 +81,12 @@ final class ProtoReader {
 
   /** Reads a length prefix and checks it fits; returns the length, {@link #pos} at the payload. */
   int readLength() {
-    long len = readVarint64();
+    int len = (int) readVarint64(); // a 32-bit varint, as protobuf reads lengths
     if (len < 0 || len > limit - pos) {
       throw new MalformedRecordException(
           "length-delimited field of " + len + " bytes exceeds the " + (limit - pos) + " left");
     }
-    return (int) len;
+    return len;
   }
 
   void skip(int tag) {
@@ -97,22 +112,23 @@ final class ProtoReader {
   }
 
   private void skipGroup(int field) {
-    if (++groupDepth > MAX_GROUP_DEPTH) {
-      throw new MalformedRecordException("groups nested deeper than " + MAX_GROUP_DEPTH);
-    }
     while (true) {
       if (!hasMore()) {
         throw new MalformedRecordException("unterminated group " + field);
       }
       int tag = readTag();
+      if (messageDepth + groupDepth >= RECURSION_LIMIT) {
+        throw new MalformedRecordException("messages and groups nested deeper than " + RECURSION_LIMIT);
+      }
       if ((tag & 7) == END_GROUP) {
         if ((tag >>> 3) != field) {
           throw new MalformedRecordException("mismatched end of group " + field);
         }
-        groupDepth--;
         return;
       }
+      groupDepth++;
       skip(tag);
+      groupDepth--;
     }
   }
 

@@ -168,10 +168,11 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
     }
     try {
       scanner.scanExample(buf, off, len);
+      byte[] data = scanner.buffer(); // the record, or the scanner's copy with merged values
       for (int i = 0; i < columns.length; i++) {
         int fo = scanner.featureOffset[i];
         if (fo >= 0) {
-          columns[i].check(values[i].decode(buf, fo, scanner.featureLength[i]));
+          columns[i].check(values[i].decode(data, fo, scanner.featureLength[i]));
         }
       }
     } catch (MalformedRecordException | IndexOutOfBoundsException e) {

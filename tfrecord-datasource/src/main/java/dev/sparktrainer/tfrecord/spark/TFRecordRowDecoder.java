@@ -115,13 +115,14 @@ final class TFRecordRowDecoder {
     } else {
       scanner.scanSequenceExample(buf, off, len);
     }
+    byte[] data = scanner.buffer(); // the record, or the scanner's copy with merged values
     for (int i = 0; i < contextFields.length; i++) {
       Field f = contextFields[i];
       int fo = scanner.featureOffset[i];
       if (fo < 0) {
         writer.setNullAt(f.ordinal);
       } else {
-        f.write(writer, values.decode(buf, fo, scanner.featureLength[i]));
+        f.write(writer, values.decode(data, fo, scanner.featureLength[i]));
       }
     }
     for (int i = 0; i < listFields.length; i++) {
@@ -130,7 +131,7 @@ final class TFRecordRowDecoder {
       if (lo < 0) {
         writer.setNullAt(f.ordinal);
       } else {
-        ((ListField) f).writeList(writer, buf, lo, scanner.listLength[i]);
+        ((ListField) f).writeList(writer, data, lo, scanner.listLength[i]);
       }
     }
     return writer.getRow();

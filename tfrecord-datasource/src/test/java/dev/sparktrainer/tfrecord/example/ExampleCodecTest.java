@@ -130,6 +130,26 @@ class ExampleCodecTest {
   }
 
   @Test
+  void mergesAMapEntryValueGivenTwiceAsProtobufDoes() {
+    ProtoWriter entry = new ProtoWriter(64);
+    lenField(entry, 1, "m".getBytes(StandardCharsets.UTF_8));
+    lenField(entry, 2, unpackedInt64(1, 2));
+    lenField(entry, 2, unpackedInt64(3)); // the same field again: merged, lists appended
+    ProtoWriter features = new ProtoWriter(64);
+    lenField(features, 1, bytesOf(entry));
+    ProtoWriter ex = new ProtoWriter(64);
+    lenField(ex, 1, bytesOf(features));
+    byte[] rec = bytesOf(ex);
+    assertThat(Examples.parseExample(rec).get("m")).isEqualTo(Feature.ofInt64(1, 2, 3));
+    // the reader's path: the scanner's copy holds the merged value
+    ExampleScanner scanner = new ExampleScanner(new FeatureLookup(List.of("m")), null);
+    scanner.scanExample(rec, 0, rec.length);
+    assertThat(scanner.buffer()).isNotSameAs(rec);
+    assertThat(new FeatureValues().decode(scanner.buffer(), scanner.featureOffset[0], scanner.featureLength[0])
+        .toFeature()).isEqualTo(Feature.ofInt64(1, 2, 3));
+  }
+
+  @Test
   void skipsUnknownFields() {
     ProtoWriter extra = new ProtoWriter(16);
     extra.tag(15, ProtoReader.VARINT);

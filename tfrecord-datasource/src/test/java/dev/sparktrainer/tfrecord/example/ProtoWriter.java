@@ -2,7 +2,10 @@ package dev.sparktrainer.tfrecord.example;
 
 import java.util.Arrays;
 
-/** A growable byte buffer that writes the protobuf wire format. Reused across records. */
+/**
+ * Raw protobuf wire format, for tests: hand-made encodings (unpacked lists, odd field orders, unknown
+ * fields, merges) as other writers may emit them, which the generated classes never write.
+ */
 final class ProtoWriter {
   byte[] buf;
   int size;
