@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * One epoch with a shuffle buffer, without a producer or batch threads: the output order is worked
@@ -36,8 +37,8 @@ final class PlannedReaders implements EpochStream.Readers {
   private final AtomicInteger nextItem = new AtomicInteger();
   private final AtomicInteger running;
   private final AtomicInteger drainRequests = new AtomicInteger();
-  /** Open batches by batch number modulo the window; guarded by this. */
-  private final Open[] open;
+  /** Open batches by batch number modulo the window; written under this, read without a lock. */
+  private final AtomicReferenceArray<Open> open;
   /** Records whose batch is not open yet, by batch number; guarded by this. */
   private final Map<Integer, List<Held>> held = new HashMap<>();
   /** The first batch not handed on yet; written under this. */
@@ -56,11 +57,11 @@ final class PlannedReaders implements EpochStream.Readers {
     this.skip = (int) Math.min(skip, plan.batches());
     this.permits = permits;
     this.sink = sink;
-    this.open = new Open[window];
+    this.open = new AtomicReferenceArray<>(window);
     this.head = this.skip;
     synchronized (this) {
       for (int j = this.skip; j < Math.min(plan.batches(), this.skip + window); j++) {
-        open[j % window] = new Open(j);
+        open.set(j % window, new Open(j));
       }
       this.limit = plan.batches() == this.skip ? -1 : plan.need(Math.min(plan.batches(), this.skip + window) - 1);
       this.ended = plan.batches() == this.skip;
@@ -280,6 +281,12 @@ final class PlannedReaders implements EpochStream.Readers {
           }
         }
       }
+      if (k == positions.length && !stopped && in.advance()) {
+        // Every planned record is in (the epoch may have ended with it): the split ends here — which
+        // also completes a cache file written through.
+        throw new IOException(ctx.opener().describe(split) + " holds more records than the "
+            + positions.length + " this worker owns by the plan's count: the file changed since it was counted");
+      }
     }
   }
 
@@ -291,7 +298,7 @@ final class PlannedReaders implements EpochStream.Readers {
     if (b == null) {
       Record r = in.decode();
       synchronized (this) {
-        b = j < head + window ? open[j % window] : null;
+        b = openBatch(j);
         if (b == null) {
           held.computeIfAbsent(j, x -> new ArrayList<>()).add(new Held(row, r));
           return;
@@ -309,8 +316,13 @@ final class PlannedReaders implements EpochStream.Readers {
     }
   }
 
-  private synchronized Open openBatch(int j) {
-    return j < head + window ? open[j % window] : null;
+  /**
+   * Batch {@code j} if it is open. Lock-free: batch j's slot holds it from when it opens until it is
+   * complete, and a reader asking for it holds one of its rows.
+   */
+  private Open openBatch(int j) {
+    Open b = open.get(j % window);
+    return b != null && b.number == j ? b : null;
   }
 
   private void giveBack(Record r) {
@@ -340,16 +352,16 @@ final class PlannedReaders implements EpochStream.Readers {
             if (head == plan.batches()) {
               break;
             }
-            b = open[head % window];
+            b = open.get(head % window);
             if (b == null || b.missing.get() != 0) {
               break;
             }
-            open[head % window] = null;
+            open.set(head % window, null);
             head++;
             int next = head + window - 1;
             if (next < plan.batches()) {
               Open o = new Open(next);
-              open[next % window] = o;
+              open.set(next % window, o);
               List<Held> waiting = held.remove(next);
               if (waiting != null) {
                 float[][] spent = new float[waiting.size()][];
@@ -407,10 +419,10 @@ final class PlannedReaders implements EpochStream.Readers {
       }
     }
     synchronized (this) {
-      for (int i = 0; i < open.length; i++) {
-        if (open[i] != null) {
-          open[i].release();
-          open[i] = null;
+      for (int i = 0; i < open.length(); i++) {
+        Open b = open.getAndSet(i, null);
+        if (b != null) {
+          b.release();
         }
       }
       held.clear();
