@@ -4,9 +4,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -40,7 +38,7 @@ final class PlannedReaders implements EpochStream.Readers {
   /** Open batches by batch number modulo the window; written under this, read without a lock. */
   private final AtomicReferenceArray<Open> open;
   /** Records whose batch is not open yet, by batch number; guarded by this. */
-  private final Map<Integer, List<Held>> held = new HashMap<>();
+  private final List<Held>[] held;
   /** The first batch not handed on yet; written under this. */
   private volatile int head;
   /** The last interleaved record a reader may take now (what the open batches need). */
@@ -58,6 +56,9 @@ final class PlannedReaders implements EpochStream.Readers {
     this.permits = permits;
     this.sink = sink;
     this.open = new AtomicReferenceArray<>(window);
+    @SuppressWarnings("unchecked")
+    List<Held>[] h = new List[plan.batches()];
+    this.held = h;
     this.head = this.skip;
     synchronized (this) {
       for (int j = this.skip; j < Math.min(plan.batches(), this.skip + window); j++) {
@@ -300,7 +301,10 @@ final class PlannedReaders implements EpochStream.Readers {
       synchronized (this) {
         b = openBatch(j);
         if (b == null) {
-          held.computeIfAbsent(j, x -> new ArrayList<>()).add(new Held(row, r));
+          if (held[j] == null) {
+            held[j] = new ArrayList<>();
+          }
+          held[j].add(new Held(row, r));
           return;
         }
       }
@@ -348,6 +352,8 @@ final class PlannedReaders implements EpochStream.Readers {
       do {
         while (!stopped) {
           Open b;
+          Open opened = null;
+          List<Held> waiting = null;
           synchronized (this) {
             if (head == plan.batches()) {
               break;
@@ -360,25 +366,28 @@ final class PlannedReaders implements EpochStream.Readers {
             head++;
             int next = head + window - 1;
             if (next < plan.batches()) {
-              Open o = new Open(next);
-              open.set(next % window, o);
-              List<Held> waiting = held.remove(next);
-              if (waiting != null) {
-                float[][] spent = new float[waiting.size()][];
-                int i = 0;
-                for (Held h : waiting) {
-                  o.copy(h.row, h.record);
-                  o.done(h.row, h.record.label);
-                  spent[i++] = h.record.features;
-                }
-                ctx.recordPool().giveAll(spent, i);
-              }
+              opened = new Open(next);
+              open.set(next % window, opened);
+              waiting = held[next];
+              held[next] = null;
             }
             limit = plan.need(Math.min(plan.batches(), head + window) - 1);
             if (head == plan.batches()) {
               ended = true;
             }
             notifyAll();
+          }
+          if (waiting != null) {
+            // Outside the lock: readers write the batch's other rows meanwhile; the loop hands it on
+            // once it is complete and at the head.
+            float[][] spent = new float[waiting.size()][];
+            int i = 0;
+            for (Held h : waiting) {
+              opened.copy(h.row, h.record);
+              opened.done(h.row, h.record.label);
+              spent[i++] = h.record.features;
+            }
+            ctx.recordPool().giveAll(spent, i);
           }
           sink.batch(b.build());
         }
@@ -425,7 +434,7 @@ final class PlannedReaders implements EpochStream.Readers {
           b.release();
         }
       }
-      held.clear();
+      java.util.Arrays.fill(held, null);
     }
   }
 

@@ -30,6 +30,7 @@ public final class ShufflePathsBench {
     double seconds = 3;
     int shuffle = 10_000;
     int datasetMb = 300;
+    String[] windows = {"1"};
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--data": data = Path.of(args[++i]); break;
@@ -37,7 +38,7 @@ public final class ShufflePathsBench {
         case "--seconds": seconds = Double.parseDouble(args[++i]); break;
         case "--dataset-mb": datasetMb = Integer.parseInt(args[++i]); break;
         case "--shuffle": shuffle = Integer.parseInt(args[++i]); break;
-        case "--window": System.setProperty(PipelineContext.SHUFFLE_PROPERTY + ".window", args[++i]); break;
+        case "--window": windows = args[++i].split(","); break;
         default: throw new IllegalArgumentException("Unknown argument " + args[i]
             + " (expected --data, --dataset-mb, --rounds, --seconds, --shuffle, --window)");
       }
@@ -62,11 +63,25 @@ public final class ShufflePathsBench {
     for (int round = 1; round <= rounds; round++) {
       double raw = rawScan(plan, seconds);
       double[] b = rate(plan, options, "buffer", seconds);
-      double[] p = rate(plan, options, "planned", seconds);
+      double[] p = null;
+      StringBuilder others = new StringBuilder();
+      for (String w : windows) {
+        System.setProperty(PipelineContext.SHUFFLE_PROPERTY + ".window", w);
+        double[] x = rate(plan, options, "planned", seconds);
+        if (p == null) {
+          p = x;
+        } else {
+          others.append(String.format(Locale.ROOT, "; window %s: %.0f%% of raw, %.0f CPU ns/record", w,
+              100 * x[0] / raw, x[1]));
+        }
+      }
       System.out.printf(Locale.ROOT, "round %d: raw scan %.0f/s; buffer %.0f/s (%.0f%% of raw, %.0f CPU ns/record);"
           + " planned %.0f/s (%.0f%% of raw, %.0f CPU ns/record); planned/buffer %.2fx, CPU %.2fx; load %.1f%n",
           round, raw, b[0], 100 * b[0] / raw, b[1], p[0], 100 * p[0] / raw, p[1], p[0] / b[0], p[1] / b[1],
           ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
+      if (others.length() > 0) {
+        System.out.println("  planned, other windows (× the shuffle buffer's rows)" + others);
+      }
       sumRatio += p[0] / b[0];
       sumCpuRatio += p[1] / b[1];
     }
