@@ -13,7 +13,8 @@ final class EvaluateCommand extends ModelCommand {
   EvaluateCommand() {
     super("evaluate", "--model DIR/model --data PATH [options]",
         "Evaluates a trained model on labelled data with distributed batch inference and prints the metrics\n"
-            + "as JSON: {\"loss\": ..., \"accuracy\": ..., \"count\": ...} (the model's training loss).");
+            + "as JSON: {\"loss\": ..., \"accuracy\": ..., \"count\": ...} (the model's training loss; for l2 also\n"
+            + "\"mse\", \"mae\" and \"r2\", accuracy null). A model trained with --normalize normalizes the data first.");
   }
 
   @Override
@@ -35,11 +36,16 @@ final class EvaluateCommand extends ModelCommand {
     DataChecks.label(in.data(), label, classes, loss == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY, in.where(), true, ctx.err);
     in.data().sparkSession().sparkContext().setJobDescription("spark-trainer: evaluate " + f.string("model"));
     Map<String, Double> m = BatchInference.evaluate(in.data(), in.model(), in.features(), label,
-        f.integer("batch-size"));
+        f.integer("batch-size"), in.inputMap(), in.inputs() == null ? null : in.inputs().shapes());
     Map<String, Object> json = new LinkedHashMap<>();
     json.put("loss", m.get("loss"));
     json.put("accuracy", m.get("accuracy"));
     json.put("count", m.get("count").longValue());
+    if (loss == LossSpec.L2) {
+      json.put("mse", m.get("mse"));
+      json.put("mae", m.get("mae"));
+      json.put("r2", m.get("r2"));
+    }
     json.put("model", f.string("model"));
     json.put("data", in.where());
     String text = Json.value(json);

@@ -60,7 +60,12 @@ abstract class ModelCommand extends Command {
   }
 
   /** The loaded model, the data and the feature columns to use, all checked. */
-  record Input(TrainedModel model, ModelInputs inputs, Dataset<Row> data, List<String> features, String where) {}
+  record Input(TrainedModel model, ModelInputs inputs, Dataset<Row> data, List<String> features, String where) {
+    /** The per-channel normalization the model was trained with (train --augment normalize:...), or null. */
+    dev.sparktrainer.data.ImageAugment inputMap() {
+      return inputs == null ? null : inputs.inputMap(features);
+    }
+  }
 
   Input load(Flags f, CliContext ctx) throws IOException {
     Configuration conf = ctx.spark().sparkContext().hadoopConfiguration();

@@ -11,10 +11,11 @@ import org.apache.hadoop.fs.Path;
 
 /**
  * {@code inputs.properties} next to a model written by {@code train}: the feature columns with their
- * shapes, the label column, the data format and the number of classes — so {@code evaluate} and
- * {@code predict} need only {@code --model} and {@code --data}.
+ * shapes, the label column, the data format, the number of classes and the per-channel normalization
+ * of image features ({@code train --augment normalize:...}, or null) — so {@code evaluate} and {@code
+ * predict} need only {@code --model} and {@code --data}, and feed the model what it was trained on.
  */
-record ModelInputs(String features, String label, String format, int numClasses) {
+record ModelInputs(String features, String label, String format, int numClasses, String normalize) {
   static final String FILE = "inputs.properties";
 
   /** The file's content, saved with the model ({@code TrainedModel.save}'s extra files). */
@@ -26,6 +27,9 @@ record ModelInputs(String features, String label, String format, int numClasses)
     }
     p.setProperty("format", format);
     p.setProperty("numClasses", Integer.toString(numClasses));
+    if (normalize != null) {
+      p.setProperty("normalize", normalize);
+    }
     java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
     p.store(out, "spark-trainer: the columns the model was trained on");
     return out.toByteArray();
@@ -43,7 +47,33 @@ record ModelInputs(String features, String label, String format, int numClasses)
       p.load(in);
     }
     return new ModelInputs(p.getProperty("features"), p.getProperty("label"), p.getProperty("format", "tfrecord"),
-        Integer.parseInt(p.getProperty("numClasses", "0")));
+        Integer.parseInt(p.getProperty("numClasses", "0")), p.getProperty("normalize"));
+  }
+
+  /**
+   * The normalization evaluate and predict apply to the feature columns, or null; {@code columns} are
+   * the feature columns used (the recorded ones unless --features named others).
+   */
+  dev.sparktrainer.data.ImageAugment inputMap(java.util.List<String> columns) {
+    if (normalize == null) {
+      return null;
+    }
+    if (!columns.equals(featureNames())) {
+      throw new CliException("The model was trained on " + featureNames() + " normalized per channel (" + normalize
+          + "): evaluate and predict need those feature columns, not " + columns);
+    }
+    return dev.sparktrainer.data.ImageAugment.parse(normalize, dev.sparktrainer.data.ImageAugment.Layout.CHW);
+  }
+
+  /** The recorded feature columns' per-example shapes. */
+  long[][] shapes() {
+    String[] parts = features.split(",");
+    long[][] out = new long[parts.length][];
+    for (int i = 0; i < parts.length; i++) {
+      int colon = parts[i].indexOf(':');
+      out[i] = colon < 0 ? new long[] {-1} : dev.sparktrainer.ml.SpecStrings.shape(parts[i].substring(colon + 1));
+    }
+    return out;
   }
 
   /** The feature column names (without shapes). */

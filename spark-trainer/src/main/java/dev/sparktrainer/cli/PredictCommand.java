@@ -51,7 +51,8 @@ final class PredictCommand extends ModelCommand {
     try {
       predicted = BatchInference.transform(in.data(), in.model(), in.features(), f.integer("batch-size"),
           f.string("prediction-col"), f.string("probability-col"),
-          f.given("raw-prediction-col") ? f.string("raw-prediction-col") : null);
+          f.given("raw-prediction-col") ? f.string("raw-prediction-col") : null, in.inputMap(),
+          in.inputs() == null ? null : in.inputs().shapes());
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
     }

@@ -3,6 +3,8 @@ package dev.sparktrainer.cli;
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.ml.SpecStrings;
 import dev.sparktrainer.model.Activation;
@@ -60,6 +62,8 @@ final class TrainCommand extends Command {
     f.add("dropout", Kind.DOUBLE, "RATE", "0", "dropout after hidden layers (MLP), before the output layer (CNN)");
     f.add("loss", Kind.STRING, "NAME", null, "softmax_cross_entropy (default with --num-classes),"
         + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
+    f.add("normalize", Kind.STRING, "MODE", "none", "feature normalization: standard ((x - mean) / std), minmax"
+        + " ((x - min) / (max - min)) or none; statistics from the training data, saved with the model");
     f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
     f.add("epochs", Kind.INT, "E", "10", "number of epochs");
     f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
@@ -76,6 +80,10 @@ final class TrainCommand extends Command {
         + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add("sharding", Kind.STRING, "POLICY", "auto", "auto, file or data: how records are dealt to workers");
     f.add("cache-dir", Kind.STRING, "DIR", null, "local directory caching decoded records after the first epoch");
+    f.add("augment", Kind.STRING, "LIST", null, "image augmentation of the training data, in order: flip (horizontal,"
+        + " p=0.5), crop:PADDING (random crop of the image's size from it zero-padded by PADDING pixels),"
+        + " normalize:MEAN,.../STD,... (per channel, also applied to --validation-data, evaluate and predict);"
+        + " e.g. flip,crop:4. Needs image-shaped features (CxHxW, e.g. --features pixels:3x32x32)");
     f.add("bucket-mb", Kind.DOUBLE, "MB", new java.math.BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
         .divide(java.math.BigDecimal.valueOf(1 << 20)).stripTrailingZeros().toPlainString(),
         "gradient bucket size in MiB: one all-reduce each, started while"
@@ -106,7 +114,8 @@ final class TrainCommand extends Command {
 
   /** Everything parsed and checked before Spark starts. */
   private record Plan(List<String> data, List<String> validation, List<DataChecks.FeatureArg> features, String label,
-      int numClasses, LossSpec loss, OptimizerSpec optimizer, PipelineOptions options, String output) {}
+      int numClasses, LossSpec loss, OptimizerSpec optimizer, PipelineOptions options, String output,
+      ImageAugment augment) {}
 
   /** Environment variables holding the ring's key and trust store passwords (never on the command line). */
   static final String RING_KEYSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_KEYSTORE_PASSWORD";
@@ -159,6 +168,15 @@ final class TrainCommand extends Command {
       return OptimizerPlacement.parse(f.source("optimizer-placement"), f.string("optimizer-placement"));
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
+    }
+  }
+
+  private static Normalization.Mode normalize(Flags f) {
+    try {
+      return Normalization.Mode.parse(f.string("normalize"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException("Invalid " + f.source("normalize") + " '" + f.string("normalize")
+          + "': expected standard, minmax or none");
     }
   }
 
@@ -217,6 +235,7 @@ final class TrainCommand extends Command {
     if (!List.of("auto", "bar", "log", "none").contains(progress)) {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
+    normalize(f);
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
     placement(f);
@@ -243,8 +262,19 @@ final class TrainCommand extends Command {
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
     }
+    ImageAugment augment = null;
+    if (f.given("augment")) {
+      try {
+        augment = ImageAugment.parse(f.string("augment"), ImageAugment.Layout.CHW);
+      } catch (IllegalArgumentException e) {
+        throw new CliException(e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment")));
+      }
+    }
     // The model's own checks (sizes, CNN shapes) need the feature shapes: with explicit shapes, now.
     if (features.stream().allMatch(a -> a.shape() != null)) {
+      if (augment != null) {
+        checkAugment(f, augment, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new));
+      }
       modelSpec(f, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new), k, loss);
     } else {
       // Check the form now; the sizes once the data tells the shapes (placeholders big enough for a CNN).
@@ -255,7 +285,17 @@ final class TrainCommand extends Command {
     }
     return new Plan(DataChecks.paths(f.string("data")),
         f.given("validation-data") ? DataChecks.paths(f.string("validation-data")) : null, features,
-        f.string("label"), k, loss, optimizer, options, f.string("output"));
+        f.string("label"), k, loss, optimizer, options, f.string("output"), augment);
+  }
+
+  /** --augment against the feature shapes: an image-shaped (CxHxW) feature, normalize's channel count. */
+  private static void checkAugment(Flags f, ImageAugment augment, long[][] shapes) {
+    try {
+      augment.check(shapes, ImageAugment.Layout.CHW);
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment"))
+          + " (declare the shape with --features COL:CxHxW)");
+    }
   }
 
   private static void positive(Flags f, String name) {
@@ -336,6 +376,14 @@ final class TrainCommand extends Command {
       DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
     }
     ModelSpec model = modelSpec(f, shapes, p.numClasses(), p.loss());
+    // Augmentation maps the training data only; per-channel normalization maps every input of the model.
+    PipelineOptions trainOptions = p.options();
+    PipelineOptions validationOptions = p.options();
+    if (p.augment() != null) {
+      checkAugment(f, p.augment(), shapes);
+      trainOptions = trainOptions.toBuilder().optTransform(p.augment().training()).build();
+      validationOptions = validationOptions.toBuilder().optTransform(p.augment().inference()).build();
+    }
 
     DatasetSpec.Builder spec = DatasetSpec.builder().setFormat(train.format())
         .setLabel(p.label(), p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
@@ -375,7 +423,7 @@ final class TrainCommand extends Command {
           .setModel(model)
           .setLoss(p.loss())
           .setOptimizer(p.optimizer())
-          .setTrainingData(trainSpec, p.options())
+          .setTrainingData(trainSpec, trainOptions)
           .setNumWorkers(workers)
           .setEpochs(epochs)
           .optSeed(f.longValue("seed"))
@@ -383,9 +431,9 @@ final class TrainCommand extends Command {
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
       if (validation != null) {
-        b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
+        b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), validationOptions);
       }
-      b.optGradientPrecision(gradientPrecision(f));
+      b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
       b.optRingSharedMemory(ringSharedMemory(f));
@@ -403,7 +451,8 @@ final class TrainCommand extends Command {
     }
     // The model and the columns it was trained on, saved together: all or nothing.
     ModelInputs inputs = new ModelInputs(f.string("features").contains(":") ? f.string("features")
-        : featuresWithShapes(p, shapes), p.label(), train.format().name().toLowerCase(Locale.ROOT), p.numClasses());
+        : featuresWithShapes(p, shapes), p.label(), train.format().name().toLowerCase(Locale.ROOT), p.numClasses(),
+        p.augment() == null ? null : p.augment().inferenceText());
     trained.save(modelDir, conf, Map.of(ModelInputs.FILE, inputs.toBytes()));
 
     double wall = (System.nanoTime() - start) / 1e9;
@@ -431,6 +480,12 @@ final class TrainCommand extends Command {
     } else if (Double.isFinite(last.accuracy())) {
       ctx.out.printf(Locale.ROOT, "Training accuracy: %.4f (loss %.4f) after %d epochs, %s%n", last.accuracy(),
           last.loss(), trained.history().epochs().size(), ConsoleProgressFormat.duration(wall));
+    } else if (last.regression() != null) {
+      boolean held = Double.isFinite(last.validationMse());
+      ctx.out.printf(Locale.ROOT, "%s R²: %.4f (MSE %.6g, MAE %.6g) after %d epochs, %s%n",
+          held ? "Held-out" : "Training", held ? last.validationR2() : last.r2(), held ? last.validationMse() : last.mse(),
+          held ? last.validationMae() : last.mae(), trained.history().epochs().size(),
+          ConsoleProgressFormat.duration(wall));
     } else {
       ctx.out.printf(Locale.ROOT, "Loss: %.6f%s after %d epochs, %s%n", last.loss(),
           Double.isFinite(last.validationLoss()) ? String.format(Locale.ROOT, " (val_loss %.6f)", last.validationLoss())

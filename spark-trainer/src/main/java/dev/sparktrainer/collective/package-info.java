@@ -58,5 +58,17 @@
  *   <li>Every blocking call has a deadline; a failure names this rank, the peer rank and address and
  *       the operation, and breaks the communicator (closing its sockets so peers fail fast too).
  * </ul>
+ *
+ * <h2>Where things are</h2>
+ *
+ * <p>As in Gloo, one concern per file: {@code Communicator} is the API (argument checks, one
+ * operation at a time, deadlines, every failure turned into one {@code CollectiveException}); {@code
+ * RingConnector} and {@code RingAcceptor} form the ring from a validated {@code RingConfig} ({@code
+ * Handshake}, {@code ShmNegotiation}); {@code FrameChannel} sends, receives and checks frames
+ * ({@code Wire}, {@code Sender}) over a {@code Link} ({@code ChannelLink}, {@code TlsLink}, {@code
+ * ShmLink}); each algorithm is one class against a {@code RingContext}: {@code RingAllReduce},
+ * {@code SmallAllReduce}, {@code RingBroadcast}, {@code RingAllGather}, {@code RingBarrier}, with
+ * the kernels in {@code Reductions} and {@code HalfFloats}. The package's layering (no Spark,
+ * Hadoop or DJL, no other package of the project) is checked by {@code ArchitectureTest}.
  */
 package dev.sparktrainer.collective;

@@ -153,7 +153,7 @@ final class EpochStream implements AutoCloseable {
     Record[] shuffle = new Record[Math.max(1, o.shuffleBuffer())];
     int held = 0;
     try (Interleaver in = new Interleaver(order, o.cycleLength(), o.blockLength(), ctx.slotCapacity(),
-        permits, ctx.opener(), "pipeline-r" + ctx.rank() + "-reader")) {
+        permits, ctx.opener(epoch), "pipeline-r" + ctx.rank() + "-reader")) {
       boolean sourceDone = false;
       long fromThisPass = 0;
       while (emitted < target && !closed) {

@@ -35,10 +35,17 @@ public final class InputPipeline implements BatchSource {
   private int prepared = -1;
   private boolean closed;
   private PipelineStats lastStats;
+  /** Applied to every host batch before it goes to the device; null for none. */
+  private final Normalization normalization;
 
-  private InputPipeline(PipelineContext ctx, NDManager manager) {
+  private InputPipeline(PipelineContext ctx, NDManager manager, Normalization normalization) {
     this.ctx = ctx;
     this.manager = manager;
+    this.normalization = normalization;
+    if (normalization != null && normalization.size() != ctx.spec().featureSize()) {
+      throw new IllegalArgumentException("The normalization was fitted on " + normalization.size()
+          + " feature values per example, the data has " + ctx.spec().featureSize() + " (" + ctx.spec().features() + ")");
+    }
   }
 
   /**
@@ -50,7 +57,13 @@ public final class InputPipeline implements BatchSource {
    */
   public static InputPipeline create(DatasetPlan plan, PipelineOptions options, int rank,
       int numWorkers, NDManager manager, Configuration conf) {
-    return new InputPipeline(new PipelineContext(plan, options, rank, numWorkers, conf), manager);
+    return create(plan, options, null, rank, numWorkers, manager, conf);
+  }
+
+  /** As {@link #create(DatasetPlan, PipelineOptions, int, int, NDManager, Configuration)}, normalizing the features. */
+  public static InputPipeline create(DatasetPlan plan, PipelineOptions options, Normalization normalization,
+      int rank, int numWorkers, NDManager manager, Configuration conf) {
+    return new InputPipeline(new PipelineContext(plan, options, rank, numWorkers, conf), manager, normalization);
   }
 
   /** Whether examples are decoded straight into their batches (no shuffle buffer, room in the budget). */
@@ -198,7 +211,13 @@ public final class InputPipeline implements BatchSource {
     try {
       NDList features = new NDList();
       DatasetSpec spec = ctx.spec();
+      int first = 0;
       for (int c = 0; c < hb.features.length; c++) {
+        int width = spec.features().get(c).size();
+        if (normalization != null) { // in place: the buffer is the batch's own until it is recycled
+          normalization.apply(hb.floats(c), hb.size, width, first);
+        }
+        first += width;
         long[] shape = spec.features().get(c).shape();
         long[] full = new long[shape.length + 1];
         full[0] = hb.size;

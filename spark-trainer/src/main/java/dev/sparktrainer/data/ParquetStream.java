@@ -2,39 +2,45 @@ package dev.sparktrainer.data;
 
 import dev.sparktrainer.data.DatasetSpec.Encoding;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.LongPredicate;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
+import org.apache.parquet.column.impl.ColumnReadStoreImpl;
 import org.apache.parquet.column.page.PageReadStore;
-import org.apache.parquet.example.data.Group;
-import org.apache.parquet.example.data.simple.convert.GroupRecordConverter;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
-import org.apache.parquet.io.ColumnIOFactory;
-import org.apache.parquet.io.RecordReader;
-import org.apache.parquet.schema.GroupType;
 import org.apache.parquet.schema.MessageType;
-import org.apache.parquet.schema.PrimitiveType;
 import org.apache.parquet.schema.Type;
 
 /**
  * Streams a Parquet file a row group at a time, reading only the spec's columns. Columns may be
  * numbers, lists of numbers (any list encoding), Spark ML vectors (dense or sparse), or binary
  * encoded images.
+ *
+ * <p>Values go from parquet-mr's column readers straight into a pooled record array ({@link #next})
+ * or a batch's column buffers ({@link #nextInto}): no record assembly, no object per value (see
+ * {@link ParquetColumns}). Rows this worker does not own are skipped without decoding their values.
+ * After an error the stream is unusable (its columns may stand at different rows); errors name the
+ * file, the row (its index in the file) and the column.
  */
 final class ParquetStream implements RecordStream {
   private final String file;
   private final ArrayPool.Taker pool;
   private final ParquetFileReader reader;
-  private final MessageType fileSchema;
   private final MessageType projection;
+  private final String createdBy;
   private final DatasetSpec spec;
   private final LongPredicate owned;
-  private final int[] columnIndex; // features, then the label, in the projection
-  private RecordReader<Group> rows;
+  /** Per feature, its decoder (the spec names each column once). */
+  private final ParquetColumns.Column[] columns;
+  private final int[] offsets;
+  private final FloatSink[] sinks;
+  /** The label's column, or null without a label. */
+  private final ParquetColumns.Leaf label;
   private long rowsLeftInGroup;
   private long index;
 
@@ -46,7 +52,8 @@ final class ParquetStream implements RecordStream {
     this.owned = owned;
     this.reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(split.path()), conf));
     try {
-      this.fileSchema = reader.getFooter().getFileMetaData().getSchema();
+      MessageType fileSchema = reader.getFooter().getFileMetaData().getSchema();
+      this.createdBy = reader.getFooter().getFileMetaData().getCreatedBy();
       List<String> names = new ArrayList<>();
       for (DatasetSpec.Feature f : spec.features()) {
         names.add(f.name());
@@ -65,9 +72,29 @@ final class ParquetStream implements RecordStream {
         }
       }
       this.projection = new MessageType(fileSchema.getName(), fields);
-      this.columnIndex = new int[names.size()];
-      for (int i = 0; i < names.size(); i++) {
-        columnIndex[i] = projection.getFieldIndex(names.get(i));
+      List<DatasetSpec.Feature> features = spec.features();
+      this.columns = new ParquetColumns.Column[features.size()];
+      this.offsets = new int[features.size()];
+      this.sinks = new FloatSink[features.size()];
+      int pos = 0;
+      for (int c = 0; c < features.size(); c++) {
+        DatasetSpec.Feature f = features.get(c);
+        offsets[c] = pos;
+        pos += f.size();
+        sinks[c] = new FloatSink();
+        try {
+          columns[c] = ParquetColumns.forFeature(projection, f.name(), f.encoding() == Encoding.IMAGE);
+        } catch (IllegalArgumentException e) {
+          throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
+        }
+        if (columns[c] instanceof ParquetColumns.Image) {
+          ((ParquetColumns.Image) columns[c]).shape(f.shape());
+        }
+      }
+      try {
+        this.label = spec.label() == null ? null : ParquetColumns.forLabel(projection, spec.label());
+      } catch (IllegalArgumentException e) {
+        throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
       }
       reader.setRequestedSchema(projection);
     } catch (IOException | RuntimeException e) {
@@ -76,172 +103,102 @@ final class ParquetStream implements RecordStream {
     }
   }
 
+  /** Binds the columns to the next row group; false at the end of the file. */
+  private boolean nextRowGroup() throws IOException {
+    while (rowsLeftInGroup == 0) {
+      PageReadStore pages = reader.readNextRowGroup();
+      if (pages == null) {
+        return false;
+      }
+      rowsLeftInGroup = pages.getRowCount();
+      ColumnReadStoreImpl store = new ColumnReadStoreImpl(pages, ParquetColumns.unusedConverters(projection),
+          projection, createdBy);
+      for (ParquetColumns.Column c : columns) {
+        c.start(store);
+      }
+      if (label != null) {
+        label.start(store);
+      }
+    }
+    return true;
+  }
+
+  /** Skips the rows this worker does not own; false at the end of the file. */
+  private boolean nextOwned() throws IOException {
+    while (nextRowGroup()) {
+      if (owned.test(index)) {
+        return true;
+      }
+      try {
+        for (ParquetColumns.Column c : columns) {
+          c.skip();
+        }
+        if (label != null) {
+          label.skip();
+        }
+      } catch (RuntimeException e) {
+        throw error(e);
+      }
+      index++;
+      rowsLeftInGroup--;
+    }
+    return false;
+  }
+
   @Override
   public Record next() throws IOException {
-    while (true) {
-      if (rowsLeftInGroup == 0) {
-        PageReadStore pages = reader.readNextRowGroup();
-        if (pages == null) {
-          return null;
-        }
-        rowsLeftInGroup = pages.getRowCount();
-        rows = new ColumnIOFactory().getColumnIO(projection, fileSchema)
-            .getRecordReader(pages, new GroupRecordConverter(projection));
-      }
-      Group g = rows.read();
-      rowsLeftInGroup--;
-      long j = index++;
-      if (owned.test(j)) {
-        try {
-          return decode(g);
-        } catch (IOException | RuntimeException e) {
-          throw new IOException("Parquet file " + file + ", row " + j + ": " + e.getMessage(), e);
-        }
-      }
+    if (!nextOwned()) {
+      return null;
     }
-  }
-
-  private Record decode(Group g) throws IOException {
     float[] out = pool.take();
-    int pos = 0;
-    List<DatasetSpec.Feature> features = spec.features();
-    for (int c = 0; c < features.size(); c++) {
-      DatasetSpec.Feature f = features.get(c);
-      int field = columnIndex[c];
-      if (g.getFieldRepetitionCount(field) == 0) {
-        throw new IOException("column '" + f.name() + "' is null");
-      }
-      if (f.encoding() == Encoding.IMAGE) {
-        byte[] b = g.getBinary(field, 0).getBytes();
-        long[] s = f.shape();
-        Images.decode(b, 0, b.length, (int) s[0], (int) s[1], (int) s[2], out, pos);
-        pos += f.size();
-        continue;
-      }
-      FloatSink sink = new FloatSink(out, pos, f.size());
-      flatten(g, field, projection.getType(field), sink);
-      if (sink.count != f.size()) {
-        throw new IOException("column '" + f.name() + "' has " + sink.count + " values, expected "
-            + f.size() + " for shape " + Arrays.toString(f.shape()));
-      }
-      pos += f.size();
+    for (int c = 0; c < sinks.length; c++) {
+      sinks[c].toArray(out, offsets[c], spec.features().get(c).size());
     }
-    double label = 0;
-    if (spec.label() != null) {
-      int field = columnIndex[features.size()];
-      if (g.getFieldRepetitionCount(field) != 1) {
-        throw new IOException("label '" + spec.label() + "' is null");
-      }
-      label = number(g, field, projection.getType(field).asPrimitiveType(), 0);
-    }
-    return new Record(out, label);
+    return new Record(out, decodeRow());
   }
 
-  /** Appends every number under {@code g}'s field {@code field}, in order. */
-  private static void flatten(Group g, int field, Type type, FloatSink sink) throws IOException {
-    int reps = g.getFieldRepetitionCount(field);
-    for (int i = 0; i < reps; i++) {
-      if (type.isPrimitive()) {
-        sink.add((float) number(g, field, type.asPrimitiveType(), i));
-        continue;
-      }
-      Group child = g.getGroup(field, i);
-      GroupType gt = type.asGroupType();
-      if (isMlVector(gt)) {
-        vector(child, gt, sink);
-      } else {
-        for (int k = 0; k < gt.getFieldCount(); k++) {
-          flatten(child, k, gt.getType(k), sink);
+  /**
+   * Decodes the next row this worker owns straight into row {@code b.size()} of {@code b}'s column
+   * buffers; false at the end of the file.
+   */
+  boolean nextInto(BatchBuilder b) throws IOException {
+    if (!nextOwned()) {
+      return false;
+    }
+    ByteBuffer[] cols = b.columns();
+    for (int c = 0; c < sinks.length; c++) {
+      int width = spec.features().get(c).size();
+      sinks[c].toBuffer(cols[c], 4 * width * b.size(), width);
+    }
+    b.commit(decodeRow());
+    return true;
+  }
+
+  /** Decodes the current row into the sinks; returns its label. */
+  private double decodeRow() throws IOException {
+    long row = index++;
+    rowsLeftInGroup--;
+    int c = 0;
+    try {
+      for (; c < columns.length; c++) {
+        columns[c].read(sinks[c]);
+        DatasetSpec.Feature f = spec.features().get(c);
+        if (sinks[c].count != f.size()) {
+          throw new ParquetColumns.BadValue("column '" + f.name() + "' has " + sinks[c].count
+              + " values, expected " + f.size() + " for shape " + Arrays.toString(f.shape()));
         }
       }
+      return label == null ? 0 : label.scalar();
+    } catch (RuntimeException e) {
+      index = row;
+      throw error(e);
     }
   }
 
-  private static boolean isMlVector(GroupType t) {
-    return t.getFieldCount() == 4 && t.containsField("type") && t.containsField("size")
-        && t.containsField("indices") && t.containsField("values");
-  }
-
-  /** Spark ML's VectorUDT: type 1 dense (values), 0 sparse (size, indices, values). */
-  private static void vector(Group v, GroupType t, FloatSink sink) throws IOException {
-    int type = v.getInteger(t.getFieldIndex("type"), 0);
-    List<Float> values = new ArrayList<>();
-    FloatSink valueSink = new FloatSink(null, 0, Integer.MAX_VALUE) {
-      @Override
-      void add(float x) {
-        values.add(x);
-        count++;
-      }
-    };
-    int vi = t.getFieldIndex("values");
-    if (v.getFieldRepetitionCount(vi) > 0) {
-      flatten(v, vi, t.getType(vi), valueSink);
-    }
-    if (type == 1) {
-      for (float x : values) {
-        sink.add(x);
-      }
-      return;
-    }
-    int size = v.getInteger(t.getFieldIndex("size"), 0);
-    List<Float> idx = new ArrayList<>();
-    FloatSink idxSink = new FloatSink(null, 0, Integer.MAX_VALUE) {
-      @Override
-      void add(float x) {
-        idx.add(x);
-        count++;
-      }
-    };
-    int ii = t.getFieldIndex("indices");
-    if (v.getFieldRepetitionCount(ii) > 0) {
-      flatten(v, ii, t.getType(ii), idxSink);
-    }
-    float[] dense = new float[size];
-    for (int k = 0; k < idx.size(); k++) {
-      dense[(int) (float) idx.get(k)] = values.get(k);
-    }
-    for (float x : dense) {
-      sink.add(x);
-    }
-  }
-
-  private static double number(Group g, int field, PrimitiveType t, int i) throws IOException {
-    switch (t.getPrimitiveTypeName()) {
-      case FLOAT:
-        return g.getFloat(field, i);
-      case DOUBLE:
-        return g.getDouble(field, i);
-      case INT32:
-        return g.getInteger(field, i);
-      case INT64:
-        return g.getLong(field, i);
-      case BOOLEAN:
-        return g.getBoolean(field, i) ? 1 : 0;
-      default:
-        throw new IOException("column '" + t.getName() + "' of type " + t.getPrimitiveTypeName()
-            + " is not a number");
-    }
-  }
-
-  /** Collects floats into a record, refusing more than expected. */
-  private static class FloatSink {
-    final float[] out;
-    final int off;
-    final int max;
-    int count;
-
-    FloatSink(float[] out, int off, int max) {
-      this.out = out;
-      this.off = off;
-      this.max = max;
-    }
-
-    void add(float x) throws IOException {
-      if (count >= max) {
-        throw new IOException("more values than the shape holds (" + max + ")");
-      }
-      out[off + count++] = x;
-    }
+  private IOException error(RuntimeException e) {
+    String what = e instanceof ParquetColumns.BadValue ? e.getMessage()
+        : "cannot decode column values (" + e + ")";
+    return new IOException("Parquet file " + file + ", row " + index + ": " + what, e);
   }
 
   @Override

@@ -65,7 +65,9 @@ final class PipelineContext {
     if (unordered) {
       fixed = unorderedFixed;
     }
+    // A map needs the example decoded first (in the readers, where it then runs).
     this.decodeInBatch = !unordered && options.shuffleBuffer() <= 1 && options.cacheDir() == null
+        && options.transform() == null
         && plan.spec().format() == DatasetSpec.Format.TFRECORD
         && fixed + readBufferBytes + 2 * batchBytes <= budget;
     if (decodeInBatch) {
@@ -159,8 +161,10 @@ final class PipelineContext {
     return rank;
   }
 
-  Interleaver.Opener opener() {
-    return opener;
+  /** Opens the splits of epoch {@code epoch}: decoded, then mapped by the options' transform if any. */
+  Interleaver.Opener opener(int epoch) {
+    return options.transform() == null ? opener
+        : MappedStream.opener(opener, plan.spec(), options, epoch, rank);
   }
 
   int slotCapacity() {

@@ -68,6 +68,7 @@ public final class PipelineOptions implements Serializable {
   private final long splitSizeBytes;
   private final String cacheDir;
   private final boolean deterministic;
+  private final ExampleTransform transform;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -85,6 +86,7 @@ public final class PipelineOptions implements Serializable {
     splitSizeBytes = b.splitSizeBytes;
     cacheDir = b.cacheDir;
     deterministic = b.deterministic;
+    transform = b.transform;
   }
 
   public static Builder builder() {
@@ -108,6 +110,7 @@ public final class PipelineOptions implements Serializable {
     b.splitSizeBytes = splitSizeBytes;
     b.cacheDir = cacheDir;
     b.deterministic = deterministic;
+    b.transform = transform;
     return b;
   }
 
@@ -188,6 +191,14 @@ public final class PipelineOptions implements Serializable {
     return deterministic;
   }
 
+  /**
+   * The user's per-example map (tf.data's {@code map(fn, num_parallel_calls=AUTOTUNE)}), or null for
+   * none: applied to every example these options read, in the parallel decode stage.
+   */
+  public ExampleTransform transform() {
+    return transform;
+  }
+
   /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
   public static final class Builder {
     private int batchSize = 32;
@@ -205,6 +216,7 @@ public final class PipelineOptions implements Serializable {
     private long splitSizeBytes = 128L << 20;
     private String cacheDir;
     private boolean deterministic = true;
+    private ExampleTransform transform;
 
     /** Default 32. */
     public Builder setBatchSize(int v) {
@@ -293,6 +305,16 @@ public final class PipelineOptions implements Serializable {
     /** Default true: see {@link PipelineOptions#deterministic()}. */
     public Builder optDeterministic(boolean v) {
       deterministic = v;
+      return this;
+    }
+
+    /**
+     * Default none: a per-example map (see {@link ExampleTransform}) run on each decoded example in
+     * the readers' threads, before the shuffle buffer and batching; its randomness is seeded from
+     * ({@link #optSeed seed}, epoch, rank, example). Null removes it.
+     */
+    public Builder optTransform(ExampleTransform t) {
+      transform = t;
       return this;
     }
 

@@ -140,6 +140,11 @@ final class TFRecordStream implements RecordStream {
   }
 
   @Override
+  public long recordOffset() {
+    return reader.recordOffset();
+  }
+
+  @Override
   public void close() throws IOException {
     if (current != null) {
       current.readerDone(handed);

@@ -39,6 +39,7 @@ final class UnorderedReaders implements EpochStream.Readers {
   private final boolean repeat;
   private final AdjustableSemaphore permits;
   private final Sink sink;
+  private final Interleaver.Opener opener;
   private final Thread[] threads;
   private final AtomicInteger nextItem = new AtomicInteger();
   private final AtomicInteger finishedItems = new AtomicInteger();
@@ -55,6 +56,7 @@ final class UnorderedReaders implements EpochStream.Readers {
     this.repeat = ctx.options().uneven() != PipelineOptions.UnevenPolicy.NONE;
     this.permits = permits;
     this.sink = sink;
+    this.opener = ctx.opener(epoch);
     int k = Math.max(1, Math.min(ctx.options().cycleLength(), order.length));
     this.threads = new Thread[k];
     this.running = new AtomicInteger(k);
@@ -78,7 +80,7 @@ final class UnorderedReaders implements EpochStream.Readers {
           if (idx >= order.length && !padder) {
             break;
           }
-          in = ctx.opener().open(order[idx % order.length]);
+          in = opener.open(order[idx % order.length]);
         }
         if (b == null) {
           b = new BatchBuilder(ctx);
@@ -190,6 +192,15 @@ final class UnorderedReaders implements EpochStream.Readers {
       TFRecordStream t = (TFRecordStream) in;
       while (!b.full()) {
         if (!t.nextInto(b)) {
+          return false;
+        }
+      }
+      return true;
+    }
+    if (in instanceof ParquetStream) {
+      ParquetStream p = (ParquetStream) in;
+      while (!b.full()) {
+        if (!p.nextInto(b)) {
           return false;
         }
       }

@@ -7,7 +7,19 @@
  * NDArrays on the worker's device. Memory is bounded by configuration, never by the dataset size.
  * {@link dev.sparktrainer.data.InputPipeline} is the entry point; each epoch is an {@code
  * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
- * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer).
+ * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer). A user-defined per-example
+ * map ({@link dev.sparktrainer.data.ExampleTransform}, tf.data's {@code map}; built-in image
+ * augmentations in {@link dev.sparktrainer.data.ImageAugment}) runs in the readers' threads on each
+ * decoded {@link dev.sparktrainer.data.Example} ({@code MappedStream}).
+ *
+ * <p>Readers: {@code TFRecordStream} (the data source's codec) and {@code ParquetStream}, which reads
+ * projected columns with parquet-mr's column readers ({@code ParquetColumns}: values and levels
+ * straight into record arrays or batch buffers, no object per value) — measured against parquet-mr's
+ * example {@code Group} API and its converter API by bench-pipeline's Parquet rows.
+ *
+ * <p>{@link dev.sparktrainer.data.FeatureStatistics} (one distributed pass over a plan) and {@link
+ * dev.sparktrainer.data.Normalization} (fitted on them, applied to each host batch before it goes to
+ * the device) are feature normalization.
  *
  * <p>The contract with the trainer is {@link dev.sparktrainer.data.BatchSource}: for a worker, the
  * same number of steps every epoch on every worker, and an iterator of batches per epoch.

@@ -8,6 +8,7 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -69,6 +70,9 @@ public final class BatchInference implements Serializable {
   private final long[][] inputShapes;
   private final int batchSize;
   private final LossSpec loss;
+  /** Per-channel normalization of image-shaped feature columns (of {@link #columnShapes}), or null. */
+  private dev.sparktrainer.data.ImageAugment inputMap;
+  private long[][] columnShapes;
 
   private BatchInference(Broadcast<TrainedModel> model, String key, int[] columns, long[][] inputShapes,
       int batchSize, LossSpec loss) {
@@ -89,8 +93,19 @@ public final class BatchInference implements Serializable {
    */
   public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol) {
+    return transform(df, model, featureCols, batchSize, predictionCol, probabilityCol, rawPredictionCol, null, null);
+  }
+
+  /**
+   * {@link #transform}, with the feature columns (of per-example {@code columnShapes}) mapped by
+   * {@code inputMap}'s {@link dev.sparktrainer.data.ImageAugment#inference() inference} steps first:
+   * the per-channel normalization the model was trained with.
+   */
+  public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol,
+      dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
     StructType out = outputSchema(df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
-    BatchInference job = prepare(df, model, featureCols, batchSize);
+    BatchInference job = prepare(df, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     boolean probability = probabilityCol != null && model.loss().hasAccuracy();
     boolean raw = rawPredictionCol != null;
     MapPartitionsFunction<Row, Row> f = rows -> job.predict(rows, probability, raw);
@@ -126,23 +141,41 @@ public final class BatchInference implements Serializable {
    * Loss, accuracy and count of {@code df} against {@code labelCol}, with the model's training loss
    * (the same numbers the trainer reports for validation data).
    *
-   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2)
+   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2), and for L2 also {@code "mse",
+   *     "mae", "r2"}
    */
   public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       String labelCol, int batchSize) {
+    return evaluate(df, model, featureCols, labelCol, batchSize, null, null);
+  }
+
+  /** {@link #evaluate}, with the feature columns mapped first as in {@link #transform}'s variant. */
+  public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
+      String labelCol, int batchSize, dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
     checkFeatureColumns(df.schema(), featureCols);
     List<String> cols = new ArrayList<>(featureCols);
     cols.add(labelCol);
     Dataset<Row> selected = df.selectExpr(cols.stream().map(c -> "`" + c.replace("`", "``") + "`").toArray(String[]::new));
-    BatchInference job = prepare(selected, model, featureCols, batchSize);
+    BatchInference job = prepare(selected, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     int labelIndex = featureCols.size();
     FlatMapFunction<Iterator<Row>, double[]> f = rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
-    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3], (a, b) ->
-        new double[] {a[0] + b[0], a[1] + b[1], a[2] + b[2]});
+    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3 + EpochMetrics.Regression.SUMS], (a, b) -> {
+      double[] c = new double[a.length];
+      for (int i = 0; i < c.length; i++) {
+        c[i] = a[i] + b[i];
+      }
+      return c;
+    });
     Map<String, Double> m = new LinkedHashMap<>();
     m.put("loss", sums[2] > 0 ? sums[0] / sums[2] : Double.NaN);
     m.put("accuracy", sums[2] > 0 && model.loss().hasAccuracy() ? sums[1] / sums[2] : Double.NaN);
     m.put("count", sums[2]);
+    if (model.loss() == LossSpec.L2) {
+      double[] r = EpochMetrics.Regression.of(sums, 3, sums[2]);
+      m.put("mse", r[0]);
+      m.put("mae", r[1]);
+      m.put("r2", r[2]);
+    }
     return m;
   }
 
@@ -161,9 +194,27 @@ public final class BatchInference implements Serializable {
     for (int i = 0; i < shapes.length; i++) {
       dims[i] = shapes[i].getShape();
     }
+    long values = 0;
+    for (Shape s : shapes) {
+      values += s.size();
+    }
+    if (model.normalization() != null && model.normalization().size() != values) {
+      throw new IllegalArgumentException("The model's normalization covers " + model.normalization().size()
+          + " feature values, its inputs take " + values);
+    }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
     Broadcast<TrainedModel> b = jsc.broadcast(model);
     return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
+  }
+
+  private BatchInference withInputMap(dev.sparktrainer.data.ImageAugment map, long[][] shapes) {
+    if (map != null && (shapes == null || shapes.length != columns.length)) {
+      throw new IllegalArgumentException("An input map needs the shape of each of the " + columns.length
+          + " feature columns");
+    }
+    this.inputMap = map;
+    this.columnShapes = shapes;
+    return this;
   }
 
   static void checkFeatureColumns(StructType schema, List<String> featureCols) {
@@ -200,6 +251,8 @@ public final class BatchInference implements Serializable {
   private static final class Loaded {
     final NDManager manager;
     final Block block;
+    /** Applied to the features before the model, as in training; null for none. */
+    final dev.sparktrainer.data.Normalization normalization;
     /** Tasks using it, and whether the cache dropped it: guarded by {@link #CACHE}. */
     private int users;
     private boolean evicted;
@@ -210,6 +263,7 @@ public final class BatchInference implements Serializable {
       }
       manager = NDManager.newBaseManager();
       block = m.newBlock(manager);
+      normalization = m.normalization();
       MODEL_LOADS.incrementAndGet();
     }
 
@@ -276,6 +330,14 @@ public final class BatchInference implements Serializable {
     return lease;
   }
 
+  private static long product(long[] shape) {
+    long n = 1;
+    for (long d : shape) {
+      n *= d;
+    }
+    return n;
+  }
+
   private int inputSize(int i) {
     long n = 1;
     for (long d : inputShapes[i]) {
@@ -291,13 +353,21 @@ public final class BatchInference implements Serializable {
     try (NDManager scope = m.manager.newSubManager()) {
       NDList inputs = new NDList(inputShapes.length);
       if (inputShapes.length == columns.length) {
+        int first = 0;
         for (int i = 0; i < columns.length; i++) {
           int size = inputSize(i);
           float[] buf = new float[n * size];
           for (int r = 0; r < n; r++) {
             int got = Features.copy(rows.get(r), columns[i], buf, r * size, size);
             Features.checkSize(rows.get(r), columns[i], got, size);
+            if (inputMap != null) {
+              inputMap.applyInference(buf, r * size, columnShapes[i]);
+            }
           }
+          if (m.normalization != null) {
+            m.normalization.apply(buf, 0, n, size, first);
+          }
+          first += size;
           inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[i]))));
         }
       } else {
@@ -305,10 +375,17 @@ public final class BatchInference implements Serializable {
         float[] buf = new float[n * size];
         for (int r = 0; r < n; r++) {
           int at = 0;
-          for (int c : columns) {
-            at += Features.copy(rows.get(r), c, buf, r * size + at, size - at);
+          for (int j = 0; j < columns.length; j++) {
+            int from = at;
+            at += Features.copy(rows.get(r), columns[j], buf, r * size + at, size - at);
+            if (inputMap != null && at - from == product(columnShapes[j])) {
+              inputMap.applyInference(buf, r * size + from, columnShapes[j]);
+            }
           }
           Features.checkSize(rows.get(r), -1, at, size);
+        }
+        if (m.normalization != null) {
+          m.normalization.apply(buf, 0, n, size, 0);
         }
         inputs.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[0]))));
       }
@@ -410,7 +487,7 @@ public final class BatchInference implements Serializable {
 
   private double[] evaluate(Loaded m, Iterator<Row> rows, int labelIndex) {
     Loss l = loss.newLoss();
-    double[] sums = new double[3];
+    double[] sums = new double[3 + EpochMetrics.Regression.SUMS];
     List<Row> batch = new ArrayList<>(batchSize);
     while (rows.hasNext()) {
       batch.clear();
@@ -435,6 +512,9 @@ public final class BatchInference implements Serializable {
             lab[r] = (float) Features.number(batch.get(r), labelIndex);
           }
           labels = scope.create(lab);
+          if (loss == LossSpec.L2 && k[0] == 1) {
+            EpochMetrics.Regression.addSums(lab, y, sums, 3);
+          }
         }
         sums[0] += loss.evaluate(l, labels, pred).getFloat() * (double) n;
         sums[1] += loss.correct(labels, pred);

@@ -86,6 +86,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final DoubleParam bucketMb;
   final org.apache.spark.ml.param.BooleanParam overlap;
   final Param<String> optimizerPlacement;
+  final TransformParam transform;
+  final Param<String> normalize;
 
   public SparkTrainerEstimator() {
     this(Identifiable$.MODULE$.randomUID("sparkTrainer"));
@@ -144,6 +146,14 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
         ParamValidators.inArray(new String[] {"auto", "device", "host"}));
     setDefault(optimizerPlacement, "auto");
+    transform = new TransformParam(this, "transform", "a per-example map of the training data (augmentation):"
+        + " a serializable dev.sparktrainer.data.ExampleTransform, e.g. ImageAugment.parse(\"flip,crop:4\","
+        + " Layout.CHW).withImageShape(3, 32, 32).training(); never applied to transform's input (no default)");
+    normalize = new Param<>(this, "normalize",
+        "feature normalization fitted on the training data and saved with the model: standard ((x - mean) / std),"
+            + " minmax ((x - min) / (max - min)) or none",
+        ParamValidators.inArray(new String[] {"none", "standard", "minmax"}));
+    setDefault(normalize, "none");
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
     setDefault(predictionCol, "prediction");
@@ -198,6 +208,8 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public DoubleParam bucketMb() { return bucketMb; }
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
+  public Param<dev.sparktrainer.data.ExampleTransform> transform() { return transform; }
+  public Param<String> normalize() { return normalize; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
   public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
@@ -225,6 +237,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
+  /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
+  public SparkTrainerEstimator setTransform(dev.sparktrainer.data.ExampleTransform v) { set(transform, v); return this; }
+  public SparkTrainerEstimator setNormalize(String v) { set(normalize, v); return this; }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -258,7 +273,11 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
-        .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
+        .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
+        .optNormalize(dev.sparktrainer.data.Normalization.Mode.parse(getOrDefault(normalize)));
+    if (isDefined(transform)) {
+      b.optTransform(getOrDefault(transform));
+    }
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));
     }

@@ -123,6 +123,13 @@ public final class ConsoleProgress implements ProgressView {
     if (Double.isFinite(m.validationAccuracy())) {
       sb.append(String.format(Locale.ROOT, " val_accuracy %.4f", m.validationAccuracy()));
     }
+    if (m.regression() != null) {
+      sb.append(String.format(Locale.ROOT, " mse %.4g mae %.4g r2 %.4f", m.mse(), m.mae(), m.r2()));
+      if (Double.isFinite(m.validationMse())) {
+        sb.append(String.format(Locale.ROOT, " val_mse %.4g val_mae %.4g val_r2 %.4f", m.validationMse(),
+            m.validationMae(), m.validationR2()));
+      }
+    }
     sb.append(" (").append(rate(m.samplesPerSecond())).append(" samples/s)");
     return sb.toString();
   }

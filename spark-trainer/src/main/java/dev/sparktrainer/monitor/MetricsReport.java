@@ -8,9 +8,9 @@ import java.util.Map;
 
 /**
  * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy, samples_per_sec,
- * the step-time split), the resumes from checkpoints, the slowest rank of each epoch ({@code
- * stragglers}, with every rank's times) and the final figures. Values that do not exist
- * (no validation data, a regression loss) are {@code null}.
+ * the step-time split; with a regression loss also mse, mae, r2 and their val_ forms), the resumes from
+ * checkpoints, the slowest rank of each epoch ({@code stragglers}, with every rank's times) and the final
+ * figures. Values that do not exist (no validation data, accuracy of a regression loss) are {@code null}.
  */
 public final class MetricsReport {
   private MetricsReport() {}
@@ -56,6 +56,7 @@ public final class MetricsReport {
           history.epochs().size(), Json.num(last.loss()), Json.num(last.accuracy()), Json.num(last.validationLoss()),
           Json.num(last.validationAccuracy()), Json.num(last.samplesPerSecond()), Json.num(total),
           Json.num(wallSeconds), Json.quote(last.parameterHash())));
+      regression(sb, last);
     }
     sb.append("\n}\n");
     return sb.toString();
@@ -83,9 +84,21 @@ public final class MetricsReport {
     return sb.append("]}").toString();
   }
 
+  /** Adds the regression metrics into the JSON object just appended (before its closing brace). */
+  private static void regression(StringBuilder sb, EpochMetrics m) {
+    if (m.regression() != null) {
+      sb.setLength(sb.length() - 1);
+      sb.append(String.format(Locale.ROOT,
+          ", \"mse\": %s, \"mae\": %s, \"r2\": %s, \"val_mse\": %s, \"val_mae\": %s, \"val_r2\": %s}",
+          Json.num(m.mse()), Json.num(m.mae()), Json.num(m.r2()), Json.num(m.validationMse()),
+          Json.num(m.validationMae()), Json.num(m.validationR2())));
+    }
+  }
+
   /** One epoch's entry. */
   public static String epochJson(EpochMetrics m) {
-    return String.format(Locale.ROOT,
+    StringBuilder sb = new StringBuilder();
+    sb.append(String.format(Locale.ROOT,
         "{\"epoch\": %d, \"steps\": %d, \"samples\": %d, \"loss\": %s, \"accuracy\": %s, \"val_loss\": %s,"
             + " \"val_accuracy\": %s, \"samples_per_sec\": %s, \"seconds\": %s, \"time\": {\"data_wait_s\": %s,"
             + " \"compute_s\": %s, \"allreduce_s\": %s, \"optimizer_s\": %s, \"backward_s\": %s, \"communication_s\": %s}, \"parameter_hash\": %s}",
@@ -93,6 +106,8 @@ public final class MetricsReport {
         Json.num(m.validationAccuracy()), Json.num(m.samplesPerSecond()), Json.num(m.seconds()),
         Json.num(m.dataWaitSeconds()), Json.num(m.computeSeconds()), Json.num(m.allReduceSeconds()),
         Json.num(m.optimizerSeconds()), Json.num(m.backwardSeconds()), Json.num(m.communicationSeconds()),
-        Json.quote(m.parameterHash()));
+        Json.quote(m.parameterHash())));
+    regression(sb, m);
+    return sb.toString();
   }
 }

@@ -114,6 +114,11 @@ final class MonitorCallback implements TrainingCallback {
         Map<String, Double> m = new LinkedHashMap<>();
         m.put("epoch_loss", e.loss());
         m.put("epoch_accuracy", e.accuracy());
+        if (e.regression() != null) {
+          m.put("epoch_mse", e.mse());
+          m.put("epoch_mae", e.mae());
+          m.put("epoch_r2", e.r2());
+        }
         m.put("epoch_learning_rate", learningRate);
         m.put("epoch_samples_per_sec", e.samplesPerSecond());
         m.put("epoch_seconds", e.seconds());
@@ -127,6 +132,11 @@ final class MonitorCallback implements TrainingCallback {
         Map<String, Double> v = new LinkedHashMap<>();
         v.put("epoch_loss", e.validationLoss());
         v.put("epoch_accuracy", e.validationAccuracy());
+        if (e.regression() != null) {
+          v.put("epoch_mse", e.validationMse());
+          v.put("epoch_mae", e.validationMae());
+          v.put("epoch_r2", e.validationR2());
+        }
         if (Double.isFinite(e.validationLoss())) {
           write(validation, e.epoch(), v);
         }

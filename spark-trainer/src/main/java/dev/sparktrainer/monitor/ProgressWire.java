@@ -23,7 +23,9 @@ final class ProgressWire {
         + m.validationLoss() + " " + m.validationAccuracy() + " " + m.seconds() + " " + m.samplesPerSecond() + " "
         + m.dataWaitSeconds() + " " + m.computeSeconds() + " " + m.allReduceSeconds() + " "
         + m.optimizerSeconds() + " " + m.backwardSeconds() + " " + m.communicationSeconds() + " "
-        + m.parameterHash();
+        + m.parameterHash()
+        + (m.regression() == null ? "" : " " + m.mse() + " " + m.mae() + " " + m.r2() + " " + m.validationMse() + " "
+            + m.validationMae() + " " + m.validationR2());
   }
 
   static String straggler(StragglerReport.Slowest s) {
@@ -53,9 +55,12 @@ final class ProgressWire {
         return new StragglerReport.Slowest(Integer.parseInt(f[1]), Integer.parseInt(f[2]), f[3], f[4],
             Integer.parseInt(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), Boolean.parseBoolean(f[10]));
       }
-      if (f[0].equals("E") && f.length == 17) {
+      if (f[0].equals("E") && (f.length == 17 || f.length == 23)) { // 23: with the regression metrics
+        EpochMetrics.Regression r = f.length == 17 ? null
+            : new EpochMetrics.Regression(d(f[17]), d(f[18]), d(f[19]), d(f[20]), d(f[21]), d(f[22]));
         return new EpochMetrics(Integer.parseInt(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]), d(f[4]),
-            d(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]), d(f[11]), d(f[12]), d(f[13]), d(f[14]), d(f[15]), f[16]);
+            d(f[5]), d(f[6]), d(f[7]), d(f[8]), d(f[9]), d(f[10]), d(f[11]), d(f[12]), d(f[13]), d(f[14]), d(f[15]), f[16],
+            r);
       }
     } catch (NumberFormatException e) {
       return null;

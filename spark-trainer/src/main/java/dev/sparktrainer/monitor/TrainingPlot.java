@@ -42,6 +42,11 @@ public final class TrainingPlot {
     if (accuracy) {
       plot.add(panel(history, "accuracy", EpochMetrics::accuracy, EpochMetrics::validationAccuracy), 3);
     }
+    if (history.epochs().stream().anyMatch(e -> e.regression() != null)) { // regression: instead of accuracy
+      plot.add(panel(history, "MSE", EpochMetrics::mse, EpochMetrics::validationMse), 2);
+      plot.add(panel(history, "MAE", EpochMetrics::mae, EpochMetrics::validationMae), 2);
+      plot.add(panel(history, "R²", EpochMetrics::r2, EpochMetrics::validationR2), 2);
+    }
     plot.add(panel(history, "samples/s", EpochMetrics::samplesPerSecond, null), 2);
     JFreeChart chart = new JFreeChart(title, JFreeChart.DEFAULT_TITLE_FONT, plot, true);
     chart.setBackgroundPaint(Color.WHITE);

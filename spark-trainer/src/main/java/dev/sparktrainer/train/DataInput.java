@@ -35,6 +35,11 @@ final class DataInput {
     this.options = options;
   }
 
+  /** The same data read with {@code transform} as its per-example map. */
+  DataInput withTransform(dev.sparktrainer.data.ExampleTransform transform) {
+    return new DataInput(spec, frame, options.toBuilder().optTransform(transform).build());
+  }
+
   /** Whether it is a DataFrame that {@link #resolve} writes to the staging directory. */
   boolean needsStaging() {
     return frame != null && DataFrameInput.needsStaging(frame, spec);

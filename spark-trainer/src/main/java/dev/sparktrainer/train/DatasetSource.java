@@ -4,6 +4,7 @@ import ai.djl.ndarray.NDManager;
 import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.InputPipeline;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import org.apache.hadoop.conf.Configuration;
 
@@ -16,10 +17,17 @@ public final class DatasetSource implements BatchSourceFactory {
 
   private final DatasetPlan plan;
   private final PipelineOptions options;
+  private final Normalization normalization;
 
-  private DatasetSource(DatasetPlan plan, PipelineOptions options) {
+  private DatasetSource(DatasetPlan plan, PipelineOptions options, Normalization normalization) {
     this.plan = plan;
     this.options = options;
+    this.normalization = normalization;
+  }
+
+  /** This data with every batch normalized by {@code n} (fitted on the training data); null: none. */
+  public DatasetSource withNormalization(Normalization n) {
+    return new DatasetSource(plan, options, n);
   }
 
   /** Training data: equal steps on every worker, reshuffled every epoch. */
@@ -28,7 +36,7 @@ public final class DatasetSource implements BatchSourceFactory {
       throw new IllegalArgumentException(
           "Invalid uneven policy NONE for training data: synchronous training needs PAD or TRUNCATE");
     }
-    return new DatasetSource(plan, options);
+    return new DatasetSource(plan, options, null);
   }
 
   /**
@@ -38,7 +46,7 @@ public final class DatasetSource implements BatchSourceFactory {
   public static DatasetSource evaluation(DatasetPlan plan, PipelineOptions options) {
     return new DatasetSource(plan, options.toBuilder()
         .optUneven(PipelineOptions.UnevenPolicy.NONE).optDropRemainder(false)
-        .optShuffleBuffer(0).optShuffleSplits(false).optCacheDir(null).build());
+        .optShuffleBuffer(0).optShuffleSplits(false).optCacheDir(null).build(), null);
   }
 
   public DatasetPlan plan() {
@@ -52,7 +60,7 @@ public final class DatasetSource implements BatchSourceFactory {
 
   @Override
   public BatchSource create(int rank, int numWorkers, NDManager manager, Configuration hadoopConf) {
-    return InputPipeline.create(plan, options, rank, numWorkers, manager, hadoopConf);
+    return InputPipeline.create(plan, options, normalization, rank, numWorkers, manager, hadoopConf);
   }
 
   @Override

@@ -5,6 +5,8 @@ import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.FeatureStatistics;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
@@ -86,10 +88,12 @@ public final class DistributedTrainer {
   private final DataInput train;
   private final DataInput validation;
   private final String stagingDir;
+  private final Normalization.Mode normalize;
 
   private DistributedTrainer(Builder b, TrainingConfig cfg) {
+    this.normalize = b.normalize;
     this.cfg = cfg;
-    this.train = b.train;
+    this.train = b.transform == null ? b.train : b.train.withTransform(b.transform);
     this.validation = b.validation;
     this.stagingDir = b.stagingDir;
     this.outputDir = b.outputDir;
@@ -161,9 +165,27 @@ public final class DistributedTrainer {
     return new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
   }
 
+  /**
+   * Fits the normalization on the training data only (one distributed pass over its planned splits)
+   * and applies it to the training and validation batches alike; null without normalization.
+   */
+  private Normalization normalize(SparkSession spark, TrainingConfig job) {
+    if (normalize == Normalization.Mode.NONE) {
+      return null;
+    }
+    DatasetSource trainData = (DatasetSource) job.trainData;
+    Normalization n = Normalization.of(normalize, FeatureStatistics.compute(trainData.plan(), spark));
+    job.trainData = trainData.withNormalization(n);
+    if (job.validationData instanceof DatasetSource v) {
+      job.validationData = v.withNormalization(n);
+    }
+    return n;
+  }
+
   private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
     Preflight.check(sc, job, outputDir, slotWaitMillis);
+    Normalization normalization = normalize(spark, job); // after the checks: a full pass over the data
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
     Broadcast<SerializableConfiguration> hadoop =
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
@@ -204,17 +226,18 @@ public final class DistributedTrainer {
       sc.clearCallSite();
       hadoop.destroy();
     }
-    return finish(job, results, sc.hadoopConfiguration());
+    return finish(job, results, sc.hadoopConfiguration(), normalization);
   }
 
   /** Runs the workers as threads of this JVM, without Spark (tests, and the same code path). */
   TrainedModel fitInProcess(int attempt, org.apache.hadoop.conf.Configuration conf) throws Exception {
     TrainingConfig job = copyWithSecret(cfg);
-    return finish(job, InProcessRunner.run(job, attempt, conf), conf);
+    return finish(job, InProcessRunner.run(job, attempt, conf), conf, null);
   }
 
   private TrainedModel finish(
-      TrainingConfig job, List<WorkerResult> results, org.apache.hadoop.conf.Configuration hadoopConf) {
+      TrainingConfig job, List<WorkerResult> results, org.apache.hadoop.conf.Configuration hadoopConf,
+      Normalization normalization) {
     results.sort(Comparator.comparingInt(WorkerResult::rank));
     WorkerResult chief = results.get(0);
     if (chief.rank() != 0 || chief.parameters() == null) {
@@ -227,7 +250,8 @@ public final class DistributedTrainer {
                 + r.parameterHash());
       }
     }
-    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(), new History(chief.history(), chief.resumes(), chief.stragglers()));
+    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(),
+        new History(chief.history(), chief.resumes(), chief.stragglers()), normalization);
     if (outputDir != null) {
       try {
         model.save(outputDir, hadoopConf);
@@ -280,6 +304,8 @@ public final class DistributedTrainer {
     private DataInput train;
     private DataInput validation;
     private String stagingDir; // null: see defaultStagingDir
+    private dev.sparktrainer.data.ExampleTransform transform;
+    private Normalization.Mode normalize = Normalization.Mode.NONE;
 
     private Builder() {
       c.epochs = 1;
@@ -368,6 +394,21 @@ public final class DistributedTrainer {
     }
 
     /**
+     * A per-example map of the training data (tf.data's {@code map(fn,
+     * num_parallel_calls=AUTOTUNE)}): augmentation, such as {@link
+     * dev.sparktrainer.data.ImageAugment}'s, run in each worker's parallel decode stage with a random
+     * generator seeded from (the pipeline's seed, epoch, rank, example), so a resumed run sees the
+     * same augmented examples. It replaces the training {@link PipelineOptions}' transform and never
+     * touches the validation data: a map that every input of the model needs (per-channel
+     * normalization) goes into both datasets' {@link PipelineOptions#transform() options} instead.
+     * Needs training data given as files or a DataFrame. Default none.
+     */
+    public Builder optTransform(dev.sparktrainer.data.ExampleTransform transform) {
+      this.transform = transform;
+      return this;
+    }
+
+    /**
      * Where DataFrames that are not plain file scans are staged as Parquet (any Hadoop path every
      * executor can read: on a cluster not a {@code file:} one, which pre-flight refuses). Default:
      * {@code _staging} under the checkpoint directory when that is on a shared file system, else
@@ -376,6 +417,18 @@ public final class DistributedTrainer {
      */
     public Builder optStagingDir(String dir) {
       stagingDir = dir;
+      return this;
+    }
+
+    /**
+     * Normalize the features: {@code STANDARD} ({@code (x - mean) / std}) or {@code MINMAX} ({@code
+     * (x - min) / (max - min)}), with statistics computed in one distributed pass over the training
+     * data (never the validation data) before training starts; constant features become 0. Applied
+     * to training and validation batches, saved with the model and applied again by inference.
+     * Needs training data given as files or a DataFrame. Default {@code NONE}.
+     */
+    public Builder optNormalize(Normalization.Mode mode) {
+      normalize = Objects.requireNonNull(mode, "normalize");
       return this;
     }
 
@@ -541,6 +594,12 @@ public final class DistributedTrainer {
       Objects.requireNonNull(c.loss, "loss: setLoss is required");
       Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
       Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
+      if (transform != null && train == null) {
+        throw new IllegalArgumentException("Invalid optTransform: it maps training data given as files or a"
+            + " DataFrame (setTrainingData with a DatasetSpec), not a BatchSourceFactory's batches");
+      }
+      check(normalize == Normalization.Mode.NONE || train != null, "normalize", normalize,
+          "NONE with a BatchSourceFactory as training data (statistics need files or a DataFrame)");
       check(c.numWorkers >= 1, "numWorkers", c.numWorkers, ">= 1");
       check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
       check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");

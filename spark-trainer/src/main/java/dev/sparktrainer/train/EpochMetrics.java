@@ -26,6 +26,7 @@ import java.util.Locale;
  * @param communicationSeconds time the gradient all-reduce ran (on the communication thread), hidden
  *     or not: {@code communicationSeconds - allReduceSeconds} is what overlap hid behind backward
  * @param parameterHash SHA-256 of all parameters after the epoch, identical on every replica
+ * @param regression MSE, MAE and R² of a regression loss ({@code l2}); null for classification
  */
 public record EpochMetrics(
     int epoch,
@@ -43,8 +44,85 @@ public record EpochMetrics(
     double optimizerSeconds,
     double backwardSeconds,
     double communicationSeconds,
-    String parameterHash)
+    String parameterHash,
+    Regression regression)
     implements Serializable {
+
+  /** The metrics of a classification loss (no {@link Regression}). */
+  public EpochMetrics(int epoch, long steps, long samples, double loss, double accuracy, double validationLoss,
+      double validationAccuracy, double seconds, double samplesPerSecond, double dataWaitSeconds,
+      double computeSeconds, double allReduceSeconds, double optimizerSeconds, double backwardSeconds,
+      double communicationSeconds, String parameterHash) {
+    this(epoch, steps, samples, loss, accuracy, validationLoss, validationAccuracy, seconds, samplesPerSecond,
+        dataWaitSeconds, computeSeconds, allReduceSeconds, optimizerSeconds, backwardSeconds, communicationSeconds,
+        parameterHash, null);
+  }
+
+  /**
+   * Regression metrics over an epoch's examples, reduced over all workers: mean squared error {@code
+   * mean((y - p)^2)} (twice the {@code l2} loss, which is half the squared error), mean absolute
+   * error, and R² {@code 1 - SSE / SST}; validation values NaN without validation data, R² NaN where
+   * every label is the same.
+   */
+  public record Regression(double mse, double mae, double r2, double validationMse, double validationMae,
+      double validationR2) implements Serializable {
+    /** Slots of the regression sums after (loss x samples, correct, samples) in the metric sums. */
+    public static final int SUMS = 4;
+
+    /**
+     * Adds the sums of a batch — squared error, absolute error, label, label squared — to {@code
+     * sums[at .. at + 3]}, in double precision on the host.
+     */
+    public static void addSums(float[] labels, float[] predictions, double[] sums, int at) {
+      if (labels.length != predictions.length) {
+        throw new IllegalArgumentException(labels.length + " labels but " + predictions.length + " predictions");
+      }
+      for (int i = 0; i < labels.length; i++) {
+        double y = labels[i];
+        double e = y - predictions[i];
+        sums[at] += e * e;
+        sums[at + 1] += Math.abs(e);
+        sums[at + 2] += y;
+        sums[at + 3] += y * y;
+      }
+    }
+
+    /** {@code {mse, mae, r2}} of {@code n} examples from the sums at {@code at}; NaNs for none. */
+    public static double[] of(double[] sums, int at, double n) {
+      if (!(n > 0)) {
+        return new double[] {Double.NaN, Double.NaN, Double.NaN};
+      }
+      double sst = sums[at + 3] - sums[at + 2] * sums[at + 2] / n;
+      return new double[] {sums[at] / n, sums[at + 1] / n, sst > 0 ? 1 - sums[at] / sst : Double.NaN};
+    }
+  }
+
+  /** Training mean squared error (NaN for classification). */
+  public double mse() {
+    return regression == null ? Double.NaN : regression.mse();
+  }
+
+  /** Training mean absolute error (NaN for classification). */
+  public double mae() {
+    return regression == null ? Double.NaN : regression.mae();
+  }
+
+  /** Training R² (NaN for classification). */
+  public double r2() {
+    return regression == null ? Double.NaN : regression.r2();
+  }
+
+  public double validationMse() {
+    return regression == null ? Double.NaN : regression.validationMse();
+  }
+
+  public double validationMae() {
+    return regression == null ? Double.NaN : regression.validationMae();
+  }
+
+  public double validationR2() {
+    return regression == null ? Double.NaN : regression.validationR2();
+  }
 
   /** Step time (wait + compute + all-reduce + optimizer), summed over the epoch. */
   public double stepSeconds() {
@@ -63,7 +141,7 @@ public record EpochMetrics(
 
   /** One JSON object. */
   public String toJson() {
-    return String.format(
+    String json = String.format(
         Locale.ROOT,
         "{\"epoch\":%d,\"steps\":%d,\"samples\":%d,\"loss\":%s,\"accuracy\":%s,\"validation_loss\":%s,"
             + "\"validation_accuracy\":%s,\"seconds\":%s,\"samples_per_s\":%s,\"data_wait_s\":%s,"
@@ -73,6 +151,9 @@ public record EpochMetrics(
         num(seconds), num(samplesPerSecond), num(dataWaitSeconds), num(computeSeconds),
         num(allReduceSeconds), num(optimizerSeconds), num(backwardSeconds), num(communicationSeconds),
         parameterHash);
+    return regression == null ? json : json.substring(0, json.length() - 1) + String.format(Locale.ROOT,
+            ",\"mse\":%s,\"mae\":%s,\"r2\":%s,\"validation_mse\":%s,\"validation_mae\":%s,\"validation_r2\":%s}",
+            num(mse()), num(mae()), num(r2()), num(validationMse()), num(validationMae()), num(validationR2()));
   }
 
   static String num(double v) {

@@ -186,7 +186,22 @@ final class ReplicaSet implements AutoCloseable {
       acc[0] += l.getFloat() * (double) batch.size();
       acc[1] += lossSpec.correct(y, pred);
       acc[2] += batch.size();
+      addRegressionSums(lossSpec, y, pred, acc);
     }
+  }
+
+  /**
+   * For {@code l2}, adds the batch's regression sums ({@link EpochMetrics.Regression#addSums}) to
+   * {@code acc[3..6]}, computed on the host in double precision (a batch's labels and predictions are
+   * small next to the step).
+   */
+  static void addRegressionSums(LossSpec lossSpec, NDArray labels, NDArray predictions, double[] acc) {
+    if (lossSpec != LossSpec.L2 || acc.length < 3 + EpochMetrics.Regression.SUMS) {
+      return;
+    }
+    float[] y = labels.getDataType() == ai.djl.ndarray.types.DataType.FLOAT32 ? labels.toFloatArray()
+        : labels.toType(ai.djl.ndarray.types.DataType.FLOAT32, false).toFloatArray();
+    EpochMetrics.Regression.addSums(y, predictions.toFloatArray(), acc, 3);
   }
 
   /** SHA-256 of every parameter of every replica (they must agree; the first differing one fails). */

@@ -154,6 +154,7 @@ final class TrainStep implements AutoCloseable {
           losses[d] = lossSpec.evaluate(loss, ys[d], pred);
           acc[0] += losses[d].getFloat() * (double) counts[d];
           acc[1] += lossSpec.correct(ys[d], pred);
+          ReplicaSet.addRegressionSums(lossSpec, ys[d], pred, acc);
           acc[2] += counts[d];
         }
         tBackward = System.nanoTime();

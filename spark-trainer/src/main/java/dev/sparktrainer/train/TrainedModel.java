@@ -4,6 +4,7 @@ import ai.djl.MalformedModelException;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import java.io.ByteArrayInputStream;
@@ -29,8 +30,10 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>{@link #save} writes a directory from which {@link #load} rebuilds the model without user code
  * (built-in specs): {@code model.properties} (the spec and the loss), {@code model.params} ({@code
- * Block.saveParameters}), {@code history.json} and the completion marker {@value #MARKER}. A save is
- * all or nothing, and a load checks every file against the marker.
+ * Block.saveParameters}), {@code history.json}, for a model trained with feature normalization {@code
+ * normalization.csv} (the training data's statistics; {@code normalize=} in the properties), and the
+ * completion marker {@value #MARKER}. A save is all or nothing, and a load checks every file against
+ * the marker.
  */
 public final class TrainedModel implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -42,18 +45,34 @@ public final class TrainedModel implements Serializable {
   static final String PROPERTIES = "model.properties";
   static final String PARAMS = "model.params";
   static final String HISTORY = "history.json";
-  private static final List<String> MODEL_FILES = List.of(PROPERTIES, PARAMS, HISTORY);
+  /** The normalization's statistics, for a model trained with one (absent otherwise, and in older models). */
+  static final String NORMALIZATION = "normalization.csv";
+  private static final List<String> MODEL_FILES = List.of(PROPERTIES, PARAMS, HISTORY, NORMALIZATION);
 
   private final ModelSpec spec;
   private final LossSpec loss;
   private final byte[] parameters;
   private final History history;
+  private final Normalization normalization;
 
   TrainedModel(ModelSpec spec, LossSpec loss, byte[] parameters, History history) {
+    this(spec, loss, parameters, history, null);
+  }
+
+  TrainedModel(ModelSpec spec, LossSpec loss, byte[] parameters, History history, Normalization normalization) {
     this.spec = spec;
     this.loss = loss;
     this.parameters = parameters;
     this.history = history;
+    this.normalization = normalization;
+  }
+
+  /**
+   * The feature normalization fitted on the training data, which inference applies before the model
+   * ({@code BatchInference}); null if the model was trained on raw features.
+   */
+  public Normalization normalization() {
+    return normalization;
   }
 
   /** The model's spec. */
@@ -117,11 +136,17 @@ public final class TrainedModel implements Serializable {
       props.setProperty("model." + e.getKey(), e.getValue());
     }
     props.setProperty("loss", loss.name());
+    if (normalization != null) {
+      props.setProperty("normalize", normalization.mode().id());
+    }
     ByteArrayOutputStream p = new ByteArrayOutputStream();
     props.store(p, "spark-trainer model");
     files.put(PROPERTIES, p.toByteArray());
     files.put(PARAMS, parameters);
     files.put(HISTORY, (history.toJson() + "\n").getBytes(StandardCharsets.UTF_8));
+    if (normalization != null) {
+      files.put(NORMALIZATION, normalization.toCsv());
+    }
     for (Map.Entry<String, byte[]> e : new TreeMap<>(extraFiles).entrySet()) {
       String name = e.getKey();
       if (!name.matches("[A-Za-z0-9][A-Za-z0-9._-]*") || files.containsKey(name)) {
@@ -265,8 +290,22 @@ public final class TrainedModel implements Serializable {
         specProps.put(k.substring("model.".length()), props.getProperty(k));
       }
     }
+    Normalization normalization = null;
+    String normalize = props.getProperty("normalize"); // absent in models saved before normalization
+    if (normalize != null) {
+      if (!files.containsKey(NORMALIZATION)) {
+        throw new IOException("The model at " + d + " is incomplete: it was trained with " + normalize
+            + " normalization but its " + MARKER + " does not list " + NORMALIZATION);
+      }
+      try {
+        normalization = Normalization.fromCsv(Normalization.Mode.parse(normalize), files.get(NORMALIZATION),
+            new Path(d, NORMALIZATION).toString());
+      } catch (IllegalArgumentException e) {
+        throw new IOException("Cannot read the model at " + d + ": " + e.getMessage(), e);
+      }
+    }
     return new TrainedModel(
         ModelSpec.fromProperties(specProps), LossSpec.parse(props.getProperty("loss")), files.get(PARAMS),
-        new History(List.of()));
+        new History(List.of()), normalization);
   }
 }

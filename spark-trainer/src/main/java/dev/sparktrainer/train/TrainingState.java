@@ -29,8 +29,13 @@ final class TrainingState {
   long stepInEpoch;
   long globalStep;
   long seed;
-  /** Global sums of the epoch's completed steps: loss x samples, correct, samples. */
-  double[] partial = new double[3];
+  /**
+   * Global sums of the epoch's completed steps: loss x samples, correct, samples, then the
+   * regression sums ({@link EpochMetrics.Regression#addSums}).
+   */
+  double[] partial = new double[3 + EpochMetrics.Regression.SUMS];
+  /** Tags the optional section after the resumes: regression sums and metrics (absent in older states). */
+  private static final int REGRESSION = 0x52454752; // "REGR"
   List<String> names = new ArrayList<>();
   List<float[]> values = new ArrayList<>();
   /** The optimizer rule's name ({@code Optimizer.name()}); null at a fresh start. */
@@ -127,8 +132,8 @@ final class TrainingState {
       out.writeLong(stepInEpoch);
       out.writeLong(globalStep);
       out.writeLong(seed);
-      for (double d : partial) {
-        out.writeDouble(d);
+      for (int i = 0; i < 3; i++) {
+        out.writeDouble(partial[i]);
       }
       out.writeInt(names.size());
       for (int i = 0; i < names.size(); i++) {
@@ -177,6 +182,19 @@ final class TrainingState {
           out.writeUTF(k.reason());
         }
       }
+      out.writeInt(REGRESSION);
+      for (int i = 3; i < 3 + EpochMetrics.Regression.SUMS; i++) {
+        out.writeDouble(i < partial.length ? partial[i] : 0);
+      }
+      for (EpochMetrics m : history) {
+        out.writeBoolean(m.regression() != null);
+        if (m.regression() != null) {
+          for (double d : new double[] {m.mse(), m.mae(), m.r2(), m.validationMse(), m.validationMae(),
+              m.validationR2()}) {
+            out.writeDouble(d);
+          }
+        }
+      }
       out.flush();
       return bytes.toByteArray();
     } catch (IOException e) {
@@ -213,7 +231,7 @@ final class TrainingState {
     s.stepInEpoch = in.readLong();
     s.globalStep = in.readLong();
     s.seed = in.readLong();
-    for (int i = 0; i < s.partial.length; i++) {
+    for (int i = 0; i < 3; i++) {
       s.partial[i] = in.readDouble();
     }
     int n = in.readInt();
@@ -261,6 +279,22 @@ final class TrainingState {
         skipped.add(new SkippedCheckpoint(in.readUTF(), in.readUTF()));
       }
       s.resumes.add(new Resume(step, epoch, stepInEpoch, attempt, dir, skipped));
+    }
+    if (in.available() >= 4 && in.readInt() == REGRESSION) {
+      for (int i = 3; i < 3 + EpochMetrics.Regression.SUMS; i++) {
+        s.partial[i] = in.readDouble();
+      }
+      for (int i = 0; i < s.history.size(); i++) {
+        if (in.readBoolean()) {
+          EpochMetrics m = s.history.get(i);
+          EpochMetrics.Regression g = new EpochMetrics.Regression(in.readDouble(), in.readDouble(), in.readDouble(),
+              in.readDouble(), in.readDouble(), in.readDouble());
+          s.history.set(i, new EpochMetrics(m.epoch(), m.steps(), m.samples(), m.loss(), m.accuracy(),
+              m.validationLoss(), m.validationAccuracy(), m.seconds(), m.samplesPerSecond(), m.dataWaitSeconds(),
+              m.computeSeconds(), m.allReduceSeconds(), m.optimizerSeconds(), m.backwardSeconds(),
+              m.communicationSeconds(), m.parameterHash(), g));
+        }
+      }
     }
     return s;
   }

@@ -118,10 +118,11 @@ final class Worker {
         progress.start(steps, globalStep, attempt, hadoopConf);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
           long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
-          // lossSum, correct, samples; rank 0 carries the global sums restored from a checkpoint.
-          double[] acc = new double[3];
+          // lossSum, correct, samples, then the regression sums; rank 0 carries the global sums
+          // restored from a checkpoint.
+          double[] acc = new double[3 + EpochMetrics.Regression.SUMS];
           if (epoch == state.epoch && rank == 0) {
-            System.arraycopy(state.partial, 0, acc, 0, 3);
+            System.arraycopy(state.partial, 0, acc, 0, Math.min(acc.length, state.partial.length));
           }
           progress.epochBegin(acc);
           long waitNanos = 0;
@@ -174,10 +175,10 @@ final class Worker {
           long[] after = stepTimes(step);
           double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
               (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
-              (after[4] - before[4]) / 1e9};
+              (after[4] - before[4]) / 1e9, acc[3], acc[4], acc[5], acc[6]};
           comm.allReduce(sums, ReduceOp.SUM);
           StragglerReport straggler = times.exchange(comm, epoch);
-          double[] val = new double[3];
+          double[] val = new double[3 + EpochMetrics.Regression.SUMS];
           if (validation != null) {
             for (Iterator<Batch> it = validation.epoch(0, 0); it.hasNext(); ) {
               try (Batch b = it.next()) {
@@ -200,7 +201,7 @@ final class Worker {
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
                   wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
-                  sums[5] / size, sums[7] / size, hash);
+                  sums[5] / size, sums[7] / size, hash, regression(cfg.loss, sums, 9, val, validation != null));
           history.add(m);
           if (straggler != null) {
             stragglers.add(straggler);
@@ -220,6 +221,17 @@ final class Worker {
       return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash,
           stragglers);
     }
+  }
+
+  /** MSE, MAE and R² of an {@code l2} epoch from the reduced sums (train at {@code at}, validation at 3); else null. */
+  private static EpochMetrics.Regression regression(dev.sparktrainer.model.LossSpec loss, double[] sums, int at,
+      double[] val, boolean validated) {
+    if (loss != dev.sparktrainer.model.LossSpec.L2) {
+      return null;
+    }
+    double[] t = EpochMetrics.Regression.of(sums, at, sums[2]);
+    double[] v = EpochMetrics.Regression.of(val, 3, validated ? val[2] : 0);
+    return new EpochMetrics.Regression(t[0], t[1], t[2], v[0], v[1], v[2]);
   }
 
   /** compute, backward, exposed communication, communication, optimizer nanos so far. */

@@ -233,4 +233,40 @@ class CliEndToEndTest {
     assertThat(again.error()).isEqualTo("error: Output directory " + p("run2") + " already holds a model ("
         + p("run2/model") + "): choose another --output, or add --overwrite");
   }
+
+  /**
+   * {@code --augment}: flips and crops the training images only, normalizes per channel everywhere —
+   * evaluate (normalizing from what the model recorded) reproduces the last epoch's validation
+   * exactly, and predict agrees with it. Bad values fail before any job.
+   */
+  @Test
+  @Order(6)
+  void augmentFlipsAndCropsTrainingImagesAndNormalizesEverywhere() throws IOException {
+    CliRunner r = ok("train", "--data", p("digits/train").toString(), "--validation-data", p("digits/test").toString(),
+        "--features", "pixels:1x8x8", "--label", "label", "--num-classes", "10", "--model", "cnn:8", "--workers", "2",
+        "--epochs", "2", "--batch-size", "32", "--learning-rate", "0.01", "--progress", "none",
+        "--augment", "flip,crop:1,normalize:0.3/0.4", "--output", p("aug").toString());
+    assertThat(r.out()).contains("Held-out accuracy: ");
+    assertThat(p("aug/model/inputs.properties")).content().contains("normalize=normalize\\:0.3/0.4",
+        "features=pixels\\:1x8x8");
+    JsonNode fin = new ObjectMapper().readTree(p("aug/metrics.json").toFile()).get("final");
+    CliRunner e = ok("evaluate", "--model", p("aug/model").toString(), "--data", p("digits/test").toString());
+    JsonNode eval = new ObjectMapper().readTree(e.out());
+    assertThat(eval.get("accuracy").asDouble()).isCloseTo(fin.get("val_accuracy").asDouble(), within(1e-9));
+    assertThat(eval.get("loss").asDouble()).isCloseTo(fin.get("val_loss").asDouble(), within(1e-4));
+    ok("predict", "--model", p("aug/model").toString(), "--data", p("digits/test").toString(),
+        "--output", p("aug-predictions").toString());
+    List<Row> rows = spark.read().parquet(p("aug-predictions").toString()).collectAsList();
+    long correct = rows.stream().filter(row -> row.<Double>getAs("prediction") == (double) row.<Long>getAs("label"))
+        .count();
+    assertThat(correct / (double) rows.size()).isCloseTo(eval.get("accuracy").asDouble(), within(1e-9));
+
+    CliRunner flat = CliRunner.run("train", "--data", p("digits/train").toString(), "--features", "pixels",
+        "--label", "label", "--num-classes", "10", "--augment", "flip", "--output", p("aug2").toString());
+    assertThat(flat.error()).startsWith("error: Invalid --augment 'flip': it needs an image-shaped feature")
+        .contains("[64]", "--features COL:CxHxW");
+    CliRunner bad = CliRunner.run("train", "--data", p("digits/train").toString(), "--features", "pixels:1x8x8",
+        "--label", "label", "--num-classes", "10", "--augment", "flip,zoom:2", "--output", p("aug2").toString());
+    assertThat(bad.error()).startsWith("error: Invalid --augment 'flip,zoom:2': unknown step 'zoom:2'");
+  }
 }

@@ -94,8 +94,8 @@ class AllReduceTest {
       for (int i = 0; i < elements; i++) {
         int first = 0;
         if (small == 0) {
-          while (!(i >= Communicator.segmentStart(first, q, rem)
-              && i < Communicator.segmentStart(first, q, rem) + Communicator.segmentLength(first, q, rem))) {
+          while (!(i >= RingAllReduce.segmentStart(first, q, rem)
+              && i < RingAllReduce.segmentStart(first, q, rem) + RingAllReduce.segmentLength(first, q, rem))) {
             first++;
           }
         }
@@ -160,7 +160,7 @@ class AllReduceTest {
       int rem = count % n;
       int k = 0;
       for (int i = 0; i < count; i++) {
-        while (i >= Communicator.segmentStart(k, q, rem) + Communicator.segmentLength(k, q, rem)) {
+        while (i >= RingAllReduce.segmentStart(k, q, rem) + RingAllReduce.segmentLength(k, q, rem)) {
           k++;
         }
         // Emulate: each hop rounds the partial to the wire format, adds in FP32; the owner rounds.
@@ -271,7 +271,7 @@ class AllReduceTest {
   }
 
   /**
-   * On plain links operations up to {@link Communicator#CALLER_DRIVEN_MAX_BYTES} are written by the
+   * On plain links operations up to {@link FrameChannel#CALLER_DRIVEN_MAX_BYTES} are written by the
    * caller's thread, larger ones by the sender thread: both, on both sides of the threshold, with
    * segments that span several chunks.
    */
@@ -279,7 +279,7 @@ class AllReduceTest {
   @ValueSource(ints = {2, 3})
   void callerDrivenAndThreadedWritersGiveTheSameBits(int n) {
     comms = Rings.form(n, b -> b.optChunkBytes(256 * 1024));
-    int floats = (int) (Communicator.CALLER_DRIVEN_MAX_BYTES / 4);
+    int floats = (int) (FrameChannel.CALLER_DRIVEN_MAX_BYTES / 4);
     for (int count : new int[] {floats - 1, floats, floats + 1, 2 * floats + 5}) {
       check(n, ElementType.FLOAT32, ReduceOp.MEAN, count);
     }
@@ -339,7 +339,7 @@ class AllReduceTest {
     org.junit.jupiter.api.Assumptions.assumeTrue(threads.isThreadAllocatedMemorySupported());
     threads.setThreadAllocatedMemoryEnabled(true);
     comms = Rings.form(2, b -> b.optChunkBytes(64 * 1024));
-    int threaded = (int) (Communicator.CALLER_DRIVEN_MAX_BYTES / 4) + 1024;
+    int threaded = (int) (FrameChannel.CALLER_DRIVEN_MAX_BYTES / 4) + 1024;
     for (int count : new int[] {1000, 300_000, threaded}) {
       List<Long> allocated =
           Rings.onEachOk(

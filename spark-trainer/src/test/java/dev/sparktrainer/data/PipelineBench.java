@@ -35,7 +35,9 @@ import org.apache.hadoop.conf.Configuration;
  *       shuffle buffer, without it, and without it with {@code deterministic=false} — the JSON's
  *       {@code records_per_s} is the fastest of the three (named in {@code records_per_s_config});
  *   <li>the fraction of time a consumer needing a fixed time per batch waits for data;
- *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size.
+ *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size;
+ *   <li>the same records as Parquet ({@link ParquetBench}): the pipeline on Parquet against the pipeline
+ *       on TFRecord and Spark's vectorized single-core scan, and a DataFrame that needs staging.
  * </ol>
  *
  * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3] [--rounds 3] [--out FILE]}.
@@ -114,8 +116,17 @@ public final class PipelineBench {
         pipeUnordered = Math.max(pipeUnordered, u);
       }
     }
+    // ---- map stage (issue 15, item 6): a trivial per-example transform against none ----
+    MapCost map = mapCost(plan, options, seconds, roundCount);
+    // ---- end of the map stage ----
     double wait = waitFraction(plan, options, stepMs);
     long[] mem = childMemory(data, heapMb);
+    // --- Parquet (ParquetBench): the same records as Parquet; the pipeline on both formats, Spark's scan.
+    ParquetBench.Result parquet;
+    try (NDManager manager = NDManager.newBaseManager()) {
+      parquet = ParquetBench.run(data, plan, noShuffle, "no shuffle buffer", manager, seconds, roundCount);
+    }
+    // --- end Parquet
 
     System.out.println();
     System.out.printf(Locale.ROOT, "%-52s %14s%n", "measure", "value");
@@ -142,6 +153,7 @@ public final class PipelineBench {
     System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak heap used (sampled every 2 ms)", mem[0]);
     System.out.printf(Locale.ROOT, "%-52s %11d MB%n", "streaming JVM: peak RSS", mem[1]);
     System.out.printf(Locale.ROOT, "%-52s %14d%n", "streaming JVM: records read", mem[2]);
+    parquet.print(); // Parquet
 
     Files.createDirectories(out.toAbsolutePath().getParent());
     String json = String.format(Locale.ROOT,
@@ -152,9 +164,14 @@ public final class PipelineBench {
             + " \"records_per_s_unordered\": %.0f, \"seconds_per_measure\": %.1f, \"rounds\": %d, \"load_average\": %.2f}%n",
         wait, best, bestConfig, raw, datasetMbActual, heapMb, mem[1], mem[0], stepMs, pipe, pipeNoShuffle, pipeUnordered,
         seconds, roundCount, loadAverage());
+    json = json.substring(0, json.lastIndexOf('}')) + ", " + parquet.json() + "}\n"; // Parquet
     // --- issue 15, item 3 (fast default shuffle): the default configuration on TFRecord. ---
     json = withField(json, "default_records_per_s", String.format(Locale.ROOT, "%.0f", pipe));
     // --- end of item 3's fields ---
+    // ---- map stage (issue 15, item 6) ----
+    map.print();
+    json = map.addTo(json);
+    // ---- end of the map stage ----
     Files.writeString(out, json, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
     System.out.println("\nJSON appended to " + out.toAbsolutePath());
   }
@@ -164,6 +181,55 @@ public final class PipelineBench {
     int end = json.lastIndexOf('}');
     return json.substring(0, end) + ", \"" + name + "\": " + value + json.substring(end);
   }
+
+  // ---- map stage (issue 15, item 6) ----
+
+  /**
+   * Records/s with and without a trivial transform (it reads and writes back the label), in turns,
+   * best of {@code rounds}: with the default shuffle buffer (records are decoded in the readers
+   * either way: the map's own cost) and without one (a map needs records decoded in the readers, not
+   * straight into their batch).
+   */
+  private static MapCost mapCost(DatasetPlan plan, PipelineOptions options, double seconds, int rounds) {
+    ExampleTransform trivial = ex -> ex.setLabel(ex.label());
+    PipelineOptions mapped = options.toBuilder().optTransform(trivial).build();
+    PipelineOptions noShuffle = options.toBuilder().optShuffleBuffer(0).build();
+    PipelineOptions noShuffleMapped = noShuffle.toBuilder().optTransform(trivial).build();
+    double[] best = new double[4];
+    try (NDManager manager = NDManager.newBaseManager()) {
+      pipelineRate(plan, mapped, manager, 2 * seconds);
+      pipelineRate(plan, noShuffleMapped, manager, 2 * seconds);
+      for (int round = 0; round < rounds; round++) {
+        double[] r = {pipelineRate(plan, options, manager, seconds), pipelineRate(plan, mapped, manager, seconds),
+            pipelineRate(plan, noShuffle, manager, seconds), pipelineRate(plan, noShuffleMapped, manager, seconds)};
+        System.out.printf(Locale.ROOT, "map round %d: default %.0f, with map %.0f, no shuffle %.0f, with map %.0f,"
+            + " load %.1f%n", round + 1, r[0], r[1], r[2], r[3], loadAverage());
+        for (int i = 0; i < 4; i++) {
+          best[i] = Math.max(best[i], r[i]);
+        }
+      }
+    }
+    return new MapCost(best[0], best[1], best[2], best[3]);
+  }
+
+  private record MapCost(double plain, double mapped, double noShufflePlain, double noShuffleMapped) {
+    void print() {
+      System.out.printf(Locale.ROOT, "%-52s %14.0f%n", "default + trivial map, records/s", mapped);
+      System.out.printf(Locale.ROOT, "%-52s %13.0f%%  (default without it: %.0f)%n", "trivial map / none, default",
+          100 * mapped / plain, plain);
+      System.out.printf(Locale.ROOT, "%-52s %14.0f%n", "no shuffle buffer + trivial map, records/s", noShuffleMapped);
+      System.out.printf(Locale.ROOT, "%-52s %13.0f%%  (without it: %.0f)%n", "trivial map / none, no shuffle buffer",
+          100 * noShuffleMapped / noShufflePlain, noShufflePlain);
+    }
+
+    String addTo(String json) {
+      return json.replaceFirst("}\\s*$", String.format(Locale.ROOT, ", \"map_records_per_s\": %.0f,"
+          + " \"map_baseline_records_per_s\": %.0f, \"map_no_shuffle_records_per_s\": %.0f,"
+          + " \"map_no_shuffle_baseline_records_per_s\": %.0f}%n", mapped, plain, noShuffleMapped, noShufflePlain));
+    }
+  }
+
+  // ---- end of the map stage ----
 
   /** Writes MNIST-like records until the dataset reaches {@code mb} MB (kept if already there). */
   private static long generate(Path dir, int mb) throws IOException {

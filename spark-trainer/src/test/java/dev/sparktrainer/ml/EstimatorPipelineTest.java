@@ -133,6 +133,71 @@ class EstimatorPipelineTest {
     assertThat(e.explainParams()).contains("numWorkers", "batchSize", "checkpointDir", "seed", "featuresCol");
   }
 
+  /** Examples the transform of {@link #aTransformAugmentsTheTrainingDataOnTheExecutors} saw (local mode: one JVM). */
+  private static final java.util.concurrent.atomic.AtomicLong MAPPED = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * The Estimator's transform travels to the executors and maps the training examples (the digits'
+   * 64 values seen as one 8x8 image), not the rows {@code transform} predicts; it survives the
+   * Estimator's save and load.
+   */
+  @Test
+  void aTransformAugmentsTheTrainingDataOnTheExecutors() throws IOException {
+    Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    dev.sparktrainer.data.ExampleTransform augment = dev.sparktrainer.data.ImageAugment
+        .parse("flip,crop:1", dev.sparktrainer.data.ImageAugment.Layout.CHW).withImageShape(1, 8, 8).training();
+    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:32").setNumWorkers(2)
+        .setEpochs(2).setBatchSize(32).setSeed(5).setStagingDir(tmp.resolve("staging-map").toString())
+        .setTransform(augment.andThen(ex -> MAPPED.incrementAndGet()));
+    MAPPED.set(0);
+    SparkTrainerModel model = trainer.fit(assembled);
+    long rows = assembled.count();
+    assertThat(model.history().epochs()).hasSize(2);
+    assertThat(MAPPED.get()).as("examples mapped in 2 epochs").isBetween(2 * (rows - 64), 2 * rows);
+    long mapped = MAPPED.get();
+    model.transform(assembled).count();
+    assertThat(MAPPED.get()).as("prediction is not augmented").isEqualTo(mapped);
+
+    String path = tmp.resolve("estimator-with-transform").toString();
+    trainer.write().overwrite().save(path);
+    SparkTrainerEstimator loaded = SparkTrainerEstimator.load(path);
+    assertThat(loaded.isDefined(loaded.transform())).isTrue();
+    assertThat(loaded.getOrDefault(loaded.transform())).isInstanceOf(dev.sparktrainer.data.ExampleTransform.class);
+    SparkTrainerEstimator plain = new SparkTrainerEstimator();
+    assertThat(plain.isDefined(plain.transform())).as("no default").isFalse();
+  }
+
+  @Test
+  void normalizeFitsOnTheTrainingDataAndTransformAppliesIt() throws IOException {
+    // Pixel column j scaled by 10^(j % 8 - 3): the same digits with features from 1e-3 to 1e4.
+    String[] scaled = new String[64];
+    for (int j = 0; j < 64; j++) {
+      scaled[j] = "p" + j + " * " + Math.pow(10, j % 8 - 3) + " AS s" + j;
+    }
+    VectorAssembler assembler = new VectorAssembler().setInputCols(java.util.Arrays.stream(scaled)
+        .map(c -> c.substring(c.lastIndexOf(' ') + 1)).toArray(String[]::new)).setOutputCol("features");
+    String[] cols = java.util.Arrays.copyOf(scaled, 65);
+    cols[64] = "label";
+    Dataset<Row> scaledTrain = assembler.transform(train.selectExpr(cols));
+    Dataset<Row> scaledTest = assembler.transform(test.selectExpr(cols));
+    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:64").setNumWorkers(2)
+        .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setNormalize("standard")
+        .setStagingDir(tmp.resolve("staging-normalized").toString());
+    SparkTrainerModel model = trainer.fit(scaledTrain);
+    dev.sparktrainer.data.Normalization n = model.trainedModel().normalization();
+    assertThat(n.mode()).isEqualTo(dev.sparktrainer.data.Normalization.Mode.STANDARD);
+    assertThat(n.statistics().count()).isEqualTo(scaledTrain.count()); // the training rows, nothing else
+    List<Row> predicted = model.transform(scaledTest).select("label", "prediction").collectAsList();
+    double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) predicted.size();
+    assertThat(accuracy).isGreaterThan(0.9);
+    String path = tmp.resolve("normalized-model").toString();
+    model.write().overwrite().save(path);
+    List<Row> again = SparkTrainerModel.load(path).transform(scaledTest).select("label", "prediction").collectAsList();
+    assertThat(again).isEqualTo(predicted);
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setNormalize("zscore"))
+        .hasMessageContaining("normalize");
+  }
+
   @Test
   void badColumnsFailBeforeTraining() {
     Dataset<Row> noVector = train.select(col("p0").as("features"), col("label").cast("string").as("label"));

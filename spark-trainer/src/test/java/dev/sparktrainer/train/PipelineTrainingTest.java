@@ -103,6 +103,26 @@ class PipelineTrainingTest {
     assertThat(last.samples()).isEqualTo(2 * 22 * 32);
   }
 
+  /**
+   * The builder's transform maps the training examples only: training on every label rewritten to 0,
+   * the model predicts 0, and the validation data — its labels untouched — scores only its share of
+   * zeros (were the validation labels rewritten too, it would score 100%).
+   */
+  @Test
+  void theBuildersTransformMapsTrainingDataOnly() {
+    PipelineOptions options = PipelineOptions.builder().setBatchSize(32).optShuffleBuffer(100).optSeed(5).build();
+    TrainedModel model = job().setEpochs(2).setTrainingData(spec("train"), options)
+        .optValidationData(spec("test"), options).optTransform(ex -> ex.setLabel(0)).build().fit(spark);
+    EpochMetrics last = model.history().last();
+    assertThat(last.accuracy()).as("training labels are all 0").isGreaterThan(0.99);
+    assertThat(last.validationAccuracy()).as("validation labels are the digits'").isBetween(0.02, 0.25);
+
+    assertThatThrownBy(() -> job().setTrainingData(Digits.load().trainBatches(32, 1, true))
+        .optTransform(ex -> { }).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("Invalid optTransform").hasMessageContaining("not a BatchSourceFactory");
+  }
+
   @Test
   void aDataFrameThatIsNotAFileScanIsStagedAndCleanedUp() throws IOException {
     Path staging = data.resolve("staging");

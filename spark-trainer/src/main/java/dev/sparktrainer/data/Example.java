@@ -1,0 +1,136 @@
+package dev.sparktrainer.data;
+
+import java.util.List;
+import java.util.random.RandomGenerator;
+
+/**
+ * One decoded example as an {@link ExampleTransform} sees it: the feature columns of the {@link
+ * DatasetSpec}, concatenated in the spec's column order in one float array ({@link #values()},
+ * column {@code c} at {@link #offset}{@code (c)}, {@link #size}{@code (c)} values laid out
+ * row-major in the column's {@link #shape}), and the label. A transform rewrites both in place; the
+ * shapes are the spec's and do not change. Valid only during the call: the pipeline reuses it.
+ */
+public final class Example {
+  private final List<DatasetSpec.Feature> features;
+  private final int[] offsets;
+  private final ExampleRandom random = new ExampleRandom();
+  private float[] values;
+  private double label;
+  private int epoch;
+  private int rank;
+  private long index;
+  private float[] scratch = new float[0];
+
+  Example(DatasetSpec spec) {
+    this.features = spec.features();
+    this.offsets = new int[features.size() + 1];
+    for (int c = 0; c < features.size(); c++) {
+      offsets[c + 1] = offsets[c] + features.get(c).size();
+    }
+  }
+
+  /** Points this view at the next example, and seeds its random generator. */
+  void reset(float[] values, double label, int epoch, int rank, long index, long seed) {
+    this.values = values;
+    this.label = label;
+    this.epoch = epoch;
+    this.rank = rank;
+    this.index = index;
+    random.reset(seed);
+  }
+
+  /** Every feature value, columns concatenated in the spec's order (written in place). */
+  public float[] values() {
+    return values;
+  }
+
+  /** Number of feature columns. */
+  public int numColumns() {
+    return features.size();
+  }
+
+  /** The index of the feature column named {@code name}. */
+  public int column(String name) {
+    for (int c = 0; c < features.size(); c++) {
+      if (features.get(c).name().equals(name)) {
+        return c;
+      }
+    }
+    throw new IllegalArgumentException("No feature column '" + name + "': the columns are " + features);
+  }
+
+  /** Where column {@code c} starts in {@link #values()}. */
+  public int offset(int c) {
+    return offsets[c];
+  }
+
+  /** Values of column {@code c}. */
+  public int size(int c) {
+    return offsets[c + 1] - offsets[c];
+  }
+
+  /** Column {@code c}'s shape for one example, as declared in the {@link DatasetSpec}. */
+  public long[] shape(int c) {
+    return features.get(c).shape();
+  }
+
+  /** Value {@code i} (row-major) of column {@code c}. */
+  public float get(int c, int i) {
+    return values[offsets[c] + check(c, i)];
+  }
+
+  /** Sets value {@code i} (row-major) of column {@code c}. */
+  public void set(int c, int i, float v) {
+    values[offsets[c] + check(c, i)] = v;
+  }
+
+  private int check(int c, int i) {
+    if (i < 0 || i >= size(c)) {
+      throw new IndexOutOfBoundsException("value " + i + " of column '" + features.get(c).name() + "' of "
+          + size(c) + " values");
+    }
+    return i;
+  }
+
+  /** The label (a class index or a regression target; 0 for unlabelled data). */
+  public double label() {
+    return label;
+  }
+
+  public void setLabel(double label) {
+    this.label = label;
+  }
+
+  /**
+   * A generator seeded from (seed, epoch, rank, example): reproducible, independent between
+   * examples, the same after a resume.
+   */
+  public RandomGenerator random() {
+    return random;
+  }
+
+  public int epoch() {
+    return epoch;
+  }
+
+  /** The worker reading the example. */
+  public int rank() {
+    return rank;
+  }
+
+  /** Which example of the worker's shard this is (the split's position in the shard, then the record's). */
+  public long index() {
+    return index;
+  }
+
+  /**
+   * A work array of at least {@code n} floats, owned by the calling reader thread and reused for the
+   * next example (its contents are not kept).
+   */
+  public float[] scratch(int n) {
+    if (scratch.length < n) {
+      scratch = new float[n];
+    }
+    return scratch;
+  }
+}

@@ -1,0 +1,69 @@
+package dev.sparktrainer.data;
+
+import java.nio.ByteBuffer;
+
+/**
+ * Where one feature of one row is decoded: a record's float array, or a batch's column buffer
+ * (native order) at the row's place. Counts the values it takes and refuses more than the feature's
+ * size, so a row with too many values fails instead of spilling into the next feature or row.
+ */
+final class FloatSink {
+  private float[] array;
+  private ByteBuffer buffer;
+  private int base;
+  private int max;
+  int count;
+
+  /** Targets {@code array[off .. off + max)}. */
+  FloatSink toArray(float[] a, int off, int size) {
+    this.array = a;
+    this.buffer = null;
+    this.base = off;
+    this.max = size;
+    this.count = 0;
+    return this;
+  }
+
+  /** Targets the floats {@code buf[byteOff ..]}, {@code size} of them. */
+  FloatSink toBuffer(ByteBuffer buf, int byteOff, int size) {
+    this.array = null;
+    this.buffer = buf;
+    this.base = byteOff;
+    this.max = size;
+    this.count = 0;
+    return this;
+  }
+
+  void add(float x) {
+    if (count >= max) {
+      throw new ParquetColumns.BadValue("more values than the shape holds (" + max + ")");
+    }
+    if (array != null) {
+      array[base + count++] = x;
+    } else {
+      buffer.putFloat(base + 4 * count++, x);
+    }
+  }
+
+  /** Writes {@code x} at {@code i} (< size) without counting it (sparse vectors' scatter). */
+  void set(int i, float x) {
+    if (array != null) {
+      array[base + i] = x;
+    } else {
+      buffer.putFloat(base + 4 * i, x);
+    }
+  }
+
+  /** Copies {@code n} floats from {@code src[off ..]} and counts them. */
+  void addAll(float[] src, int off, int n) {
+    if (count + n > max) {
+      throw new ParquetColumns.BadValue("more values than the shape holds (" + max + ")");
+    }
+    if (array != null) {
+      System.arraycopy(src, off, array, base + count, n);
+    } else {
+      buffer.asFloatBuffer().put((base >> 2) + count, src, off, n);
+    }
+    count += n;
+  }
+}

@@ -1,0 +1,482 @@
+package dev.sparktrainer.data;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.apache.parquet.column.ColumnDescriptor;
+import org.apache.parquet.column.ColumnReadStore;
+import org.apache.parquet.column.ColumnReader;
+import org.apache.parquet.io.api.Binary;
+import org.apache.parquet.io.api.Converter;
+import org.apache.parquet.io.api.GroupConverter;
+import org.apache.parquet.io.api.PrimitiveConverter;
+import org.apache.parquet.schema.GroupType;
+import org.apache.parquet.schema.MessageType;
+import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
+import org.apache.parquet.schema.Type;
+
+/**
+ * Decoders of one Parquet column each, reading a row group through parquet-mr's column readers
+ * (values and repetition/definition levels, straight from the pages, no record assembly) into a
+ * {@link FloatSink}: primitive values go into the record's or batch's floats as they are read, with
+ * no object per value. A feature column is one of
+ *
+ * <ul>
+ *   <li>a number, or any list of numbers ({@link Leaf}: one leaf column, whatever its list encoding —
+ *       3-level {@code LIST}, 2-level legacy {@code array}, bare {@code repeated} — since the levels
+ *       say where rows begin and which entries are values, empty lists or nulls);
+ *   <li>a Spark ML vector ({@link Vector}: the VectorUDT struct's four leaf columns, dense or sparse);
+ *   <li>an encoded image ({@link Image}: one binary leaf);
+ *   <li>a struct of such columns without lists (its leaves one after the other).
+ * </ul>
+ */
+final class ParquetColumns {
+  private ParquetColumns() {}
+
+  /** A value the spec cannot take: a null, a wrong count, a bad vector. Unchecked, for speed; its caller names file, row and column. */
+  static final class BadValue extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    BadValue(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /** One feature's decoder. */
+  interface Column {
+    /** Binds to a new row group. */
+    void start(ColumnReadStore store);
+
+    /** Decodes the current row into {@code sink} and moves to the next row. */
+    void read(FloatSink sink);
+
+    /** Moves to the next row without decoding the values. */
+    void skip();
+  }
+
+  /** Whether {@code t} is Spark ML's VectorUDT struct (type, size, indices, values). */
+  static boolean isMlVector(Type t) {
+    if (t.isPrimitive()) {
+      return false;
+    }
+    GroupType g = t.asGroupType();
+    return g.getFieldCount() == 4 && g.containsField("type") && g.containsField("size")
+        && g.containsField("indices") && g.containsField("values");
+  }
+
+  /**
+   * The decoder of the top-level field {@code name} of {@code projection}.
+   *
+   * @throws IllegalArgumentException naming the column if its type is not one the pipeline reads
+   */
+  static Column forFeature(MessageType projection, String name, boolean image) {
+    Type t = projection.getType(name);
+    List<ColumnDescriptor> leaves = leaves(projection, name);
+    if (image) {
+      if (leaves.size() != 1 || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() != PrimitiveTypeName.BINARY
+          || leaves.get(0).getMaxRepetitionLevel() > 0) {
+        throw new IllegalArgumentException("column '" + name + "' is " + t + ": an image column must be binary");
+      }
+      return new Image(new Leaf(projection, leaves.get(0), name));
+    }
+    if (isMlVector(t)) {
+      return new Vector(projection, name);
+    }
+    if (leaves.size() == 1) {
+      return new Leaf(projection, leaves.get(0), name);
+    }
+    // A struct of numbers: its leaves one after the other is the field order the old reader used,
+    // as long as nothing in it repeats (a list of structs would interleave fields per element).
+    List<Column> parts = new ArrayList<>();
+    for (ColumnDescriptor d : leaves) {
+      if (d.getMaxRepetitionLevel() > 0) {
+        throw new IllegalArgumentException("column '" + name + "' is " + t
+            + ": lists of structs are not supported (numbers, lists of numbers, ML vectors or images)");
+      }
+      parts.add(new Leaf(projection, d, name));
+    }
+    return new Struct(parts);
+  }
+
+  /** The leaf columns under top-level field {@code name}, in schema order. */
+  static List<ColumnDescriptor> leaves(MessageType projection, String name) {
+    List<ColumnDescriptor> out = new ArrayList<>();
+    for (ColumnDescriptor d : projection.getColumns()) {
+      if (d.getPath()[0].equals(name)) {
+        out.add(d);
+      }
+    }
+    return out;
+  }
+
+  /** A converter tree of {@code schema}'s shape that is never called: column readers need one to exist. */
+  static GroupConverter unusedConverters(GroupType schema) {
+    Converter[] children = new Converter[schema.getFieldCount()];
+    for (int i = 0; i < children.length; i++) {
+      Type t = schema.getType(i);
+      children[i] = t.isPrimitive() ? new PrimitiveConverter() {} : unusedConverters(t.asGroupType());
+    }
+    return new GroupConverter() {
+      @Override
+      public Converter getConverter(int fieldIndex) {
+        return children[fieldIndex];
+      }
+
+      @Override
+      public void start() {}
+
+      @Override
+      public void end() {}
+    };
+  }
+
+  /**
+   * One leaf column: a number, or the numbers of a list at any depth, in any list encoding. A row is
+   * the entries from one with repetition level 0 to the next; an entry below the maximum definition
+   * level is no value: an empty list (fine: the count check decides), a null column, or a null
+   * element (errors).
+   */
+  static final class Leaf implements Column {
+    private static final byte EMPTY = 0;
+    private static final byte NULL = 1;
+    private static final byte NULL_ELEMENT = 2;
+
+    private final ColumnDescriptor desc;
+    private final String column;
+    private final PrimitiveTypeName type;
+    private final int maxDef;
+    /** What an entry of each definition level below the maximum means. */
+    private final byte[] absent;
+    private ColumnReader reader;
+    private long left;
+
+    Leaf(MessageType schema, ColumnDescriptor desc, String column) {
+      this(schema, desc, column, false);
+    }
+
+    /** @param nullsAllowed whether a null inside the column is no value rather than an error */
+    Leaf(MessageType schema, ColumnDescriptor desc, String column, boolean nullsAllowed) {
+      this.desc = desc;
+      this.column = column;
+      this.type = desc.getPrimitiveType().getPrimitiveTypeName();
+      this.maxDef = desc.getMaxDefinitionLevel();
+      this.absent = new byte[maxDef];
+      // Walk the path: entry level d means the fields down to the one at level d are defined and the
+      // next non-required field is not. That field being repeated: an empty list; being the top-level
+      // column: a null column; else a null inside (an element, a struct field).
+      Type t = schema;
+      int level = 0;
+      String[] path = desc.getPath();
+      for (int i = 0; i < path.length; i++) {
+        t = t.asGroupType().getType(path[i]);
+        if (t.getRepetition() != Type.Repetition.REQUIRED) {
+          absent[level] = t.getRepetition() == Type.Repetition.REPEATED || (nullsAllowed && i > 0) ? EMPTY
+              : i == 0 ? NULL : NULL_ELEMENT;
+          level++;
+        }
+      }
+      if (type != PrimitiveTypeName.BINARY && type != PrimitiveTypeName.BOOLEAN && type != PrimitiveTypeName.INT32
+          && type != PrimitiveTypeName.INT64 && type != PrimitiveTypeName.FLOAT && type != PrimitiveTypeName.DOUBLE) {
+        throw new IllegalArgumentException("column '" + column + "' of type " + type + " is not a number");
+      }
+    }
+
+    @Override
+    public void start(ColumnReadStore store) {
+      reader = store.getColumnReader(desc);
+      left = reader.getTotalValueCount();
+    }
+
+    @Override
+    public void read(FloatSink sink) {
+      if (type == PrimitiveTypeName.BINARY) {
+        throw new BadValue("column '" + column + "' is binary: declare it as an image, or give numbers");
+      }
+      do {
+        int d = reader.getCurrentDefinitionLevel();
+        if (d == maxDef) {
+          sink.add(number());
+        } else {
+          checkAbsent(d, sink.count);
+        }
+      } while (advance());
+    }
+
+    /** Reads the row's values as ints (vector indices, type and size) into {@code into}; returns how many. */
+    int readInts(int[][] into) {
+      int n = 0;
+      do {
+        int d = reader.getCurrentDefinitionLevel();
+        if (d == maxDef) {
+          if (n == into[0].length) {
+            into[0] = Arrays.copyOf(into[0], Math.max(8, 2 * n));
+          }
+          into[0][n++] = type == PrimitiveTypeName.INT64 ? Math.toIntExact(reader.getLong()) : reader.getInteger();
+        } else {
+          checkAbsent(d, n);
+        }
+      } while (advance());
+      return n;
+    }
+
+    /** Reads the row's numbers into {@code into[0]}, growing it; returns how many. */
+    int readFloats(float[][] into) {
+      int n = 0;
+      do {
+        int d = reader.getCurrentDefinitionLevel();
+        if (d == maxDef) {
+          if (n == into[0].length) {
+            into[0] = Arrays.copyOf(into[0], 2 * n);
+          }
+          into[0][n++] = number();
+        } else {
+          checkAbsent(d, n);
+        }
+      } while (advance());
+      return n;
+    }
+
+    /** The row's single binary value. */
+    Binary binary() {
+      int d = reader.getCurrentDefinitionLevel();
+      Binary b = null;
+      if (d == maxDef) {
+        b = reader.getBinary();
+      } else {
+        checkAbsent(d, 0);
+      }
+      advance();
+      if (b == null) {
+        throw new BadValue("column '" + column + "' is empty");
+      }
+      return b;
+    }
+
+    @Override
+    public void skip() {
+      do {
+        if (reader.getCurrentDefinitionLevel() == maxDef) {
+          reader.skip();
+        }
+      } while (advance());
+    }
+
+    /** Consumes the current entry; true if the next one belongs to the same row. */
+    private boolean advance() {
+      reader.consume();
+      return --left > 0 && reader.getCurrentRepetitionLevel() != 0;
+    }
+
+    private void checkAbsent(int d, int position) {
+      switch (absent[d]) {
+        case EMPTY:
+          return;
+        case NULL:
+          throw new BadValue("column '" + column + "' is null");
+        default:
+          throw new BadValue("column '" + column + "' has a null at value " + position
+              + " (" + String.join(".", desc.getPath()) + ")");
+      }
+    }
+
+    private float number() {
+      switch (type) {
+        case FLOAT:
+          return reader.getFloat();
+        case DOUBLE:
+          return (float) reader.getDouble();
+        case INT32:
+          return reader.getInteger();
+        case INT64:
+          return reader.getLong();
+        default:
+          return reader.getBoolean() ? 1 : 0;
+      }
+    }
+
+    /** The row's single number (a label): null is an error. */
+    double scalar() {
+      int d = reader.getCurrentDefinitionLevel();
+      double v;
+      if (d == maxDef) {
+        v = type == PrimitiveTypeName.DOUBLE ? reader.getDouble() : type == PrimitiveTypeName.INT64
+            ? reader.getLong() : number();
+      } else {
+        advance();
+        throw new BadValue(d < absent.length && absent[d] == EMPTY ? "column '" + column + "' is an empty list"
+            : "column '" + column + "' is null");
+      }
+      if (advance()) {
+        throw new BadValue("column '" + column + "' holds a list, not one number");
+      }
+      return v;
+    }
+  }
+
+  /** A label column: one number per row. */
+  static Leaf forLabel(MessageType projection, String name) {
+    List<ColumnDescriptor> leaves = leaves(projection, name);
+    if (leaves.size() != 1 || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY) {
+      throw new IllegalArgumentException("label column '" + name + "' is " + projection.getType(name)
+          + ": a label must be one number");
+    }
+    return new Leaf(projection, leaves.get(0), name);
+  }
+
+  /** An encoded image in a binary column, decoded into HWC floats. */
+  static final class Image implements Column {
+    private final Leaf leaf;
+    private int height;
+    private int width;
+    private int channels;
+    private float[] scratch = new float[0];
+
+    Image(Leaf leaf) {
+      this.leaf = leaf;
+    }
+
+    void shape(long[] s) {
+      height = (int) s[0];
+      width = (int) s[1];
+      channels = (int) s[2];
+      scratch = new float[height * width * channels];
+    }
+
+    @Override
+    public void start(ColumnReadStore store) {
+      leaf.start(store);
+    }
+
+    @Override
+    public void read(FloatSink sink) {
+      Binary b = leaf.binary();
+      byte[] bytes = b.getBytesUnsafe();
+      try {
+        Images.decode(bytes, 0, bytes.length, height, width, channels, scratch, 0);
+      } catch (java.io.IOException e) {
+        throw new BadValue("column '" + leaf.column + "': " + e.getMessage());
+      }
+      sink.addAll(scratch, 0, scratch.length);
+    }
+
+    @Override
+    public void skip() {
+      leaf.skip();
+    }
+  }
+
+  /** Spark ML's VectorUDT: {@code type} 1 dense ({@code values}), 0 sparse ({@code size}, {@code indices}, {@code values}). */
+  static final class Vector implements Column {
+    private final String column;
+    private final Leaf type;
+    private final Leaf size;
+    private final Leaf indices;
+    private final Leaf values;
+    private final int[][] ints = {new int[8]};
+    private final float[][] floats = {new float[8]};
+
+    Vector(MessageType projection, String name) {
+      this.column = name;
+      this.type = new Leaf(projection, leaf(projection, name, "type"), name + ".type");
+      // A dense vector has no size and no indices (nulls); the counts are checked below.
+      this.size = new Leaf(projection, leaf(projection, name, "size"), name + ".size", true);
+      this.indices = new Leaf(projection, leaf(projection, name, "indices"), name + ".indices", true);
+      this.values = new Leaf(projection, leaf(projection, name, "values"), name + ".values", true);
+    }
+
+    private static ColumnDescriptor leaf(MessageType projection, String name, String field) {
+      for (ColumnDescriptor d : projection.getColumns()) {
+        if (d.getPath()[0].equals(name) && d.getPath()[1].equals(field)) {
+          return d;
+        }
+      }
+      throw new IllegalArgumentException("vector column '" + name + "' has no leaf '" + field + "'");
+    }
+
+    @Override
+    public void start(ColumnReadStore store) {
+      type.start(store);
+      size.start(store);
+      indices.start(store);
+      values.start(store);
+    }
+
+    @Override
+    public void read(FloatSink sink) {
+      int t;
+      try {
+        t = (int) type.scalar();
+      } catch (BadValue e) {
+        throw new BadValue("column '" + column + "' is null"); // the struct, and so its type, is null
+      }
+      int n = ints(size);
+      int dim = n == 0 ? -1 : ints[0][0];
+      int nIdx = ints(indices);
+      int nVal = values.readFloats(floats);
+      if (t == 1) {
+        sink.addAll(floats[0], 0, nVal);
+        return;
+      }
+      if (t != 0) {
+        throw new BadValue("column '" + column + "' is a vector of unknown type " + t + " (0 sparse, 1 dense)");
+      }
+      if (dim < 0 || nIdx != nVal) {
+        throw new BadValue("column '" + column + "' is a sparse vector with size " + dim + ", " + nIdx
+            + " indices and " + nVal + " values");
+      }
+      int start = sink.count;
+      for (int k = 0; k < dim; k++) {
+        sink.add(0f);
+      }
+      int[] idx = ints[0];
+      for (int k = 0; k < nIdx; k++) {
+        if (idx[k] < 0 || idx[k] >= dim) {
+          throw new BadValue("column '" + column + "' is a sparse vector of size " + dim + " with index " + idx[k]);
+        }
+        sink.set(start + idx[k], floats[0][k]);
+      }
+    }
+
+    private int ints(Leaf l) {
+      return l.readInts(ints);
+    }
+
+    @Override
+    public void skip() {
+      type.skip();
+      size.skip();
+      indices.skip();
+      values.skip();
+    }
+  }
+
+  /** A struct of numbers: its leaves, one after the other. */
+  static final class Struct implements Column {
+    private final List<Column> parts;
+
+    Struct(List<Column> parts) {
+      this.parts = parts;
+    }
+
+    @Override
+    public void start(ColumnReadStore store) {
+      for (Column c : parts) {
+        c.start(store);
+      }
+    }
+
+    @Override
+    public void read(FloatSink sink) {
+      for (Column c : parts) {
+        c.read(sink);
+      }
+    }
+
+    @Override
+    public void skip() {
+      for (Column c : parts) {
+        c.skip();
+      }
+    }
+  }
+}
