@@ -31,6 +31,8 @@ final class PlannedReaders implements EpochStream.Readers {
   private final int skip;
   private final AdjustableSemaphore permits;
   private final UnorderedReaders.Sink sink;
+  /** Opens the epoch's splits, mapped by the options' transform if any (it runs where records are decoded). */
+  private final Interleaver.Opener opener;
   private final Thread[] threads;
   private final AtomicInteger nextItem = new AtomicInteger();
   private final AtomicInteger running;
@@ -55,6 +57,7 @@ final class PlannedReaders implements EpochStream.Readers {
     this.skip = (int) Math.min(skip, plan.batches());
     this.permits = permits;
     this.sink = sink;
+    this.opener = ctx.opener(epoch);
     this.open = new AtomicReferenceArray<>(window);
     @SuppressWarnings("unchecked")
     List<Held>[] h = new List[plan.batches()];
@@ -240,7 +243,7 @@ final class PlannedReaders implements EpochStream.Readers {
     int split = plan.split(v);
     int k = 0;
     int first = skip * batchSize;
-    try (Cursor in = new Cursor(ctx.opener().open(split), ctx)) {
+    try (Cursor in = new Cursor(opener.open(split), ctx)) {
       while (!stopped && !ended) {
         permits.acquire();
         boolean acquired = true;
@@ -248,13 +251,13 @@ final class PlannedReaders implements EpochStream.Readers {
           for (int c = 0; c < CHUNK && !ended; c++) {
             if (!in.advance()) {
               if (k != positions.length) {
-                throw new IOException(ctx.opener().describe(split) + " ended after " + k
+                throw new IOException(opener.describe(split) + " ended after " + k
                     + " of the records this worker owns in it: the file changed since the plan counted them");
               }
               return;
             }
             if (k == positions.length) {
-              throw new IOException(ctx.opener().describe(split) + " holds more records than the "
+              throw new IOException(opener.describe(split) + " holds more records than the "
                   + positions.length + " this worker owns by the plan's count: the file changed since it was counted");
             }
             int p = positions[k];
@@ -285,7 +288,7 @@ final class PlannedReaders implements EpochStream.Readers {
       if (k == positions.length && !stopped && in.advance()) {
         // Every planned record is in (the epoch may have ended with it): the split ends here — which
         // also completes a cache file written through.
-        throw new IOException(ctx.opener().describe(split) + " holds more records than the "
+        throw new IOException(opener.describe(split) + " holds more records than the "
             + positions.length + " this worker owns by the plan's count: the file changed since it was counted");
       }
     }

@@ -122,6 +122,38 @@ class PlannedShuffleTest {
     }
   }
 
+  /** Rows as (id, feature 1) pairs: what a transform wrote into feature 1 is compared too. */
+  private static List<String> rows(DatasetPlan plan, PipelineOptions o, int epoch, long skip, String path) {
+    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, path);
+    List<String> out = new ArrayList<>();
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+      assertThat(p.planned()).isEqualTo(path.equals("planned"));
+      p.hostEpoch(epoch, skip).forEachRemaining(b -> {
+        for (int i = 0; i < b.size; i++) {
+          out.add(TestData.idOf(b, i, W) + ":" + b.feature(0, i * W + 1) + ":" + b.labels[i]);
+        }
+      });
+    }
+    return out;
+  }
+
+  @Test
+  void aMapRunsWhereRecordsAreDecodedWithTheSameDrawsAsTheBufferPath() throws IOException {
+    TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, 120, 80, 33, 150);
+    DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(),
+        TestData.CONF);
+    ExampleTransform noise = ex -> {
+      ex.set(0, 1, ex.random().nextFloat());
+      ex.setLabel(ex.label() + 100);
+    };
+    PipelineOptions o = PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(60).optCycleLength(3)
+        .optSeed(5).optMemoryBudgetBytes(8 << 20).optTransform(noise).build();
+    List<String> expected = rows(plan, o, 2, 0, "buffer");
+    assertThat(expected).allMatch(r -> r.endsWith(":" + (Long.parseLong(r.split(":")[0]) % 10 + 100.0)), "mapped label");
+    assertThat(rows(plan, o, 2, 0, "planned")).isEqualTo(expected);
+    assertThat(rows(plan, o, 2, 7, "planned")).isEqualTo(expected.subList(7 * 8, expected.size()));
+  }
+
   @Test
   void aSplitWhoseRecordCountChangedIsNamed() throws Exception {
     Path d = dir.resolve("d");
