@@ -10,7 +10,10 @@ import org.apache.hadoop.conf.Configuration;
  * the memory budget together.
  */
 final class PipelineContext {
-  /** Internal switch: {@code planned} (the default) or {@code buffer} (the producer path), to compare them. */
+  /**
+   * Internal switch for a shuffle buffer's path: {@code buffer} (the default: producer, shuffle buffer
+   * of records, batch threads) or {@code planned} ({@link PlannedReaders}), to compare them in one JVM.
+   */
   static final String SHUFFLE_PROPERTY = "sparktrainer.pipeline.shuffle";
   /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
   private static final int RECORD_OVERHEAD = 48;
@@ -73,10 +76,12 @@ final class PipelineContext {
     if (decodeInBatch) {
       fixed += readBufferBytes;
     }
-    // With a shuffle buffer, the order is worked out on record indices and readers decode each record
-    // into its batch (PlannedReaders): a window of open batches about the shuffle buffer's size takes
-    // the buffer's place in the budget. The producer path ("buffer") stays for comparison.
-    String shuffle = System.getProperty(SHUFFLE_PROPERTY, "planned");
+    // With a shuffle buffer, either the producer moves records through the buffer ("buffer", the
+    // default) or the order is worked out on record indices and readers decode each record into its
+    // batch (PlannedReaders, "planned": a window of open batches about the shuffle buffer's size takes
+    // the buffer's place in the budget). Side by side (bin/bench-shuffle-paths) neither was faster on
+    // a shared 2-core VM, so the default stays the older, simpler path.
+    String shuffle = System.getProperty(SHUFFLE_PROPERTY, "buffer");
     if (!shuffle.equals("planned") && !shuffle.equals("buffer")) {
       throw new IllegalArgumentException("System property " + SHUFFLE_PROPERTY + "=" + shuffle
           + ": expected planned or buffer");
