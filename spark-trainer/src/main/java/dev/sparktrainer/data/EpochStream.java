@@ -26,6 +26,15 @@ import org.slf4j.LoggerFactory;
  * (measurements, AUTOTUNE, read-ahead, close) is the same.
  */
 final class EpochStream implements AutoCloseable {
+  /** Reader threads that make whole batches themselves ({@link UnorderedReaders}, {@link PlannedReaders}). */
+  interface Readers {
+    /** Stops the readers (the stream is closed) and waits for them. */
+    void stop();
+
+    /** Whether a reader is still running. */
+    boolean alive();
+  }
+
   private static final Logger LOG = LoggerFactory.getLogger(EpochStream.class);
   private static final Object END = new Object();
   private static final int TUNE_WINDOW = 16;
@@ -37,8 +46,8 @@ final class EpochStream implements AutoCloseable {
   private final AdjustableSemaphore permits;
   private final Thread producer;
   private final java.util.concurrent.ExecutorService batcher;
-  /** Instead of producer and batchers, when the order need not be reproducible. */
-  private final UnorderedReaders readers;
+  /** Instead of producer and batchers: readers that make the batches themselves. */
+  private final Readers readers;
   private volatile boolean closed;
   private boolean ended;
   private Runnable afterProduced;
@@ -64,10 +73,10 @@ final class EpochStream implements AutoCloseable {
     this.skip = skip;
     this.prefetch = new ResizableQueue<>(prefetch);
     this.permits = new AdjustableSemaphore(parallelism);
-    if (ctx.unordered()) {
+    if (ctx.unordered() || ctx.planned()) {
       this.producer = null;
       this.batcher = null;
-      this.readers = new UnorderedReaders(ctx, epoch, skip, permits, new UnorderedReaders.Sink() {
+      UnorderedReaders.Sink sink = new UnorderedReaders.Sink() {
         @Override
         public void batch(HostBatch b) throws InterruptedException {
           EpochStream.this.prefetch.put(b, false);
@@ -94,7 +103,28 @@ final class EpochStream implements AutoCloseable {
             }
           }
         }
-      });
+      };
+      Readers r;
+      if (ctx.unordered()) {
+        r = new UnorderedReaders(ctx, epoch, skip, permits, sink);
+      } else {
+        try {
+          r = new PlannedReaders(ctx, epoch, skip, permits, sink);
+        } catch (IOException | RuntimeException e) {
+          sink.fail(e); // reported by take(), as a reader's failure would be
+          r = new Readers() {
+            @Override
+            public void stop() {
+            }
+
+            @Override
+            public boolean alive() {
+              return false;
+            }
+          };
+        }
+      }
+      this.readers = r;
       return;
     }
     this.readers = null;

@@ -76,6 +76,11 @@ public final class InputPipeline implements BatchSource {
     return ctx.unordered();
   }
 
+  /** Whether a shuffle buffer's order is planned on record indices ({@link PlannedReaders}). */
+  boolean planned() {
+    return ctx.planned();
+  }
+
   /** The shard this worker reads. */
   public WorkerShard shard() {
     return ctx.shard();

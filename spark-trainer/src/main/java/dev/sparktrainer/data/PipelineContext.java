@@ -10,6 +10,11 @@ import org.apache.hadoop.conf.Configuration;
  * the memory budget together.
  */
 final class PipelineContext {
+  /**
+   * Internal switch for a shuffle buffer's path: {@code buffer} (the default: producer, shuffle buffer
+   * of records, batch threads) or {@code planned} ({@link PlannedReaders}), to compare them in one JVM.
+   */
+  static final String SHUFFLE_PROPERTY = "sparktrainer.pipeline.shuffle";
   /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
   private static final int RECORD_OVERHEAD = 48;
   /** Read buffers a reader may hold when examples are decoded in the batch stage. */
@@ -25,6 +30,8 @@ final class PipelineContext {
   private final boolean startAhead;
   private final boolean decodeInBatch;
   private final boolean unordered;
+  private final boolean planned;
+  private final int plannedWindow;
   private final ReadBuffers readBuffers;
   private final ThreadLocal<RecordDecoder> decoders;
   private final int initialPrefetch;
@@ -69,6 +76,20 @@ final class PipelineContext {
     if (decodeInBatch) {
       fixed += readBufferBytes;
     }
+    // With a shuffle buffer, either the producer moves records through the buffer ("buffer", the
+    // default) or the order is worked out on record indices and readers decode each record into its
+    // batch (PlannedReaders, "planned": a window of open batches about the shuffle buffer's size takes
+    // the buffer's place in the budget). Side by side (bin/bench-shuffle-paths) neither was faster on
+    // a shared 2-core VM, so the default stays the older, simpler path.
+    String shuffle = System.getProperty(SHUFFLE_PROPERTY, "buffer");
+    if (!shuffle.equals("planned") && !shuffle.equals("buffer")) {
+      throw new IllegalArgumentException("System property " + SHUFFLE_PROPERTY + "=" + shuffle
+          + ": expected planned or buffer");
+    }
+    this.planned = !unordered && options.shuffleBuffer() > 1 && shuffle.equals("planned");
+    this.plannedWindow = (int) Math.max(2, Math.min(4096,
+        (long) Math.ceil(Double.parseDouble(System.getProperty(SHUFFLE_PROPERTY + ".window", "1"))
+            * Math.max(1, options.shuffleBuffer()) / options.batchSize())));
     if (fixed + batchBytes > budget) {
       throw new IllegalArgumentException(String.format(Locale.ROOT,
           "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"
@@ -95,10 +116,12 @@ final class PipelineContext {
     this.records = new ArrayPool(spec.featureSize(), live / options.batchSize() + 2);
     this.columns = new BufferPool[spec.features().size()];
     for (int c = 0; c < columns.length; c++) {
-      columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(), maxPrefetch + 4);
+      columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(),
+          maxPrefetch + 4 + (planned ? plannedWindow : 0));
     }
     this.labels = new BufferPool(
-        options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4), maxPrefetch + 4);
+        options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
+        maxPrefetch + 4 + (planned ? plannedWindow : 0));
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
     this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
@@ -164,6 +187,19 @@ final class PipelineContext {
   /** Whether readers make whole batches, handed on in the order they are ready ({@link UnorderedReaders}). */
   boolean unordered() {
     return unordered;
+  }
+
+  /**
+   * Whether a shuffle buffer's order is worked out on record indices and readers decode records
+   * into their batches ({@link PlannedReaders}) rather than a producer moving records.
+   */
+  boolean planned() {
+    return planned;
+  }
+
+  /** Open batches of {@link PlannedReaders}: about the shuffle buffer's size in rows, at least 2. */
+  int plannedWindow() {
+    return plannedWindow;
   }
 
   /** A decoder for the calling (batch) thread. */

@@ -106,6 +106,39 @@ final class TFRecordStream implements RecordStream {
     return false;
   }
 
+  /**
+   * Moves to the next record this worker owns without decoding it ({@link #decodeInto}, {@link
+   * #decode} decode it); false at the end of the split.
+   */
+  boolean advance() throws IOException {
+    while (reader.next()) {
+      if (owned.test(index++)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Decodes the record {@link #advance} moved to into row {@code row} of {@code columns}; returns its label. */
+  double decodeInto(java.nio.ByteBuffer[] columns, int row) throws IOException {
+    try {
+      return decoder.decodeInto(reader.buffer(), reader.dataOffset(), reader.dataLength(), columns, row);
+    } catch (MalformedRecordException | IOException e) {
+      throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
+    }
+  }
+
+  /** Decodes the record {@link #advance} moved to into a pooled array. */
+  Record decode() throws IOException {
+    float[] out = pool.take();
+    try {
+      double label = decoder.decode(reader.buffer(), reader.dataOffset(), reader.dataLength(), out);
+      return new Record(out, label);
+    } catch (MalformedRecordException | IOException e) {
+      throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
+    }
+  }
+
   @Override
   public long recordOffset() {
     return reader.recordOffset();

@@ -20,7 +20,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * finished last repeats the shard alone (padding is at most what the largest worker has more). A
  * resumed epoch ({@code skip > 0}) produces the remaining number of steps from a fresh pass.
  */
-final class UnorderedReaders {
+final class UnorderedReaders implements EpochStream.Readers {
   /** What the epoch's stream does with the output. */
   interface Sink {
     /** Puts a ready batch; waits while the queue is full. */
@@ -269,7 +269,8 @@ final class UnorderedReaders {
   }
 
   /** Stops the readers (the stream is closed) and waits for them. */
-  void stop() {
+  @Override
+  public void stop() {
     stopped = true;
     for (Thread t : threads) {
       t.interrupt();
@@ -285,7 +286,8 @@ final class UnorderedReaders {
   }
 
   /** Whether a reader is still running. */
-  boolean alive() {
+  @Override
+  public boolean alive() {
     for (Thread t : threads) {
       if (t.isAlive()) {
         return true;

@@ -153,6 +153,16 @@ public final class WorkerShard implements Serializable {
     return policy == ShardingPolicy.FILE || (firstRecordIndex[i] + j) % numWorkers == rank;
   }
 
+  /** How many records of split number {@code i} of {@link #splits()} belong to this worker (the plan's count). */
+  long ownedRecords(int i) {
+    long r = splits.get(i).records();
+    if (policy == ShardingPolicy.FILE) {
+      return r;
+    }
+    long first = firstRecordIndex[i];
+    return Math.floorDiv(first + r - 1 - rank, numWorkers) - Math.floorDiv(first - 1 - rank, numWorkers);
+  }
+
   /** Position in {@link #splits()} of each split, in the order of {@code epoch}. */
   int[] epochOrder(int epoch, PipelineOptions options) {
     int[] order = new int[splits.size()];

@@ -7,7 +7,10 @@
  * NDArrays on the worker's device. Memory is bounded by configuration, never by the dataset size.
  * {@link dev.sparktrainer.data.InputPipeline} is the entry point; each epoch is an {@code
  * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
- * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer). A user-defined per-example
+ * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer) — or, with a shuffle buffer
+ * and the internal switch {@code -Dsparktrainer.pipeline.shuffle=planned}, by {@code PlannedReaders}:
+ * the same order worked out on record indices from the plan's counts ({@code ShufflePlan}), each
+ * record decoded by its reader straight into its batch row. A user-defined per-example
  * map ({@link dev.sparktrainer.data.ExampleTransform}, tf.data's {@code map}; built-in image
  * augmentations in {@link dev.sparktrainer.data.ImageAugment}) runs in the readers' threads on each
  * decoded {@link dev.sparktrainer.data.Example} ({@code MappedStream}).
