@@ -10,11 +10,6 @@ import org.apache.hadoop.conf.Configuration;
  * the memory budget together.
  */
 final class PipelineContext {
-  /**
-   * Internal switch for a shuffle buffer's path: {@code buffer} (the default: producer, shuffle buffer
-   * of records, batch threads) or {@code planned} ({@link PlannedReaders}), to compare them in one JVM.
-   */
-  static final String SHUFFLE_PROPERTY = "sparktrainer.pipeline.shuffle";
   /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
   private static final int RECORD_OVERHEAD = 48;
   /** Read buffers a reader may hold when examples are decoded in the batch stage. */
@@ -81,15 +76,10 @@ final class PipelineContext {
     // batch (PlannedReaders, "planned": a window of open batches about the shuffle buffer's size takes
     // the buffer's place in the budget). Side by side (bin/bench-shuffle-paths) neither was faster on
     // a shared 2-core VM, so the default stays the older, simpler path.
-    String shuffle = System.getProperty(SHUFFLE_PROPERTY, "buffer");
-    if (!shuffle.equals("planned") && !shuffle.equals("buffer")) {
-      throw new IllegalArgumentException("System property " + SHUFFLE_PROPERTY + "=" + shuffle
-          + ": expected planned or buffer");
-    }
-    this.planned = !unordered && options.shuffleBuffer() > 1 && shuffle.equals("planned");
+    this.planned = !unordered && options.shuffleBuffer() > 1
+        && options.shufflePath() == PipelineOptions.ShufflePath.PLANNED;
     this.plannedWindow = (int) Math.max(2, Math.min(4096,
-        (long) Math.ceil(Double.parseDouble(System.getProperty(SHUFFLE_PROPERTY + ".window", "1"))
-            * Math.max(1, options.shuffleBuffer()) / options.batchSize())));
+        (long) Math.ceil(options.plannedWindow() * Math.max(1, options.shuffleBuffer()) / options.batchSize())));
     if (fixed + batchBytes > budget) {
       throw new IllegalArgumentException(String.format(Locale.ROOT,
           "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"

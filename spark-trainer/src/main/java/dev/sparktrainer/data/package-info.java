@@ -8,7 +8,7 @@
  * {@link dev.sparktrainer.data.InputPipeline} is the entry point; each epoch is an {@code
  * EpochStream} fed either by an {@code Interleaver} and a producer (the deterministic order) or by
  * {@code UnorderedReaders} ({@code deterministic=false}, no shuffle buffer) — or, with a shuffle buffer
- * and the internal switch {@code -Dsparktrainer.pipeline.shuffle=planned}, by {@code PlannedReaders}:
+ * and with {@code PipelineOptions.optShufflePath(PLANNED)}, by {@code PlannedReaders}:
  * the same order worked out on record indices from the plan's counts ({@code ShufflePlan}), each
  * record decoded by its reader straight into its batch row. A user-defined per-example
  * map ({@link dev.sparktrainer.data.ExampleTransform}, tf.data's {@code map}; built-in image

@@ -14,7 +14,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -30,17 +29,17 @@ class PlannedShuffleTest {
 
   @TempDir Path dir;
 
-  @AfterEach
-  void defaultPath() {
-    System.clearProperty(PipelineContext.SHUFFLE_PROPERTY);
+  /** {@code o} on the shuffle path named {@code path} ("buffer" or "planned"). */
+  private static PipelineOptions on(PipelineOptions o, String path) {
+    return o.toBuilder().optShufflePath(PipelineOptions.ShufflePath.valueOf(path.toUpperCase(java.util.Locale.ROOT)))
+        .build();
   }
 
   /** Every batch of an epoch from {@code skip}: ids, and each row's features and label checked. */
   private static List<List<Long>> batches(DatasetPlan plan, PipelineOptions o, int rank, int n, int epoch,
       long skip, String path) {
-    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, path);
     List<List<Long>> out = new ArrayList<>();
-    try (InputPipeline p = InputPipeline.create(plan, o, rank, n, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, path), rank, n, null, TestData.CONF)) {
       assertThat(p.planned()).as("planned path in use").isEqualTo(path.equals("planned"));
       Iterator<HostBatch> it = p.hostEpoch(epoch, skip);
       while (it.hasNext()) {
@@ -70,7 +69,7 @@ class PlannedShuffleTest {
         for (boolean drop : new boolean[] {true, false}) {
           for (int[] shape : new int[][] {{8, 50, 3, 1}, {5, 1000, 2, 4}, {16, 7, 4, 2}, {3, 2, 1, 1}}) {
             for (int n : new int[] {1, 3}) {
-              PipelineOptions o = PipelineOptions.builder().setBatchSize(shape[0]).optShuffleBuffer(shape[1])
+              PipelineOptions o = PipelineOptions.builder().optBatchSize(shape[0]).optShuffleBuffer(shape[1])
                   .optCycleLength(shape[2]).optBlockLength(shape[3]).optSharding(policy).optUneven(uneven)
                   .optDropRemainder(drop).optSeed(cases).optMemoryBudgetBytes(8 << 20).build();
               for (int rank = 0; rank < n; rank += 2) {
@@ -96,15 +95,14 @@ class PlannedShuffleTest {
     TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, 300, 200, 100, 400);
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(),
         TestData.CONF);
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(10).optShuffleBuffer(120).optCycleLength(2)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(10).optShuffleBuffer(120).optCycleLength(2)
         .optSeed(3).optMemoryBudgetBytes(8 << 20).build();
     List<List<List<Long>>> expected = new ArrayList<>();
     for (int e = 0; e < 3; e++) {
       expected.add(batches(plan, o, 0, 1, e, 0, "buffer"));
     }
     assertThat(expected.get(1)).isNotEqualTo(expected.get(0));
-    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, "planned");
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, "planned"), 0, 1, null, TestData.CONF)) {
       for (int e = 0; e < 3; e++) {
         Iterator<HostBatch> it = p.hostEpoch(e, 0);
         p.prepare(e + 1); // started ahead, as the trainer does
@@ -124,9 +122,8 @@ class PlannedShuffleTest {
 
   /** Rows as (id, feature 1) pairs: what a transform wrote into feature 1 is compared too. */
   private static List<String> rows(DatasetPlan plan, PipelineOptions o, int epoch, long skip, String path) {
-    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, path);
     List<String> out = new ArrayList<>();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, path), 0, 1, null, TestData.CONF)) {
       assertThat(p.planned()).isEqualTo(path.equals("planned"));
       p.hostEpoch(epoch, skip).forEachRemaining(b -> {
         for (int i = 0; i < b.size; i++) {
@@ -146,7 +143,7 @@ class PlannedShuffleTest {
       ex.set(0, 1, ex.random().nextFloat());
       ex.setLabel(ex.label() + 100);
     };
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(60).optCycleLength(3)
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(60).optCycleLength(3)
         .optSeed(5).optMemoryBudgetBytes(8 << 20).optTransform(noise).build();
     List<String> expected = rows(plan, o, 2, 0, "buffer");
     assertThat(expected).allMatch(r -> r.endsWith(":" + (Long.parseLong(r.split(":")[0]) % 10 + 100.0)), "mapped label");
@@ -166,9 +163,8 @@ class PlannedShuffleTest {
       Files.copy(files.filter(f -> f.getFileName().toString().endsWith(".tfrecord")).findFirst().orElseThrow(),
           changed, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
     }
-    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, "planned");
-    PipelineOptions o = PipelineOptions.builder().setBatchSize(8).optShuffleBuffer(1000).optCycleLength(3)
-        .optMemoryBudgetBytes(8 << 20).build();
+    PipelineOptions o = PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(1000).optCycleLength(3)
+        .optMemoryBudgetBytes(8 << 20).optShufflePath(PipelineOptions.ShufflePath.PLANNED).build();
     Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
       try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
         assertThatThrownBy(() -> p.hostEpoch(0, 0).forEachRemaining(b -> { }))

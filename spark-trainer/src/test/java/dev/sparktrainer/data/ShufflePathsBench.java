@@ -15,7 +15,7 @@ import org.apache.hadoop.conf.Configuration;
 /**
  * The default shuffle's two paths side by side in one JVM, in turn, several rounds (a loaded machine
  * moves every figure; the ratio within a round is what to trust): the raw TFRecord scan on one thread,
- * the producer path with its shuffle buffer ({@code sparktrainer.pipeline.shuffle=buffer}) and the
+ * the producer path with its shuffle buffer ({@code ShufflePath.BUFFER}) and the
  * planned path ({@code planned}), each on bench-pipeline's dataset with its default configuration
  * (batch 64, 10,000-record shuffle buffer). Records/s and the process's CPU time per record.
  *
@@ -51,7 +51,7 @@ public final class ShufflePathsBench {
     }
     DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", 784)
         .setLabel("label", DatasetSpec.LabelType.INT).build();
-    PipelineOptions options = PipelineOptions.builder().setBatchSize(64).optShuffleBuffer(shuffle).build();
+    PipelineOptions options = PipelineOptions.builder().optBatchSize(64).optShuffleBuffer(shuffle).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, options, CONF);
     System.out.printf(Locale.ROOT, "dataset: %s, %d records in %d files; %d cores; shuffle buffer %d%n", data,
         plan.totalRecords(), plan.splits().size(), Runtime.getRuntime().availableProcessors(), shuffle);
@@ -66,8 +66,8 @@ public final class ShufflePathsBench {
       double[] p = null;
       StringBuilder others = new StringBuilder();
       for (String w : windows) {
-        System.setProperty(PipelineContext.SHUFFLE_PROPERTY + ".window", w);
-        double[] x = rate(plan, options, "planned", seconds);
+        double[] x = rate(plan, options.toBuilder().optPlannedWindow(Double.parseDouble(w)).build(), "planned",
+            seconds);
         if (p == null) {
           p = x;
         } else {
@@ -139,7 +139,7 @@ public final class ShufflePathsBench {
 
   /** Records/s and CPU ns per record of whole epochs (the next prepared, as the trainer does), host batches. */
   private static double[] rate(DatasetPlan plan, PipelineOptions o, String path, double seconds) {
-    System.setProperty(PipelineContext.SHUFFLE_PROPERTY, path);
+    o = o.toBuilder().optShufflePath(PipelineOptions.ShufflePath.valueOf(path.toUpperCase(Locale.ROOT))).build();
     long t = System.nanoTime();
     long cpu = cpuNanos();
     long until = t + (long) (seconds * 1e9);
@@ -153,8 +153,6 @@ public final class ShufflePathsBench {
           n += it.next().size;
         }
       } while (System.nanoTime() < until);
-    } finally {
-      System.clearProperty(PipelineContext.SHUFFLE_PROPERTY);
     }
     return new double[] {n / ((System.nanoTime() - t) / 1e9), (double) (cpuNanos() - cpu) / n};
   }
