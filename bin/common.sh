@@ -40,18 +40,19 @@ run_main() {
   exec java $opts -Dlog4j2.configurationFile="$ROOT/bin/log4j2.properties" ${JAVA_OPTS:-} -cp "$cp" "$cls" "$@"
 }
 
-# test_classpath MODULE: compiles MODULE's tests if needed and prints its test class path (for the
-# benchmarks, which live with the tests they share data generators with).
-test_classpath() {
-  local module="$1" cpfile="$ROOT/$1/target/test-classpath.txt"
-  if [ ! -d "$ROOT/$module/target/test-classes" ] || [ ! -f "$cpfile" ] \
-     || [ -n "$(find "$ROOT/$module/src" -newer "$cpfile" -name '*.java' -print -quit)" ]; then
-    echo "Building $module and its tests (first run)..." >&2
-    # One reactor build: the class path then points at this checkout's modules, not at ~/.m2.
-    quiet_build -DskipTests -pl "$module" -am install dependency:build-classpath \
+# bench_classpath: compiles the benchmarks (module bench) and what they use if needed and prints their
+# class path. One reactor build, nothing installed: the path points at this checkout's modules'
+# target/classes (and spark-trainer's test fixtures), never at jars in ~/.m2.
+bench_classpath() {
+  local cpfile="$ROOT/bench/target/bench-classpath.txt"
+  if [ ! -d "$ROOT/bench/target/classes" ] || [ ! -f "$cpfile" ] \
+     || [ -n "$(find "$ROOT/bench/src" "$ROOT/spark-trainer/src" "$ROOT/tfrecord-datasource/src" -newer "$cpfile" \
+                  \( -name '*.java' -o -name '*.scala' -o -name '*.proto' \) -print -quit)" ]; then
+    echo "Building the benchmarks (first run; log: target/build.log)..." >&2
+    quiet_build -DskipTests -pl bench -am test-compile dependency:build-classpath \
       -Dmdep.includeScope=test -Dmdep.outputFile="$cpfile"
   fi
-  echo "$ROOT/$module/target/test-classes:$ROOT/$module/target/classes:$(cat "$cpfile")"
+  echo "$ROOT/bench/target/classes:$(cat "$cpfile")"
 }
 
 # ---------------------------------------------------------------------------------------------

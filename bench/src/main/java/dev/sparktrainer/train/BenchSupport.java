@@ -255,4 +255,31 @@ final class BenchSupport {
       }
     }
   }
+
+  /**
+   * The application jar of a benchmark submitted to a standalone cluster: the classes of every
+   * directory in {@code classDirs} (':'-separated: the benchmarks' and spark-trainer's test fixtures),
+   * the first directory winning where two hold the same entry.
+   */
+  static Path appJar(String classDirs, Path jar) throws IOException {
+    Files.createDirectories(jar.toAbsolutePath().getParent());
+    Path tmp = jar.resolveSibling(jar.getFileName() + ".tmp");
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    try (java.util.jar.JarOutputStream out = new java.util.jar.JarOutputStream(Files.newOutputStream(tmp))) {
+      for (String d : classDirs.split(":")) {
+        Path dir = Path.of(d);
+        try (java.util.stream.Stream<Path> files = Files.walk(dir)) {
+          for (Path f : (Iterable<Path>) files.filter(Files::isRegularFile).sorted()::iterator) {
+            String name = dir.relativize(f).toString().replace('\\', '/');
+            if (seen.add(name)) {
+              out.putNextEntry(new java.util.jar.JarEntry(name));
+              Files.copy(f, out);
+              out.closeEntry();
+            }
+          }
+        }
+      }
+    }
+    return Files.move(tmp, jar, StandardCopyOption.REPLACE_EXISTING);
+  }
 }

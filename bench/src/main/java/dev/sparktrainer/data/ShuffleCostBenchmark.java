@@ -33,15 +33,15 @@ import org.apache.hadoop.conf.Configuration;
  *
  * On two cores the pipeline can at best reach {@code 2 × scan / cost} of the raw scan (both cores
  * busy, no hand-off costs): the table prints that ceiling for each line. Runs on bench-pipeline's
- * dataset (784 floats and an int64 label per record). Usage: {@code ShuffleCostBench [--data DIR]
+ * dataset (784 floats and an int64 label per record). Usage: {@code ShuffleCostBenchmark [--data DIR]
  * [--rounds 6] [--shuffle 10000] [--small-shuffle 500]}.
  */
-public final class ShuffleCostBench {
+public final class ShuffleCostBenchmark {
   private static final int WIDTH = 784;
   private static final int BATCH = 64;
   private static final Configuration CONF = new Configuration();
 
-  private ShuffleCostBench() {}
+  private ShuffleCostBenchmark() {}
 
   public static void main(String[] args) throws Exception {
     Path data = Path.of("target/bench/pipeline-data");

@@ -216,7 +216,7 @@ public final class ScalingBenchmark {
         .build().start();
         PrintStream json = new PrintStream(Files.newOutputStream(out, StandardOpenOption.CREATE,
             StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
-      Path appJar = StandaloneCluster.jarOf(Path.of(required(o, "test-classes")), work.resolve("bench-scaling-app.jar"));
+      Path appJar = BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-scaling-app.jar"));
       System.out.println("Cluster: " + workers + " worker(s) x 1 core at " + cluster.masterUrl()
           + ", ring all-reduce over TCP (optRingSharedMemory(false))");
       for (Setup setup : setups) {

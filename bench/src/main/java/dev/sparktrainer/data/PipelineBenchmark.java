@@ -36,17 +36,17 @@ import org.apache.hadoop.conf.Configuration;
  *       {@code records_per_s} is the fastest of the three (named in {@code records_per_s_config});
  *   <li>the fraction of time a consumer needing a fixed time per batch waits for data;
  *   <li>peak heap and RSS of a separate JVM streaming the dataset with a heap a tenth of its size;
- *   <li>the same records as Parquet ({@link ParquetBench}): the pipeline on Parquet against the pipeline
+ *   <li>the same records as Parquet ({@link ParquetBenchmark}): the pipeline on Parquet against the pipeline
  *       on TFRecord and Spark's vectorized single-core scan, and a DataFrame that needs staging.
  * </ol>
  *
- * Usage: {@code PipelineBench [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3] [--rounds 3] [--out FILE]}.
+ * Usage: {@code PipelineBenchmark [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3] [--rounds 3] [--out FILE]}.
  */
-public final class PipelineBench {
+public final class PipelineBenchmark {
   private static final int WIDTH = 784;
   private static final Configuration CONF = new Configuration();
 
-  private PipelineBench() {}
+  private PipelineBenchmark() {}
 
   public static void main(String[] args) throws Exception {
     if (args.length > 0 && args[0].equals("stream")) {
@@ -121,10 +121,10 @@ public final class PipelineBench {
     // ---- end of the map stage ----
     double wait = waitFraction(plan, options, stepMs);
     long[] mem = childMemory(data, heapMb);
-    // --- Parquet (ParquetBench): the same records as Parquet; the pipeline on both formats, Spark's scan.
-    ParquetBench.Result parquet;
+    // --- Parquet (ParquetBenchmark): the same records as Parquet; the pipeline on both formats, Spark's scan.
+    ParquetBenchmark.Result parquet;
     try (NDManager manager = NDManager.newBaseManager()) {
-      parquet = ParquetBench.run(data, plan, noShuffle, "no shuffle buffer", manager, seconds, roundCount);
+      parquet = ParquetBenchmark.run(data, plan, noShuffle, "no shuffle buffer", manager, seconds, roundCount);
     }
     // --- end Parquet
 
@@ -338,7 +338,7 @@ public final class PipelineBench {
   /** Runs {@code stream} in a JVM with a small heap; returns peak heap MB, peak RSS MB, records. */
   private static long[] childMemory(Path data, int heapMb) throws Exception {
     List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xmx" + heapMb + "m", "-cp", System.getProperty("java.class.path"), PipelineBench.class.getName(),
+        "-Xmx" + heapMb + "m", "-cp", System.getProperty("java.class.path"), PipelineBenchmark.class.getName(),
         "stream", data.toString(), String.valueOf(Math.max(4L << 20, heapMb * (1L << 20) / 3))));
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
     try {

@@ -21,7 +21,7 @@ import org.apache.hadoop.conf.Configuration;
  *
  * <pre>bin/bench-shuffle-paths [--rounds 5] [--seconds 3] [--shuffle 10000] [--window 1]</pre>
  */
-public final class ShufflePathsBench {
+public final class ShufflePathsBenchmark {
   private static final Configuration CONF = new Configuration();
 
   public static void main(String[] args) throws Exception {

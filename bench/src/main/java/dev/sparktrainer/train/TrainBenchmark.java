@@ -271,7 +271,7 @@ public final class TrainBenchmark {
     int coresPerWorker = cores / workers;
     Path sparkHome = Path.of(required(o, "spark-home"));
     List<Path> jars = appJars(o);
-    Path appJar = StandaloneCluster.jarOf(Path.of(required(o, "test-classes")), work.resolve("bench-train-app.jar"));
+    Path appJar = BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-train-app.jar"));
     List<String> javaOptions = javaOptions(o);
     String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
         + ("auto".equals(variant) ? "" : "-" + variant);

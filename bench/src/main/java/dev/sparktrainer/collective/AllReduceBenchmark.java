@@ -18,7 +18,7 @@ import java.util.concurrent.Semaphore;
 /**
  * All-reduce benchmark over loopback, N processes (not a test: run by {@code bin/bench-allreduce}).
  *
- * <p>{@code AllReduceBench launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out file}:
+ * <p>{@code AllReduceBenchmark launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out file}:
  * for each N, launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient case) of 4
  * KB to max-bytes. The bound is what the same sockets carry when every rank streams plain bytes to
  * its right neighbour while receiving from its left, all at once. On a shared machine it drifts by 2x
@@ -27,10 +27,10 @@ import java.util.concurrent.Semaphore;
  * (512 MB per rank, median of three measurements spread over the run) is printed too and is the
  * reference of the smaller sizes. Prints a table, writes JSON lines and fits a cost model.
  */
-public final class AllReduceBench {
+public final class AllReduceBenchmark {
   private static final int[] DEFAULT_WORKERS = {2, 4};
 
-  private AllReduceBench() {}
+  private AllReduceBenchmark() {}
 
   public static void main(String[] args) throws Exception {
     if (args.length > 0 && args[0].equals("launch")) {
@@ -114,7 +114,7 @@ public final class AllReduceBench {
      for (String transport : transports) {
       List<String> lines = new ArrayList<>();
       try (ProcessRing ring =
-          ProcessRing.launch(n, AllReduceBench.class,
+          ProcessRing.launch(n, AllReduceBenchmark.class,
               childJvmArgs(),
               List.of(Long.toString(minBytes), Long.toString(maxBytes), Integer.toString(chunkBytes), transport))) {
         while (true) {

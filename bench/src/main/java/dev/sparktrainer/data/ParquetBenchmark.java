@@ -27,7 +27,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * bench-pipeline's Parquet part (kept apart from {@link PipelineBench}'s TFRecord measures): the
+ * bench-pipeline's Parquet part (kept apart from {@link PipelineBenchmark}'s TFRecord measures): the
  * benchmark's TFRecord dataset written once as Parquet by Spark (snappy, default row groups), then in
  * one run
  *
@@ -42,7 +42,7 @@ import org.apache.spark.sql.SparkSession;
  *       against the plain scan's first epoch.
  * </ol>
  */
-final class ParquetBench {
+final class ParquetBenchmark {
   private static final Configuration CONF = new Configuration();
 
   /** The figures, best of the rounds. */
@@ -92,9 +92,9 @@ final class ParquetBench {
     }
   }
 
-  private ParquetBench() {}
+  private ParquetBenchmark() {}
 
-  /** Profiling aid: {@code ParquetBench FILE SECONDS WAY} reads one Parquet file of the benchmark's shape on
+  /** Profiling aid: {@code ParquetBenchmark FILE SECONDS WAY} reads one Parquet file of the benchmark's shape on
    * this thread (WAY 0 Group API, 1 converters, 2 column readers) and prints rows/s. */
   public static void main(String[] args) throws IOException {
     DatasetSpec spec = DatasetSpec.builder().addPath(args[0]).optFormat(DatasetSpec.Format.PARQUET)
