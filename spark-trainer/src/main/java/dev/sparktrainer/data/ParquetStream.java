@@ -114,10 +114,10 @@ final class ParquetStream implements RecordStream {
       ColumnReadStoreImpl store = new ColumnReadStoreImpl(pages, ParquetColumns.unusedConverters(projection),
           projection, createdBy);
       for (ParquetColumns.Column c : columns) {
-        c.start(store);
+        c.start(pages, store);
       }
       if (label != null) {
-        label.start(store);
+        label.start(pages, store);
       }
     }
     return true;
