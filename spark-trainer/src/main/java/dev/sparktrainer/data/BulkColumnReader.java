@@ -318,7 +318,7 @@ final class BulkColumnReader implements ColumnReader {
       int x;
       do {
         if (p >= lim) {
-          throw new IOException("RLE/bit-packed levels or ids end after " + i + " of " + n + " values");
+          throw new IOException("RLE/bit-packed levels or ids cut off after " + i + " of " + n + " values");
         }
         x = b.get(p++);
         header |= (x & 0x7F) << shift;
@@ -327,7 +327,7 @@ final class BulkColumnReader implements ColumnReader {
       if ((header & 1) == 0) {
         int run = header >>> 1;
         if (p + bytesPerRun > lim) {
-          throw new IOException("an RLE run's value is cut off");
+          throw new IOException("an RLE run's value is cut off after " + i + " of " + n + " values");
         }
         int v = 0;
         for (int k = 0; k < bytesPerRun; k++) {
@@ -347,7 +347,7 @@ final class BulkColumnReader implements ColumnReader {
         for (int k = 0; k < values && i < n; k++) {
           while (bits < width) {
             if (q >= stop) {
-              throw new IOException("bit-packed levels or ids end after " + i + " of " + n + " values");
+              throw new IOException("bit-packed levels or ids cut off after " + i + " of " + n + " values");
             }
             acc |= (b.get(q++) & 0xFFL) << bits;
             bits += 8;
