@@ -19,6 +19,8 @@ import org.apache.parquet.column.page.DataPageV2;
 import org.apache.parquet.column.page.DictionaryPage;
 import org.apache.parquet.column.page.PageReader;
 import org.apache.parquet.column.values.ValuesReader;
+import org.apache.parquet.column.values.bitpacking.BytePacker;
+import org.apache.parquet.column.values.bitpacking.Packer;
 import org.apache.parquet.io.api.Binary;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 
@@ -58,6 +60,8 @@ final class BulkColumnReader implements ColumnReader {
   private double[] doubles = new double[0];
   private long[] longs = new long[0];
   private int count;
+  /** Whether every entry of the current page is a value (no nulls, no empty lists). */
+  private boolean allPresent;
   private int pos;
   private int vpos;
 
@@ -200,6 +204,7 @@ final class BulkColumnReader implements ColumnReader {
         present++;
       }
     }
+    allPresent = present == n;
     ensureValues(present);
     if (enc.usesDictionary()) {
       if (dictFloats == null && dictDoubles == null && dictLongs == null) {
@@ -220,9 +225,15 @@ final class BulkColumnReader implements ColumnReader {
         throw new IOException("dictionary id bit width " + width);
       }
       b.position(b.position() + 1);
-      hybrid(b, width, ids, present);
-      int[] id = ids;
       try {
+        if (type == PrimitiveTypeName.FLOAT && b.hasArray()) {
+          // Ids straight to floats, no id array (the common case: Spark's dictionary-encoded floats).
+          hybridGather(b.array(), b.arrayOffset() + b.position(), b.arrayOffset() + b.limit(), width, dictFloats,
+              floats, present);
+          return;
+        }
+        hybrid(b, width, ids, present);
+        int[] id = ids;
         switch (type) {
           case FLOAT:
             for (int i = 0; i < present; i++) {
@@ -300,17 +311,34 @@ final class BulkColumnReader implements ColumnReader {
     }
   }
 
+  /** parquet-mr's generated little-endian unpackers, 8 values at a time, per bit width. */
+  private static final BytePacker[] PACKERS = new BytePacker[33];
+
+  static {
+    for (int w = 0; w <= 32; w++) {
+      PACKERS[w] = Packer.LITTLE_ENDIAN.newBytePacker(w);
+    }
+  }
+
   /**
    * Decodes {@code n} values of the RLE/bit-packed hybrid encoding (bit width {@code width}) from
    * {@code b}'s position into {@code out}: a run is filled at once, bit-packed groups are unpacked
-   * through a 64-bit accumulator.
+   * 8 values at a time by parquet-mr's generated unpackers.
    */
   static void hybrid(ByteBuffer b, int width, int[] out, int n) throws IOException {
-    int p = b.position();
-    int lim = b.limit();
-    int i = 0;
+    if (b.hasArray()) {
+      hybrid(b.array(), b.arrayOffset() + b.position(), b.arrayOffset() + b.limit(), width, out, n);
+    } else {
+      byte[] a = new byte[b.remaining()];
+      b.duplicate().get(a);
+      hybrid(a, 0, a.length, width, out, n);
+    }
+  }
+
+  private static void hybrid(byte[] a, int p, int lim, int width, int[] out, int n) throws IOException {
+    BytePacker packer = PACKERS[width];
     int bytesPerRun = (width + 7) >>> 3;
-    long mask = width == 32 ? 0xFFFFFFFFL : (1L << width) - 1;
+    int i = 0;
     while (i < n) {
       // The run's header: an unsigned LEB128 varint.
       int header = 0;
@@ -320,7 +348,7 @@ final class BulkColumnReader implements ColumnReader {
         if (p >= lim) {
           throw new IOException("RLE/bit-packed levels or ids cut off after " + i + " of " + n + " values");
         }
-        x = b.get(p++);
+        x = a[p++];
         header |= (x & 0x7F) << shift;
         shift += 7;
       } while ((x & 0x80) != 0 && shift < 35);
@@ -331,32 +359,99 @@ final class BulkColumnReader implements ColumnReader {
         }
         int v = 0;
         for (int k = 0; k < bytesPerRun; k++) {
-          v |= (b.get(p++) & 0xFF) << (8 * k);
+          v |= (a[p++] & 0xFF) << (8 * k);
         }
         int end = Math.min(n, i + run);
         Arrays.fill(out, i, end, v);
         i = end;
       } else {
-        int values = (header >>> 1) * 8;
-        int end = p + (header >>> 1) * width;
-        // A last group may be cut short in the file: take what is there.
-        int stop = Math.min(end, lim);
-        long acc = 0;
-        int bits = 0;
-        int q = p;
-        for (int k = 0; k < values && i < n; k++) {
-          while (bits < width) {
-            if (q >= stop) {
+        int groups = header >>> 1;
+        for (int g = 0; g < groups && i < n; g++, p += width) {
+          if (p + width <= lim && i + 8 <= n) {
+            packer.unpack8Values(a, p, out, i);
+            i += 8;
+          } else {
+            // The last group: fewer values wanted, or cut short in the file (writers may drop its padding).
+            int k = Math.min(8, n - i);
+            int need = (k * width + 7) >>> 3;
+            if (p + need > lim) {
               throw new IOException("bit-packed levels or ids cut off after " + i + " of " + n + " values");
             }
-            acc |= (b.get(q++) & 0xFFL) << bits;
-            bits += 8;
+            byte[] pad = new byte[width];
+            System.arraycopy(a, p, pad, 0, Math.min(width, lim - p));
+            int[] eight = new int[8];
+            packer.unpack8Values(pad, 0, eight, 0);
+            System.arraycopy(eight, 0, out, i, k);
+            i += k;
           }
-          out[i++] = (int) (acc & mask);
-          acc >>>= width;
-          bits -= width;
         }
-        p = end;
+      }
+    }
+  }
+
+  /**
+   * {@link #hybrid} fused with the dictionary lookup: {@code out[i] = dict[id i]}, bit width 8 (up to
+   * 256 distinct values, the usual case) a byte at a time, other widths 8 ids at a time.
+   */
+  static void hybridGather(byte[] a, int p, int lim, int width, float[] dict, float[] out, int n)
+      throws IOException {
+    BytePacker packer = PACKERS[width];
+    int bytesPerRun = (width + 7) >>> 3;
+    int[] eight = new int[8];
+    int i = 0;
+    while (i < n) {
+      int header = 0;
+      int shift = 0;
+      int x;
+      do {
+        if (p >= lim) {
+          throw new IOException("dictionary ids cut off after " + i + " of " + n + " values");
+        }
+        x = a[p++];
+        header |= (x & 0x7F) << shift;
+        shift += 7;
+      } while ((x & 0x80) != 0 && shift < 35);
+      if ((header & 1) == 0) {
+        int run = header >>> 1;
+        if (p + bytesPerRun > lim) {
+          throw new IOException("dictionary ids cut off after " + i + " of " + n + " values");
+        }
+        int v = 0;
+        for (int k = 0; k < bytesPerRun; k++) {
+          v |= (a[p++] & 0xFF) << (8 * k);
+        }
+        int end = Math.min(n, i + run);
+        Arrays.fill(out, i, end, dict[v]);
+        i = end;
+      } else {
+        int values = Math.min(n - i, (header >>> 1) * 8);
+        if (width == 8 && p + values <= lim) {
+          for (int k = 0; k < values; k++) {
+            out[i + k] = dict[a[p + k] & 0xFF];
+          }
+          i += values;
+          p += (header >>> 1) * 8;
+          continue;
+        }
+        int groups = header >>> 1;
+        for (int g = 0; g < groups && i < n; g++, p += width) {
+          int k = Math.min(8, n - i);
+          if (p + width <= lim) {
+            packer.unpack8Values(a, p, eight, 0);
+          } else {
+            int need = (k * width + 7) >>> 3;
+            if (p + need > lim) {
+              throw new IOException("dictionary ids cut off after " + i + " of " + n + " values");
+            }
+            byte[] pad = new byte[width];
+            System.arraycopy(a, p, pad, 0, lim - p);
+            packer.unpack8Values(pad, 0, eight, 0);
+          }
+          for (int j = 0; j < k; j++) {
+            out[i + j] = dict[eight[j]];
+          }
+          i += k;
+        }
       }
     }
   }
@@ -380,6 +475,17 @@ final class BulkColumnReader implements ColumnReader {
       int[] d = defs;
       int[] r = reps;
       int end = count;
+      if (allPresent && p < end) {
+        // Every entry a value: the row ends at the next repetition level 0.
+        if (first) {
+          p++;
+          first = false;
+        }
+        while (p < end && r[p] != 0) {
+          p++;
+        }
+        v += p - start;
+      }
       for (; p < end; p++) {
         if (!first && r[p] == 0) {
           break;

@@ -56,6 +56,20 @@ class BulkColumnReaderTest {
       BulkColumnReader.hybrid(bytes, width, out, n);
       assertThat(out).as("bit width %d", width).containsExactly(values);
       enc.close();
+      if (width <= 12) {
+        // The fused dictionary lookup gives the same as ids then gather.
+        float[] dict = new float[1 << width];
+        for (int k = 0; k < dict.length; k++) {
+          dict[k] = k * 0.5f - 3;
+        }
+        float[] gathered = new float[n];
+        ByteBuffer b = bytes.duplicate();
+        BulkColumnReader.hybridGather(b.array(), b.arrayOffset() + b.position(), b.arrayOffset() + b.limit(), width,
+            dict, gathered, n);
+        for (int k = 0; k < n; k++) {
+          assertThat(gathered[k]).as("bit width %d, value %d", width, k).isEqualTo(dict[values[k]]);
+        }
+      }
 
       if (width > 0) {
         int w = width;
