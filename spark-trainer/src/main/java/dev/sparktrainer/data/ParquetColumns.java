@@ -17,10 +17,10 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
 
 /**
- * Decoders of one Parquet column each, reading a row group through parquet-mr's column readers
- * (values and repetition/definition levels, straight from the pages, no record assembly) into a
- * {@link FloatSink}: primitive values go into the record's or batch's floats as they are read, with
- * no object per value. A feature column is one of
+ * Decoders of one Parquet column each, reading a row group's values and repetition/definition levels
+ * straight from the pages (no record assembly) into a {@link FloatSink}, with no object per value:
+ * number leaves through {@link BulkColumnReader} (a page decoded at a time, a row's values moved in
+ * runs), binary and boolean leaves through parquet-mr's column readers. A feature column is one of
  *
  * <ul>
  *   <li>a number, or any list of numbers ({@link Leaf}: one leaf column, whatever its list encoding —
