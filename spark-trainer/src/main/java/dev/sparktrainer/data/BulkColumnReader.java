@@ -115,6 +115,13 @@ final class BulkColumnReader implements ColumnReader {
     }
   }
 
+  /** Loads the next page that has entries. */
+  private void loadPage() {
+    do {
+      loadOnePage();
+    } while (count == 0 && unloaded > 0);
+  }
+
   /** Whether this reader decodes columns of {@code t}. */
   static boolean supports(PrimitiveTypeName t) {
     return t == PrimitiveTypeName.FLOAT || t == PrimitiveTypeName.DOUBLE || t == PrimitiveTypeName.INT32
@@ -123,7 +130,7 @@ final class BulkColumnReader implements ColumnReader {
 
   // --- the page -------------------------------------------------------------------------------
 
-  private void loadPage() {
+  private void loadOnePage() {
     DataPage page = pages.readPage();
     if (page == null) {
       throw new IllegalStateException("column " + String.join(".", desc.getPath()) + " ends after "
