@@ -33,8 +33,8 @@ import org.apache.spark.sql.SparkSession;
  *
  * <ol>
  *   <li>the three ways parquet-mr reads the pixels on one thread — the example {@code Group} API (the
- *       old path), a {@code RecordMaterializer} whose converters write floats, and the column readers
- *       {@link ParquetStream} uses — what the reader was chosen by;
+ *       old path), a {@code RecordMaterializer} whose converters write floats, and {@link ParquetStream}
+ *       (its bulk page decoder; JSON field {@code parquet_column_readers_rows_per_s}) — what the reader was chosen by;
  *   <li>the pipeline on Parquet and on TFRecord, same records, same options;
  *   <li>Spark's vectorized Parquet reader scanning the same columns on one core ({@code local[1]},
  *       a {@code noop}-sink write, so every value is decoded);
@@ -75,7 +75,7 @@ final class ParquetBenchmark {
       System.out.printf(Locale.ROOT, "%-58s %14s%n", "Parquet measure (" + config + ")", "value");
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "parquet-mr Group API (old reader), 1 thread, rows/s", groupApi);
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "parquet-mr converters into floats, 1 thread, rows/s", converters);
-      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "parquet-mr column readers (ParquetStream), 1 thread, rows/s",
+      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "ParquetStream (bulk page decoder), 1 thread, rows/s",
           columnReaders);
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "pipeline on TFRecord, records/s", tfrecord);
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "pipeline on Parquet, records/s", parquet);
@@ -95,7 +95,7 @@ final class ParquetBenchmark {
   private ParquetBenchmark() {}
 
   /** Profiling aid: {@code ParquetBenchmark FILE SECONDS WAY} reads one Parquet file of the benchmark's shape on
-   * this thread (WAY 0 Group API, 1 converters, 2 column readers) and prints rows/s. */
+   * this thread (WAY 0 Group API, 1 converters, 2 ParquetStream) and prints rows/s. */
   public static void main(String[] args) throws IOException {
     DatasetSpec spec = DatasetSpec.builder().addPath(args[0]).optFormat(DatasetSpec.Format.PARQUET)
         .addFeature("pixels", 784).setLabel("label", DatasetSpec.LabelType.INT).build();
@@ -141,7 +141,7 @@ final class ParquetBenchmark {
         double t = pipelineRate(tfPlan, options, manager, seconds);
         double p = pipelineRate(pqPlan, options, manager, seconds);
         double s = sparkScan(spark, pq, pqPlan.totalRecords(), seconds);
-        String line = String.format(Locale.ROOT, "parquet round %d: Group %.0f, converters %.0f, column readers %.0f;"
+        String line = String.format(Locale.ROOT, "parquet round %d: Group %.0f, converters %.0f, ParquetStream %.0f;"
             + " pipeline TFRecord %.0f, Parquet %.0f (%.2fx), Spark local[1] %.0f (%.2fx)", round + 1, readers[0],
             readers[1], readers[2], t, p, p / t, s, p / s);
         System.out.println(line);

@@ -6,6 +6,7 @@ import java.util.List;
 import org.apache.parquet.column.ColumnDescriptor;
 import org.apache.parquet.column.ColumnReadStore;
 import org.apache.parquet.column.ColumnReader;
+import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.io.api.Binary;
 import org.apache.parquet.io.api.Converter;
 import org.apache.parquet.io.api.GroupConverter;
@@ -16,10 +17,10 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
 
 /**
- * Decoders of one Parquet column each, reading a row group through parquet-mr's column readers
- * (values and repetition/definition levels, straight from the pages, no record assembly) into a
- * {@link FloatSink}: primitive values go into the record's or batch's floats as they are read, with
- * no object per value. A feature column is one of
+ * Decoders of one Parquet column each, reading a row group's values and repetition/definition levels
+ * straight from the pages (no record assembly) into a {@link FloatSink}, with no object per value:
+ * number leaves through {@link BulkColumnReader} (a page decoded at a time, a row's values moved in
+ * runs), binary and boolean leaves through parquet-mr's column readers. A feature column is one of
  *
  * <ul>
  *   <li>a number, or any list of numbers ({@link Leaf}: one leaf column, whatever its list encoding —
@@ -44,8 +45,8 @@ final class ParquetColumns {
 
   /** One feature's decoder. */
   interface Column {
-    /** Binds to a new row group. */
-    void start(ColumnReadStore store);
+    /** Binds to a new row group: its pages, and parquet-mr's column readers over them. */
+    void start(PageReadStore pages, ColumnReadStore store);
 
     /** Decodes the current row into {@code sink} and moves to the next row. */
     void read(FloatSink sink);
@@ -148,6 +149,8 @@ final class ParquetColumns {
     /** What an entry of each definition level below the maximum means. */
     private final byte[] absent;
     private ColumnReader reader;
+    /** {@link #reader} when it decodes in bulk, else null. */
+    private BulkColumnReader bulk;
     private long left;
 
     Leaf(MessageType schema, ColumnDescriptor desc, String column) {
@@ -182,8 +185,15 @@ final class ParquetColumns {
     }
 
     @Override
-    public void start(ColumnReadStore store) {
-      reader = store.getColumnReader(desc);
+    public void start(PageReadStore pages, ColumnReadStore store) {
+      // Numbers: a page at a time in bulk; binary and boolean leaves: parquet-mr's column reader.
+      if (BulkColumnReader.supports(type)) {
+        bulk = new BulkColumnReader(desc, pages.getPageReader(desc));
+        reader = bulk;
+      } else {
+        bulk = null;
+        reader = store.getColumnReader(desc);
+      }
       left = reader.getTotalValueCount();
     }
 
@@ -191,6 +201,10 @@ final class ParquetColumns {
     public void read(FloatSink sink) {
       if (type == PrimitiveTypeName.BINARY) {
         throw new BadValue("column '" + column + "' is binary: declare it as an image, or give numbers");
+      }
+      if (bulk != null) {
+        left -= bulk.readFloats(sink, this);
+        return;
       }
       do {
         int d = reader.getCurrentDefinitionLevel();
@@ -254,6 +268,10 @@ final class ParquetColumns {
 
     @Override
     public void skip() {
+      if (bulk != null) {
+        left -= bulk.skipRow();
+        return;
+      }
       do {
         if (reader.getCurrentDefinitionLevel() == maxDef) {
           reader.skip();
@@ -267,7 +285,8 @@ final class ParquetColumns {
       return --left > 0 && reader.getCurrentRepetitionLevel() != 0;
     }
 
-    private void checkAbsent(int d, int position) {
+    /** An entry below the maximum definition level at value {@code position}: fine if an empty list, else throws. */
+    void checkAbsent(int d, int position) {
       switch (absent[d]) {
         case EMPTY:
           return;
@@ -343,8 +362,8 @@ final class ParquetColumns {
     }
 
     @Override
-    public void start(ColumnReadStore store) {
-      leaf.start(store);
+    public void start(PageReadStore pages, ColumnReadStore store) {
+      leaf.start(pages, store);
     }
 
     @Override
@@ -394,11 +413,11 @@ final class ParquetColumns {
     }
 
     @Override
-    public void start(ColumnReadStore store) {
-      type.start(store);
-      size.start(store);
-      indices.start(store);
-      values.start(store);
+    public void start(PageReadStore pages, ColumnReadStore store) {
+      type.start(pages, store);
+      size.start(pages, store);
+      indices.start(pages, store);
+      values.start(pages, store);
     }
 
     @Override
@@ -459,9 +478,9 @@ final class ParquetColumns {
     }
 
     @Override
-    public void start(ColumnReadStore store) {
+    public void start(PageReadStore pages, ColumnReadStore store) {
       for (Column c : parts) {
-        c.start(store);
+        c.start(pages, store);
       }
     }
 

@@ -113,11 +113,15 @@ final class ParquetStream implements RecordStream {
       rowsLeftInGroup = pages.getRowCount();
       ColumnReadStoreImpl store = new ColumnReadStoreImpl(pages, ParquetColumns.unusedConverters(projection),
           projection, createdBy);
-      for (ParquetColumns.Column c : columns) {
-        c.start(store);
-      }
-      if (label != null) {
-        label.start(store);
+      try {
+        for (ParquetColumns.Column c : columns) {
+          c.start(pages, store);
+        }
+        if (label != null) {
+          label.start(pages, store);
+        }
+      } catch (RuntimeException e) { // a dictionary or first page that does not decode
+        throw error(e);
       }
     }
     return true;

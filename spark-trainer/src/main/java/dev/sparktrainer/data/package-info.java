@@ -16,9 +16,11 @@
  * decoded {@link dev.sparktrainer.data.Example} ({@code MappedStream}).
  *
  * <p>Readers: {@code TFRecordStream} (the data source's codec) and {@code ParquetStream}, which reads
- * projected columns with parquet-mr's column readers ({@code ParquetColumns}: values and levels
- * straight into record arrays or batch buffers, no object per value) — measured against parquet-mr's
- * example {@code Group} API and its converter API by bench-pipeline's Parquet rows.
+ * projected columns a page at a time ({@code ParquetColumns}; number columns by {@code BulkColumnReader}:
+ * levels and dictionary ids decoded by runs, values gathered or copied in bulk, then a row's values into
+ * record arrays or batch buffers in runs; binary and boolean columns by parquet-mr's column readers) —
+ * measured against parquet-mr's column readers, its example {@code Group} API, its converter API and
+ * Spark's vectorized reader by bench-pipeline's Parquet rows.
  *
  * <p>{@link dev.sparktrainer.data.FeatureStatistics} (one distributed pass over a plan) and {@link
  * dev.sparktrainer.data.Normalization} (fitted on them, applied to each host batch before it goes to
