@@ -126,7 +126,7 @@ class BulkColumnReaderTest {
     }
   }
 
-  private static final DatasetSpec SPEC = DatasetSpec.builder().addPath("x").setFormat(DatasetSpec.Format.PARQUET)
+  private static final DatasetSpec SPEC = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
       .addFeature("id", 1).addFeature("v", WIDTH).addFeature("w", 2).addFeature("i", 1).addFeature("f", 1)
       .setLabel("label", DatasetSpec.LabelType.INT).build();
 
