@@ -62,6 +62,8 @@ final class TrainCommand extends Command {
     f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
     f.add("epochs", Kind.INT, "E", "10", "number of epochs");
     f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
+    f.add("accumulate-steps", Kind.INT, "K", "1", "gradient accumulation: K batches per optimizer step, gradients"
+        + " summed locally and all-reduced once (global batch = B x K x N)");
     f.add("learning-rate", Kind.DOUBLE, "LR", "0.001", "base learning rate");
     f.add("optimizer", Kind.STRING, "NAME", "adam", "adam, adamw or sgd");
     f.add("momentum", Kind.DOUBLE, "M", "0.9", "SGD momentum");
@@ -215,6 +217,10 @@ final class TrainCommand extends Command {
     String progress = f.string("progress");
     if (!List.of("auto", "bar", "log", "none").contains(progress)) {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
+    }
+    if (f.integer("accumulate-steps") < 1) {
+      throw new CliException("Invalid " + f.source("accumulate-steps") + " " + f.integer("accumulate-steps")
+          + ": expected >= 1");
     }
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
@@ -384,6 +390,7 @@ final class TrainCommand extends Command {
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
+      b.optAccumulateSteps(f.integer("accumulate-steps"));
       b.optGradientPrecision(gradientPrecision(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));

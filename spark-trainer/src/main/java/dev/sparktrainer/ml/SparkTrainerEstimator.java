@@ -67,6 +67,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final Param<String> rawPredictionCol;
   final IntParam numWorkers;
   final IntParam batchSize;
+  final IntParam accumulateSteps;
   final IntParam inferenceBatchSize;
   final IntParam epochs;
   final DoubleParam learningRate;
@@ -102,6 +103,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         ParamValidators.gtEq(1));
     batchSize = new IntParam(this, "batchSize", "per-worker batch size (global batch = batchSize x numWorkers)",
         ParamValidators.gtEq(1));
+    accumulateSteps = new IntParam(this, "accumulateSteps", "batches per optimizer step, gradients summed locally"
+        + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)", ParamValidators.gtEq(1));
+    setDefault(accumulateSteps, 1);
     inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
         ParamValidators.gtEq(1));
     epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
@@ -197,6 +201,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public Param<String> ringTransport() { return ringTransport; }
   public DoubleParam bucketMb() { return bucketMb; }
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
+  public IntParam accumulateSteps() { return accumulateSteps; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
@@ -224,6 +229,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
   public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
+  public SparkTrainerEstimator setAccumulateSteps(int v) { set(accumulateSteps, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
 
   @Override
@@ -258,6 +264,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
+        .optAccumulateSteps(intParam(accumulateSteps))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));

@@ -255,6 +255,7 @@ public final class DistributedTrainer {
     j.useGpus = c.useGpus;
     j.fusionBucketBytes = c.fusionBucketBytes;
     j.overlap = c.overlap;
+    j.accumulateSteps = c.accumulateSteps;
     j.placement = c.placement;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
@@ -443,6 +444,18 @@ public final class DistributedTrainer {
       return this;
     }
 
+    /**
+     * Gradient accumulation: each optimizer step sums the gradients of {@code k} consecutive batches
+     * of every worker locally and all-reduces them once, so the global batch is per-worker batch x k x
+     * N with the memory of one batch. The update equals one step on the k-times-larger batch (the
+     * loss is the mean over all its samples; batch norm normalizes each batch with its own
+     * statistics). Learning-rate schedules and checkpoint intervals count optimizer steps. Default 1.
+     */
+    public Builder optAccumulateSteps(int k) {
+      c.accumulateSteps = k;
+      return this;
+    }
+
     /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
     public Builder optOptimizerPlacement(OptimizerPlacement placement) {
       c.placement = java.util.Objects.requireNonNull(placement, "placement");
@@ -533,6 +546,7 @@ public final class DistributedTrainer {
       check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
       check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");
       check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
+      check(c.accumulateSteps >= 1, "accumulateSteps", c.accumulateSteps, ">= 1");
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
           c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");

@@ -27,6 +27,8 @@ final class TrainingConfig implements Serializable {
   boolean useGpus;
   /** Gradient bucket size: one all-reduce per bucket (the first bucket is smaller, see Worker). */
   int fusionBucketBytes;
+  /** Micro-batches per optimizer step (gradient accumulation); 1: none. */
+  int accumulateSteps = 1;
   /** All-reduce buckets on a communication thread while backward goes on (false: after backward). */
   boolean overlap = true;
   /** Where parameters and optimizer state live; AUTO is resolved per worker (GPU or CPU). */

@@ -100,7 +100,8 @@ final class Worker {
         history = new ArrayList<>(state.history);
         resumes = List.copyOf(state.resumes);
         long globalStep = state.globalStep;
-        long steps = checkedStepsPerEpoch(source);
+        int accumulate = cfg.accumulateSteps;
+        long steps = optimizerSteps(checkedStepsPerEpoch(source), accumulate);
         progress.start(steps, globalStep, attempt, hadoopConf);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
           long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
@@ -113,7 +114,7 @@ final class Worker {
           long waitNanos = 0;
           long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
-          Iterator<Batch> batches = source.epoch(epoch, startStep);
+          Iterator<Batch> batches = source.epoch(epoch, startStep * accumulate);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
           // validation pass that ends this epoch.
           if (epoch + 1 < cfg.epochs) {
@@ -123,16 +124,22 @@ final class Worker {
             validation.prepare(0);
           }
           for (long s = startStep; s < steps; s++) {
-            long t0 = System.nanoTime();
-            if (!batches.hasNext()) {
-              throw new IllegalStateException(
-                  "rank " + rank + ": the input pipeline ended after " + s + " of " + steps
-                      + " steps in epoch " + epoch);
+            for (int m = 0; m < accumulate; m++) {
+              long t0 = System.nanoTime();
+              if (!batches.hasNext()) {
+                throw new IllegalStateException(
+                    "rank " + rank + ": the input pipeline ended after " + (s * accumulate + m) + " of "
+                        + steps * accumulate + " batches in epoch " + epoch);
+              }
+              try (Batch batch = batches.next()) {
+                waitNanos += System.nanoTime() - t0;
+                int seed = accumulate == 1 ? cfg.stepSeed(rank, globalStep)
+                    : cfg.stepSeed(rank, globalStep * accumulate + m);
+                step.accumulate(batch, seed, acc, m, accumulate);
+              }
             }
-            try (Batch batch = batches.next()) {
-              waitNanos += System.nanoTime() - t0;
-              step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
-            }
+            // The learning-rate schedule counts optimizer steps, not micro-batches.
+            step.update(cfg.optimizer.learningRate(globalStep, size));
             globalStep++;
             progress.step(epoch, s + 1, steps, globalStep, acc);
             if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
@@ -195,6 +202,26 @@ final class Worker {
       String hash = HexFormat.of().formatHex(replicas.hash());
       return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash);
     }
+  }
+
+  /**
+   * Optimizer steps per epoch: {@code batches / accumulate}; the batches left over (fewer than one
+   * accumulated step) are not trained on, and rank 0 says so.
+   */
+  private long optimizerSteps(long batches, int accumulate) {
+    long steps = batches / accumulate;
+    if (steps <= 0) {
+      throw new NonRetryableTrainingException("Invalid accumulateSteps " + accumulate + ": an epoch has only "
+          + batches + " batch(es) per worker, fewer than one accumulated step");
+    }
+    if (rank == 0 && accumulate > 1) {
+      LOG.log(System.Logger.Level.INFO,
+          "rank 0: gradient accumulation over " + accumulate + " micro-batches: " + steps
+              + " optimizer steps per epoch" + (batches % accumulate == 0 ? ""
+                  : "; the last " + batches % accumulate + " batch(es) of each epoch's " + batches
+                      + " are not trained on (fewer than one step)"));
+    }
+    return steps;
   }
 
   /** compute, backward, exposed communication, communication, optimizer nanos so far. */

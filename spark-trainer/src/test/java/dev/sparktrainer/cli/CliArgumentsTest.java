@@ -76,6 +76,7 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--optimizer-placement", "gpu")),
         "Invalid --optimizer-placement 'gpu': expected auto, device or host");
     assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
+    assertUsageError(CliRunner.run(train("--accumulate-steps", "0")), "Invalid --accumulate-steps 0: expected >= 1");
     assertUsageError(CliRunner.run(train("--bucket-mb", "4096")), "expected 0.001 to 1024 (MiB)");
     assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
     assertUsageError(CliRunner.run(train("--ring-transport", "shm")), "Invalid --ring-transport 'shm': expected auto or tcp");

@@ -149,6 +149,9 @@ class EstimatorPipelineTest {
     SparkTrainerEstimator defaults = new SparkTrainerEstimator();
     assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
     assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
+    assertThat(defaults.getOrDefault(defaults.accumulateSteps())).isEqualTo(1);
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setAccumulateSteps(0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("accumulateSteps");
   }
 
   @Test
