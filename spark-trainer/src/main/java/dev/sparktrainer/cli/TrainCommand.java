@@ -88,6 +88,9 @@ final class TrainCommand extends Command {
         + " GPUs, the faster one on CPU)");
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
+    f.add("rescale", Kind.STRING, "WHAT", "batch", "resuming a checkpoint of another worker count: batch keeps the"
+        + " global batch (per-worker batch and accumulation chosen to match), lr keeps --batch-size and scales the"
+        + " learning rate (linear scaling rule)");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
     f.add("ring-keystore", Kind.STRING, "FILE", null, "TLS for the ring: this key store (PKCS12) on every executor;"
         + " password in $" + RING_KEYSTORE_PASSWORD_ENV);
@@ -144,6 +147,14 @@ final class TrainCommand extends Command {
       return false;
     }
     throw new CliException("Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
+  }
+
+  private static dev.sparktrainer.train.Rescale rescale(Flags f) {
+    try {
+      return dev.sparktrainer.train.Rescale.parse(f.source("rescale"), f.string("rescale"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
   }
 
   private static int bucketBytes(Flags f) {
@@ -222,6 +233,7 @@ final class TrainCommand extends Command {
       throw new CliException("Invalid " + f.source("accumulate-steps") + " " + f.integer("accumulate-steps")
           + ": expected >= 1");
     }
+    rescale(f);
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
     placement(f);
@@ -390,7 +402,7 @@ final class TrainCommand extends Command {
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
-      b.optAccumulateSteps(f.integer("accumulate-steps"));
+      b.optAccumulateSteps(f.integer("accumulate-steps")).optRescale(rescale(f));
       b.optGradientPrecision(gradientPrecision(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
@@ -527,7 +539,7 @@ final class TrainCommand extends Command {
         err.println("Started from scratch (" + when + "): every checkpoint in " + r.checkpoint() + " was corrupt");
       } else {
         err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", " + when
-            + ")");
+            + ")" + (r.workers() == null ? "" : ": " + r.workers()));
       }
       for (SkippedCheckpoint k : r.skipped()) {
         err.println("  skipped checkpoint " + k.file() + ": " + k.reason());

@@ -68,6 +68,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final IntParam numWorkers;
   final IntParam batchSize;
   final IntParam accumulateSteps;
+  final Param<String> rescale;
   final IntParam inferenceBatchSize;
   final IntParam epochs;
   final DoubleParam learningRate;
@@ -106,6 +107,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     accumulateSteps = new IntParam(this, "accumulateSteps", "batches per optimizer step, gradients summed locally"
         + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)", ParamValidators.gtEq(1));
     setDefault(accumulateSteps, 1);
+    rescale = new Param<>(this, "rescale", "resuming a checkpoint of another worker count: batch (keep the global"
+        + " batch) or lr (keep batchSize, scale the learning rate)", ParamValidators.inArray(new String[] {"batch", "lr"}));
+    setDefault(rescale, "batch");
     inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
         ParamValidators.gtEq(1));
     epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
@@ -202,6 +206,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public DoubleParam bucketMb() { return bucketMb; }
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
   public IntParam accumulateSteps() { return accumulateSteps; }
+  public Param<String> rescale() { return rescale; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
@@ -230,6 +235,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
   public SparkTrainerEstimator setAccumulateSteps(int v) { set(accumulateSteps, v); return this; }
+  public SparkTrainerEstimator setRescale(String v) { set(rescale, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
 
   @Override
@@ -265,6 +271,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
         .optAccumulateSteps(intParam(accumulateSteps))
+        .optRescale(dev.sparktrainer.train.Rescale.parse("rescale", getOrDefault(rescale)))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));

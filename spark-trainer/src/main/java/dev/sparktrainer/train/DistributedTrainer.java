@@ -256,6 +256,7 @@ public final class DistributedTrainer {
     j.fusionBucketBytes = c.fusionBucketBytes;
     j.overlap = c.overlap;
     j.accumulateSteps = c.accumulateSteps;
+    j.rescale = c.rescale;
     j.placement = c.placement;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
@@ -453,6 +454,20 @@ public final class DistributedTrainer {
      */
     public Builder optAccumulateSteps(int k) {
       c.accumulateSteps = k;
+      return this;
+    }
+
+    /**
+     * What a resume from a checkpoint written by another number of workers keeps: {@link
+     * Rescale#GLOBAL_BATCH} (default; per-worker batch and accumulation chosen so that batch x
+     * accumulation x workers matches the checkpoint's, at most the configured batch; refused, naming the
+     * worker counts that work, when none does) or {@link Rescale#LEARNING_RATE} (the configured batch,
+     * the learning rate scaled by the ratio of the global batches). The interrupted epoch continues with
+     * the records not yet consumed for data with a global order ({@link InMemoryDataset}); the file
+     * pipeline restarts it.
+     */
+    public Builder optRescale(Rescale rescale) {
+      c.rescale = Objects.requireNonNull(rescale, "rescale");
       return this;
     }
 

@@ -20,13 +20,21 @@ import java.util.Locale;
  * @param checkpoint the checkpoint's directory
  * @param skipped the newer checkpoints passed over, newest first, each with the reason (provably
  *     corrupt, or deleted while being read); empty when the newest one verified
+ * @param workers how the resume adapted a checkpoint of another worker count; null when the count
+ *     did not change
  */
 public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
-    List<SkippedCheckpoint> skipped) implements Serializable {
+    List<SkippedCheckpoint> skipped, WorkerCountChange workers) implements Serializable {
 
   /** Copies {@code skipped}. */
   public Resume {
     skipped = List.copyOf(skipped);
+  }
+
+  /** A resume on the checkpoint's worker count. */
+  public Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
+      List<SkippedCheckpoint> skipped) {
+    this(step, epoch, stepInEpoch, stageAttempt, checkpoint, skipped, null);
   }
 
   /** A resume from the newest checkpoint, none skipped. */
@@ -41,7 +49,8 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
 
   /**
    * A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt}, {@code
-   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}).
+   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}), and
+   * {@code workers} ({@link WorkerCountChange#toJson}) when the worker count changed.
    */
   public String toJson() {
     StringBuilder s = new StringBuilder();
@@ -51,8 +60,9 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
     }
     return String.format(Locale.ROOT,
         "{\"step\": %d, \"epoch\": %d, \"step_in_epoch\": %d, \"stage_attempt\": %d, \"checkpoint\": %s,"
-            + " \"from_scratch\": %b, \"skipped\": [%s]}",
-        step, epoch, stepInEpoch, stageAttempt, quote(checkpoint), fromScratch(), s);
+            + " \"from_scratch\": %b, \"skipped\": [%s]%s}",
+        step, epoch, stepInEpoch, stageAttempt, quote(checkpoint), fromScratch(), s,
+        workers == null ? "" : ", \"workers\": " + workers.toJson());
   }
 
   private static String quote(String v) {

@@ -29,6 +29,8 @@ final class TrainingConfig implements Serializable {
   int fusionBucketBytes;
   /** Micro-batches per optimizer step (gradient accumulation); 1: none. */
   int accumulateSteps = 1;
+  /** What a resume on another number of workers keeps. */
+  Rescale rescale = Rescale.GLOBAL_BATCH;
   /** All-reduce buckets on a communication thread while backward goes on (false: after backward). */
   boolean overlap = true;
   /** Where parameters and optimizer state live; AUTO is resolved per worker (GPU or CPU). */

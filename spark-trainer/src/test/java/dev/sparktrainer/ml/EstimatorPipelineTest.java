@@ -150,6 +150,9 @@ class EstimatorPipelineTest {
     assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
     assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
     assertThat(defaults.getOrDefault(defaults.accumulateSteps())).isEqualTo(1);
+    assertThat(defaults.getOrDefault(defaults.rescale())).isEqualTo("batch");
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setRescale("epochs"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("rescale");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setAccumulateSteps(0))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("accumulateSteps");
   }
