@@ -60,6 +60,12 @@ final class TrainCommand extends Command {
     f.add("loss", Kind.STRING, "NAME", null, "softmax_cross_entropy (default with --num-classes),"
         + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
     f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
+    f.add("min-workers", Kind.INT, "M", null, "elastic training: go on with fewer workers, down to M, when the"
+        + " cluster offers fewer than N slots for --slot-wait (default: N, never fewer); resumes from the checkpoint");
+    f.add("grow", Kind.BOOL, null, null, "with --min-workers: after going on with fewer workers, grow back toward N"
+        + " at an epoch end when the cluster offers more slots again");
+    f.add("slot-wait", Kind.LONG, "SECONDS", "30", "how long to wait for the cluster to offer the workers' slots,"
+        + " at the start and when executors are lost");
     f.add("epochs", Kind.INT, "E", "10", "number of epochs");
     f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
     f.add("accumulate-steps", Kind.INT, "K", "1", "gradient accumulation: K batches per optimizer step, gradients"
@@ -234,6 +240,13 @@ final class TrainCommand extends Command {
           + ": expected >= 1");
     }
     rescale(f);
+    if (f.given("min-workers") && (f.integer("min-workers") < 1 || f.integer("min-workers") > f.integer("workers"))) {
+      throw new CliException("Invalid " + f.source("min-workers") + " " + f.integer("min-workers") + ": expected 1 to"
+          + " --workers (" + f.integer("workers") + ")");
+    }
+    if (f.longValue("slot-wait") < 0) {
+      throw new CliException("Invalid " + f.source("slot-wait") + " " + f.longValue("slot-wait") + ": expected >= 0");
+    }
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
     placement(f);
@@ -403,6 +416,8 @@ final class TrainCommand extends Command {
         b.optValidationData(spec.setPaths(p.validation()).setFormat(validation.format()).build(), p.options());
       }
       b.optAccumulateSteps(f.integer("accumulate-steps")).optRescale(rescale(f));
+      b.optMinWorkers(f.given("min-workers") ? f.integer("min-workers") : 0).optGrow(f.bool("grow"))
+          .optSlotWait(java.time.Duration.ofSeconds(f.longValue("slot-wait")));
       b.optGradientPrecision(gradientPrecision(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));

@@ -69,6 +69,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final IntParam batchSize;
   final IntParam accumulateSteps;
   final Param<String> rescale;
+  final IntParam minWorkers;
   final IntParam inferenceBatchSize;
   final IntParam epochs;
   final DoubleParam learningRate;
@@ -110,6 +111,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     rescale = new Param<>(this, "rescale", "resuming a checkpoint of another worker count: batch (keep the global"
         + " batch) or lr (keep batchSize, scale the learning rate)", ParamValidators.inArray(new String[] {"batch", "lr"}));
     setDefault(rescale, "batch");
+    minWorkers = new IntParam(this, "minWorkers", "elastic training: the fewest workers to go on with when executors"
+        + " are lost for good (0: numWorkers, never fewer)", ParamValidators.gtEq(0));
+    setDefault(minWorkers, 0);
     inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
         ParamValidators.gtEq(1));
     epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
@@ -207,6 +211,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
   public IntParam accumulateSteps() { return accumulateSteps; }
   public Param<String> rescale() { return rescale; }
+  public IntParam minWorkers() { return minWorkers; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
@@ -236,6 +241,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
   public SparkTrainerEstimator setAccumulateSteps(int v) { set(accumulateSteps, v); return this; }
   public SparkTrainerEstimator setRescale(String v) { set(rescale, v); return this; }
+  public SparkTrainerEstimator setMinWorkers(int v) { set(minWorkers, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
 
   @Override
@@ -272,6 +278,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optOverlap((Boolean) getOrDefault(overlap))
         .optAccumulateSteps(intParam(accumulateSteps))
         .optRescale(dev.sparktrainer.train.Rescale.parse("rescale", getOrDefault(rescale)))
+        .optMinWorkers(intParam(minWorkers))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)));
     if (!getOrDefault(checkpointDir).isEmpty()) {
       b.optCheckpointDir(getOrDefault(checkpointDir));

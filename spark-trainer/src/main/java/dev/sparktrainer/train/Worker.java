@@ -79,6 +79,7 @@ final class Worker {
       OptimizerPlacement placement = resolvePlacement(cfg.placement, devices);
       List<EpochMetrics> history;
       List<Resume> resumes;
+      boolean stoppedToGrow = false;
       try (AsyncCheckpointWriter writer = rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
           TrainStep step =
               new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
@@ -211,10 +212,15 @@ final class Worker {
                   optimizer, history, resumes);
             }
           }
+          if (epoch + 1 < cfg.epochs && growRequested(store, writer)) {
+            stoppedToGrow = true;
+            break;
+          }
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
-      return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash);
+      return new WorkerResult(rank, history, resumes, rank == 0 && !stoppedToGrow ? replicas.saveParameters() : null,
+          hash, stoppedToGrow);
     }
   }
 
@@ -236,6 +242,32 @@ final class Worker {
                       + " are not trained on (fewer than one step)"));
     }
     return steps;
+  }
+
+  /**
+   * At an epoch end, with {@code optGrow} on fewer workers than planned: whether the driver asked
+   * for more ({@link DistributedTrainer#GROW_REQUEST} in the checkpoint directory), agreed by every
+   * rank; if so rank 0 first waits until the epoch's checkpoint is written.
+   */
+  private boolean growRequested(CheckpointStore store, AsyncCheckpointWriter writer) throws IOException {
+    if (!cfg.grow || store == null || size >= cfg.plannedWorkers) {
+      return false;
+    }
+    double[] flag = new double[1];
+    if (rank == 0) {
+      org.apache.hadoop.fs.Path request = new org.apache.hadoop.fs.Path(cfg.checkpointDir, DistributedTrainer.GROW_REQUEST);
+      flag[0] = request.getFileSystem(hadoopConf).exists(request) ? 1 : 0;
+    }
+    comm.allReduce(flag, ReduceOp.MAX);
+    if (flag[0] == 0) {
+      return false;
+    }
+    if (rank == 0) {
+      writer.awaitIdle();
+      LOG.log(System.Logger.Level.INFO,
+          "rank 0: the driver asks for more workers (--grow): stopping at this epoch end, its checkpoint written");
+    }
+    return true;
   }
 
   /** The training data's source, opened once the start has chosen the layout; closed with the loop. */
@@ -368,13 +400,21 @@ final class Worker {
   /** Prefix of a start-up failure that a retry would repeat (the other ranks fail without retry too). */
   private static final String NOT_RETRYABLE = "not retryable: ";
 
-  /** A fresh start's layout: this job's workers, batch and accumulation; the schedule unscaled. */
+  /**
+   * A fresh start's layout: this job's workers, batch and accumulation; the schedule unscaled. On
+   * fewer workers than planned (an elastic start), as if resuming the planned layout.
+   */
   private void freshLayout(TrainingState state) {
-    state.workers = size;
+    int planned = cfg.plannedWorkers > 0 ? cfg.plannedWorkers : size;
+    state.workers = planned;
     state.batchSize = cfg.trainData.batchSize();
     state.accumulateSteps = cfg.accumulateSteps;
-    state.lrWorkers = size;
+    state.lrWorkers = planned;
     state.lrScale = 1;
+    if (planned != size) {
+      WorkerCountChange c = chooseLayout(state);
+      LOG.log(System.Logger.Level.INFO, "rank 0: starting on fewer workers than planned: " + c);
+    }
   }
 
   /**
@@ -389,7 +429,11 @@ final class Worker {
     int batch = cfg.trainData.batchSize();
     int k = cfg.accumulateSteps;
     if (state.workers == 0) { // an older checkpoint: written by this layout, as before
-      freshLayout(state);
+      state.workers = size;
+      state.batchSize = batch;
+      state.accumulateSteps = k;
+      state.lrWorkers = size;
+      state.lrScale = 1;
       state.consumedRecords = state.stepInEpoch * batch * k * size;
       return null;
     }

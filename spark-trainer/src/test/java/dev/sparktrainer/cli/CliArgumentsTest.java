@@ -78,6 +78,9 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
     assertUsageError(CliRunner.run(train("--accumulate-steps", "0")), "Invalid --accumulate-steps 0: expected >= 1");
     assertUsageError(CliRunner.run(train("--rescale", "epochs")), "Invalid --rescale 'epochs': expected batch or lr");
+    assertUsageError(CliRunner.run(train("--workers", "3", "--min-workers", "4")),
+        "Invalid --min-workers 4: expected 1 to --workers (3)");
+    assertUsageError(CliRunner.run(train("--slot-wait", "-1")), "Invalid --slot-wait -1: expected >= 0");
     assertUsageError(CliRunner.run(train("--bucket-mb", "4096")), "expected 0.001 to 1024 (MiB)");
     assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
     assertUsageError(CliRunner.run(train("--ring-transport", "shm")), "Invalid --ring-transport 'shm': expected auto or tcp");

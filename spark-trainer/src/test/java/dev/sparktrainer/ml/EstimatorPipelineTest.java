@@ -151,6 +151,7 @@ class EstimatorPipelineTest {
     assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
     assertThat(defaults.getOrDefault(defaults.accumulateSteps())).isEqualTo(1);
     assertThat(defaults.getOrDefault(defaults.rescale())).isEqualTo("batch");
+    assertThat(defaults.getOrDefault(defaults.minWorkers())).isEqualTo(0);
     assertThatThrownBy(() -> new SparkTrainerEstimator().setRescale("epochs"))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("rescale");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setAccumulateSteps(0))

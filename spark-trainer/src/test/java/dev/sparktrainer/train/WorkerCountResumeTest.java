@@ -137,6 +137,22 @@ class WorkerCountResumeTest {
         .hasMessage("Invalid --rescale 'epochs': expected batch or lr");
   }
 
+  @Test
+  void elasticRelaunchesOnTheLargestCountThatKeepsTheGlobalBatch() {
+    TrainingConfig c = new TrainingConfig();
+    c.trainData = train.trainBatches(8, 5, true);
+    c.plannedWorkers = 4; // global batch 32
+    c.minWorkers = 2;
+    assertThat(DistributedTrainer.elasticWorkers(c, 4)).isEqualTo(4);
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("3 does not divide 32").isEqualTo(2);
+    c.minWorkers = 3;
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("none from 3 down to 3").isZero();
+    c.rescale = Rescale.LEARNING_RATE;
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).isEqualTo(3);
+    assertThatThrownBy(() -> job(2, 16, null).optMinWorkers(3).build())
+        .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
+  }
+
   /** The in-memory batches without their global order: as the file pipeline. */
   private static BatchSourceFactory withoutGlobalOrder(BatchSourceFactory f) {
     return new BatchSourceFactory() {
