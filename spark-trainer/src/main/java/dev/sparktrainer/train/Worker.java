@@ -441,8 +441,11 @@ final class Worker {
       return null;
     }
     long global = (long) state.batchSize * state.accumulateSteps * state.workers;
-    String written = "The checkpoint in " + cfg.checkpointDir + " was written by " + state.workers + " workers x batch "
-        + state.batchSize + " x " + state.accumulateSteps + " accumulated (global batch " + global + ")";
+    // (A fresh start on fewer workers than planned has no parameters in its state yet.)
+    String written = (state.names.isEmpty() ? "The job is planned for "
+        : "The checkpoint in " + cfg.checkpointDir + " was written by ")
+        + state.workers + " workers x batch " + state.batchSize + " x " + state.accumulateSteps
+        + " accumulated (global batch " + global + ")";
     double scale = state.lrScale;
     if (state.workers != size && batch <= 0) {
       throw new NonRetryableTrainingException(written + "; resuming it on " + size + " workers needs the training"

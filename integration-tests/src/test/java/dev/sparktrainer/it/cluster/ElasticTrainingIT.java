@@ -115,18 +115,14 @@ class ElasticTrainingIT {
   @Test
   void withGrowTheRunGrowsBackToThreeWorkersWhenAWorkerJoins() throws Exception {
     try (StandaloneCluster cluster = threeWorkers("cluster-grow")) {
+      // Training the digits takes seconds: rank 1 of every new job waits 45 s before joining the ring,
+      // the window in which a new worker registers while the job runs on 2.
       Train t = new Train(ROOT, "grow").workers(3).executorOption(HOOK)
+          .executorOption("-Ddev.sparktrainer.test.ringConnectDelay=1:45000")
           .args("--min-workers", "2", "--grow", "--slot-wait", SLOT_WAIT);
       Killed k = runAndKillAWorker(cluster, t);
-      String appId = k.rank1().appId();
-      ClusterRuns.await("rank 0 to resume on 2 workers", Duration.ofMinutes(3), k.app(), () -> {
-        try {
-          return ClusterRuns.executorLogText(cluster, appId).contains("resuming on 2 workers")
-              ? Optional.of(true) : Optional.empty();
-        } catch (java.io.IOException e) {
-          return Optional.empty();
-        }
-      });
+      ClusterRuns.await("the driver to relaunch on 2 workers", Duration.ofMinutes(3), k.app(),
+          () -> ClusterRuns.read(k.app().log()).contains("workers: 3 -> 2") ? Optional.of(true) : Optional.empty());
       cluster.addWorker(); // a machine joins: the application gets a third executor again
       ClusterRuns.assertSucceeds(k.app(), RUN);
       List<JsonNode> resumes = t.resumes();
