@@ -65,8 +65,16 @@ final class TrainCommand extends Command {
     f.add("normalize", Kind.STRING, "MODE", "none", "feature normalization: standard ((x - mean) / std), minmax"
         + " ((x - min) / (max - min)) or none; statistics from the training data, saved with the model");
     f.add("workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
+    f.add("min-workers", Kind.INT, "M", null, "elastic training: go on with fewer workers, down to M, when the"
+        + " cluster offers fewer than N slots for --slot-wait (default: N, never fewer); resumes from the checkpoint");
+    f.add("grow", Kind.BOOL, null, null, "with --min-workers: after going on with fewer workers, grow back toward N"
+        + " at an epoch end when the cluster offers more slots again");
+    f.add("slot-wait", Kind.LONG, "SECONDS", "30", "how long to wait for the cluster to offer the workers' slots,"
+        + " at the start and when executors are lost");
     f.add("epochs", Kind.INT, "E", "10", "number of epochs");
     f.add("batch-size", Kind.INT, "B", "32", "examples per batch on one worker (global batch = B x N)");
+    f.add("accumulate-steps", Kind.INT, "K", "1", "gradient accumulation: K batches per optimizer step, gradients"
+        + " summed locally and all-reduced once (global batch = B x K x N)");
     f.add("learning-rate", Kind.DOUBLE, "LR", "0.001", "base learning rate");
     f.add("optimizer", Kind.STRING, "NAME", "adam", "adam, adamw or sgd");
     f.add("momentum", Kind.DOUBLE, "M", "0.9", "SGD momentum");
@@ -95,6 +103,9 @@ final class TrainCommand extends Command {
         + " GPUs, the faster one on CPU)");
     f.add("gradient-precision", Kind.STRING, "P", "fp32", "gradients on the wire: fp32, or bf16 (half the bytes)");
     f.add("checkpoint-dir", Kind.STRING, "DIR", null, "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
+    f.add("rescale", Kind.STRING, "WHAT", "batch", "resuming a checkpoint of another worker count: batch keeps the"
+        + " global batch (per-worker batch and accumulation chosen to match), lr keeps --batch-size and scales the"
+        + " learning rate (linear scaling rule)");
     f.add("checkpoint-every-steps", Kind.LONG, "STEPS", "0", "also checkpoint every STEPS steps (0: at epoch ends)");
     f.add("ring-keystore", Kind.STRING, "FILE", null, "TLS for the ring: this key store (PKCS12) on every executor;"
         + " password in $" + RING_KEYSTORE_PASSWORD_ENV);
@@ -152,6 +163,14 @@ final class TrainCommand extends Command {
       return false;
     }
     throw new CliException("Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
+  }
+
+  private static dev.sparktrainer.train.Rescale rescale(Flags f) {
+    try {
+      return dev.sparktrainer.train.Rescale.parse(f.source("rescale"), f.string("rescale"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
   }
 
   private static int bucketBytes(Flags f) {
@@ -236,6 +255,18 @@ final class TrainCommand extends Command {
       throw new CliException("Invalid " + f.source("progress") + " '" + progress + "': expected auto, bar, log or none");
     }
     normalize(f);
+    if (f.integer("accumulate-steps") < 1) {
+      throw new CliException("Invalid " + f.source("accumulate-steps") + " " + f.integer("accumulate-steps")
+          + ": expected >= 1");
+    }
+    rescale(f);
+    if (f.given("min-workers") && (f.integer("min-workers") < 1 || f.integer("min-workers") > f.integer("workers"))) {
+      throw new CliException("Invalid " + f.source("min-workers") + " " + f.integer("min-workers") + ": expected 1 to"
+          + " --workers (" + f.integer("workers") + ")");
+    }
+    if (f.longValue("slot-wait") < 0) {
+      throw new CliException("Invalid " + f.source("slot-wait") + " " + f.longValue("slot-wait") + ": expected >= 0");
+    }
     gradientPrecision(f); // checked before Spark starts
     bucketBytes(f);
     placement(f);
@@ -433,6 +464,9 @@ final class TrainCommand extends Command {
       if (validation != null) {
         b.optValidationData(spec.setPaths(p.validation()).optFormat(validation.format()).build(), validationOptions);
       }
+      b.optAccumulateSteps(f.integer("accumulate-steps")).optRescale(rescale(f));
+      b.optMinWorkers(f.given("min-workers") ? f.integer("min-workers") : 0).optGrow(f.bool("grow"))
+          .optSlotWait(java.time.Duration.ofSeconds(f.longValue("slot-wait")));
       b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
@@ -576,7 +610,7 @@ final class TrainCommand extends Command {
         err.println("Started from scratch (" + when + "): every checkpoint in " + r.checkpoint() + " was corrupt");
       } else {
         err.println("Resumed from the checkpoint at step " + r.step() + " (epoch " + (r.epoch() + 1) + ", " + when
-            + ")");
+            + ")" + (r.workers() == null ? "" : ": " + r.workers()));
       }
       for (SkippedCheckpoint k : r.skipped()) {
         err.println("  skipped checkpoint " + k.file() + ": " + k.reason());

@@ -22,6 +22,23 @@ public interface BatchSource extends AutoCloseable {
   Iterator<Batch> epoch(int epoch, long skipSteps);
 
   /**
+   * For sources whose every epoch is one global order of records dealt to the workers in global
+   * batches (the factory's {@code globalOrder()}), so that the records consumed by an epoch's first
+   * steps are a prefix of that order whatever the number of workers and the batch size: this
+   * worker's batches of {@code epoch} after the first {@code
+   * consumedRecords} records of the epoch's order, the rest dealt as global batches of this layout;
+   * every worker gets the same number, {@link #stepsAfter}.
+   */
+  default Iterator<Batch> epochAfter(int epoch, long consumedRecords) {
+    throw new UnsupportedOperationException("this batch source has no global order");
+  }
+
+  /** The number of batches {@link #epochAfter} yields (the same on every worker). */
+  default long stepsAfter(long consumedRecords) {
+    throw new UnsupportedOperationException("this batch source has no global order");
+  }
+
+  /**
    * A hint: the next {@link #epoch} call will be {@code epoch(epoch, 0)}, so the source may start
    * reading it once the current epoch is read (tf.data's prefetch across the epoch boundary). A
    * source may ignore it; a different next call is still correct.

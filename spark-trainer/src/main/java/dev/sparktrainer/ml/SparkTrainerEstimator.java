@@ -67,6 +67,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final Param<String> rawPredictionCol;
   final IntParam numWorkers;
   final IntParam batchSize;
+  final IntParam accumulateSteps;
+  final Param<String> rescale;
+  final IntParam minWorkers;
   final IntParam inferenceBatchSize;
   final IntParam epochs;
   final DoubleParam learningRate;
@@ -104,6 +107,15 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         ParamValidators.gtEq(1));
     batchSize = new IntParam(this, "batchSize", "per-worker batch size (global batch = batchSize x numWorkers)",
         ParamValidators.gtEq(1));
+    accumulateSteps = new IntParam(this, "accumulateSteps", "batches per optimizer step, gradients summed locally"
+        + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)", ParamValidators.gtEq(1));
+    setDefault(accumulateSteps, 1);
+    rescale = new Param<>(this, "rescale", "resuming a checkpoint of another worker count: batch (keep the global"
+        + " batch) or lr (keep batchSize, scale the learning rate)", ParamValidators.inArray(new String[] {"batch", "lr"}));
+    setDefault(rescale, "batch");
+    minWorkers = new IntParam(this, "minWorkers", "elastic training: the fewest workers to go on with when executors"
+        + " are lost for good (0: numWorkers, never fewer)", ParamValidators.gtEq(0));
+    setDefault(minWorkers, 0);
     inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
         ParamValidators.gtEq(1));
     epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
@@ -207,6 +219,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public Param<String> ringTransport() { return ringTransport; }
   public DoubleParam bucketMb() { return bucketMb; }
   public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
+  public IntParam accumulateSteps() { return accumulateSteps; }
+  public Param<String> rescale() { return rescale; }
+  public IntParam minWorkers() { return minWorkers; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
   public Param<dev.sparktrainer.data.ExampleTransform> transform() { return transform; }
   public Param<String> normalize() { return normalize; }
@@ -236,6 +251,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
   public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
   public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
+  public SparkTrainerEstimator setAccumulateSteps(int v) { set(accumulateSteps, v); return this; }
+  public SparkTrainerEstimator setRescale(String v) { set(rescale, v); return this; }
+  public SparkTrainerEstimator setMinWorkers(int v) { set(minWorkers, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
   /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
   public SparkTrainerEstimator setTransform(dev.sparktrainer.data.ExampleTransform v) { set(transform, v); return this; }
@@ -273,6 +291,9 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
+        .optAccumulateSteps(intParam(accumulateSteps))
+        .optRescale(dev.sparktrainer.train.Rescale.parse("rescale", getOrDefault(rescale)))
+        .optMinWorkers(intParam(minWorkers))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
         .optNormalize(dev.sparktrainer.data.Normalization.Mode.parse(getOrDefault(normalize)));
     if (isDefined(transform)) {

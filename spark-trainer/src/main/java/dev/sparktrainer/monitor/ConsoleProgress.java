@@ -90,6 +90,16 @@ public final class ConsoleProgress implements ProgressView {
     out.flush();
   }
 
+  @Override
+  public synchronized void onWorkersChanged(int from, int to, String reason) {
+    if (lineOpen) {
+      out.println();
+      lineOpen = false;
+    }
+    out.println("workers: " + from + " -> " + to + " (" + reason + ")");
+    out.flush();
+  }
+
   /** {@code epoch 3/10 [====>   ] 12/22  loss 0.4213  2,310 samples/s  ETA 0:41}. */
   static String barLine(StepProgress p) {
     int filled = (int) (BAR * p.step() / Math.max(1, p.stepsPerEpoch()));

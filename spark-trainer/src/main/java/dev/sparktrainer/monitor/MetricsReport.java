@@ -160,6 +160,17 @@ public final class MetricsReport {
       skipped.add(s);
     }
     e.put("skipped", skipped);
+    if (r.workers() != null) {
+      Map<String, Object> w = new LinkedHashMap<>();
+      w.put("from_workers", r.workers().fromWorkers());
+      w.put("to_workers", r.workers().toWorkers());
+      w.put("batch_size", r.workers().batchSize());
+      w.put("accumulate_steps", r.workers().accumulateSteps());
+      w.put("global_batch", r.workers().globalBatch());
+      w.put("lr_scale", r.workers().learningRateScale());
+      w.put("epoch_restarted", r.workers().epochRestarted());
+      e.put("workers", w);
+    }
     return e;
   }
 }

@@ -30,6 +30,22 @@ final class MonitorCallback implements TrainingCallback {
   private final int port;
   private final String token;
   private final String logsDir;
+  /** The driver's view (not shipped to the tasks): worker-count changes happen on the driver. */
+  private transient ProgressView view;
+
+  /** This callback, reporting worker-count changes to {@code view} on the driver. */
+  MonitorCallback withView(ProgressView view) {
+    this.view = view;
+    return this;
+  }
+
+  @Override
+  public void onWorkersChanged(int from, int to, String reason) {
+    ProgressView v = view;
+    if (v != null) {
+      v.onWorkersChanged(from, to, reason);
+    }
+  }
 
   MonitorCallback(String host, int port, String token, String logsDir) {
     this.host = host;

@@ -14,4 +14,7 @@ public interface ProgressView {
 
   /** An epoch ended, with its global metrics. */
   void onEpochEnd(EpochMetrics metrics);
+
+  /** The trainer relaunched on {@code to} workers instead of {@code from} (elastic training). */
+  default void onWorkersChanged(int from, int to, String reason) {}
 }

@@ -149,7 +149,7 @@ public final class TrainingMonitor implements AutoCloseable {
   /** The hook to give the trainer ({@code DistributedTrainer.Builder.optCallback}). */
   public TrainingCallback callback() {
     if (server == null) {
-      return new MonitorCallback(null, -1, token, logsDir);
+      return new MonitorCallback(null, -1, token, logsDir).withView(view);
     }
     InetSocketAddress local;
     try {
@@ -157,7 +157,7 @@ public final class TrainingMonitor implements AutoCloseable {
     } catch (IOException e) {
       throw new java.io.UncheckedIOException("The progress listener is closed", e);
     }
-    return new MonitorCallback(local.getAddress().getHostAddress(), local.getPort(), token, logsDir);
+    return new MonitorCallback(local.getAddress().getHostAddress(), local.getPort(), token, logsDir).withView(view);
   }
 
   /** The listener's port (-1 without a view); for tests. */

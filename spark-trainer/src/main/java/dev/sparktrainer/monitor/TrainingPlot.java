@@ -48,6 +48,9 @@ public final class TrainingPlot {
       plot.add(panel(history, "R²", EpochMetrics::r2, EpochMetrics::validationR2), 2);
     }
     plot.add(panel(history, "samples/s", EpochMetrics::samplesPerSecond, null), 2);
+    for (Object sub : plot.getSubplots()) {
+      markWorkerChanges(history, (XYPlot) sub);
+    }
     JFreeChart chart = new JFreeChart(title, JFreeChart.DEFAULT_TITLE_FONT, plot, true);
     chart.setBackgroundPaint(Color.WHITE);
     ChartUtils.writeChartAsPNG(out, chart, width, height);
@@ -72,6 +75,26 @@ public final class TrainingPlot {
     p.setDomainGridlinePaint(Color.LIGHT_GRAY);
     p.setRangeGridlinePaint(Color.LIGHT_GRAY);
     return p;
+  }
+
+  /**
+   * A vertical marker where the number of workers changed (a resume on another count), at its
+   * position in the epoch axis (epoch e spans e to e + 1), labelled {@code 3→2 workers}.
+   */
+  private static void markWorkerChanges(History h, XYPlot p) {
+    for (dev.sparktrainer.train.Resume r : h.resumes()) {
+      if (r.workers() == null) {
+        continue;
+      }
+      long steps = r.epoch() < h.epochs().size() ? h.epochs().get(r.epoch()).steps() : 0;
+      double x = r.epoch() + (steps > 0 ? Math.min(1, (double) r.stepInEpoch() / steps) : 0);
+      org.jfree.chart.plot.ValueMarker m = new org.jfree.chart.plot.ValueMarker(x, Color.RED,
+          new BasicStroke(1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, new float[] {6f, 4f}, 0f));
+      m.setLabel(r.workers().fromWorkers() + "\u2192" + r.workers().toWorkers() + " workers");
+      m.setLabelAnchor(org.jfree.chart.ui.RectangleAnchor.TOP_RIGHT);
+      m.setLabelTextAnchor(org.jfree.chart.ui.TextAnchor.TOP_LEFT);
+      p.addDomainMarker(m);
+    }
   }
 
   private static XYSeries series(History h, String key, ToDoubleFunction<EpochMetrics> f) {

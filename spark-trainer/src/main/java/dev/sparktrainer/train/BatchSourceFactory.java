@@ -35,4 +35,27 @@ public interface BatchSourceFactory extends Serializable {
    * message otherwise. The default accepts.
    */
   default void preflight(int numWorkers) {}
+
+  /**
+   * The per-worker batch size, for a resume on another number of workers to keep the global batch;
+   * 0 (the default): unknown, and such a resume is refused.
+   */
+  default int batchSize() {
+    return 0;
+  }
+
+  /**
+   * Whether every epoch is one global order of records dealt to the workers in global batches, so
+   * that a position (records consumed) survives a change of worker count or batch size: the sources
+   * then implement {@code BatchSource.epochAfter}. False (the default): a resume on another layout
+   * restarts the interrupted epoch.
+   */
+  default boolean globalOrder() {
+    return false;
+  }
+
+  /** The same data with per-worker batch {@code batchSize} (a resume on another number of workers). */
+  default BatchSourceFactory withBatchSize(int batchSize) {
+    throw new UnsupportedOperationException(getClass().getName() + " cannot change its batch size");
+  }
 }

@@ -64,6 +64,16 @@ public final class DatasetSource implements BatchSourceFactory {
   }
 
   @Override
+  public int batchSize() {
+    return options.batchSize();
+  }
+
+  @Override
+  public BatchSourceFactory withBatchSize(int batchSize) {
+    return new DatasetSource(plan, options.toBuilder().optBatchSize(batchSize).build(), normalization);
+  }
+
+  @Override
   public void preflight(int numWorkers) {
     for (int r = 0; r < numWorkers; r++) {
       plan.shard(r, numWorkers, options); // throws naming the numbers if a worker gets no step

@@ -165,6 +165,10 @@ public final class DistributedTrainer {
     return new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
   }
 
+  private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
+  /** The file in the checkpoint directory by which the driver asks the workers to stop at an epoch end to grow. */
+  static final String GROW_REQUEST = "_grow-request";
+
   /**
    * Fits the normalization on the training data only (one distributed pass over its planned splits)
    * and applies it to the training and validation batches alike; null without normalization.
@@ -182,10 +186,119 @@ public final class DistributedTrainer {
     return n;
   }
 
+  /**
+   * Runs the barrier job on as many workers as the cluster offers, from {@code numWorkers} down to
+   * {@code minWorkers}; when a running job loses slots for good (an executor gone, not replaced within
+   * the slot wait), relaunches it on the largest count the cluster then offers, from the latest
+   * checkpoint, or fails naming the missing slots.
+   */
   private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
-    Preflight.check(sc, job, outputDir, slotWaitMillis);
+    int workers = Preflight.check(sc, job, outputDir, slotWaitMillis);
     Normalization normalization = normalize(spark, job); // after the checks: a full pass over the data
+    if (workers < job.numWorkers) {
+      workersChanged(job, job.numWorkers, workers, "the cluster offers " + workers + " task slot(s) at the start");
+    }
+    while (true) {
+      TrainingConfig run = workers == job.numWorkers ? job : resized(job, workers);
+      int offered = -1;
+      List<WorkerResult> results = null;
+      try {
+        results = runBarrierJob(sc, run);
+      } catch (SlotsLost e) {
+        offered = e.offered;
+      }
+      if (results != null && results.stream().anyMatch(WorkerResult::stoppedToGrow)) {
+        int next = elasticWorkers(job, Math.min(Preflight.slots(sc), job.numWorkers));
+        if (next > run.numWorkers) {
+          workersChanged(job, run.numWorkers, next, "the cluster offers " + Preflight.slots(sc)
+              + " task slots again: growing at an epoch end (--grow)");
+          workers = next;
+        } else {
+          LOG.log(System.Logger.Level.WARNING, "Stopped to grow, but the cluster offers only " + Preflight.slots(sc)
+              + " task slots now: going on with " + run.numWorkers);
+        }
+        continue;
+      }
+      if (results != null) {
+        return finish(run, results, sc.hadoopConfiguration(), normalization);
+      }
+      int next = elasticWorkers(job, Math.min(Math.max(offered, Preflight.slots(sc)), job.numWorkers));
+      String missing = "the barrier stage needs " + run.numWorkers + " task slots and the cluster has offered "
+          + offered + " for " + slotWaitMillis / 1000.0 + " s (executors lost for good?)";
+      if (next < job.minWorkers || job.checkpointDir == null) {
+        throw new IllegalStateException("Training stopped: " + missing + ". "
+            + (job.minWorkers < job.numWorkers && job.checkpointDir == null
+                ? "Continuing on fewer workers (optMinWorkers " + job.minWorkers + ") needs a checkpoint directory"
+                : "Continuing needs " + run.numWorkers + " slots" + (job.minWorkers < run.numWorkers
+                    ? " or at least " + job.minWorkers + " (optMinWorkers) with a global batch they divide" : "")
+                    + "; with --min-workers (optMinWorkers) below --workers it would go on with fewer")
+            + (job.checkpointDir == null ? "" : "; a rerun resumes from the checkpoint in " + job.checkpointDir));
+      }
+      run.trainData.preflight(next);
+      workersChanged(job, run.numWorkers, next, missing);
+      workers = next;
+    }
+  }
+
+  private static void deleteGrowRequest(org.apache.hadoop.fs.Path request, org.apache.hadoop.conf.Configuration conf) {
+    if (request == null) {
+      return;
+    }
+    try {
+      request.getFileSystem(conf).delete(request, false);
+    } catch (IOException e) {
+      LOG.log(System.Logger.Level.WARNING, "Cannot delete the grow request " + request + ": " + e);
+    }
+  }
+
+  /** Logs a change of the worker count and reports it to the driver's progress. */
+  private static void workersChanged(TrainingConfig job, int from, int to, String reason) {
+    LOG.log(System.Logger.Level.WARNING, "Training on " + to + " workers instead of " + from + " (--workers "
+        + job.numWorkers + ", --min-workers " + job.minWorkers + "): " + reason
+        + (job.checkpointDir == null ? "" : "; resuming from the latest checkpoint in " + job.checkpointDir));
+    if (job.callback != null) {
+      try {
+        job.callback.onWorkersChanged(from, to, reason);
+      } catch (RuntimeException e) {
+        LOG.log(System.Logger.Level.WARNING, "The training callback failed on a change of workers: " + e);
+      }
+    }
+  }
+
+  /**
+   * The largest worker count up to {@code cap} (and at least {@code minWorkers}) the job can resume
+   * on: with {@link Rescale#GLOBAL_BATCH} one that divides the global batch; 0 if none.
+   */
+  static int elasticWorkers(TrainingConfig job, int cap) {
+    long global = (long) job.trainData.batchSize() * job.accumulateSteps * job.plannedWorkers;
+    for (int n = cap; n >= Math.max(1, job.minWorkers); n--) {
+      if (n == job.plannedWorkers || job.rescale == Rescale.LEARNING_RATE || (global > 0 && global % n == 0)) {
+        return n;
+      }
+    }
+    return 0;
+  }
+
+  /** {@code job} on {@code workers} workers (a new ring secret). */
+  private static TrainingConfig resized(TrainingConfig job, int workers) {
+    TrainingConfig c = copyWithSecret(job);
+    c.numWorkers = workers;
+    return c;
+  }
+
+  /** The slot watch cancelled the barrier job: the cluster offered {@code offered} slots, too few. */
+  private static final class SlotsLost extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    final int offered;
+
+    SlotsLost(int offered, Throwable cause) {
+      super("the cluster offered " + offered + " task slots", cause);
+      this.offered = offered;
+    }
+  }
+
+  private List<WorkerResult> runBarrierJob(SparkContext sc, TrainingConfig job) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
     Broadcast<SerializableConfiguration> hadoop =
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
@@ -204,6 +317,23 @@ public final class DistributedTrainer {
     // Cancelled tasks are interrupted, so none keeps its executor slot blocked on a dead ring.
     sc.setInterruptOnCancel(true);
     List<WorkerResult> results;
+    boolean grow = job.grow && job.checkpointDir != null && job.numWorkers < job.plannedWorkers;
+    org.apache.hadoop.fs.Path request = job.checkpointDir == null ? null
+        : new org.apache.hadoop.fs.Path(job.checkpointDir, GROW_REQUEST);
+    deleteGrowRequest(request, sc.hadoopConfiguration());
+    java.util.concurrent.atomic.AtomicBoolean requested = new java.util.concurrent.atomic.AtomicBoolean();
+    SlotWatch watch = new SlotWatch(sc, job.numWorkers, slotWaitMillis, jobTag, !grow ? null : slots -> {
+      if (elasticWorkers(job, Math.min(slots, job.plannedWorkers)) > job.numWorkers && !requested.getAndSet(true)) {
+        try {
+          request.getFileSystem(sc.hadoopConfiguration()).create(request, true).close();
+          LOG.log(System.Logger.Level.INFO, "The cluster offers " + slots + " task slots: asking the " + job.numWorkers
+              + " workers to stop at the next epoch end to grow (--grow)");
+        } catch (IOException e) {
+          requested.set(false);
+          LOG.log(System.Logger.Level.WARNING, "Cannot write the grow request " + request + ": " + e);
+        }
+      }
+    });
     try {
       ClassTag<WorkerResult> tag = ClassTag$.MODULE$.apply(WorkerResult.class);
       RDD<WorkerResult> trained =
@@ -215,10 +345,16 @@ public final class DistributedTrainer {
       // task fails (a failed barrier result stage would not be retried).
       results = new ArrayList<>(JavaRDD.fromRDD(trained, tag).repartition(1).collect());
     } catch (Exception e) { // SparkException is checked, yet thrown by collect()
+      watch.close();
+      if (watch.cancelledWithSlots() >= 0) {
+        throw new SlotsLost(watch.cancelledWithSlots(), e);
+      }
       failFast.rethrowIfNonRetryable(e);
       failFast.rethrowWithTaskError(e);
       throw e;
     } finally {
+      watch.close();
+      deleteGrowRequest(request, sc.hadoopConfiguration());
       sc.removeJobTag(jobTag);
       sc.setLocalProperty("spark.job.interruptOnCancel", previousInterrupt);
       sc.removeSparkListener(failFast);
@@ -226,7 +362,7 @@ public final class DistributedTrainer {
       sc.clearCallSite();
       hadoop.destroy();
     }
-    return finish(job, results, sc.hadoopConfiguration(), normalization);
+    return results;
   }
 
   /** Runs the workers as threads of this JVM, without Spark (tests, and the same code path). */
@@ -279,6 +415,11 @@ public final class DistributedTrainer {
     j.useGpus = c.useGpus;
     j.fusionBucketBytes = c.fusionBucketBytes;
     j.overlap = c.overlap;
+    j.accumulateSteps = c.accumulateSteps;
+    j.rescale = c.rescale;
+    j.minWorkers = c.minWorkers > 0 ? c.minWorkers : c.numWorkers;
+    j.grow = c.grow;
+    j.plannedWorkers = c.plannedWorkers > 0 ? c.plannedWorkers : c.numWorkers;
     j.placement = c.placement;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
@@ -498,6 +639,32 @@ public final class DistributedTrainer {
       return this;
     }
 
+    /**
+     * Gradient accumulation: each optimizer step sums the gradients of {@code k} consecutive batches
+     * of every worker locally and all-reduces them once, so the global batch is per-worker batch x k x
+     * N with the memory of one batch. The update equals one step on the k-times-larger batch (the
+     * loss is the mean over all its samples; batch norm normalizes each batch with its own
+     * statistics). Learning-rate schedules and checkpoint intervals count optimizer steps. Default 1.
+     */
+    public Builder optAccumulateSteps(int k) {
+      c.accumulateSteps = k;
+      return this;
+    }
+
+    /**
+     * What a resume from a checkpoint written by another number of workers keeps: {@link
+     * Rescale#GLOBAL_BATCH} (default; per-worker batch and accumulation chosen so that batch x
+     * accumulation x workers matches the checkpoint's, at most the configured batch; refused, naming the
+     * worker counts that work, when none does) or {@link Rescale#LEARNING_RATE} (the configured batch,
+     * the learning rate scaled by the ratio of the global batches). The interrupted epoch continues with
+     * the records not yet consumed for data with a global order ({@link InMemoryDataset}); the file
+     * pipeline restarts it.
+     */
+    public Builder optRescale(Rescale rescale) {
+      c.rescale = Objects.requireNonNull(rescale, "rescale");
+      return this;
+    }
+
     /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
     public Builder optOptimizerPlacement(OptimizerPlacement placement) {
       c.placement = java.util.Objects.requireNonNull(placement, "placement");
@@ -547,6 +714,30 @@ public final class DistributedTrainer {
     /** Host the ring listeners bind and advertise; default: the executor's host from Spark. */
     public Builder optRingHost(String host) {
       this.ringHost = host;
+      return this;
+    }
+
+    /**
+     * Elastic training: the fewest workers to go on with (default: {@link #setNumWorkers}, which keeps
+     * a job on exactly N workers). When the cluster offers fewer than N slots for longer than {@link
+     * #optSlotWait} — at the start, or once a running job has lost executors for good — the trainer
+     * (re)launches on the largest count from N down to this one that it offers (with the default
+     * {@link Rescale#GLOBAL_BATCH}, one that divides the global batch), from the latest checkpoint.
+     * Each change is logged, reported to the callback ({@link TrainingCallback#onWorkersChanged}) and
+     * recorded in the history's resumes. Needs a checkpoint directory to resume a running job.
+     */
+    public Builder optMinWorkers(int minWorkers) {
+      c.minWorkers = minWorkers;
+      return this;
+    }
+
+    /**
+     * With {@link #optMinWorkers}: after a relaunch on fewer workers, grow back toward {@link
+     * #setNumWorkers} when the cluster offers more slots again: the workers stop at the next epoch end
+     * (its checkpoint written) and the job is relaunched on the larger count. Default false.
+     */
+    public Builder optGrow(boolean grow) {
+      c.grow = grow;
       return this;
     }
 
@@ -604,6 +795,9 @@ public final class DistributedTrainer {
       check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
       check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");
       check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
+      check(c.accumulateSteps >= 1, "accumulateSteps", c.accumulateSteps, ">= 1");
+      check(c.minWorkers >= 0 && c.minWorkers <= c.numWorkers, "minWorkers", c.minWorkers,
+          "1 to numWorkers (" + c.numWorkers + ")");
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
           c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");

@@ -118,6 +118,21 @@ public final class InMemoryDataset implements Serializable {
       }
 
       @Override
+      public int batchSize() {
+        return batchSize;
+      }
+
+      @Override
+      public BatchSourceFactory withBatchSize(int b) {
+        return data.trainBatches(b, seed, shuffle);
+      }
+
+      @Override
+      public boolean globalOrder() {
+        return true;
+      }
+
+      @Override
       public void preflight(int numWorkers) {
         if ((long) batchSize * numWorkers > rows) {
           throw new IllegalArgumentException(
@@ -185,10 +200,27 @@ public final class InMemoryDataset implements Serializable {
     }
 
     @Override
+    public long stepsAfter(long consumedRecords) {
+      return Math.max(0, d.rows - consumedRecords) / ((long) batch * workers);
+    }
+
+    @Override
+    public Iterator<Batch> epochAfter(int epoch, long consumedRecords) {
+      if (!train || consumedRecords < 0 || consumedRecords > d.rows) {
+        throw new IllegalArgumentException("Invalid position " + consumedRecords + " in an epoch of " + d.rows + " rows");
+      }
+      return batches(epoch, 0, stepsAfter(consumedRecords), consumedRecords);
+    }
+
+    @Override
     public Iterator<Batch> epoch(int epoch, long skipSteps) {
+      return batches(epoch, skipSteps, stepsPerEpoch(), 0);
+    }
+
+    /** Batches {@code skipSteps..steps} of the epoch's order after its first {@code offset} rows. */
+    private Iterator<Batch> batches(int epoch, long skipSteps, long steps, long offset) {
       int[] order =
           shuffle ? permutation(d.rows, new SplittableRandom(seed * 1_000_003L + epoch)) : null;
-      long steps = stepsPerEpoch();
       return new Iterator<>() {
         long step = skipSteps;
 
@@ -205,7 +237,7 @@ public final class InMemoryDataset implements Serializable {
           int start;
           int n;
           if (train) {
-            start = (int) (step * batch * workers + (long) rank * batch);
+            start = (int) (offset + step * batch * workers + (long) rank * batch);
             n = batch;
           } else {
             start = (int) (from + step * batch);

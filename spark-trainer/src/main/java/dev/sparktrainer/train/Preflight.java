@@ -13,7 +13,8 @@ import org.apache.spark.SparkContext;
 final class Preflight {
   private Preflight() {}
 
-  static void check(SparkContext sc, TrainingConfig cfg, String outputDir, long slotWaitMillis) {
+  /** Returns the number of workers to launch: numWorkers, or fewer down to minWorkers when the cluster offers fewer. */
+  static int check(SparkContext sc, TrainingConfig cfg, String outputDir, long slotWaitMillis) {
     SparkConf conf = sc.getConf();
     if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
       throw new IllegalArgumentException(
@@ -30,11 +31,14 @@ final class Preflight {
       }
     }
     int slots = waitForSlots(sc, cfg.numWorkers, slotWaitMillis);
-    if (slots < cfg.numWorkers) {
+    int workers = slots >= cfg.numWorkers ? cfg.numWorkers : DistributedTrainer.elasticWorkers(cfg, slots);
+    if (workers < cfg.minWorkers || workers == 0) {
       throw new IllegalArgumentException(
           "Not enough task slots for " + cfg.numWorkers + " barrier tasks: the cluster has " + slots
               + " (executors x cores / spark.task.cpus" + (cfg.useGpus ? ", limited by GPUs" : "")
-              + "). Use fewer workers or more executors");
+              + "). Use fewer workers or more executors"
+              + (cfg.minWorkers < cfg.numWorkers ? " (--min-workers " + cfg.minWorkers + ": no count from "
+                  + Math.min(slots, cfg.numWorkers) + " down to it divides the global batch)" : ""));
     }
     try (NDManager m = NDManager.newBaseManager()) {
       Block b = cfg.model.newBlock();
@@ -48,9 +52,9 @@ final class Preflight {
       }
       throw new IllegalArgumentException("Invalid model " + cfg.model + ": it does not build: " + e, e);
     }
-    cfg.trainData.preflight(cfg.numWorkers);
+    cfg.trainData.preflight(workers);
     if (cfg.validationData != null) {
-      cfg.validationData.preflight(cfg.numWorkers);
+      cfg.validationData.preflight(workers);
     }
     if (cfg.ringTls != null && (sc.isLocal()
         || java.nio.file.Files.isRegularFile(java.nio.file.Path.of(cfg.ringTls.keyStore())))) {
@@ -63,6 +67,7 @@ final class Preflight {
     if (outputDir != null) {
       CheckpointStore.checkWritable("outputDir", outputDir, hadoop);
     }
+    return workers;
   }
 
   /** Whether {@code dir} (a scheme-less one: on the default file system) is on a file system other than {@code file:}. */

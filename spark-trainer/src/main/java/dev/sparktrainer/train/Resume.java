@@ -21,13 +21,21 @@ import java.util.List;
  * @param checkpoint the checkpoint's directory
  * @param skipped the newer checkpoints passed over, newest first, each with the reason (provably
  *     corrupt, or deleted while being read); empty when the newest one verified
+ * @param workers how the resume adapted a checkpoint of another worker count; null when the count
+ *     did not change
  */
 public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
-    List<SkippedCheckpoint> skipped) implements Serializable {
+    List<SkippedCheckpoint> skipped, WorkerCountChange workers) implements Serializable {
 
   /** Copies {@code skipped}. */
   public Resume {
     skipped = List.copyOf(skipped);
+  }
+
+  /** A resume on the checkpoint's worker count. */
+  public Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
+      List<SkippedCheckpoint> skipped) {
+    this(step, epoch, stepInEpoch, stageAttempt, checkpoint, skipped, null);
   }
 
   /** A resume from the newest checkpoint, none skipped. */
@@ -42,7 +50,8 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
 
   /**
    * A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt}, {@code
-   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}).
+   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}), and
+   * {@code workers} ({@link WorkerCountChange#toJson}) when the worker count changed.
    */
   public String toJson() {
     ObjectNode o = JsonText.MAPPER.createObjectNode();
@@ -55,6 +64,16 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
     ArrayNode s = o.putArray("skipped");
     for (SkippedCheckpoint k : skipped) {
       s.addObject().put("file", k.file()).put("reason", k.reason());
+    }
+    if (workers != null) {
+      ObjectNode w = o.putObject("workers");
+      w.put("from_workers", workers.fromWorkers());
+      w.put("to_workers", workers.toWorkers());
+      w.put("batch_size", workers.batchSize());
+      w.put("accumulate_steps", workers.accumulateSteps());
+      w.put("global_batch", workers.globalBatch());
+      JsonText.put(w, "lr_scale", workers.learningRateScale());
+      w.put("epoch_restarted", workers.epochRestarted());
     }
     return JsonText.write(o);
   }

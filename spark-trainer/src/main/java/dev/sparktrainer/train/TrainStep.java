@@ -119,8 +119,36 @@ final class TrainStep implements AutoCloseable {
    * to {@code acc}.
    */
   void run(Batch batch, int rngSeed, float lr, double[] acc) {
+    accumulate(batch, rngSeed, acc, 0, 1);
+    update(lr);
+  }
+
+  /** Samples of the micro-batches accumulated so far in this optimizer step. */
+  private long accumulated;
+  /** The reducer's submission count and busy time when this step's all-reduces began. */
+  private long base;
+  private long busyAtStart;
+
+  /**
+   * Forward and backward of micro-batch {@code micro} (0-based) of {@code of} that make one optimizer
+   * step (gradient accumulation): their gradients are summed in the arena, weighted by their
+   * samples, so that after the last one the arena holds the gradient of the mean loss over all their
+   * samples, as one batch of all of them would. Only the last micro-batch's gradients are handed to
+   * the all-reduce (overlapping its backward), and only after it are the batch-norm running
+   * statistics (which every forward updated) taken. Call {@link #update} after the last one.
+   */
+  void accumulate(Batch batch, int rngSeed, double[] acc, int micro, int of) {
+    boolean last = micro == of - 1;
+    if (micro == 0) {
+      accumulated = 0;
+    }
     int k = segments.length;
     int total = batch.size();
+    accumulated += total;
+    // Weights: a single micro-batch as always (each replica's share of the batch); with several,
+    // each replica's sample count, and the sum divided once by all samples after the last one.
+    float divisor = of == 1 ? total : 1f;
+    float finalScale = of == 1 || !last ? 1f : 1f / Math.max(1, accumulated);
     int[] counts = new int[k];
     int active = 0;
     for (int d = 0; d < k; d++) {
@@ -130,8 +158,11 @@ final class TrainStep implements AutoCloseable {
     NDList[] xs = new NDList[k];
     NDArray[] ys = new NDArray[k];
     replicas.split(batch, counts, xs, ys);
-    long base = reducer == null ? 0 : reducer.submitted();
-    long busyAtStart = reducer == null ? 0 : reducer.busyNanos();
+    if (last) {
+      base = reducer == null ? 0 : reducer.submitted();
+      busyAtStart = reducer == null ? 0 : reducer.busyNanos();
+    }
+    boolean raw = k == 1 && of == 1;
     int segs = segments[0].count();
     long t0 = System.nanoTime();
     long tBackward;
@@ -172,18 +203,20 @@ final class TrainStep implements AutoCloseable {
             }
           }
           for (int x = 0; x < readyPerSegment[s]; x++) {
-            capture(readyOrder[captured++], counts, total);
+            capture(readyOrder[captured++], counts, divisor, micro == 0, raw, finalScale);
           }
-          while (nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
+          while (last && nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
             if (reducer != null) {
               reducer.submit(nextBucket);
             }
             nextBucket++;
           }
         }
-        captureStats(counts, active);
-        if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
-          reducer.submit(buckets.statsBucket());
+        if (last) {
+          captureStats(counts, active);
+          if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
+            reducer.submit(buckets.statsBucket());
+          }
         }
       }
     } finally {
@@ -197,6 +230,14 @@ final class TrainStep implements AutoCloseable {
     long t1 = System.nanoTime();
     computeNanos += t1 - t0;
     backwardNanos += t1 - tBackward;
+  }
+
+  /**
+   * Ends the optimizer step begun by {@link #accumulate}: all-reduces what the reducer has not (or
+   * everything, without overlap), and applies each bucket's update at learning rate {@code lr}.
+   */
+  void update(float lr) {
+    long t1 = System.nanoTime();
     long reducedHere = 0;
     if (reducer == null && comm != null && comm.size() > 1) {
       for (int b = 0; b < buckets.buckets(); b++) {
@@ -264,15 +305,16 @@ final class TrainStep implements AutoCloseable {
   }
 
   /**
-   * Copies trainable parameter {@code j}'s gradient of the batch-mean loss into the arena (the
-   * replicas' gradients weighted by their share of the batch) and zeroes the engine's gradients.
+   * Adds trainable parameter {@code j}'s gradient into the arena — each replica's weighted by {@code
+   * counts[d] / divisor}, over what is there unless {@code first} — then multiplies the sum by {@code
+   * finalScale} (not 1 only after the last micro-batch of an accumulated step), and zeroes the
+   * engine's gradients. {@code raw}: one replica, one micro-batch: a plain copy.
    */
-  private void capture(int j, int[] counts, int total) {
+  private void capture(int j, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
     int i = replicas.trainable[j];
     int k = counts.length;
     int n = replicas.sizes[i];
     int at = buckets.offset[j];
-    boolean first = true;
     for (int d = 0; d < k; d++) {
       if (counts[d] == 0) {
         continue;
@@ -280,15 +322,21 @@ final class TrainStep implements AutoCloseable {
       NDArray param = replicas.params[d][i].getArray();
       try (NDArray g = param.getGradient()) {
         ByteBuffer view = g.toByteBuffer(true);
-        if (k == 1) {
+        if (raw) {
           buckets.arena.put(at * 4, view, 0, n * 4);
         } else {
           accumulate(buckets.floats, at, view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(), n,
-              counts[d] / (float) total, first);
+              counts[d] / divisor, first);
         }
       }
       zeroGradient(param);
       first = false;
+    }
+    if (finalScale != 1f) {
+      FloatBuffer f = buckets.floats;
+      for (int x = 0; x < n; x++) {
+        f.put(at + x, f.get(at + x) * finalScale);
+      }
     }
   }
 

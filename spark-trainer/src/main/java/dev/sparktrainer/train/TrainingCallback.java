@@ -27,6 +27,12 @@ public interface TrainingCallback extends Serializable {
   Listener start(int numWorkers, int epochs, long stepsPerEpoch, long globalStep, int attempt,
       Configuration hadoopConf) throws IOException;
 
+  /**
+   * Called on the driver, not in a task, when the trainer relaunches on another number of workers
+   * ({@code optMinWorkers}, {@code optGrow}); {@code reason} says why. The default does nothing.
+   */
+  default void onWorkersChanged(int from, int to, String reason) {}
+
   /** Receives rank 0's events during one task attempt; closed when the attempt ends. */
   interface Listener extends AutoCloseable {
     /** After every step (cheap: throttle inside if reporting is expensive). */

@@ -27,6 +27,16 @@ final class TrainingConfig implements Serializable {
   boolean useGpus;
   /** Gradient bucket size: one all-reduce per bucket (the first bucket is smaller, see Worker). */
   int fusionBucketBytes;
+  /** Micro-batches per optimizer step (gradient accumulation); 1: none. */
+  int accumulateSteps = 1;
+  /** What a resume on another number of workers keeps. */
+  Rescale rescale = Rescale.GLOBAL_BATCH;
+  /** The fewest workers to go on with when the cluster offers fewer than numWorkers slots. */
+  int minWorkers;
+  /** The job's numWorkers as configured (numWorkers is less after an elastic relaunch on fewer). */
+  int plannedWorkers;
+  /** Grow back toward plannedWorkers at an epoch end when the cluster offers more slots. */
+  boolean grow;
   /** All-reduce buckets on a communication thread while backward goes on (false: after backward). */
   boolean overlap = true;
   /** Where parameters and optimizer state live; AUTO is resolved per worker (GPU or CPU). */

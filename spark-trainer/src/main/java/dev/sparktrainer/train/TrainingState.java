@@ -19,8 +19,9 @@ import java.util.List;
  * fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero state).
  */
 final class TrainingState {
-  private static final int MAGIC = 0x54535434; // "TST4": resumes list their skipped checkpoints
-  /** The previous version, read too: the same without skipped checkpoints. */
+  private static final int MAGIC = 0x54535435; // "TST5": the layout that wrote it, worker-count changes
+  /** Previous versions, read too: TST4 without the layout (resumed on its own), TST3 also without skipped checkpoints. */
+  private static final int MAGIC_4 = 0x54535434; // "TST4"
   private static final int MAGIC_3 = 0x54535433; // "TST3"
   /** Starts an {@link #encodeFailure} payload instead. */
   private static final int FAILURE = 0x54455252; // "TERR"
@@ -49,6 +50,29 @@ final class TrainingState {
   List<EpochMetrics> history = new ArrayList<>();
   /** Every resume so far (the last one is this start's, when it resumed). */
   List<Resume> resumes = new ArrayList<>();
+  /** The layout that wrote the state: workers (0: unknown, an older checkpoint), per-worker batch, accumulation. */
+  int workers;
+  int batchSize;
+  int accumulateSteps = 1;
+  /**
+   * Records of the epoch's global order consumed by its completed steps (a position that survives a
+   * change of layout, for sources with a global order: {@code BatchSource.globalOrder}).
+   */
+  long consumedRecords;
+  /** The learning rate is {@code optimizer.learningRate(step, lrWorkers) x lrScale} (see Worker). */
+  int lrWorkers;
+  double lrScale = 1;
+  /**
+   * Only in the start-up broadcast: the resumed epoch continues from {@link #consumedRecords} in the
+   * data's global order (a resume on another layout), not by skipping {@link #stepInEpoch} steps.
+   */
+  boolean continueByRecords;
+
+  /** The learning rate of optimizer step {@code step} in this run's layout. */
+  float learningRate(dev.sparktrainer.optim.OptimizerSpec spec, long step) {
+    float lr = spec.learningRate(step, lrWorkers);
+    return lrScale == 1 ? lr : (float) (lr * lrScale);
+  }
   /** Array lengths read by {@link #decodeMeta} (values, then slots), before the arrays arrive. */
   int[] valueSizes;
 
@@ -182,6 +206,25 @@ final class TrainingState {
           out.writeUTF(k.reason());
         }
       }
+      out.writeInt(workers);
+      out.writeInt(batchSize);
+      out.writeInt(accumulateSteps);
+      out.writeLong(consumedRecords);
+      out.writeInt(lrWorkers);
+      out.writeDouble(lrScale);
+      out.writeBoolean(continueByRecords);
+      for (Resume r : resumes) {
+        WorkerCountChange c = r.workers();
+        out.writeBoolean(c != null);
+        if (c != null) {
+          out.writeInt(c.fromWorkers());
+          out.writeInt(c.toWorkers());
+          out.writeInt(c.batchSize());
+          out.writeInt(c.accumulateSteps());
+          out.writeDouble(c.learningRateScale());
+          out.writeBoolean(c.epochRestarted());
+        }
+      }
       out.writeInt(REGRESSION);
       for (int i = 3; i < 3 + EpochMetrics.Regression.SUMS; i++) {
         out.writeDouble(i < partial.length ? partial[i] : 0);
@@ -223,7 +266,7 @@ final class TrainingState {
   static TrainingState decodeMeta(byte[] data) throws IOException {
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(data));
     int magic = in.readInt();
-    if (magic != MAGIC && magic != MAGIC_3) {
+    if (magic != MAGIC && magic != MAGIC_4 && magic != MAGIC_3) {
       throw new IOException("not a training state of this version (bad magic number)");
     }
     TrainingState s = new TrainingState();
@@ -279,6 +322,23 @@ final class TrainingState {
         skipped.add(new SkippedCheckpoint(in.readUTF(), in.readUTF()));
       }
       s.resumes.add(new Resume(step, epoch, stepInEpoch, attempt, dir, skipped));
+    }
+    if (magic == MAGIC) {
+      s.workers = in.readInt();
+      s.batchSize = in.readInt();
+      s.accumulateSteps = in.readInt();
+      s.consumedRecords = in.readLong();
+      s.lrWorkers = in.readInt();
+      s.lrScale = in.readDouble();
+      s.continueByRecords = in.readBoolean();
+      for (int i = 0; i < s.resumes.size(); i++) {
+        if (in.readBoolean()) {
+          Resume o = s.resumes.get(i);
+          s.resumes.set(i, new Resume(o.step(), o.epoch(), o.stepInEpoch(), o.stageAttempt(), o.checkpoint(),
+              o.skipped(), new WorkerCountChange(in.readInt(), in.readInt(), in.readInt(), in.readInt(),
+                  in.readDouble(), in.readBoolean())));
+        }
+      }
     }
     if (in.available() >= 4 && in.readInt() == REGRESSION) {
       for (int i = 3; i < 3 + EpochMetrics.Regression.SUMS; i++) {

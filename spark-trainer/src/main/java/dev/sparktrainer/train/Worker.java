@@ -93,15 +93,23 @@ final class Worker {
       List<Resume> resumes;
       List<StragglerReport> stragglers = new ArrayList<>();
       StepTimes times = new StepTimes(cfg.seed, host, executorId);
+      boolean stoppedToGrow = false;
       try (AsyncCheckpointWriter writer = rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
           TrainStep step =
               new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
                   cfg.overlap, cfg.overlap && size > 1, cfg.operationTimeout);
-          BatchSource source = cfg.trainData.create(rank, size, replicas.manager(), hadoopConf);
+          TrainSource train = new TrainSource();
           BatchSource validation = cfg.validationData == null ? null
               : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
           ProgressHook progress = new ProgressHook(cfg, rank, size)) {
         TrainingState state = startState(replicas, store, step.updater, optimizer);
+        // The layout the start chose (another per-worker batch when resuming a checkpoint of another
+        // worker count): the data is dealt with its batch size.
+        BatchSourceFactory data = state.batchSize == 0 || state.batchSize == cfg.trainData.batchSize()
+            ? cfg.trainData : cfg.trainData.withBatchSize(state.batchSize);
+        BatchSource source = train.source = data.create(rank, size, replicas.manager(), hadoopConf);
+        int accumulate = state.accumulateSteps;
+        long globalBatch = (long) state.batchSize * accumulate * size;
         if (rank == 0) {
           LOG.log(System.Logger.Level.INFO,
               "rank 0: optimizer on the " + placement.name().toLowerCase(java.util.Locale.ROOT) + ", "
@@ -114,10 +122,15 @@ final class Worker {
         history = new ArrayList<>(state.history);
         resumes = List.copyOf(state.resumes);
         long globalStep = state.globalStep;
-        long steps = checkedStepsPerEpoch(source);
+        long steps = optimizerSteps(checkedStepsPerEpoch(source), accumulate);
         progress.start(steps, globalStep, attempt, hadoopConf);
         for (int epoch = state.epoch; epoch < cfg.epochs; epoch++) {
           long startStep = epoch == state.epoch ? state.stepInEpoch : 0;
+          // Records of the epoch's global order consumed so far (the portable data position).
+          long consumed = epoch == state.epoch ? state.consumedRecords : 0;
+          // A resume on another layout continues the epoch with the records not yet consumed.
+          boolean byRecords = epoch == state.epoch && state.continueByRecords;
+          long epochSteps = byRecords ? startStep + source.stepsAfter(consumed) / accumulate : steps;
           // lossSum, correct, samples, then the regression sums; rank 0 carries the global sums
           // restored from a checkpoint.
           double[] acc = new double[3 + EpochMetrics.Regression.SUMS];
@@ -129,7 +142,8 @@ final class Worker {
           times.begin(epoch);
           long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
-          Iterator<Batch> batches = source.epoch(epoch, startStep);
+          Iterator<Batch> batches =
+              byRecords ? source.epochAfter(epoch, consumed) : source.epoch(epoch, startStep * accumulate);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
           // validation pass that ends this epoch.
           if (epoch + 1 < cfg.epochs) {
@@ -138,30 +152,41 @@ final class Worker {
           if (validation != null) {
             validation.prepare(0);
           }
-          for (long s = startStep; s < steps; s++) {
+          for (long s = startStep; s < epochSteps; s++) {
+            long dataWait = 0;
             long t0 = System.nanoTime();
-            if (!batches.hasNext()) {
-              throw new IllegalStateException(
-                  "rank " + rank + ": the input pipeline ended after " + s + " of " + steps
-                      + " steps in epoch " + epoch);
+            long exposed = step.exposedNanos;
+            InjectedSlowdown.pause(cfg, rank);
+            for (int m = 0; m < accumulate; m++) {
+              long w0 = System.nanoTime();
+              if (!batches.hasNext()) {
+                throw new IllegalStateException(
+                    "rank " + rank + ": the input pipeline ended after " + ((s - startStep) * accumulate + m)
+                        + " of " + (epochSteps - startStep) * accumulate + " batches of epoch " + epoch
+                        + (startStep > 0 ? " after its resume at step " + startStep : ""));
+              }
+              try (Batch batch = batches.next()) {
+                dataWait += System.nanoTime() - w0;
+                int seed = accumulate == 1 ? cfg.stepSeed(rank, globalStep)
+                    : cfg.stepSeed(rank, globalStep * accumulate + m);
+                step.accumulate(batch, seed, acc, m, accumulate);
+              }
             }
-            try (Batch batch = batches.next()) {
-              long t1 = System.nanoTime();
-              waitNanos += t1 - t0;
-              long exposed = step.exposedNanos;
-              InjectedSlowdown.pause(cfg, rank);
-              step.run(batch, cfg.stepSeed(rank, globalStep), cfg.optimizer.learningRate(globalStep, size), acc);
-              times.record(t1 - t0, System.nanoTime() - t1, step.exposedNanos - exposed);
-            }
+            // The learning-rate schedule counts optimizer steps, not micro-batches.
+            step.update(state.learningRate(cfg.optimizer, globalStep));
+            waitNanos += dataWait;
+            long commWait = step.exposedNanos - exposed;
+            times.record(dataWait, System.nanoTime() - t0 - dataWait, commWait);
             globalStep++;
-            progress.step(epoch, s + 1, steps, globalStep, acc);
+            consumed += globalBatch;
+            progress.step(epoch, s + 1, epochSteps, globalStep, acc);
             if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
-                && s + 1 < steps) {
+                && s + 1 < epochSteps) {
               double[] partial = acc.clone();
               comm.allReduce(partial, ReduceOp.SUM);
               if (rank == 0) {
-                writeCheckpoint(writer, epoch, s + 1, globalStep, partial, replicas, step.updater, optimizer,
-                    history, resumes);
+                writeCheckpoint(writer, state, epoch, s + 1, consumed, globalStep, partial, replicas, step.updater,
+                    optimizer, history, resumes);
               }
             }
             if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
@@ -197,7 +222,7 @@ final class Worker {
           // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
           EpochMetrics m =
               new EpochMetrics(
-                  epoch, steps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
+                  epoch, epochSteps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
                   wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
@@ -211,15 +236,77 @@ final class Worker {
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
-              writeCheckpoint(writer, epoch + 1, 0, globalStep, new double[3], replicas, step.updater, optimizer,
-                  history, resumes);
+              writeCheckpoint(writer, state, epoch + 1, 0, 0, globalStep, new double[3], replicas, step.updater,
+                  optimizer, history, resumes);
             }
+          }
+          if (epoch + 1 < cfg.epochs && growRequested(store, writer)) {
+            stoppedToGrow = true;
+            break;
           }
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
-      return new WorkerResult(rank, history, resumes, rank == 0 ? replicas.saveParameters() : null, hash,
-          stragglers);
+      return new WorkerResult(rank, history, resumes, rank == 0 && !stoppedToGrow ? replicas.saveParameters() : null,
+          hash, stragglers, stoppedToGrow);
+    }
+  }
+
+  /**
+   * Optimizer steps per epoch: {@code batches / accumulate}; the batches left over (fewer than one
+   * accumulated step) are not trained on, and rank 0 says so.
+   */
+  private long optimizerSteps(long batches, int accumulate) {
+    long steps = batches / accumulate;
+    if (steps <= 0) {
+      throw new NonRetryableTrainingException("Invalid accumulateSteps " + accumulate + ": an epoch has only "
+          + batches + " batch(es) per worker, fewer than one accumulated step");
+    }
+    if (rank == 0 && accumulate > 1) {
+      LOG.log(System.Logger.Level.INFO,
+          "rank 0: gradient accumulation over " + accumulate + " micro-batches: " + steps
+              + " optimizer steps per epoch" + (batches % accumulate == 0 ? ""
+                  : "; the last " + batches % accumulate + " batch(es) of each epoch's " + batches
+                      + " are not trained on (fewer than one step)"));
+    }
+    return steps;
+  }
+
+  /**
+   * At an epoch end, with {@code optGrow} on fewer workers than planned: whether the driver asked
+   * for more ({@link DistributedTrainer#GROW_REQUEST} in the checkpoint directory), agreed by every
+   * rank; if so rank 0 first waits until the epoch's checkpoint is written.
+   */
+  private boolean growRequested(CheckpointStore store, AsyncCheckpointWriter writer) throws IOException {
+    if (!cfg.grow || store == null || size >= cfg.plannedWorkers) {
+      return false;
+    }
+    double[] flag = new double[1];
+    if (rank == 0) {
+      org.apache.hadoop.fs.Path request = new org.apache.hadoop.fs.Path(cfg.checkpointDir, DistributedTrainer.GROW_REQUEST);
+      flag[0] = request.getFileSystem(hadoopConf).exists(request) ? 1 : 0;
+    }
+    comm.allReduce(flag, ReduceOp.MAX);
+    if (flag[0] == 0) {
+      return false;
+    }
+    if (rank == 0) {
+      writer.awaitIdle();
+      LOG.log(System.Logger.Level.INFO,
+          "rank 0: the driver asks for more workers (--grow): stopping at this epoch end, its checkpoint written");
+    }
+    return true;
+  }
+
+  /** The training data's source, opened once the start has chosen the layout; closed with the loop. */
+  private static final class TrainSource implements AutoCloseable {
+    BatchSource source;
+
+    @Override
+    public void close() {
+      if (source != null) {
+        source.close();
+      }
     }
   }
 
@@ -274,15 +361,29 @@ final class Worker {
       }
       if (latest.isPresent()) {
         state = latest.get();
+        long stepInEpoch = state.stepInEpoch;
+        WorkerCountChange change;
+        try {
+          change = chooseLayout(state);
+        } catch (NonRetryableTrainingException e) {
+          try {
+            comm.broadcastBytes(TrainingState.encodeFailure(NOT_RETRYABLE + e.getMessage()), 0);
+          } catch (RuntimeException notSent) {
+            e.addSuppressed(notSent);
+          }
+          throw e;
+        }
         state.resumes.add(
-            new Resume(state.globalStep, state.epoch, state.stepInEpoch, attempt, store.directory(), skipped));
+            new Resume(state.globalStep, state.epoch, stepInEpoch, attempt, store.directory(), skipped, change));
         LOG.log(System.Logger.Level.INFO,
             "rank 0: resuming from the checkpoint at step " + state.globalStep + " (epoch " + state.epoch
-                + ", " + state.stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
+                + ", " + stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
                 + attempt + " (resume " + state.resumes.size() + " of this run)"
+                + (change == null ? "" : "; " + change)
                 + (skipped.isEmpty() ? "" : "; skipped " + skipped.size() + " newer one(s): " + skipped));
       } else {
         state = new TrainingState();
+        freshLayout(state);
         state.seed = cfg.seed;
         state.names.addAll(Arrays.asList(replicas.names));
         state.values.addAll(Arrays.asList(replicas.readValues()));
@@ -299,6 +400,9 @@ final class Worker {
     meta = comm.broadcastBytes(meta, 0);
     if (rank != 0) {
       String failure = TrainingState.decodeFailure(meta);
+      if (failure != null && failure.startsWith(NOT_RETRYABLE)) {
+        throw new NonRetryableTrainingException(failure.substring(NOT_RETRYABLE.length()));
+      }
       if (failure != null) {
         // (The task names this rank: "rank 1: rank 0 could not ...".)
         throw new IOException("rank 0 could not read the checkpoint to start from: " + failure);
@@ -330,6 +434,111 @@ final class Worker {
     state.values.clear();
     state.slots = null;
     return state;
+  }
+
+  /** Prefix of a start-up failure that a retry would repeat (the other ranks fail without retry too). */
+  private static final String NOT_RETRYABLE = "not retryable: ";
+
+  /**
+   * A fresh start's layout: this job's workers, batch and accumulation; the schedule unscaled. On
+   * fewer workers than planned (an elastic start), as if resuming the planned layout.
+   */
+  private void freshLayout(TrainingState state) {
+    int planned = cfg.plannedWorkers > 0 ? cfg.plannedWorkers : size;
+    state.workers = planned;
+    state.batchSize = cfg.trainData.batchSize();
+    state.accumulateSteps = cfg.accumulateSteps;
+    state.lrWorkers = planned;
+    state.lrScale = 1;
+    if (planned != size) {
+      WorkerCountChange c = chooseLayout(state);
+      LOG.log(System.Logger.Level.INFO, "rank 0: starting on fewer workers than planned: " + c);
+    }
+  }
+
+  /**
+   * Rank 0, resuming: the layout to continue with. The checkpoint's when it matches this job (or is
+   * of a version that did not record it); on another worker count, the per-worker batch and the
+   * accumulation that keep the global batch ({@link Rescale#GLOBAL_BATCH}: the largest batch up to the
+   * configured one that divides it) or the configured ones with the learning rate scaled ({@link
+   * Rescale#LEARNING_RATE}). The interrupted epoch continues with the records not yet consumed when
+   * the data has a global order, and restarts otherwise. Returns what changed, null if nothing did.
+   */
+  private WorkerCountChange chooseLayout(TrainingState state) {
+    int batch = cfg.trainData.batchSize();
+    int k = cfg.accumulateSteps;
+    if (state.workers == 0) { // an older checkpoint: written by this layout, as before
+      state.workers = size;
+      state.batchSize = batch;
+      state.accumulateSteps = k;
+      state.lrWorkers = size;
+      state.lrScale = 1;
+      state.consumedRecords = state.stepInEpoch * batch * k * size;
+      return null;
+    }
+    if (state.workers == size && state.batchSize == batch && state.accumulateSteps == k) {
+      return null;
+    }
+    long global = (long) state.batchSize * state.accumulateSteps * state.workers;
+    // (A fresh start on fewer workers than planned has no parameters in its state yet.)
+    String written = (state.names.isEmpty() ? "The job is planned for "
+        : "The checkpoint in " + cfg.checkpointDir + " was written by ")
+        + state.workers + " workers x batch " + state.batchSize + " x " + state.accumulateSteps
+        + " accumulated (global batch " + global + ")";
+    double scale = state.lrScale;
+    if (state.workers != size && batch <= 0) {
+      throw new NonRetryableTrainingException(written + "; resuming it on " + size + " workers needs the training"
+          + " data's batch size, which its BatchSourceFactory does not tell (batchSize(), withBatchSize())");
+    }
+    if (state.workers != size && cfg.rescale == Rescale.LEARNING_RATE) {
+      scale = state.lrScale * ((double) batch * k * size / global);
+    } else if (state.workers != size) {
+      if (global % size != 0) {
+        List<Long> counts = new ArrayList<>();
+        for (long n = 1; n <= global && counts.size() < 16; n++) {
+          if (global % n == 0) {
+            counts.add(n);
+          }
+        }
+        throw new NonRetryableTrainingException(written + ": it cannot be kept on " + size + " workers (" + global
+            + " is not a multiple of " + size + "). Options: resume on a worker count that divides " + global + " "
+            + counts + (counts.size() == 16 ? "..." : "") + ", or keep the per-worker batch and scale the learning"
+            + " rate instead (--rescale lr, optRescale(Rescale.LEARNING_RATE): batch " + batch + " x " + k + " on "
+            + size + " workers, global " + (long) batch * k * size + ")");
+      }
+      long perWorker = global / size;
+      int b = (int) Math.min(batch, perWorker);
+      while (perWorker % b != 0) {
+        b--;
+      }
+      batch = b;
+      k = (int) (perWorker / b);
+    }
+    boolean restart = false;
+    if (state.stepInEpoch > 0) {
+      if (cfg.trainData.globalOrder()) {
+        state.continueByRecords = true;
+      } else {
+        // Which records each worker consumed depends on its shard and its shuffle: not recoverable
+        // for another layout. The epoch starts over; the optimizer steps done are kept.
+        restart = true;
+        state.stepInEpoch = 0;
+        state.consumedRecords = 0;
+        state.partial = new double[3];
+      }
+    }
+    WorkerCountChange change = new WorkerCountChange(state.workers, size, batch, k, scale, restart);
+    LOG.log(restart ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
+        "rank 0: " + written + "; resuming on " + size + " workers with batch " + batch + " x " + k
+            + " accumulated (global batch " + change.globalBatch() + ")"
+            + (scale != state.lrScale ? ", the learning rate scaled by " + scale + " (linear scaling rule)" : "")
+            + (restart ? "; the interrupted epoch " + state.epoch + " restarts: this data has no global order to"
+                + " continue it from on another layout" : ""));
+    state.workers = size;
+    state.batchSize = batch;
+    state.accumulateSteps = k;
+    state.lrScale = scale;
+    return change;
   }
 
   /** Fails (not retryable) when the state does not fit the model or the optimizer, naming what differs. */
@@ -412,12 +621,18 @@ final class Worker {
    * by a newer one; an earlier write's failure is thrown here.
    */
   private void writeCheckpoint(
-      AsyncCheckpointWriter writer, int epoch, long stepInEpoch, long globalStep, double[] partial, ReplicaSet replicas,
-      ParameterUpdater updater, Optimizer optimizer, List<EpochMetrics> history, List<Resume> resumes)
-      throws IOException {
+      AsyncCheckpointWriter writer, TrainingState run, int epoch, long stepInEpoch, long consumedRecords,
+      long globalStep, double[] partial, ReplicaSet replicas, ParameterUpdater updater, Optimizer optimizer,
+      List<EpochMetrics> history, List<Resume> resumes) throws IOException {
     TrainingState st = new TrainingState();
     st.epoch = epoch;
     st.stepInEpoch = stepInEpoch;
+    st.consumedRecords = consumedRecords;
+    st.workers = size;
+    st.batchSize = run.batchSize;
+    st.accumulateSteps = run.accumulateSteps;
+    st.lrWorkers = run.lrWorkers;
+    st.lrScale = run.lrScale;
     st.globalStep = globalStep;
     st.seed = cfg.seed;
     st.partial = partial;

@@ -76,6 +76,11 @@ class CliArgumentsTest {
     assertUsageError(CliRunner.run(train("--optimizer-placement", "gpu")),
         "Invalid --optimizer-placement 'gpu': expected auto, device or host");
     assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
+    assertUsageError(CliRunner.run(train("--accumulate-steps", "0")), "Invalid --accumulate-steps 0: expected >= 1");
+    assertUsageError(CliRunner.run(train("--rescale", "epochs")), "Invalid --rescale 'epochs': expected batch or lr");
+    assertUsageError(CliRunner.run(train("--workers", "3", "--min-workers", "4")),
+        "Invalid --min-workers 4: expected 1 to --workers (3)");
+    assertUsageError(CliRunner.run(train("--slot-wait", "-1")), "Invalid --slot-wait -1: expected >= 0");
     assertUsageError(CliRunner.run(train("--bucket-mb", "4096")), "expected 0.001 to 1024 (MiB)");
     assertUsageError(CliRunner.run(train("--ring-truststore", "t.p12")), "--ring-truststore needs --ring-keystore too");
     assertUsageError(CliRunner.run(train("--ring-transport", "shm")), "Invalid --ring-transport 'shm': expected auto or tcp");
@@ -197,12 +202,16 @@ class CliArgumentsTest {
     TrainCommand.printResumes(List.of(
         new dev.sparktrainer.train.Resume(0, 0, 0, 0, "hdfs://nn/ckpt", List.of(bad)),
         new dev.sparktrainer.train.Resume(44, 2, 0, 1, "hdfs://nn/ckpt", List.of(bad)),
-        new dev.sparktrainer.train.Resume(66, 3, 0, 0, "hdfs://nn/ckpt")), err);
+        new dev.sparktrainer.train.Resume(66, 3, 0, 0, "hdfs://nn/ckpt"),
+        new dev.sparktrainer.train.Resume(70, 3, 4, 2, "hdfs://nn/ckpt", List.of(),
+            new dev.sparktrainer.train.WorkerCountChange(3, 2, 6, 2, 1, false))), err);
     assertThat(bytes.toString(java.nio.charset.StandardCharsets.UTF_8).split("\\R")).containsExactly(
         "Started from scratch (a new run of the job): every checkpoint in hdfs://nn/ckpt was corrupt",
         "  skipped checkpoint hdfs://nn/ckpt/ckpt-66.bin: corrupt at byte 9: x",
         "Resumed from the checkpoint at step 44 (epoch 3, Spark stage attempt 1)",
         "  skipped checkpoint hdfs://nn/ckpt/ckpt-66.bin: corrupt at byte 9: x",
-        "Resumed from the checkpoint at step 66 (epoch 4, a new run of the job)");
+        "Resumed from the checkpoint at step 66 (epoch 4, a new run of the job)",
+        "Resumed from the checkpoint at step 70 (epoch 4, Spark stage attempt 2): 3 -> 2 workers, batch 6 x 2"
+            + " accumulated (global 24)");
   }
 }

@@ -128,13 +128,7 @@ public final class StandaloneCluster implements AutoCloseable {
           List.of("--host", HOST, "--port", Integer.toString(masterPort), "--webui-port",
               Integer.toString(masterUiPort)));
       for (int w = 0; w < cfg.workers; w++) {
-        Path dir = Files.createDirectories(workerDir(w));
-        List<String> jvm = new ArrayList<>(List.of("-Xmx" + cfg.daemonHeap));
-        cfg.workerConf.forEach((k, v) -> jvm.add("-D" + k + "=" + v)); // SparkConf reads spark.* properties
-        workerProcesses.add(launch("worker-" + w, jvm, "org.apache.spark.deploy.worker.Worker",
-            List.of("--host", HOST, "--cores", Integer.toString(cfg.coresPerWorker), "--memory",
-                cfg.memoryPerWorker, "--work-dir", dir.toString(), "--webui-port", "0", masterUrl()),
-            Map.of(WORKER_INDEX_ENV, Integer.toString(w))));
+        launchWorker(w);
       }
       long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
       int alive = -1;
@@ -195,6 +189,68 @@ public final class StandaloneCluster implements AutoCloseable {
           .forEach(out::add);
     }
     return out;
+  }
+
+  private void launchWorker(int w) throws IOException {
+    Path dir = Files.createDirectories(workerDir(w));
+    List<String> jvm = new ArrayList<>(List.of("-Xmx" + cfg.daemonHeap));
+    cfg.workerConf.forEach((k, v) -> jvm.add("-D" + k + "=" + v)); // SparkConf reads spark.* properties
+    workerProcesses.add(launch("worker-" + w, jvm, "org.apache.spark.deploy.worker.Worker",
+        List.of("--host", HOST, "--cores", Integer.toString(cfg.coresPerWorker), "--memory",
+            cfg.memoryPerWorker, "--work-dir", dir.toString(), "--webui-port", "0", masterUrl()),
+        Map.of(WORKER_INDEX_ENV, Integer.toString(w))));
+  }
+
+  /** Starts one more worker (a machine joining the cluster); returns its index once the master counts it alive. */
+  public int addWorker() throws IOException, InterruptedException {
+    int w = workerProcesses.size();
+    launchWorker(w);
+    long live = workerProcesses.stream().filter(Process::isAlive).count();
+    long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
+    // (A killed worker counts as alive until the master's worker timeout: at least as many as live.)
+    while (aliveWorkers() < live) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("Worker " + w + " did not register in " + cfg.startTimeout + "; see " + logDir());
+      }
+      Thread.sleep(250); // the worker registers asynchronously: poll the master with a deadline
+    }
+    return w;
+  }
+
+  /** Number of worker processes this cluster started. */
+  public int workerCount() {
+    return workerProcesses.size();
+  }
+
+  /** The index of the worker whose descendant is the process {@code pid}, or -1. */
+  public int workerOf(long pid) {
+    for (int w = 0; w < workerProcesses.size(); w++) {
+      if (workerProcesses.get(w).descendants().anyMatch(h -> h.pid() == pid)) {
+        return w;
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * Kills worker {@code w} for good, as a lost machine: SIGKILL to its descendants (its executors)
+   * and to the worker itself, by process id, waiting until they have exited. Returns their pids.
+   */
+  public List<Long> killWorker(int w) throws InterruptedException {
+    Process worker = workerProcesses.get(w);
+    List<ProcessHandle> tree = new ArrayList<>(worker.descendants().toList());
+    tree.add(worker.toHandle());
+    tree.forEach(ProcessHandle::destroyForcibly);
+    List<Long> pids = new ArrayList<>();
+    for (ProcessHandle h : tree) {
+      try {
+        h.onExit().get(30, TimeUnit.SECONDS);
+      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+        throw new IllegalStateException("process " + h.pid() + " of worker " + w + " did not exit after SIGKILL", e);
+      }
+      pids.add(h.pid());
+    }
+    return pids;
   }
 
   /** The executor JVM with process id {@code pid}, if it is one of this cluster's (see {@link #executors()}). */

@@ -214,6 +214,13 @@ class EstimatorPipelineTest {
     SparkTrainerEstimator defaults = new SparkTrainerEstimator();
     assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
     assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
+    assertThat(defaults.getOrDefault(defaults.accumulateSteps())).isEqualTo(1);
+    assertThat(defaults.getOrDefault(defaults.rescale())).isEqualTo("batch");
+    assertThat(defaults.getOrDefault(defaults.minWorkers())).isEqualTo(0);
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setRescale("epochs"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("rescale");
+    assertThatThrownBy(() -> new SparkTrainerEstimator().setAccumulateSteps(0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("accumulateSteps");
   }
 
   @Test

@@ -165,6 +165,31 @@ class MonitorTest {
     assertThat(colours(img)).contains(0x1f77b4, 0xff7f0e);
   }
 
+  @Test
+  void aChangeOfWorkersIsMarkedInThePlotAndMetricsJson() throws IOException {
+    List<dev.sparktrainer.train.EpochMetrics> epochs = List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95));
+    dev.sparktrainer.train.Resume shrink = new dev.sparktrainer.train.Resume(3, 1, 0, 0, "/ckpt", List.of(),
+        new dev.sparktrainer.train.WorkerCountChange(3, 2, 24, 2, 1, false));
+    int[] red = new int[2];
+    for (History h : List.of(new History(epochs), new History(epochs, List.of(shrink)))) {
+      ByteArrayOutputStream png = new ByteArrayOutputStream();
+      TrainingPlot.write(h, "mlp", png, 900, 720);
+      BufferedImage img = ImageIO.read(new ByteArrayInputStream(png.toByteArray()));
+      int n = 0;
+      for (int y = 0; y < img.getHeight(); y++) {
+        for (int x = 0; x < img.getWidth(); x++) {
+          int c = img.getRGB(x, y);
+          n += ((c >> 16) & 0xff) > 200 && ((c >> 8) & 0xff) < 90 && (c & 0xff) < 90 ? 1 : 0;
+        }
+      }
+      red[h.resumes().isEmpty() ? 0 : 1] = n;
+    }
+    assertThat(red[0]).as("red pixels without a change").isZero();
+    assertThat(red[1]).as("red pixels of the marker (3 panels tall)").isGreaterThan(300);
+    JsonNode root = new ObjectMapper().readTree(MetricsReport.toJson(new History(epochs, List.of(shrink)), 1, Map.of()));
+    assertThat(root.get("resumes").get(0).get("workers").get("to_workers").asInt()).isEqualTo(2);
+  }
+
   private static java.util.Set<Integer> colours(BufferedImage img) {
     java.util.Set<Integer> out = new java.util.HashSet<>();
     for (int y = 0; y < img.getHeight(); y += 1) {

@@ -89,6 +89,33 @@ class WorkerLoopTest {
   }
 
   @Test
+  void accumulatedStepsEqualOneStepOnTheLargerBatch() throws Exception {
+    // AdamW with warmup and cosine decay: the schedule must count optimizer steps, not micro-batches.
+    MlpSpec model = MlpSpec.of(64, 10, 32);
+    OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(60, 1e-4f).build();
+    TrainedModel big = fit(job(1, 32, model, adam).optEpochs(2));
+    // 1 worker x 16 x 2 micro-batches, and 2 workers x 8 x 2 (several buckets, overlap, 2 devices).
+    TrainedModel oneAccumulating = fit(job(1, 16, model, adam).optEpochs(2).optAccumulateSteps(2));
+    TrainedModel twoAccumulating = fit(job(2, 8, model, adam).optEpochs(2).optAccumulateSteps(2)
+        .optFusionBucketBytes(2048).optCpuDevicesPerWorker(2));
+    TrainedModel noAccumulation = fit(job(1, 16, model, adam).optEpochs(2));
+    for (TrainedModel m : List.of(oneAccumulating, twoAccumulating)) {
+      // 1437 rows: 44 steps of 32 (89 batches of 16: the odd one left out), 1408 samples.
+      assertThat(m.history().last().steps()).isEqualTo(big.history().last().steps()).isEqualTo(44);
+      assertThat(m.history().last().samples()).isEqualTo(big.history().last().samples()).isEqualTo(1408);
+      assertThat(maxAbsDiff(parameters(m), parameters(big))).isLessThan(2e-5);
+      assertThat(m.history().last().loss()).isCloseTo(big.history().last().loss(), org.assertj.core.data.Offset.offset(1e-4));
+    }
+    assertThat(noAccumulation.history().last().steps()).isEqualTo(89);
+    assertThat(maxAbsDiff(parameters(noAccumulation), parameters(big))).as("accumulation changed the steps")
+        .isGreaterThan(1e-3);
+    assertThatThrownBy(() -> job(1, 16, model, adam).optAccumulateSteps(0).build())
+        .hasMessageContaining("Invalid accumulateSteps 0: expected >= 1");
+    assertThatThrownBy(() -> fit(job(1, 16, model, adam).optAccumulateSteps(90)))
+        .hasStackTraceContaining("Invalid accumulateSteps 90: an epoch has only 89 batch(es) per worker");
+  }
+
+  @Test
   void halfPrecisionGradientsStayCloseToFp32AndKeepReplicasIdentical() throws Exception {
     // 50,826 parameters (203 KB): above the 64 KiB below which messages take the small-message path,
     // which always travels at full precision.

@@ -168,6 +168,7 @@ final class ClusterRuns {
     final List<String> executorOptions = new ArrayList<>();
     final Map<String, String> conf = new LinkedHashMap<>();
     final List<String> extraArgs = new ArrayList<>();
+    int workers = 2;
 
     Train(Path root, String name) {
       this.name = name;
@@ -185,6 +186,12 @@ final class ClusterRuns {
       return this;
     }
 
+    /** {@code --workers} (and {@code spark.cores.max}); default 2. */
+    Train workers(int n) {
+      workers = n;
+      return this;
+    }
+
     Train args(String... args) {
       extraArgs.addAll(List.of(args));
       return this;
@@ -195,7 +202,7 @@ final class ClusterRuns {
       List<String> a = new ArrayList<>(List.of("train",
           "--data", data.resolve("train").toString(), "--validation-data", data.resolve("test").toString(),
           "--features", "pixels", "--label", "label", "--num-classes", "10", "--model", "mlp:64",
-          "--workers", "2", "--epochs", Integer.toString(EPOCHS), "--batch-size", "32", "--learning-rate", "0.01",
+          "--workers", Integer.toString(workers), "--epochs", Integer.toString(EPOCHS), "--batch-size", "32", "--learning-rate", "0.01",
           "--seed", "7", "--output", output.toString(),
           "--checkpoint-dir", checkpoints.toString(), "--checkpoint-every-steps", Integer.toString(CHECKPOINT_EVERY),
           "--progress", "log", "--skip-label-check"));
@@ -219,7 +226,7 @@ final class ClusterRuns {
           .conf("spark.executor.memory", "1g")
           .conf("spark.executor.cores", "1")
           .conf("spark.task.cpus", "1")
-          .conf("spark.cores.max", "2")
+          .conf("spark.cores.max", Integer.toString(workers))
           .conf("spark.executorEnv.OMP_WAIT_POLICY", "PASSIVE")
           .args(commandLine(data).toArray(String[]::new));
       conf.forEach(s::conf);
@@ -304,7 +311,7 @@ final class ClusterRuns {
   /** The executor logs of one application (by the application id in the workers' directories). */
   static String executorLogText(StandaloneCluster cluster, String appId) throws IOException {
     StringBuilder sb = new StringBuilder();
-    for (Path p : executorLogs(cluster, 2)) {
+    for (Path p : executorLogs(cluster, cluster.workerCount())) {
       if (p.toString().contains("/" + appId + "/")) {
         sb.append(read(p));
       }
@@ -330,7 +337,7 @@ final class ClusterRuns {
     if (appId == null) {
       return out;
     }
-    for (Path p : executorLogs(cluster, 2)) {
+    for (Path p : executorLogs(cluster, cluster.workerCount())) {
       if (!p.toString().contains("/" + appId + "/")) {
         continue;
       }

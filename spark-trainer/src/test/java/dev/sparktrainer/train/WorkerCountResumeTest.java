@@ -1,0 +1,189 @@
+package dev.sparktrainer.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.assertj.core.data.Offset;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * A checkpoint written by N workers resumes on N' != N: the global batch kept (batch and accumulation
+ * chosen), the interrupted epoch continued with the records not yet consumed, each run against an
+ * uninterrupted one; or the learning rate rescaled; or refused, naming the options.
+ */
+class WorkerCountResumeTest {
+  private static InMemoryDataset train;
+  private static InMemoryDataset test;
+
+  @TempDir Path tmp;
+
+  @BeforeAll
+  static void load() {
+    InMemoryDataset digits = Digits.load().shuffled(11);
+    train = digits.slice(0, 1437);
+    test = digits.slice(1437, digits.size());
+  }
+
+  private static final MlpSpec MODEL = MlpSpec.of(64, 10, 32);
+  private static final OptimizerSpec ADAM =
+      OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(80, 1e-4f).build();
+
+  private DistributedTrainer.Builder job(int workers, int batch, BatchSourceFactory data) {
+    return DistributedTrainer.builder()
+        .setModel(MODEL)
+        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(ADAM)
+        .setTrainingData(data == null ? train.trainBatches(batch, 5, true) : data)
+        .optValidationData(test.evalBatches(50))
+        .setNumWorkers(workers)
+        .optEpochs(2)
+        .optSeed(42);
+  }
+
+  private DistributedTrainer.Builder checkpointed(int workers, int batch, BatchSourceFactory data) {
+    return job(workers, batch, data).optCheckpointDir(tmp.toString()).optCheckpointEverySteps(10).optKeepCheckpoints(2);
+  }
+
+  /** Trains on {@code from} workers until a failure after step 25 (checkpoint at 20, mid-epoch). */
+  private void interrupted(int from, int batch, BatchSourceFactory data) {
+    DistributedTrainer t = checkpointed(from, batch, data).optInjectFailure(0, 25).build();
+    assertThatThrownBy(() -> t.fitInProcess(0, new Configuration())).isInstanceOf(InjectedFailure.class);
+  }
+
+  private static List<float[]> parameters(TrainedModel m) {
+    List<float[]> out = new ArrayList<>();
+    try (NDManager manager = NDManager.newBaseManager()) {
+      Block b = m.newBlock(manager);
+      b.getParameters().values().forEach(p -> out.add(p.getArray().toFloatArray()));
+    }
+    return out;
+  }
+
+  private static double maxAbsDiff(List<float[]> a, List<float[]> b) {
+    double max = 0;
+    for (int i = 0; i < a.size(); i++) {
+      for (int j = 0; j < a.get(i).length; j++) {
+        max = Math.max(max, Math.abs(a.get(i)[j] - b.get(i)[j]));
+      }
+    }
+    return max;
+  }
+
+  @ParameterizedTest(name = "{0} -> {2} workers")
+  @CsvSource({"2, 16, 1, 16, 2", "1, 24, 3, 8, 1", "3, 8, 2, 6, 2"})
+  void resumedOnAnotherWorkerCountKeepsTheGlobalBatch(int from, int batch, int to, int chosenBatch, int chosenK)
+      throws Exception {
+    TrainedModel reference = job(from, batch, null).build().fitInProcess(0, new Configuration());
+    interrupted(from, batch, null);
+    TrainedModel resumed = checkpointed(to, batch, null).build().fitInProcess(1, new Configuration());
+
+    Resume r = resumed.history().resumes().get(0);
+    assertThat(r.step()).isEqualTo(20);
+    assertThat(r.stepInEpoch()).isEqualTo(20);
+    assertThat(r.workers()).isEqualTo(new WorkerCountChange(from, to, chosenBatch, chosenK, 1.0, false));
+    assertThat(r.workers().globalBatch()).isEqualTo((long) from * batch);
+    assertThat(r.toJson()).contains("\"workers\": {\"from_workers\": " + from + ", \"to_workers\": " + to);
+    for (int e = 0; e < 2; e++) {
+      EpochMetrics a = resumed.history().epochs().get(e);
+      EpochMetrics b = reference.history().epochs().get(e);
+      assertThat(a.steps()).as("steps of epoch " + e).isEqualTo(b.steps());
+      assertThat(a.samples()).as("samples of epoch " + e).isEqualTo(b.samples());
+      assertThat(a.loss()).isCloseTo(b.loss(), Offset.offset(1e-3));
+      assertThat(a.validationAccuracy()).isCloseTo(b.validationAccuracy(), Offset.offset(0.01));
+    }
+    // The same optimizer steps on the same global batches: the same parameters up to float rounding.
+    assertThat(maxAbsDiff(parameters(resumed), parameters(reference))).isLessThan(1e-4);
+  }
+
+  @Test
+  void aGlobalBatchThatDoesNotDivideIsRefusedNamingTheOptions() {
+    interrupted(2, 16, null);
+    assertThatThrownBy(() -> checkpointed(3, 16, null).build().fitInProcess(1, new Configuration()))
+        .isInstanceOf(NonRetryableTrainingException.class)
+        .hasMessageContaining("written by 2 workers x batch 16 x 1 accumulated (global batch 32)")
+        .hasMessageContaining("32 is not a multiple of 3")
+        .hasMessageContaining("a worker count that divides 32 [1, 2, 4, 8, 16, 32]")
+        .hasMessageContaining("--rescale lr");
+  }
+
+  @Test
+  void rescaleLearningRateKeepsTheBatchAndScalesTheRate() throws Exception {
+    interrupted(2, 16, null);
+    TrainedModel resumed = checkpointed(3, 16, null).optRescale(Rescale.LEARNING_RATE).build()
+        .fitInProcess(1, new Configuration());
+    WorkerCountChange c = resumed.history().resumes().get(0).workers();
+    assertThat(c).isEqualTo(new WorkerCountChange(2, 3, 16, 1, 1.5, false));
+    // Epoch 0: 20 steps of 32 (640 records), then the other 797 in steps of 48; epoch 1: 1437 / 48.
+    assertThat(resumed.history().epochs().get(0).steps()).isEqualTo(20 + 797 / 48);
+    assertThat(resumed.history().epochs().get(0).samples()).isEqualTo(640 + 797 / 48 * 48);
+    assertThat(resumed.history().epochs().get(1).steps()).isEqualTo(1437 / 48);
+    assertThat(resumed.history().last().validationAccuracy()).isGreaterThan(0.8);
+    assertThat(Rescale.parse("--rescale", "lr")).isEqualTo(Rescale.LEARNING_RATE);
+    assertThatThrownBy(() -> Rescale.parse("--rescale", "epochs"))
+        .hasMessage("Invalid --rescale 'epochs': expected batch or lr");
+  }
+
+  @Test
+  void elasticRelaunchesOnTheLargestCountThatKeepsTheGlobalBatch() {
+    TrainingConfig c = new TrainingConfig();
+    c.trainData = train.trainBatches(8, 5, true);
+    c.plannedWorkers = 4; // global batch 32
+    c.minWorkers = 2;
+    assertThat(DistributedTrainer.elasticWorkers(c, 4)).isEqualTo(4);
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("3 does not divide 32").isEqualTo(2);
+    c.minWorkers = 3;
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("none from 3 down to 3").isZero();
+    c.rescale = Rescale.LEARNING_RATE;
+    assertThat(DistributedTrainer.elasticWorkers(c, 3)).isEqualTo(3);
+    assertThatThrownBy(() -> job(2, 16, null).optMinWorkers(3).build())
+        .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
+  }
+
+  /** The in-memory batches without their global order: as the file pipeline. */
+  private static BatchSourceFactory withoutGlobalOrder(BatchSourceFactory f) {
+    return new BatchSourceFactory() {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      public BatchSource create(int rank, int numWorkers, NDManager manager) {
+        return f.create(rank, numWorkers, manager);
+      }
+
+      @Override
+      public int batchSize() {
+        return f.batchSize();
+      }
+
+      @Override
+      public BatchSourceFactory withBatchSize(int b) {
+        return withoutGlobalOrder(f.withBatchSize(b));
+      }
+    };
+  }
+
+  @Test
+  void dataWithoutAGlobalOrderRestartsTheEpoch() throws Exception {
+    BatchSourceFactory data = withoutGlobalOrder(train.trainBatches(16, 5, true));
+    interrupted(2, 16, data);
+    TrainedModel resumed = checkpointed(1, 16, data).build().fitInProcess(1, new Configuration());
+    assertThat(resumed.history().resumes().get(0).workers()).isEqualTo(new WorkerCountChange(2, 1, 16, 2, 1.0, true));
+    // The epoch ran whole again after the 20 steps kept: 44 more; its sums count the restarted pass.
+    assertThat(resumed.history().epochs().get(0).steps()).isEqualTo(44);
+    assertThat(resumed.history().epochs().get(0).samples()).isEqualTo(44 * 32);
+    assertThat(resumed.history().epochs()).hasSize(2);
+  }
+}
