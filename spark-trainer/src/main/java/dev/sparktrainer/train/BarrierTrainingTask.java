@@ -112,7 +112,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
   /**
    * The GPUs Spark assigned this task; the CPU (replicated for testing) with the task's CPUs as
    * threads when GPU training is off, or when this executor's PyTorch has no CUDA (said clearly in
-   * the log: a GPU build is missing, see the README's GPU builds).
+   * the log: a GPU build is missing, see docs/trainer.md, GPU builds).
    */
   private List<Device> devices(BarrierTaskContext ctx) {
     int rank = ctx.partitionId();
