@@ -96,7 +96,7 @@ class WorkerCountResumeTest {
     assertThat(r.stepInEpoch()).isEqualTo(20);
     assertThat(r.workers()).isEqualTo(new WorkerCountChange(from, to, chosenBatch, chosenK, 1.0, false));
     assertThat(r.workers().globalBatch()).isEqualTo((long) from * batch);
-    assertThat(r.toJson()).contains("\"workers\": {\"from_workers\": " + from + ", \"to_workers\": " + to);
+    assertThat(r.toJson()).contains("\"workers\":{\"from_workers\":" + from + ",\"to_workers\":" + to);
     for (int e = 0; e < 2; e++) {
       EpochMetrics a = resumed.history().epochs().get(e);
       EpochMetrics b = reference.history().epochs().get(e);
