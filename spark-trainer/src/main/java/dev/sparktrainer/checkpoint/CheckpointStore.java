@@ -9,9 +9,11 @@ import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.function.Consumer;
+import java.util.function.LongConsumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.hadoop.conf.Configuration;
@@ -73,9 +75,9 @@ import org.apache.hadoop.fs.Path;
  * #latest(Consumer)} tells its caller each checkpoint it skipped and why ({@link SkippedCheckpoint}),
  * so that the trainer can record it in the run's history.
  *
- * <p>Test hook: the system property {@value #WRITE_DELAY_PROPERTY}{@code =STEP:MILLIS} makes the
- * writer of step {@code STEP} sleep that long between writing the temporary file and renaming it,
- * so that tests can kill a process while a checkpoint is being written. Not for production use.
+ * <p>{@link #withBeforeRename} runs a hook between writing the temporary file and renaming it (the
+ * trainer's fault injection, testing only, pauses there so that a test can kill a process while a
+ * checkpoint is being written).
  */
 public final class CheckpointStore {
   private static final System.Logger LOG = System.getLogger(CheckpointStore.class.getName());
@@ -83,16 +85,13 @@ public final class CheckpointStore {
   private static final Pattern TEMP = Pattern.compile("_tmp-(\\d+)-.*");
   /** Waits between attempts to read, for a failure that does not prove a checkpoint bad. */
   private static final long[] RETRY_DELAYS_MILLIS = {500, 1000, 2000};
-  /**
-   * Test hook: {@code STEP:MILLIS}, a pause before the rename of that step's checkpoint. (Not named
-   * {@code sparktrainer.*}: Spark refuses {@code -Dspark...} in {@code spark.executor.extraJavaOptions}.)
-   */
-  public static final String WRITE_DELAY_PROPERTY = "dev.sparktrainer.test.checkpointWriteDelay";
 
   private final Path dir;
   private final Configuration conf;
   private final int keep;
   private final long[] retryDelaysMillis;
+  /** Run with the step before each rename (see {@link #withBeforeRename}); a no-op by default. */
+  private final LongConsumer beforeRename;
 
   /**
    * A store in {@code dir} (any Hadoop FileSystem URI) keeping the newest {@code keep} (>= 1)
@@ -104,6 +103,11 @@ public final class CheckpointStore {
 
   /** A store whose reads wait {@code retryDelaysMillis} between attempts (tests: short waits). */
   CheckpointStore(String dir, Configuration conf, int keep, long[] retryDelaysMillis) {
+    this(dir, conf, keep, retryDelaysMillis, step -> {});
+  }
+
+  private CheckpointStore(String dir, Configuration conf, int keep, long[] retryDelaysMillis,
+      LongConsumer beforeRename) {
     if (keep < 1) {
       throw new IllegalArgumentException("Invalid keepCheckpoints " + keep + ": expected >= 1");
     }
@@ -111,6 +115,17 @@ public final class CheckpointStore {
     this.conf = conf;
     this.keep = keep;
     this.retryDelaysMillis = retryDelaysMillis.clone();
+    this.beforeRename = Objects.requireNonNull(beforeRename, "beforeRename");
+  }
+
+  /**
+   * This store with {@code hook} run on the writing thread, given the step, after a checkpoint's
+   * temporary file is complete and before it is renamed into place (the trainer's fault injection
+   * pauses there; testing only). An {@link UncheckedIOException} it throws is rethrown as its cause;
+   * the temporary file is deleted then, as for any failed write.
+   */
+  public CheckpointStore withBeforeRename(LongConsumer hook) {
+    return new CheckpointStore(dir.toString(), conf, keep, retryDelaysMillis, hook);
   }
 
   /** The directory. */
@@ -154,7 +169,11 @@ public final class CheckpointStore {
         CheckpointFormat.write(out, state);
         out.hsync();
       }
-      testHookDelay(step, tmp);
+      try {
+        beforeRename.accept(step);
+      } catch (UncheckedIOException e) {
+        throw e.getCause();
+      }
       if (cancelled.getAsBoolean()) {
         throw new java.util.concurrent.CancellationException(
             "Checkpoint of step " + step + " to " + dir + " abandoned: its training attempt failed");
@@ -176,35 +195,6 @@ public final class CheckpointStore {
       }
     }
     prune(fs, step);
-  }
-
-  /** The {@value #WRITE_DELAY_PROPERTY} test hook. */
-  private static void testHookDelay(long step, Path tmp) throws IOException {
-    String hook = System.getProperty(WRITE_DELAY_PROPERTY);
-    if (hook == null || hook.isBlank()) {
-      return;
-    }
-    String[] parts = hook.trim().split(":");
-    long hookStep;
-    long millis;
-    try {
-      hookStep = Long.parseLong(parts[0]);
-      millis = Long.parseLong(parts[1]);
-    } catch (RuntimeException e) {
-      throw new IllegalArgumentException(
-          "Invalid " + WRITE_DELAY_PROPERTY + " '" + hook + "': expected STEP:MILLIS", e);
-    }
-    if (hookStep != step) {
-      return;
-    }
-    LOG.log(System.Logger.Level.WARNING, "Test hook " + WRITE_DELAY_PROPERTY + ": pausing " + millis
-        + " ms before renaming " + tmp);
-    try {
-      Thread.sleep(millis);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new InterruptedIOException("Interrupted while writing checkpoint " + tmp);
-    }
   }
 
   /**

@@ -28,8 +28,6 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final System.Logger LOG = System.getLogger(BarrierTrainingTask.class.getName());
-  /** Test hook: {@code RANK:MILLIS}, a pause of that rank before it joins the ring. */
-  static final String RING_DELAY_PROPERTY = "dev.sparktrainer.test.ringConnectDelay";
 
   private final TrainingConfig cfg;
   private final Broadcast<SerializableConfiguration> hadoopConf;
@@ -55,7 +53,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               + Long.toHexString(cfg.secret.jobId()) + ", stage attempt " + ctx.stageAttemptNumber()
               + ", executor pid " + ProcessHandle.current().pid() + ")");
       List<String> peers = Arrays.asList(ctx.allGather(listener.address()));
-      testHookRingDelay(rank, ctx.stageAttemptNumber());
+      cfg.faults.pauseBeforeRing(rank, ctx.stageAttemptNumber());
       try (Communicator comm =
           Communicator.builder()
               .setRank(rank)
@@ -80,32 +78,6 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
       }
     } catch (IOException e) {
       throw new UncheckedIOException("rank " + rank + ": " + e.getMessage(), e);
-    }
-  }
-
-  /**
-   * Test hook: the system property {@value #RING_DELAY_PROPERTY}{@code =RANK:MILLIS} makes that rank
-   * wait after the rendezvous, in the first stage attempt, before it joins the ring, so that its
-   * neighbour's listener stays open for a test to connect to. Not for production use.
-   */
-  private static void testHookRingDelay(int rank, int stageAttempt) {
-    String hook = System.getProperty(RING_DELAY_PROPERTY);
-    if (hook == null || hook.isBlank() || stageAttempt != 0) {
-      return;
-    }
-    String[] parts = hook.trim().split(":");
-    try {
-      if (Integer.parseInt(parts[0]) == rank) {
-        long millis = Long.parseLong(parts[1]);
-        LOG.log(System.Logger.Level.WARNING,
-            "Test hook " + RING_DELAY_PROPERTY + ": rank " + rank + " waits " + millis + " ms before joining the ring");
-        Thread.sleep(millis);
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("rank " + rank + ": interrupted before joining the ring", e);
-    } catch (RuntimeException e) {
-      throw new IllegalArgumentException("Invalid " + RING_DELAY_PROPERTY + " '" + hook + "': expected RANK:MILLIS", e);
     }
   }
 

@@ -426,11 +426,7 @@ public final class DistributedTrainer {
     j.ringTls = c.ringTls;
     j.ringSharedMemory = c.ringSharedMemory;
     j.connectTimeout = c.connectTimeout;
-    j.failRank = c.failRank;
-    j.failAfterStep = c.failAfterStep;
-    j.divergeRank = c.divergeRank;
-    j.slowRank = c.slowRank;
-    j.slowStepMillis = c.slowStepMillis;
+    j.faults = c.faults;
     j.callback = c.callback;
     j.secret = JobSecret.generate(); // a new ring secret per job
     return j;
@@ -454,6 +450,7 @@ public final class DistributedTrainer {
       c.fusionBucketBytes = DEFAULT_BUCKET_BYTES;
       c.operationTimeout = Duration.ofMinutes(5);
       c.connectTimeout = Duration.ofMinutes(2);
+      c.faults = FaultInjection.installed();
     }
 
     /** The model. Required. */
@@ -756,27 +753,28 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Test hook: {@code rank} perturbs its parameters before every epoch-end replica check. */
-    Builder optInjectDivergence(int rank) {
-      c.divergeRank = rank;
+    /** Testing only: the faults to inject (default: {@link FaultInjection#installed()}, NONE outside tests). */
+    Builder optFaultInjection(FaultInjection faults) {
+      c.faults = Objects.requireNonNull(faults, "faults");
       return this;
+    }
+
+    /** Testing only: {@code rank} perturbs its parameters before every epoch-end replica check. */
+    Builder optInjectDivergence(int rank) {
+      return optFaultInjection(c.faults.withDivergence(rank));
     }
 
     /**
-     * Test hook, not for production: {@code rank} pauses {@code millis} before every step (in every
-     * attempt), so that it is the straggler the epoch's report names.
+     * Testing only: {@code rank} pauses {@code millis} before every step (in every attempt), so that
+     * it is the straggler the epoch's report names.
      */
     Builder optInjectSlowRank(int rank, long millis) {
-      c.slowRank = rank;
-      c.slowStepMillis = millis;
-      return this;
+      return optFaultInjection(c.faults.withSlowRank(rank, millis));
     }
 
-    /** Test hook: {@code rank} fails after global step {@code step}, in the first attempt only. */
+    /** Testing only: {@code rank} fails after global step {@code step}, in the first attempt only. */
     Builder optInjectFailure(int rank, long step) {
-      c.failRank = rank;
-      c.failAfterStep = step;
-      return this;
+      return optFaultInjection(c.faults.withFailure(rank, step));
     }
 
     /** Validates and builds. */

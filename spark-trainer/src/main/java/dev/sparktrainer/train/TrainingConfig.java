@@ -52,14 +52,8 @@ final class TrainingConfig implements Serializable {
   JobSecret secret;
   /** Rank 0's hook (progress, TensorBoard); null for none. */
   TrainingCallback callback;
-  /** Test hook: this rank throws after this global step, in the first attempt only (-1: never). */
-  int failRank = -1;
-  long failAfterStep = -1;
-  /** Test hook: this rank perturbs its parameters before each epoch-end replica check (-1: never). */
-  int divergeRank = -1;
-  /** Test hook: this rank pauses this long before every step (-1: none), see {@code InjectedSlowdown}. */
-  int slowRank = -1;
-  long slowStepMillis;
+  /** Faults a test injects (testing only): {@link FaultInjection#NONE} in production. */
+  FaultInjection faults = FaultInjection.NONE;
 
   /** The per-step random seed of dropout and the like: distinct per rank and step, reproducible. */
   int stepSeed(int rank, long globalStep) {

@@ -81,7 +81,8 @@ final class Worker {
 
   WorkerResult run() throws IOException {
     CheckpointStore store =
-        cfg.checkpointDir == null ? null : new CheckpointStore(cfg.checkpointDir, hadoopConf, cfg.keepCheckpoints);
+        cfg.checkpointDir == null ? null : new CheckpointStore(cfg.checkpointDir, hadoopConf, cfg.keepCheckpoints)
+            .withBeforeRename(cfg.faults.beforeCheckpointRename());
     try (ReplicaSet replicas = new ReplicaSet(cfg.model, devices, (int) cfg.seed)) {
       int[] trainableSizes = new int[replicas.trainable.length];
       for (int j = 0; j < trainableSizes.length; j++) {
@@ -156,7 +157,7 @@ final class Worker {
             long dataWait = 0;
             long t0 = System.nanoTime();
             long exposed = step.exposedNanos;
-            InjectedSlowdown.pause(cfg, rank);
+            cfg.faults.pauseBeforeStep(rank);
             for (int m = 0; m < accumulate; m++) {
               long w0 = System.nanoTime();
               if (!batches.hasNext()) {
@@ -189,10 +190,7 @@ final class Worker {
                     optimizer, history, resumes);
               }
             }
-            if (rank == cfg.failRank && globalStep == cfg.failAfterStep && attempt == 0) {
-              throw new InjectedFailure(
-                  "rank " + rank + ": injected failure after global step " + globalStep + " (attempt " + attempt + ")");
-            }
+            cfg.faults.failAfterStep(rank, globalStep, attempt);
           }
           double trainSeconds = (System.nanoTime() - epochStart) / 1e9;
           // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
@@ -214,7 +212,7 @@ final class Worker {
           }
           double[] wall = {trainSeconds, (System.nanoTime() - epochStart) / 1e9};
           comm.allReduce(wall, ReduceOp.MAX);
-          if (rank == cfg.divergeRank) {
+          if (cfg.faults.diverges(rank)) {
             perturb(replicas, step.updater); // test hook: this replica no longer matches the others
           }
           String hash = checkReplicasIdentical(replicas, epoch);
@@ -582,7 +580,7 @@ final class Worker {
     return steps;
   }
 
-  /** Moves one parameter value by one ulp (the {@code optInjectDivergence} test hook). */
+  /** Moves one parameter value by one ulp (the injected divergence, {@link FaultInjection}). */
   private static void perturb(ReplicaSet replicas, ParameterUpdater updater) {
     float[][] values = updater.values();
     values[0][0] = Math.nextUp(values[0][0]);

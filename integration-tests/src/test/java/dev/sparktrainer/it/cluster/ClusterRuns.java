@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sparktrainer.cluster.StandaloneCluster;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.train.FaultInjectingCli;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
 import java.io.BufferedOutputStream;
@@ -26,6 +27,8 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
 import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -166,6 +169,8 @@ final class ClusterRuns {
     final Path output;
     final Path checkpoints;
     final List<String> executorOptions = new ArrayList<>();
+    /** {@link FaultInjectingCli}'s leading arguments: the faults this run's driver installs. */
+    final List<String> faults = new ArrayList<>();
     final Map<String, String> conf = new LinkedHashMap<>();
     final List<String> extraArgs = new ArrayList<>();
     int workers = 2;
@@ -178,6 +183,24 @@ final class ClusterRuns {
 
     Train executorOption(String option) {
       executorOptions.add(option);
+      return this;
+    }
+
+    /**
+     * Testing fault: {@code rank} waits {@code millis} after the rendezvous, in the first stage
+     * attempt, before it joins the ring (submitted through {@link FaultInjectingCli}).
+     */
+    Train ringConnectDelay(int rank, long millis) {
+      faults.addAll(List.of(FaultInjectingCli.RING_CONNECT_DELAY, rank + ":" + millis));
+      return this;
+    }
+
+    /**
+     * Testing fault: the writer of step {@code step}'s checkpoint waits {@code millis} between
+     * writing its temporary file and renaming it (submitted through {@link FaultInjectingCli}).
+     */
+    Train checkpointRenameDelay(long step, long millis) {
+      faults.addAll(List.of(FaultInjectingCli.CHECKPOINT_RENAME_DELAY, step + ":" + millis));
       return this;
     }
 
@@ -213,6 +236,8 @@ final class ClusterRuns {
     /**
      * Submits it as {@code spark-submit --master spark://... --deploy-mode client --class
      * dev.sparktrainer.cli.SparkTrainerCli <shaded jar> train ...} would, under {@code appName}.
+     * With faults to inject, the main class is {@link FaultInjectingCli} instead, from a small jar
+     * given with {@code --jars} (client mode: loaded with the application jar, by the same loader).
      */
     StandaloneCluster.Application submit(StandaloneCluster cluster, Path data, String appName) throws IOException {
       List<String> execOpts = new ArrayList<>(sparkJavaOptions());
@@ -220,7 +245,7 @@ final class ClusterRuns {
       execOpts.addAll(executorOptions);
       StandaloneCluster.Submission.Builder s = StandaloneCluster.submission()
           .optName(appName)
-          .setMainClass("dev.sparktrainer.cli.SparkTrainerCli")
+          .setMainClass(faults.isEmpty() ? "dev.sparktrainer.cli.SparkTrainerCli" : FaultInjectingCli.class.getName())
           .setAppJar(shadedJar())
           .conf("spark.executor.extraJavaOptions", String.join(" ", execOpts))
           .conf("spark.executor.memory", "1g")
@@ -228,9 +253,31 @@ final class ClusterRuns {
           .conf("spark.task.cpus", "1")
           .conf("spark.cores.max", Integer.toString(workers))
           .conf("spark.executorEnv.OMP_WAIT_POLICY", "PASSIVE")
-          .args(commandLine(data).toArray(String[]::new));
+          .args(Stream.concat(faults.stream(), commandLine(data).stream()).toArray(String[]::new));
+      if (!faults.isEmpty()) {
+        s.addJars(List.of(faultInjectionJar(output.getParent().resolve("fault-injection.jar"))));
+      }
       conf.forEach(s::conf);
       return cluster.submit(s.build());
+    }
+
+    /** A jar of {@link FaultInjectingCli} (a class of this module's test classes). */
+    private static Path faultInjectionJar(Path jar) throws IOException {
+      String entry = FaultInjectingCli.class.getName().replace('.', '/') + ".class";
+      byte[] bytes;
+      try (var in = FaultInjectingCli.class.getClassLoader().getResourceAsStream(entry)) {
+        if (in == null) {
+          throw new IOException("Cannot find " + entry + " on the test class path");
+        }
+        bytes = in.readAllBytes();
+      }
+      Files.createDirectories(jar.getParent());
+      try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(jar))) {
+        out.putNextEntry(new JarEntry(entry));
+        out.write(bytes);
+        out.closeEntry();
+      }
+      return jar;
     }
 
     StandaloneCluster.Application submit(StandaloneCluster cluster, Path data) throws IOException {

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
  * checkpoint and finishes, recording the change; with the default it fails naming the missing slots.
  *
  * <p>Rank 0 is held in a deterministic window as in {@link ExecutorFaultsIT}: the checkpoint writer's
- * test hook pauses it while writing step {@value #HOOK_STEP}'s checkpoint, the test kills the worker
+ * injected rename delay pauses it while writing step {@value #HOOK_STEP}'s checkpoint, the test kills the worker
  * that runs rank 1 then.
  */
 class ElasticTrainingIT {
@@ -29,7 +29,7 @@ class ElasticTrainingIT {
   private static final Path ROOT = Path.of("target", "it-cluster", "ElasticTrainingIT").toAbsolutePath();
   /** 3 workers x batch 32: 14 steps per epoch (1,437 digits); step 20 is in the second epoch. */
   private static final int HOOK_STEP = 20;
-  private static final String HOOK = "-Ddev.sparktrainer.test.checkpointWriteDelay=" + HOOK_STEP + ":4000";
+  private static final long HOOK_MILLIS = 4000;
   private static final String SLOT_WAIT = "10";
   private static Path data;
 
@@ -70,7 +70,7 @@ class ElasticTrainingIT {
   @Test
   void withMinWorkers2TheRunFinishesOnTwoWorkersWithTheResumeRecorded() throws Exception {
     try (StandaloneCluster cluster = threeWorkers("cluster-elastic")) {
-      Train t = new Train(ROOT, "elastic").workers(3).executorOption(HOOK)
+      Train t = new Train(ROOT, "elastic").workers(3).checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS)
           .args("--min-workers", "2", "--slot-wait", SLOT_WAIT);
       Killed k = runAndKillAWorker(cluster, t);
       // Training again: rank 0 of the relaunched job has restored the checkpoint on 2 workers.
@@ -117,8 +117,8 @@ class ElasticTrainingIT {
     try (StandaloneCluster cluster = threeWorkers("cluster-grow")) {
       // Training the digits takes seconds: rank 1 of every new job waits 45 s before joining the ring,
       // the window in which a new worker registers while the job runs on 2.
-      Train t = new Train(ROOT, "grow").workers(3).executorOption(HOOK)
-          .executorOption("-Ddev.sparktrainer.test.ringConnectDelay=1:45000")
+      Train t = new Train(ROOT, "grow").workers(3).checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS)
+          .ringConnectDelay(1, 45000)
           .args("--min-workers", "2", "--grow", "--slot-wait", SLOT_WAIT);
       Killed k = runAndKillAWorker(cluster, t);
       ClusterRuns.await("the driver to relaunch on 2 workers", Duration.ofMinutes(3), k.app(),
@@ -142,7 +142,7 @@ class ElasticTrainingIT {
   @Test
   void withTheDefaultMinWorkersTheRunFailsNamingTheMissingSlots() throws Exception {
     try (StandaloneCluster cluster = threeWorkers("cluster-default")) {
-      Train t = new Train(ROOT, "default").workers(3).executorOption(HOOK).args("--slot-wait", SLOT_WAIT);
+      Train t = new Train(ROOT, "default").workers(3).checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS).args("--slot-wait", SLOT_WAIT);
       Killed k = runAndKillAWorker(cluster, t);
       int exit = k.app().waitFor(RUN);
       Duration took = Duration.ofNanos(System.nanoTime() - k.atNanos());

@@ -26,8 +26,8 @@ import org.junit.jupiter.api.Test;
  * command run again (how Airflow retries a task), and an executor that stops responding (SIGSTOP).
  *
  * <p>Training the digits takes about a second, too short to hit by chance, so the chief is held
- * in a deterministic window: the checkpoint writer's test hook ({@code
- * dev.sparktrainer.test.checkpointWriteDelay=STEP:MILLIS}) makes rank 0 pause between writing the
+ * in a deterministic window: an injected fault ({@code Train.checkpointRenameDelay}, testing only,
+ * see {@code dev.sparktrainer.train.FaultInjectingCli}) makes rank 0 pause between writing the
  * temporary file of step {@value #HOOK_STEP} and renaming it; the other rank is then blocked in the
  * next step's all-reduce. The test waits for that temporary file to appear, then strikes. Step 50 is
  * in the third epoch (22 steps each); the complete checkpoints before it are 30, 40 and 44 (every 10
@@ -39,7 +39,7 @@ class ExecutorFaultsIT {
   private static final Duration RUN = Duration.ofMinutes(5);
   private static final Path ROOT = Path.of("target", "it-cluster", "ExecutorFaultsIT").toAbsolutePath();
   private static final int HOOK_STEP = 50;
-  private static final String HOOK = "-Ddev.sparktrainer.test.checkpointWriteDelay=" + HOOK_STEP + ":6000";
+  private static final long HOOK_MILLIS = 6000;
   /** The resumed run's held-out accuracy vs the uninterrupted run's. */
   private static final double TOLERANCE = 0.02;
   private static StandaloneCluster cluster;
@@ -117,7 +117,7 @@ class ExecutorFaultsIT {
   @Test
   void killMinus9OfAnExecutorMidTrainingResumesFromTheLatestCheckpoint() throws Exception {
     Train ref = reference();
-    Train t = new Train(ROOT, "kill-executor").executorOption(HOOK);
+    Train t = new Train(ROOT, "kill-executor").checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS);
     StandaloneCluster.Application app = t.submit(cluster, data);
     RankInfo rank1 = ClusterRuns.awaitRank(cluster, app, 1, 0, Duration.ofMinutes(3));
     awaitCheckpointBeingWritten(t, app);
@@ -157,7 +157,7 @@ class ExecutorFaultsIT {
   @Test
   void aKillWhileACheckpointIsWrittenResumesFromThePreviousCompleteOne() throws Exception {
     Train ref = reference();
-    Train t = new Train(ROOT, "kill-during-checkpoint").executorOption(HOOK);
+    Train t = new Train(ROOT, "kill-during-checkpoint").checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS);
     StandaloneCluster.Application app = t.submit(cluster, data);
     RankInfo rank0 = ClusterRuns.awaitRank(cluster, app, 0, 0, Duration.ofMinutes(3));
     Path temp = awaitCheckpointBeingWritten(t, app);
@@ -191,7 +191,7 @@ class ExecutorFaultsIT {
   @Test
   void theSameCommandRunAgainAfterAFailureResumesInsteadOfRestarting() throws Exception {
     Train ref = reference();
-    Train t = new Train(ROOT, "rerun").executorOption(HOOK);
+    Train t = new Train(ROOT, "rerun").checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS);
     StandaloneCluster.Application first = t.submit(cluster, data, "rerun-first");
     awaitCheckpointBeingWritten(t, first);
     first.kill(); // SIGKILL to the driver JVM: the master removes the application, the workers its executors
@@ -223,7 +223,7 @@ class ExecutorFaultsIT {
    */
   @Test
   void aPausedWorkerFailsTheJobWithATimeoutNamingTheRank() throws Exception {
-    Train t = new Train(ROOT, "paused-worker").executorOption(HOOK)
+    Train t = new Train(ROOT, "paused-worker").checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS)
         .args("--collective-timeout", "20")
         .conf("spark.stage.maxConsecutiveAttempts", "1");
     StandaloneCluster.Application app = t.submit(cluster, data);

@@ -140,7 +140,7 @@ class StandaloneTrainingIT {
   void aConnectionWithoutTheSecretIsRejectedAndTrainingIsUnaffected() throws Exception {
     Train ref = reference();
     // Rank 0 waits 10 s after the rendezvous before joining: rank 1 listens for it meanwhile.
-    Train t = new Train(ROOT, "secretless").executorOption("-Ddev.sparktrainer.test.ringConnectDelay=0:10000");
+    Train t = new Train(ROOT, "secretless").ringConnectDelay(0, 10000);
     StandaloneCluster.Application app = t.submit(cluster, data);
     try {
       RankInfo rank1 = ClusterRuns.awaitRank(cluster, app, 1, 0, Duration.ofMinutes(3));
