@@ -14,6 +14,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Semaphore;
+import java.io.IOException;
 
 /**
  * All-reduce benchmark over loopback, N processes (not a test: run by {@code bin/bench-allreduce}).
@@ -412,7 +413,7 @@ public final class AllReduceBenchmark {
       }
     }
 
-    private void pump(ByteBuffer b, Link link, boolean writing) throws java.io.IOException {
+    private void pump(ByteBuffer b, Link link, boolean writing) throws IOException {
       for (long moved = 0; moved < total; ) {
         int at = (int) (moved % span);
         int n = (int) Math.min(Math.min(CHUNK, total - moved), span - at);

@@ -22,6 +22,9 @@ import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.locks.LockSupport;
 import org.apache.hadoop.conf.Configuration;
+import java.io.BufferedOutputStream;
+import java.lang.management.MemoryMXBean;
+import java.nio.file.StandardOpenOption;
 
 /**
  * The input-pipeline benchmark ({@code bin/bench-pipeline}): on an MNIST-like TFRecord dataset
@@ -172,7 +175,7 @@ public final class PipelineBenchmark {
     map.print();
     json = map.addTo(json);
     // ---- end of the map stage ----
-    Files.writeString(out, json, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+    Files.writeString(out, json, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
     System.out.println("\nJSON appended to " + out.toAbsolutePath());
   }
 
@@ -255,7 +258,7 @@ public final class PipelineBenchmark {
     float[] px = new float[WIDTH];
     while (written < target) {
       try (OutputStream os = Files.newOutputStream(dir.resolve(String.format("part-%04d.tfrecord", file++)));
-          TFRecordWriter w = new TFRecordWriter(new java.io.BufferedOutputStream(os, 1 << 20))) {
+          TFRecordWriter w = new TFRecordWriter(new BufferedOutputStream(os, 1 << 20))) {
         while (w.bytesWritten() < 64_000_000 && written + w.bytesWritten() < target) {
           for (int k = 0; k < WIDTH; k++) {
             px[k] = rnd.nextInt(256) / 255f;
@@ -369,7 +372,7 @@ public final class PipelineBenchmark {
         .optMemoryBudgetBytes(budget).build();
     DatasetPlan plan = DatasetPlanner.plan(spec, o, CONF);
     long[] heapPeak = {0};
-    java.lang.management.MemoryMXBean mx = ManagementFactory.getMemoryMXBean();
+    MemoryMXBean mx = ManagementFactory.getMemoryMXBean();
     Thread sampler = new Thread(() -> {
       while (!Thread.currentThread().isInterrupted()) {
         heapPeak[0] = Math.max(heapPeak[0], mx.getHeapMemoryUsage().getUsed());

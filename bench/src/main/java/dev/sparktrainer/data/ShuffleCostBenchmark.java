@@ -15,6 +15,7 @@ import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Random;
 import org.apache.hadoop.conf.Configuration;
+import java.util.Arrays;
 
 /**
  * Where the default shuffle's time goes ({@code bin/bench-shuffle-cost}): the work one record costs
@@ -68,7 +69,7 @@ public final class ShuffleCostBenchmark {
         "+ shuffle " + small + " (arrays; fits in cache)", "+ shuffle " + shuffle + " (arrays, as today)",
         "+ shuffle " + shuffle + " (scatter, indices ahead)"};
     double[] best = new double[names.length];
-    java.util.Arrays.fill(best, Double.MAX_VALUE);
+    Arrays.fill(best, Double.MAX_VALUE);
     Work w = new Work(plan, spec, shuffle, small);
     for (int round = -1; round < rounds; round++) { // round -1 warms up (JIT)
       StringBuilder line = new StringBuilder("round " + (round + 1) + ":");

@@ -11,6 +11,15 @@ import java.nio.file.Path;
 import java.util.Iterator;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
+import com.sun.management.OperatingSystemMXBean;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.BufferedOutputStream;
+import java.io.OutputStream;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Random;
 
 /**
  * The default shuffle's two paths side by side in one JVM, in turn, several rounds (a loaded machine
@@ -92,22 +101,22 @@ public final class ShufflePathsBenchmark {
   /** Writes bench-pipeline's kind of records (784 floats and an int label) until {@code mb} MB, when it has none. */
   private static void write(Path dir, int mb) throws IOException {
     Files.createDirectories(dir);
-    java.util.Random rnd = new java.util.Random(1);
+    Random rnd = new Random(1);
     long written = 0;
     int file = 0;
     float[] px = new float[784];
     while (written < mb * 1_000_000L) {
-      try (java.io.OutputStream os = Files.newOutputStream(dir.resolve(String.format("part-%04d.tfrecord", file++)));
-          dev.sparktrainer.tfrecord.codec.TFRecordWriter w =
-              new dev.sparktrainer.tfrecord.codec.TFRecordWriter(new java.io.BufferedOutputStream(os, 1 << 20))) {
+      try (OutputStream os = Files.newOutputStream(dir.resolve(String.format("part-%04d.tfrecord", file++)));
+          TFRecordWriter w =
+              new TFRecordWriter(new BufferedOutputStream(os, 1 << 20))) {
         while (w.bytesWritten() < 64_000_000 && written + w.bytesWritten() < mb * 1_000_000L) {
           for (int k = 0; k < px.length; k++) {
             px[k] = rnd.nextInt(256) / 255f;
           }
-          java.util.Map<String, dev.sparktrainer.tfrecord.example.Feature> m = new java.util.LinkedHashMap<>();
-          m.put("pixels", dev.sparktrainer.tfrecord.example.Feature.ofFloats(px));
-          m.put("label", dev.sparktrainer.tfrecord.example.Feature.ofInt64(rnd.nextInt(10)));
-          w.write(dev.sparktrainer.tfrecord.example.Examples.encodeExample(m));
+          Map<String, Feature> m = new LinkedHashMap<>();
+          m.put("pixels", Feature.ofFloats(px));
+          m.put("label", Feature.ofInt64(rnd.nextInt(10)));
+          w.write(Examples.encodeExample(m));
         }
         written += w.bytesWritten();
       }
@@ -115,7 +124,7 @@ public final class ShufflePathsBenchmark {
   }
 
   private static long cpuNanos() {
-    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
+    return ((OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
   }
 
   /** Records/s of whole framing + CRC scans on this thread. */

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import ai.djl.pytorch.jni.JniUtils;
 
 /**
  * The host-side costs of a training step, measured with the project's code and DJL on this machine
@@ -120,7 +121,7 @@ public final class StepCostBenchmark {
     }
     String run = Instant.now().toString();
     Engine engine = Engine.getInstance();
-    ai.djl.pytorch.jni.JniUtils.setNumThreads(djlThreads);
+    JniUtils.setNumThreads(djlThreads);
     System.out.printf(Locale.ROOT, "%s: %d cores, load average %.2f, Java %s, %s %s, PyTorch intra-op threads %d%n",
         run, Runtime.getRuntime().availableProcessors(), loadAverage(), System.getProperty("java.version"),
         engine.getEngineName(), engine.getVersion(), djlThreads);

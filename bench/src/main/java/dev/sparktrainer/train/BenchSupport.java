@@ -21,6 +21,13 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.zip.GZIPInputStream;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
+import java.util.stream.Stream;
 
 /**
  * What the training benchmarks ({@link TrainBenchmark}, {@link ScalingBenchmark}) share: their
@@ -157,7 +164,7 @@ final class BenchSupport {
     if (side < from) {
       throw new IllegalArgumentException("Invalid image side " + side + ": expected >= " + from);
     }
-    java.util.Arrays.fill(out, 0f);
+    Arrays.fill(out, 0f);
     int offset = (side - from) / 2;
     for (int row = 0; row < from; row++) {
       System.arraycopy(image, row * from, out, (row + offset) * side + offset, from);
@@ -250,7 +257,7 @@ final class BenchSupport {
       return;
     }
     try (var s = Files.walk(p)) {
-      for (Path f : (Iterable<Path>) s.sorted(java.util.Comparator.reverseOrder())::iterator) {
+      for (Path f : (Iterable<Path>) s.sorted(Comparator.reverseOrder())::iterator) {
         Files.delete(f);
       }
     }
@@ -264,15 +271,15 @@ final class BenchSupport {
   static Path appJar(String classDirs, Path jar) throws IOException {
     Files.createDirectories(jar.toAbsolutePath().getParent());
     Path tmp = jar.resolveSibling(jar.getFileName() + ".tmp");
-    java.util.Set<String> seen = new java.util.HashSet<>();
-    try (java.util.jar.JarOutputStream out = new java.util.jar.JarOutputStream(Files.newOutputStream(tmp))) {
+    Set<String> seen = new HashSet<>();
+    try (JarOutputStream out = new JarOutputStream(Files.newOutputStream(tmp))) {
       for (String d : classDirs.split(":")) {
         Path dir = Path.of(d);
-        try (java.util.stream.Stream<Path> files = Files.walk(dir)) {
+        try (Stream<Path> files = Files.walk(dir)) {
           for (Path f : (Iterable<Path>) files.filter(Files::isRegularFile).sorted()::iterator) {
             String name = dir.relativize(f).toString().replace('\\', '/');
             if (seen.add(name)) {
-              out.putNextEntry(new java.util.jar.JarEntry(name));
+              out.putNextEntry(new JarEntry(name));
               Files.copy(f, out);
               out.closeEntry();
             }

@@ -47,6 +47,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import org.apache.spark.sql.SparkSession;
+import java.io.UncheckedIOException;
 
 /**
  * bin/bench-scaling: data-parallel training where the network is the bottleneck. A Spark standalone
@@ -477,7 +478,7 @@ public final class ScalingBenchmark {
               os.write(buf);
             }
           } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            throw new UncheckedIOException(e);
           }
         }, "link-check-writer-" + i));
       }

@@ -45,6 +45,10 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
+import ai.djl.training.optimizer.Optimizer;
+import dev.sparktrainer.collective.WirePrecision;
+import java.nio.file.StandardOpenOption;
+import java.util.Comparator;
 
 /**
  * bin/bench-train: samples/s of a plain single-process DJL training loop (the baseline) vs the Spark
@@ -113,8 +117,8 @@ public final class TrainBenchmark {
     }
     Files.createDirectories(out.getParent());
     List<Map<String, Object>> rows = new ArrayList<>();
-    try (PrintStream json = new PrintStream(Files.newOutputStream(out, java.nio.file.StandardOpenOption.CREATE,
-        java.nio.file.StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
+    try (PrintStream json = new PrintStream(Files.newOutputStream(out, StandardOpenOption.CREATE,
+        StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
       for (String model : models) {
         int e = model.equals("cnn") ? cnnEpochs : epochs;
         // Rounds of every mode in turn: load from outside (a shared machine) falls on all modes alike.
@@ -187,7 +191,7 @@ public final class TrainBenchmark {
         NDManager manager = NDManager.newBaseManager()) {
       model.setBlock(spec.newBlock());
       DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-          .optOptimizer(ai.djl.training.optimizer.Optimizer.adam()
+          .optOptimizer(Optimizer.adam()
               .optLearningRateTracker(Tracker.fixed(LEARNING_RATE)).build());
       try (Trainer trainer = model.newTrainer(config);
           BatchSource src = train.trainBatches(batch, 1, true).create(0, 1, manager)) {
@@ -359,7 +363,7 @@ public final class TrainBenchmark {
           .setNumWorkers(workers)
           .optEpochs(epochs)
           .optSeed(1)
-          .optGradientPrecision(dev.sparktrainer.collective.WirePrecision.valueOf(
+          .optGradientPrecision(WirePrecision.valueOf(
               o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
           .optRingSharedMemory(!"tcp".equals(o.getOrDefault("ring-transport", "auto")))
           .build()
@@ -419,7 +423,7 @@ public final class TrainBenchmark {
     byKey.forEach((k, runs) -> {
       double[] v = runs.stream().mapToDouble(TrainBenchmark::rate).sorted().toArray();
       median.put(k, v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2);
-      best.put(k, runs.stream().max(java.util.Comparator.comparingDouble(TrainBenchmark::rate)).orElseThrow());
+      best.put(k, runs.stream().max(Comparator.comparingDouble(TrainBenchmark::rate)).orElseThrow());
     });
     System.out.printf(Locale.ROOT, "%-5s %-14s %-38s %4s %10s %10s %9s %8s %6s %9s %8s %9s%n", "model", "mode",
         "cluster", "runs", "samples/s", "median", "vs plain", "test_acc", "wait", "allreduce", "compute",

@@ -6,6 +6,7 @@ import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.CancellationException;
 
 /**
  * Writes snapshots to a {@link CheckpointStore} on a background thread, off the training loop's
@@ -167,7 +168,7 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
   public void close() throws IOException {
     try {
       awaitIdle();
-    } catch (java.io.InterruptedIOException e) {
+    } catch (InterruptedIOException e) {
       // The task is being killed (Spark interrupts it when the stage fails): it will not wait for the
       // write in flight, so that write must not complete, or prune the directory, behind the retry.
       abort();
@@ -234,7 +235,7 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
       Throwable error = null;
       try {
         store.write(next, () -> aborted);
-      } catch (java.util.concurrent.CancellationException c) {
+      } catch (CancellationException c) {
         LOG.log(System.Logger.Level.INFO, c.getMessage());
       } catch (Throwable t) { // an Error too: the caller must hear of it, and the thread must go on
         error = t;

@@ -22,6 +22,8 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import java.util.concurrent.CancellationException;
+import java.util.function.BooleanSupplier;
 
 /**
  * A directory of checkpoints on a Hadoop FileSystem ({@code file:}, {@code hdfs:}, {@code s3a:}, ...).
@@ -157,7 +159,7 @@ public final class CheckpointStore {
    *
    * @throws java.util.concurrent.CancellationException if cancelled
    */
-  public void write(CheckpointState state, java.util.function.BooleanSupplier cancelled) throws IOException {
+  public void write(CheckpointState state, BooleanSupplier cancelled) throws IOException {
     long step = state.step();
     FileSystem fs = dir.getFileSystem(conf);
     fs.mkdirs(dir);
@@ -175,7 +177,7 @@ public final class CheckpointStore {
         throw e.getCause();
       }
       if (cancelled.getAsBoolean()) {
-        throw new java.util.concurrent.CancellationException(
+        throw new CancellationException(
             "Checkpoint of step " + step + " to " + dir + " abandoned: its training attempt failed");
       }
       if (fs.exists(target)) {

@@ -5,6 +5,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 import org.apache.spark.sql.SparkSession;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.hadoop.conf.Configuration;
 
 /** What a command gets: the output streams, the environment, and the Spark session (started lazily). */
 final class CliContext {
@@ -14,7 +16,7 @@ final class CliContext {
   private final Supplier<SparkSession> sessions;
   private SparkSession spark;
   /** Sessions asked for in this JVM (tests check that bad input never gets that far). */
-  static final java.util.concurrent.atomic.AtomicInteger SESSIONS = new java.util.concurrent.atomic.AtomicInteger();
+  static final AtomicInteger SESSIONS = new AtomicInteger();
   private boolean ownSession;
 
   CliContext(PrintStream out, PrintStream err, Map<String, String> env, Supplier<SparkSession> sessions) {
@@ -40,8 +42,8 @@ final class CliContext {
     return spark != null && ownSession;
   }
 
-  org.apache.hadoop.conf.Configuration hadoopConf() {
-    return spark != null ? spark.sparkContext().hadoopConfiguration() : new org.apache.hadoop.conf.Configuration();
+  Configuration hadoopConf() {
+    return spark != null ? spark.sparkContext().hadoopConfiguration() : new Configuration();
   }
 
   static String join(List<String> items) {

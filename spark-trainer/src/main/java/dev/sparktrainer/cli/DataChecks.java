@@ -33,6 +33,8 @@ import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StructType;
+import java.io.PrintStream;
+import org.apache.spark.sql.types.StructField;
 
 /** Checks of the data on the driver, before any training or inference job: paths, format, columns, labels. */
 final class DataChecks {
@@ -215,7 +217,7 @@ final class DataChecks {
 
   /** Checks the label column's type; {@code classes} > 0: values must be class indices 0..classes-1. */
   static void label(Dataset<Row> df, String label, int classes, boolean binary, String where, boolean scan,
-      java.io.PrintStream notes) {
+      PrintStream notes) {
     DataType t = column(df.schema(), label, "label", where).dataType();
     if (!(t instanceof NumericType) && !t.typeName().equals("boolean")) {
       throw new CliException("Label column '" + label + "' in " + where + " has type " + t.simpleString()
@@ -260,7 +262,7 @@ final class DataChecks {
     }
   }
 
-  static org.apache.spark.sql.types.StructField column(StructType schema, String name, String what, String where) {
+  static StructField column(StructType schema, String name, String what, String where) {
     if (!Arrays.asList(schema.fieldNames()).contains(name)) {
       throw new CliException("No " + what + " column '" + name + "' in " + where + ": its columns are "
           + String.join(", ", schema.fieldNames()));

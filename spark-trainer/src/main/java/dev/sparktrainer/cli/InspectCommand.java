@@ -12,6 +12,11 @@ import org.apache.spark.ml.linalg.Vector;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.StructField;
+import dev.sparktrainer.ml.BatchInference;
+import java.util.ArrayList;
+import java.util.Arrays;
+import scala.collection.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /** {@code inspect PATH}: a dataset's inferred schema, record count and first records. */
 final class InspectCommand extends Command {
@@ -55,7 +60,7 @@ final class InspectCommand extends Command {
         : null, ctx.spark().sparkContext().hadoopConfiguration());
     Dataset<Row> df;
     try {
-      df = files.format() == dev.sparktrainer.data.DatasetSpec.Format.PARQUET
+      df = files.format() == DatasetSpec.Format.PARQUET
           ? ctx.spark().read().parquet(DataChecks.paths(path).toArray(new String[0]))
           : ctx.spark().read().format("tfrecord").option("recordType", f.string("record-type"))
               .load(DataChecks.paths(path).toArray(new String[0]));
@@ -98,12 +103,12 @@ final class InspectCommand extends Command {
    * data planned as training plans it.
    */
   private static void statistics(Flags f, CliContext ctx, DataChecks.Files files, Dataset<Row> df, String path) {
-    List<DataChecks.FeatureArg> features = new java.util.ArrayList<>();
+    List<DataChecks.FeatureArg> features = new ArrayList<>();
     if (f.given("features")) {
       features.addAll(DataChecks.features(f.string("features"), f.source("features")));
     } else {
       for (StructField c : df.schema().fields()) {
-        if (dev.sparktrainer.ml.BatchInference.isFeatureType(c.dataType())) {
+        if (BatchInference.isFeatureType(c.dataType())) {
           features.add(new DataChecks.FeatureArg(c.name(), null));
         }
       }
@@ -170,10 +175,10 @@ final class InspectCommand extends Command {
       v = ((Vector) v).toArray();
     }
     List<?> list = null;
-    if (v instanceof scala.collection.Seq) {
-      list = scala.jdk.javaapi.CollectionConverters.asJava((scala.collection.Seq<?>) v);
+    if (v instanceof Seq) {
+      list = CollectionConverters.asJava((Seq<?>) v);
     } else if (v instanceof double[]) {
-      list = java.util.Arrays.stream((double[]) v).boxed().toList();
+      list = Arrays.stream((double[]) v).boxed().toList();
     } else if (v instanceof byte[]) {
       return "<" + ((byte[]) v).length + " bytes>";
     }

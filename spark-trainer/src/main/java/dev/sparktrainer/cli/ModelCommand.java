@@ -9,6 +9,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import dev.sparktrainer.data.ImageAugment;
 
 /** What {@code evaluate} and {@code predict} share: a saved model, data, the feature columns. */
 abstract class ModelCommand extends Command {
@@ -62,7 +63,7 @@ abstract class ModelCommand extends Command {
   /** The loaded model, the data and the feature columns to use, all checked. */
   record Input(TrainedModel model, ModelInputs inputs, Dataset<Row> data, List<String> features, String where) {
     /** The per-channel normalization the model was trained with (train --augment normalize:...), or null. */
-    dev.sparktrainer.data.ImageAugment inputMap() {
+    ImageAugment inputMap() {
       return inputs == null ? null : inputs.inputMap(features);
     }
   }

@@ -8,6 +8,9 @@ import java.util.Properties;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.ml.SpecStrings;
+import java.io.ByteArrayOutputStream;
 
 /**
  * {@code inputs.properties} next to a model written by {@code train}: the feature columns with their
@@ -30,7 +33,7 @@ record ModelInputs(String features, String label, String format, int numClasses,
     if (normalize != null) {
       p.setProperty("normalize", normalize);
     }
-    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
     p.store(out, "spark-trainer: the columns the model was trained on");
     return out.toByteArray();
   }
@@ -54,7 +57,7 @@ record ModelInputs(String features, String label, String format, int numClasses,
    * The normalization evaluate and predict apply to the feature columns, or null; {@code columns} are
    * the feature columns used (the recorded ones unless --features named others).
    */
-  dev.sparktrainer.data.ImageAugment inputMap(java.util.List<String> columns) {
+  ImageAugment inputMap(List<String> columns) {
     if (normalize == null) {
       return null;
     }
@@ -62,7 +65,7 @@ record ModelInputs(String features, String label, String format, int numClasses,
       throw new CliException("The model was trained on " + featureNames() + " normalized per channel (" + normalize
           + "): evaluate and predict need those feature columns, not " + columns);
     }
-    return dev.sparktrainer.data.ImageAugment.parse(normalize, dev.sparktrainer.data.ImageAugment.Layout.CHW);
+    return ImageAugment.parse(normalize, ImageAugment.Layout.CHW);
   }
 
   /** The recorded feature columns' per-example shapes. */
@@ -71,7 +74,7 @@ record ModelInputs(String features, String label, String format, int numClasses,
     long[][] out = new long[parts.length][];
     for (int i = 0; i < parts.length; i++) {
       int colon = parts[i].indexOf(':');
-      out[i] = colon < 0 ? new long[] {-1} : dev.sparktrainer.ml.SpecStrings.shape(parts[i].substring(colon + 1));
+      out[i] = colon < 0 ? new long[] {-1} : SpecStrings.shape(parts[i].substring(colon + 1));
     }
     return out;
   }

@@ -16,6 +16,7 @@ import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.core.config.Configurator;
 import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
+import dev.sparktrainer.train.TrainingFailedException;
 
 /**
  * The command line: {@code spark-trainer COMMAND [options]} with commands {@code train}, {@code
@@ -143,7 +144,7 @@ public final class SparkTrainerCli {
 
   /** The most telling message of a failure: the root cause, with what wrapped it if that says more. */
   static String failure(Throwable e) {
-    if (e instanceof dev.sparktrainer.train.TrainingFailedException) {
+    if (e instanceof TrainingFailedException) {
       return DataChecks.firstLine(e); // leads with the failed task's own error (rank, peer, address)
     }
     if (!(e instanceof SparkException) && e.getCause() instanceof SparkException) {

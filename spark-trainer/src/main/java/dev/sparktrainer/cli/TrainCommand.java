@@ -36,6 +36,15 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import dev.sparktrainer.checkpoint.CheckpointStore;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
+import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.Rescale;
+import java.awt.AWTError;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.Arrays;
 
 /** {@code train}: distributed training from TFRecord or Parquet files to an output directory. */
 final class TrainCommand extends Command {
@@ -92,8 +101,8 @@ final class TrainCommand extends Command {
         + " p=0.5), crop:PADDING (random crop of the image's size from it zero-padded by PADDING pixels),"
         + " normalize:MEAN,.../STD,... (per channel, also applied to --validation-data, evaluate and predict);"
         + " e.g. flip,crop:4. Needs image-shaped features (CxHxW, e.g. --features pixels:3x32x32)");
-    f.add("bucket-mb", Kind.DOUBLE, "MB", new java.math.BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
-        .divide(java.math.BigDecimal.valueOf(1 << 20)).stripTrailingZeros().toPlainString(),
+    f.add("bucket-mb", Kind.DOUBLE, "MB", new BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
+        .divide(BigDecimal.valueOf(1 << 20)).stripTrailingZeros().toPlainString(),
         "gradient bucket size in MiB: one all-reduce each, started while"
         + " backward goes on");
     f.add("no-overlap", Kind.BOOL, null, null, "all-reduce the gradients after the whole backward instead of"
@@ -132,7 +141,7 @@ final class TrainCommand extends Command {
   static final String RING_KEYSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_KEYSTORE_PASSWORD";
   static final String RING_TRUSTSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_TRUSTSTORE_PASSWORD";
 
-  private static dev.sparktrainer.collective.RingTls ringTls(Flags f) {
+  private static RingTls ringTls(Flags f) {
     if (!f.given("ring-keystore")) {
       if (f.given("ring-truststore")) {
         throw new CliException(f.source("ring-truststore") + " needs --ring-keystore too");
@@ -144,8 +153,8 @@ final class TrainCommand extends Command {
       throw new CliException(f.source("ring-keystore") + " needs the key store's password in the environment"
           + " variable " + RING_KEYSTORE_PASSWORD_ENV);
     }
-    dev.sparktrainer.collective.RingTls.Builder b =
-        dev.sparktrainer.collective.RingTls.builder().setKeyStore(f.string("ring-keystore"), password);
+    RingTls.Builder b =
+        RingTls.builder().setKeyStore(f.string("ring-keystore"), password);
     if (f.given("ring-truststore")) {
       String tp = System.getenv(RING_TRUSTSTORE_PASSWORD_ENV);
       b.optTrustStore(f.string("ring-truststore"), tp != null ? tp : password);
@@ -165,9 +174,9 @@ final class TrainCommand extends Command {
     throw new CliException("Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
   }
 
-  private static dev.sparktrainer.train.Rescale rescale(Flags f) {
+  private static Rescale rescale(Flags f) {
     try {
-      return dev.sparktrainer.train.Rescale.parse(f.source("rescale"), f.string("rescale"));
+      return Rescale.parse(f.source("rescale"), f.string("rescale"));
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
     }
@@ -199,13 +208,13 @@ final class TrainCommand extends Command {
     }
   }
 
-  private static dev.sparktrainer.collective.WirePrecision gradientPrecision(Flags f) {
+  private static WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
     if (v.equalsIgnoreCase("fp16")) {
       throw new CliException("Invalid " + f.source("gradient-precision") + " 'fp16': expected fp32 or bf16 (fp16"
           + " has too little range for gradients without loss scaling; bf16 has fp32's range)");
     }
-    for (dev.sparktrainer.collective.WirePrecision p : dev.sparktrainer.collective.WirePrecision.values()) {
+    for (WirePrecision p : WirePrecision.values()) {
       if (p.name().equalsIgnoreCase(v)) {
         return p;
       }
@@ -398,7 +407,7 @@ final class TrainCommand extends Command {
       Dataset<Row> valDf = DataChecks.read(spark, validation, f.source("validation-data"));
       long[][] vshapes = DataChecks.featureShapes(valDf, p.features(), vwhere);
       for (int i = 0; i < shapes.length; i++) {
-        if (!java.util.Arrays.equals(shapes[i], vshapes[i])) {
+        if (!Arrays.equals(shapes[i], vshapes[i])) {
           throw new CliException("Feature column '" + p.features().get(i).name() + "' has " + SpecStrings.shapeString(
               shapes[i]) + " values in " + where + " but " + SpecStrings.shapeString(vshapes[i]) + " in " + vwhere
               + ": expected the same shape");
@@ -427,7 +436,7 @@ final class TrainCommand extends Command {
     String modelDir = new Path(out, "model").toString();
     String logsDir = new Path(out, "logs").toString();
     try {
-      dev.sparktrainer.checkpoint.CheckpointStore.checkWritable("--output", out, conf);
+      CheckpointStore.checkWritable("--output", out, conf);
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
     }
@@ -458,7 +467,7 @@ final class TrainCommand extends Command {
           .setNumWorkers(workers)
           .optEpochs(epochs)
           .optSeed(f.longValue("seed"))
-          .optOperationTimeout(java.time.Duration.ofSeconds(f.longValue("collective-timeout")))
+          .optOperationTimeout(Duration.ofSeconds(f.longValue("collective-timeout")))
           .optCallback(monitor.callback())
           .optUseGpus(f.bool("gpus"));
       if (validation != null) {
@@ -466,7 +475,7 @@ final class TrainCommand extends Command {
       }
       b.optAccumulateSteps(f.integer("accumulate-steps")).optRescale(rescale(f));
       b.optMinWorkers(f.given("min-workers") ? f.integer("min-workers") : 0).optGrow(f.bool("grow"))
-          .optSlotWait(java.time.Duration.ofSeconds(f.longValue("slot-wait")));
+          .optSlotWait(Duration.ofSeconds(f.longValue("slot-wait")));
       b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
       b.optFusionBucketBytes(bucketBytes(f)).optOverlap(!f.bool("no-overlap")).optOptimizerPlacement(placement(f));
       b.optRingTls(ringTls(f));
@@ -558,7 +567,7 @@ final class TrainCommand extends Command {
     }
   }
 
-  static boolean plot(dev.sparktrainer.train.History history, String title, String path, Configuration conf,
+  static boolean plot(History history, String title, String path, Configuration conf,
       CliContext ctx) {
     try {
       Path p = new Path(path);
@@ -566,7 +575,7 @@ final class TrainCommand extends Command {
         TrainingPlot.write(history, title, os, 900, 720);
       }
       return true;
-    } catch (IOException | RuntimeException | java.awt.AWTError | LinkageError e) {
+    } catch (IOException | RuntimeException | AWTError | LinkageError e) {
       // The model and metrics are what matter: a missing display (AWTError, HeadlessException), font
       // library (UnsatisfiedLinkError) or store never fails the run.
       ctx.err.println("warning: could not draw " + path + ": " + e);

@@ -10,6 +10,7 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.util.function.Consumer;
+import java.io.Closeable;
 
 /**
  * A plain TCP link: a non-blocking channel with one selector per direction, so reads and writes
@@ -130,7 +131,7 @@ final class ChannelLink extends Link {
     closeQuietly(writeSelector, null);
   }
 
-  private static void closeQuietly(java.io.Closeable c, Exception primary) {
+  private static void closeQuietly(Closeable c, Exception primary) {
     if (c == null) {
       return;
     }

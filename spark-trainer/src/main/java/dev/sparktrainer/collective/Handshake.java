@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
+import java.net.SocketTimeoutException;
 
 /**
  * Mutual authentication of a new connection, before any data flows: each side sends a fresh nonce
@@ -94,7 +95,7 @@ final class Handshake {
     ByteBuffer hello = ByteBuffer.allocate(HELLO_BYTES);
     try {
       readMessage(link, hello, HELLO, Math.min(helloDeadline, deadline), "hello");
-    } catch (java.net.SocketTimeoutException e) {
+    } catch (SocketTimeoutException e) {
       throw new HandshakeException(
           "no complete hello within the pre-authentication deadline (" + hello.position() + " of " + HELLO_BYTES
               + " bytes)");

@@ -8,6 +8,7 @@ import java.util.Arrays;
 import java.util.HexFormat;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
+import java.security.MessageDigest;
 
 /**
  * A training job's shared secret. The driver makes one with {@link #generate()} and ships it to the
@@ -90,7 +91,7 @@ public final class JobSecret implements Serializable {
 
   @Override
   public boolean equals(Object o) {
-    return o instanceof JobSecret && java.security.MessageDigest.isEqual(key, ((JobSecret) o).key);
+    return o instanceof JobSecret && MessageDigest.isEqual(key, ((JobSecret) o).key);
   }
 
   @Override

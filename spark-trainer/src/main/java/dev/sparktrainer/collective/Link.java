@@ -3,6 +3,7 @@ package dev.sparktrainer.collective;
 import java.io.Closeable;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
 
 /**
  * One authenticated connection to a neighbour. Exactly one thread reads and one thread writes at a
@@ -27,7 +28,7 @@ abstract class Link implements Closeable {
   abstract void abort();
 
   /** The underlying socket's channel, for the loopback benchmark. */
-  abstract java.nio.channels.SocketChannel channel();
+  abstract SocketChannel channel();
 
   /** How this link carries data. */
   abstract LinkTransport transport();

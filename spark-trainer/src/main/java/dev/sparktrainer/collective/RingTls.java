@@ -11,6 +11,7 @@ import java.util.Objects;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
+import java.net.InetAddress;
 
 /**
  * TLS for the ring's sockets as a serializable recipe: key store and trust store files that exist on
@@ -102,7 +103,7 @@ public final class RingTls implements Serializable {
 
   private static String hostName() {
     try {
-      return java.net.InetAddress.getLocalHost().getHostName();
+      return InetAddress.getLocalHost().getHostName();
     } catch (IOException e) {
       return "unknown host";
     }

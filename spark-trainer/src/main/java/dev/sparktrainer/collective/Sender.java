@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.util.concurrent.locks.LockSupport;
+import java.io.IOException;
 
 /**
  * The queue of frames for the right neighbour, and who writes them.
@@ -144,7 +145,7 @@ final class Sender implements Runnable {
    * Caller-driven: writes queued frames until the queue is empty or the socket takes no more
    * (non-blocking, never waits). Returns whether any byte was written.
    */
-  boolean pump() throws java.io.IOException {
+  boolean pump() throws IOException {
     SocketChannel ch = link.channel();
     boolean progress = false;
     while (true) {
@@ -246,7 +247,7 @@ final class Sender implements Runnable {
     }
   }
 
-  private void send(int i) throws java.io.IOException {
+  private void send(int i) throws IOException {
     ByteBuffer payload = payload(i);
     Wire.putHeader(header, jobId, seq++, tags[i], payload.remaining());
     link.writeFully(header, payload, deadline);

@@ -21,6 +21,14 @@ import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.EnumSet;
+import java.io.Closeable;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodType;
+import java.lang.reflect.Field;
+import java.security.MessageDigest;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * A link to a neighbour on the same host through a memory-mapped file (in {@code /dev/shm}): two
@@ -68,7 +76,7 @@ final class ShmLink extends Link {
   private static final VarHandle LONGS =
       MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
   private static final SecureRandom RANDOM = new SecureRandom();
-  private static final java.util.function.Consumer<SelectionKey> IGNORE = key -> {};
+  private static final Consumer<SelectionKey> IGNORE = key -> {};
 
   private final ChannelLink tcp;
   private final SocketChannel ch;
@@ -87,8 +95,8 @@ final class ShmLink extends Link {
    * Threads inside readFully/writeFully (2 each) plus bit 0 once aborted: the mapping is unmapped when
    * both hold, so no copy can touch an unmapped page.
    */
-  private final java.util.concurrent.atomic.AtomicLong lease = new java.util.concurrent.atomic.AtomicLong();
-  private final java.util.concurrent.atomic.AtomicBoolean unmapped = new java.util.concurrent.atomic.AtomicBoolean();
+  private final AtomicLong lease = new AtomicLong();
+  private final AtomicBoolean unmapped = new AtomicBoolean();
   /** Times a side went to sleep in its selector (each counted by its one thread); for tests. */
   long readSleeps;
   long writeSleeps;
@@ -199,7 +207,7 @@ final class ShmLink extends Link {
       }
       byte[] found = new byte[NONCE_BYTES];
       header.get(OFF_NONCE, found);
-      if (header.getLong(OFF_MAGIC) != MAGIC || !java.security.MessageDigest.isEqual(found, nonce)) {
+      if (header.getLong(OFF_MAGIC) != MAGIC || !MessageDigest.isEqual(found, nonce)) {
         throw new IOException(file + " is not the peer's ring segment (magic or nonce differ)");
       }
       long c0 = header.getLong(OFF_CAPACITY0);
@@ -566,15 +574,15 @@ final class ShmLink extends Link {
     }
   }
 
-  private static final java.lang.invoke.MethodHandle INVOKE_CLEANER = findCleaner();
+  private static final MethodHandle INVOKE_CLEANER = findCleaner();
 
-  private static java.lang.invoke.MethodHandle findCleaner() {
+  private static MethodHandle findCleaner() {
     try {
       Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
-      java.lang.reflect.Field f = unsafeClass.getDeclaredField("theUnsafe");
+      Field f = unsafeClass.getDeclaredField("theUnsafe");
       f.setAccessible(true);
       return MethodHandles.lookup()
-          .findVirtual(unsafeClass, "invokeCleaner", java.lang.invoke.MethodType.methodType(void.class, ByteBuffer.class))
+          .findVirtual(unsafeClass, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
           .bindTo(f.get(null));
     } catch (ReflectiveOperationException | RuntimeException e) {
       return null; // left to the garbage collector
@@ -586,7 +594,7 @@ final class ShmLink extends Link {
    * memory is freed only when every mapping of the deleted file is gone. The caller guarantees that no
    * thread touches it any more.
    */
-  static void unmap(MappedByteBuffer mapping, java.util.concurrent.atomic.AtomicBoolean once) {
+  static void unmap(MappedByteBuffer mapping, AtomicBoolean once) {
     if (INVOKE_CLEANER == null || !once.compareAndSet(false, true)) {
       return;
     }
@@ -599,7 +607,7 @@ final class ShmLink extends Link {
 
   /** Unmaps a mapping no link was made of (the negotiation's failure paths). */
   static void unmap(MappedByteBuffer mapping) {
-    unmap(mapping, new java.util.concurrent.atomic.AtomicBoolean());
+    unmap(mapping, new AtomicBoolean());
   }
 
   /** Whether this link's mapping is gone (after {@link #abort()} and its last reader or writer); for tests. */
@@ -607,7 +615,7 @@ final class ShmLink extends Link {
     return unmapped.get();
   }
 
-  private static void closeQuietly(java.io.Closeable c) {
+  private static void closeQuietly(Closeable c) {
     if (c != null) {
       try {
         c.close();

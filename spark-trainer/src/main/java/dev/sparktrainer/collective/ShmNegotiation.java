@@ -20,6 +20,8 @@ import java.util.Map;
 import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.time.Instant;
+import java.util.Arrays;
 
 /**
  * Upgrades a freshly authenticated link to shared memory when both ends agree, right after the
@@ -302,7 +304,7 @@ final class ShmNegotiation {
       return 0;
     }
     int swept = 0;
-    FileTime cutoff = FileTime.from(java.time.Instant.now().minus(STALE_AGE));
+    FileTime cutoff = FileTime.from(Instant.now().minus(STALE_AGE));
     try (DirectoryStream<Path> files = Files.newDirectoryStream(directory, FILE_PREFIX + "*")) {
       for (Path file : files) {
         Matcher m = NAME.matcher(file.getFileName().toString());
@@ -365,7 +367,7 @@ final class ShmNegotiation {
   }
 
   private static byte[] truncate(byte[] b) {
-    return b.length <= MAX_REASON_BYTES ? b : java.util.Arrays.copyOf(b, MAX_REASON_BYTES);
+    return b.length <= MAX_REASON_BYTES ? b : Arrays.copyOf(b, MAX_REASON_BYTES);
   }
 
   private static void deleteName(Path path) {

@@ -10,6 +10,14 @@ import java.nio.channels.AsynchronousCloseException;
 import java.nio.channels.SocketChannel;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLSocket;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateEncodingException;
+import javax.net.ssl.SSLPeerUnverifiedException;
+import javax.net.ssl.SSLSession;
 
 /**
  * A TLS link: an {@link SSLSocket} layered on a blocking channel. Reads wait with {@code SO_TIMEOUT};
@@ -49,42 +57,42 @@ final class TlsLink extends Link {
   }
 
   private static final byte[] BINDING_LABEL =
-      "spark-trainer tls certificates v1".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+      "spark-trainer tls certificates v1".getBytes(StandardCharsets.US_ASCII);
 
   /**
    * SHA-256 of (label, client leaf certificate, server leaf certificate), each DER-encoded and
    * length-prefixed (empty where a side presented none): the same at both ends of one connection.
    */
-  static byte[] binding(javax.net.ssl.SSLSession session, boolean client) throws IOException {
+  static byte[] binding(SSLSession session, boolean client) throws IOException {
     byte[] local = leaf(session.getLocalCertificates());
     byte[] peer;
     try {
       peer = leaf(session.getPeerCertificates());
-    } catch (javax.net.ssl.SSLPeerUnverifiedException e) {
+    } catch (SSLPeerUnverifiedException e) {
       peer = new byte[0]; // a client that was not asked for a certificate
     }
     byte[] clientCert = client ? local : peer;
     byte[] serverCert = client ? peer : local;
     try {
-      java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
       sha.update(BINDING_LABEL);
-      sha.update(java.nio.ByteBuffer.allocate(4).putInt(clientCert.length).array());
+      sha.update(ByteBuffer.allocate(4).putInt(clientCert.length).array());
       sha.update(clientCert);
-      sha.update(java.nio.ByteBuffer.allocate(4).putInt(serverCert.length).array());
+      sha.update(ByteBuffer.allocate(4).putInt(serverCert.length).array());
       sha.update(serverCert);
       return sha.digest();
-    } catch (java.security.NoSuchAlgorithmException e) {
+    } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is not available in this JVM", e);
     }
   }
 
-  private static byte[] leaf(java.security.cert.Certificate[] chain) throws IOException {
+  private static byte[] leaf(Certificate[] chain) throws IOException {
     if (chain == null || chain.length == 0) {
       return new byte[0];
     }
     try {
       return chain[0].getEncoded();
-    } catch (java.security.cert.CertificateEncodingException e) {
+    } catch (CertificateEncodingException e) {
       throw new IOException("cannot encode the TLS certificate: " + e.getMessage(), e);
     }
   }
@@ -105,7 +113,7 @@ final class TlsLink extends Link {
       long deadlineNanos)
       throws IOException {
     raw.configureBlocking(true);
-    java.net.InetSocketAddress remote = (java.net.InetSocketAddress) raw.getRemoteAddress();
+    InetSocketAddress remote = (InetSocketAddress) raw.getRemoteAddress();
     SSLSocket ssl =
         (SSLSocket)
             context

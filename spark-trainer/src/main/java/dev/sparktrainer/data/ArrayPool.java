@@ -1,6 +1,7 @@
 package dev.sparktrainer.data;
 
 import java.util.concurrent.LinkedBlockingDeque;
+import java.util.Arrays;
 
 /**
  * Recycles the float arrays of decoded records between the reader threads and the batching
@@ -23,7 +24,7 @@ final class ArrayPool {
   /** Hands back {@code n} arrays (the first n of {@code arrays} are taken over). */
   void giveAll(float[][] arrays, int n) {
     if (n > 0) {
-      free.offerFirst(java.util.Arrays.copyOf(arrays, n));
+      free.offerFirst(Arrays.copyOf(arrays, n));
     }
   }
 

@@ -2,6 +2,7 @@ package dev.sparktrainer.data;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.Arrays;
 
 /**
  * A batch filled one row at a time, in pooled full-size column buffers: rows decoded straight into
@@ -108,7 +109,7 @@ final class BatchBuilder {
     int labelBytes = (intLabels ? 8 : 4) * size;
     ByteBuffer exactLabels = ByteBuffer.allocateDirect(labelBytes).order(ByteOrder.nativeOrder());
     exactLabels.put(0, labels, 0, labelBytes);
-    HostBatch b = new HostBatch(exact, java.util.Arrays.copyOf(labelValues, size), exactLabels, size);
+    HostBatch b = new HostBatch(exact, Arrays.copyOf(labelValues, size), exactLabels, size);
     release();
     return b;
   }
@@ -129,7 +130,7 @@ final class BatchBuilder {
 
   private void giveSpent() {
     ctx.recordPool().giveAll(spent, spentCount);
-    java.util.Arrays.fill(spent, 0, spentCount, null);
+    Arrays.fill(spent, 0, spentCount, null);
     spentCount = 0;
   }
 }

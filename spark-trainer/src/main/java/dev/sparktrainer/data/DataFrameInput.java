@@ -26,6 +26,11 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.types.BooleanType;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Turns a DataFrame into files the pipeline streams, without collecting anything to the driver: a
@@ -38,9 +43,9 @@ public final class DataFrameInput implements AutoCloseable {
 
   private final DatasetSpec spec;
   private final Path staging;
-  private final org.apache.hadoop.conf.Configuration conf;
+  private final Configuration conf;
 
-  private DataFrameInput(DatasetSpec spec, Path staging, org.apache.hadoop.conf.Configuration conf) {
+  private DataFrameInput(DatasetSpec spec, Path staging, Configuration conf) {
     this.spec = spec;
     this.staging = staging;
     this.conf = conf;
@@ -70,7 +75,7 @@ public final class DataFrameInput implements AutoCloseable {
       needed.add(df.col(columns.label()));
     }
     Path dir = new Path(stagingDir, "staging-" + UUID.randomUUID());
-    org.apache.hadoop.conf.Configuration conf = df.sparkSession().sessionState().newHadoopConf();
+    Configuration conf = df.sparkSession().sessionState().newHadoopConf();
     LOG.info("Staging the DataFrame to Parquet at {}", dir);
     df.select(needed.toArray(new Column[0])).write().mode(SaveMode.ErrorIfExists).parquet(dir.toString());
     return new DataFrameInput(
@@ -113,7 +118,7 @@ public final class DataFrameInput implements AutoCloseable {
       DataType t = field.dataType();
       boolean ok = f.encoding() == DatasetSpec.Encoding.IMAGE
           ? t.typeName().equals("binary")
-          : t instanceof NumericType || t instanceof org.apache.spark.sql.types.BooleanType
+          : t instanceof NumericType || t instanceof BooleanType
               || (t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType)
               || t.getClass().getName().equals("org.apache.spark.ml.linalg.VectorUDT");
       if (!ok) {
@@ -124,7 +129,7 @@ public final class DataFrameInput implements AutoCloseable {
     }
     if (spec.label() != null) {
       DataType t = field(schema, names, spec.label(), "label").dataType();
-      if (!(t instanceof NumericType) && !(t instanceof org.apache.spark.sql.types.BooleanType)) {
+      if (!(t instanceof NumericType) && !(t instanceof BooleanType)) {
         throw new IllegalArgumentException("Label column '" + spec.label() + "' has type " + t.simpleString()
             + ": expected a number");
       }
@@ -146,7 +151,7 @@ public final class DataFrameInput implements AutoCloseable {
       if (p instanceof SubqueryAlias) {
         p = ((SubqueryAlias) p).child();
       } else if (p instanceof Project) {
-        for (NamedExpression e : scala.jdk.javaapi.CollectionConverters.asJava(((Project) p).projectList())) {
+        for (NamedExpression e : CollectionConverters.asJava(((Project) p).projectList())) {
           if (!(e instanceof AttributeReference)) {
             return null;
           }
@@ -166,7 +171,7 @@ public final class DataFrameInput implements AutoCloseable {
         return DatasetSpec.Format.PARQUET;
       }
       if (format.equals("TFRecordFileFormat") && plainTfRecordOptions(
-          scala.jdk.javaapi.CollectionConverters.asJava(r.options()))) {
+          CollectionConverters.asJava(r.options()))) {
         return DatasetSpec.Format.TFRECORD;
       }
       return null;
@@ -187,9 +192,9 @@ public final class DataFrameInput implements AutoCloseable {
     return null;
   }
 
-  private static boolean plainTfRecordOptions(java.util.Map<String, String> options) {
+  private static boolean plainTfRecordOptions(Map<String, String> options) {
     for (String k : options.keySet()) {
-      String key = k.toLowerCase(java.util.Locale.ROOT);
+      String key = k.toLowerCase(Locale.ROOT);
       if (key.equals("recordtype") && !options.get(k).equalsIgnoreCase("Example")) {
         return false;
       }

@@ -26,6 +26,8 @@ import org.apache.parquet.hadoop.util.HadoopInputFile;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
+import java.util.UUID;
+import org.apache.spark.SparkContext;
 
 /**
  * Makes a {@link DatasetPlan} on the driver: expands paths and globs, lists directories
@@ -72,8 +74,8 @@ public final class DatasetPlanner {
     int slices = Math.max(1, Math.min(splits.size(), jsc.defaultParallelism() * 4));
     // A job tag and a description, not a job group: the caller's group (which a notebook or a
     // scheduler cancels) stays theirs and covers the counting job too.
-    org.apache.spark.SparkContext sc = spark.sparkContext();
-    String tag = "spark-trainer-plan-" + java.util.UUID.randomUUID();
+    SparkContext sc = spark.sparkContext();
+    String tag = "spark-trainer-plan-" + UUID.randomUUID();
     String previousDescription = sc.getLocalProperty("spark.job.description");
     sc.addJobTag(tag);
     sc.setJobDescription("spark-trainer: count records of " + splits.size() + " splits"

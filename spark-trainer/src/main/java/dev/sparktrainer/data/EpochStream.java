@@ -5,6 +5,13 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import java.util.Arrays;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.RunnableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One epoch of one worker: a producer thread runs interleave → shuffle buffer → batch into the
@@ -45,7 +52,7 @@ final class EpochStream implements AutoCloseable {
   private final ResizableQueue<Object> prefetch;
   private final AdjustableSemaphore permits;
   private final Thread producer;
-  private final java.util.concurrent.ExecutorService batcher;
+  private final ExecutorService batcher;
   /** Instead of producer and batchers: readers that make the batches themselves. */
   private final Readers readers;
   private volatile boolean closed;
@@ -129,8 +136,8 @@ final class EpochStream implements AutoCloseable {
     }
     this.readers = null;
     String prefix = "pipeline-r" + ctx.rank() + "-e" + epoch;
-    java.util.concurrent.atomic.AtomicInteger batchers = new java.util.concurrent.atomic.AtomicInteger();
-    this.batcher = java.util.concurrent.Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
+    AtomicInteger batchers = new AtomicInteger();
+    this.batcher = Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
       Thread t = new Thread(r, prefix + "-batch" + batchers.getAndIncrement());
       t.setDaemon(true);
       return t;
@@ -285,14 +292,14 @@ final class EpochStream implements AutoCloseable {
 
   private long emit(Record[] buf, int n, long emitted) throws InterruptedException {
     if (emitted >= skip) {
-      Record[] records = java.util.Arrays.copyOf(buf, n);
-      java.util.concurrent.FutureTask<HostBatch> task = new java.util.concurrent.FutureTask<>(() -> HostBatch.of(records, n, ctx));
+      Record[] records = Arrays.copyOf(buf, n);
+      FutureTask<HostBatch> task = new FutureTask<>(() -> HostBatch.of(records, n, ctx));
       batcher.execute(task);
       prefetch.put(task, false);
     } else {
       HostBatch.discard(buf, n, ctx);
     }
-    java.util.Arrays.fill(buf, 0, n, null);
+    Arrays.fill(buf, 0, n, null);
     return emitted + 1;
   }
 
@@ -338,7 +345,7 @@ final class EpochStream implements AutoCloseable {
     } else {
       try {
         @SuppressWarnings("unchecked")
-        java.util.concurrent.RunnableFuture<HostBatch> pending = (java.util.concurrent.RunnableFuture<HostBatch>) o;
+        RunnableFuture<HostBatch> pending = (RunnableFuture<HostBatch>) o;
         if (!pending.isDone()) {
           pending.run(); // no batcher has started it: copy here (a no-op if one has)
         }
@@ -346,7 +353,7 @@ final class EpochStream implements AutoCloseable {
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IOException("Interrupted while waiting for a batch", e);
-      } catch (java.util.concurrent.ExecutionException e) {
+      } catch (ExecutionException e) {
         ended = true;
         Throwable t = e.getCause();
         throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);

@@ -1,6 +1,7 @@
 package dev.sparktrainer.data;
 
 import java.io.Serializable;
+import java.util.Objects;
 
 /**
  * A user-defined per-example map, as tf.data's {@code map(fn, num_parallel_calls=AUTOTUNE)}: it
@@ -28,7 +29,7 @@ public interface ExampleTransform extends Serializable {
 
   /** This transform, then {@code next}. */
   default ExampleTransform andThen(ExampleTransform next) {
-    java.util.Objects.requireNonNull(next, "next");
+    Objects.requireNonNull(next, "next");
     ExampleTransform first = this;
     return ex -> {
       first.apply(ex);

@@ -11,6 +11,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
+import java.util.Arrays;
+import org.apache.spark.SparkContext;
 
 /**
  * Count, mean, variance, minimum and maximum of every feature value (the spec's columns
@@ -55,8 +57,8 @@ public final class FeatureStatistics implements Serializable {
     m2 = new double[n];
     min = new double[n];
     max = new double[n];
-    java.util.Arrays.fill(min, Double.POSITIVE_INFINITY);
-    java.util.Arrays.fill(max, Double.NEGATIVE_INFINITY);
+    Arrays.fill(min, Double.POSITIVE_INFINITY);
+    Arrays.fill(max, Double.NEGATIVE_INFINITY);
   }
 
   /** Statistics from stored values (a saved model); {@code std} is the population standard deviation. */
@@ -103,7 +105,7 @@ public final class FeatureStatistics implements Serializable {
 
   /** Merges {@code other} into this (Chan et al.); both must describe the same columns. */
   public FeatureStatistics merge(FeatureStatistics other) {
-    if (!names.equals(other.names) || !java.util.Arrays.equals(widths, other.widths)) {
+    if (!names.equals(other.names) || !Arrays.equals(widths, other.widths)) {
       throw new IllegalArgumentException("Cannot merge statistics of " + other.names + " into " + names);
     }
     if (other.count == 0) {
@@ -181,7 +183,7 @@ public final class FeatureStatistics implements Serializable {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     SerializableConfiguration sconf = new SerializableConfiguration(spark.sessionState().newHadoopConf());
     DatasetSpec spec = plan.spec();
-    org.apache.spark.SparkContext sc = spark.sparkContext();
+    SparkContext sc = spark.sparkContext();
     String previous = sc.getLocalProperty("spark.job.description");
     sc.setJobDescription("spark-trainer: feature statistics of " + plan.splits().size() + " splits"
         + (previous == null ? "" : " (" + previous + ")"));

@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.io.Serializable;
+import java.util.Objects;
 
 /**
  * Built-in image augmentations, as {@link ExampleTransform}s over every image-shaped (3-D) feature
@@ -19,7 +21,7 @@ import java.util.Locale;
  * while a model trained on normalized inputs needs them normalized wherever it runs (validation,
  * evaluation, prediction).
  */
-public final class ImageAugment implements java.io.Serializable {
+public final class ImageAugment implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /** How a 3-D image column's values are laid out. */
@@ -271,7 +273,7 @@ public final class ImageAugment implements java.io.Serializable {
     final long[] flatShape;
 
     Step(Layout layout, long[] flatShape) {
-      this.layout = java.util.Objects.requireNonNull(layout, "layout");
+      this.layout = Objects.requireNonNull(layout, "layout");
       this.flatShape = flatShape;
     }
 

@@ -9,6 +9,7 @@ import java.io.UncheckedIOException;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
+import ai.djl.ndarray.types.DataType;
 
 /**
  * One worker's input pipeline: the {@link BatchSource} the trainer consumes.
@@ -222,10 +223,10 @@ public final class InputPipeline implements BatchSource {
         long[] full = new long[shape.length + 1];
         full[0] = hb.size;
         System.arraycopy(shape, 0, full, 1, shape.length);
-        features.add(m.create(hb.features[c], new Shape(full), ai.djl.ndarray.types.DataType.FLOAT32));
+        features.add(m.create(hb.features[c], new Shape(full), DataType.FLOAT32));
       }
       NDArray labels = m.create(hb.labelBuffer, new Shape(hb.size), spec.labelType() == DatasetSpec.LabelType.INT
-          ? ai.djl.ndarray.types.DataType.INT64 : ai.djl.ndarray.types.DataType.FLOAT32);
+          ? DataType.INT64 : DataType.FLOAT32);
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
       return new Batch(m, features, labels, hb.size, () -> ctx.recycle(hb));
     } catch (RuntimeException e) {

@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.Arrays;
 
 /**
  * tf.data's deterministic interleave: {@code cycleLength} splits are open at once, each read by its
@@ -166,7 +167,7 @@ final class Interleaver implements AutoCloseable {
           if (n == 0) {
             break;
           }
-          Object handoff = n == CHUNK ? out : java.util.Arrays.copyOf(out, n);
+          Object handoff = n == CHUNK ? out : Arrays.copyOf(out, n);
           while (!queue.offer(handoff, 100, TimeUnit.MILLISECONDS)) {
             if (stopped) {
               return;

@@ -15,6 +15,7 @@ import org.apache.parquet.schema.GroupType;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
+import java.io.IOException;
 
 /**
  * Decoders of one Parquet column each, reading a row group's values and repetition/definition levels
@@ -372,7 +373,7 @@ final class ParquetColumns {
       byte[] bytes = b.getBytesUnsafe();
       try {
         Images.decode(bytes, 0, bytes.length, height, width, channels, scratch, 0);
-      } catch (java.io.IOException e) {
+      } catch (IOException e) {
         throw new BadValue("column '" + leaf.column + "': " + e.getMessage());
       }
       sink.addAll(scratch, 0, scratch.length);

@@ -3,6 +3,7 @@ package dev.sparktrainer.data;
 import java.io.IOException;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
+import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 
 /**
  * What one worker's pipeline needs in every epoch: its shard, the options, how to open a split,
@@ -256,7 +257,7 @@ final class PipelineContext {
       RecordStream source = plan.spec().format() == DatasetSpec.Format.PARQUET
           ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
           : new TFRecordStream(s, plan.spec(), j -> shard.owns(i, j), conf,
-              dev.sparktrainer.tfrecord.codec.TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records, readBuffers);
+              TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records, readBuffers);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

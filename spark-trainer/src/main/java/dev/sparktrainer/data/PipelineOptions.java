@@ -2,6 +2,7 @@ package dev.sparktrainer.data;
 
 import java.io.Serializable;
 import java.util.Locale;
+import java.util.Objects;
 
 /**
  * How the pipeline streams: every stage's knob, with tf.data's meaning. Immutable, serializable.
@@ -337,7 +338,7 @@ public final class PipelineOptions implements Serializable {
 
     /** Default {@link ShufflePath#BUFFER}: see {@link ShufflePath}. */
     public Builder optShufflePath(ShufflePath v) {
-      shufflePath = java.util.Objects.requireNonNull(v, "shufflePath");
+      shufflePath = Objects.requireNonNull(v, "shufflePath");
       return this;
     }
 

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.Arrays;
 
 /**
  * One epoch with a shuffle buffer, without a producer or batch threads: the output order is worked
@@ -200,7 +201,7 @@ final class PlannedReaders implements EpochStream.Readers {
       spent[spentCount++] = a;
       if (spentCount == spent.length) {
         ctx.recordPool().giveAll(spent, spentCount);
-        java.util.Arrays.fill(spent, null);
+        Arrays.fill(spent, null);
         spentCount = 0;
       }
     }
@@ -437,7 +438,7 @@ final class PlannedReaders implements EpochStream.Readers {
           b.release();
         }
       }
-      java.util.Arrays.fill(held, null);
+      Arrays.fill(held, null);
     }
   }
 

@@ -11,6 +11,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Arrays;
 
 /**
  * Decodes the spec's features and label out of one serialized {@code tf.train.Example}, either into
@@ -102,7 +103,7 @@ final class RecordDecoder {
       } else {
         if (values.count() != n) {
           throw new MalformedRecordException("feature '" + f.name() + "' has " + values.count()
-              + " values, expected " + n + " for shape " + java.util.Arrays.toString(f.shape()));
+              + " values, expected " + n + " for shape " + Arrays.toString(f.shape()));
         }
         if (values.kind() == FeatureKind.FLOAT) {
           System.arraycopy(values.floatArray(), 0, dst, dpos, n);

@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.util.function.LongPredicate;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
+import java.nio.ByteBuffer;
 
 /**
  * Reads a split of TFRecord {@code tf.train.Example}s with the data source's codec: framing and
@@ -120,7 +121,7 @@ final class TFRecordStream implements RecordStream {
   }
 
   /** Decodes the record {@link #advance} moved to into row {@code row} of {@code columns}; returns its label. */
-  double decodeInto(java.nio.ByteBuffer[] columns, int row) throws IOException {
+  double decodeInto(ByteBuffer[] columns, int row) throws IOException {
     try {
       return decoder.decodeInto(reader.buffer(), reader.dataOffset(), reader.dataLength(), columns, row);
     } catch (MalformedRecordException | IOException e) {

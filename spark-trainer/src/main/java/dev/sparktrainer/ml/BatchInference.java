@@ -36,6 +36,13 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.TaskContext;
+import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * Distributed batch inference with a {@link TrainedModel}: the model is broadcast once, each executor
@@ -59,10 +66,10 @@ public final class BatchInference implements Serializable {
   /** Models kept per executor (tests lower it). */
   static volatile int cacheSize = 4;
   /** Models built and batches run in this JVM (tests check: one build per executor, batches not rows). */
-  static final java.util.concurrent.atomic.AtomicLong MODEL_LOADS = new java.util.concurrent.atomic.AtomicLong();
-  static final java.util.concurrent.atomic.AtomicLong BATCHES = new java.util.concurrent.atomic.AtomicLong();
+  static final AtomicLong MODEL_LOADS = new AtomicLong();
+  static final AtomicLong BATCHES = new AtomicLong();
   /** Models closed in this JVM. */
-  static final java.util.concurrent.atomic.AtomicLong MODEL_CLOSES = new java.util.concurrent.atomic.AtomicLong();
+  static final AtomicLong MODEL_CLOSES = new AtomicLong();
 
   private final Broadcast<TrainedModel> model;
   private final String key;
@@ -71,7 +78,7 @@ public final class BatchInference implements Serializable {
   private final int batchSize;
   private final LossSpec loss;
   /** Per-channel normalization of image-shaped feature columns (of {@link #columnShapes}), or null. */
-  private dev.sparktrainer.data.ImageAugment inputMap;
+  private ImageAugment inputMap;
   private long[][] columnShapes;
 
   private BatchInference(Broadcast<TrainedModel> model, String key, int[] columns, long[][] inputShapes,
@@ -103,7 +110,7 @@ public final class BatchInference implements Serializable {
    */
   public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
       int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol,
-      dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
+      ImageAugment inputMap, long[][] columnShapes) {
     StructType out = outputSchema(df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
     BatchInference job = prepare(df, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     boolean probability = probabilityCol != null && model.loss().hasAccuracy();
@@ -127,7 +134,7 @@ public final class BatchInference implements Serializable {
       if (c[0] == null) {
         continue;
       }
-      if (java.util.Arrays.asList(out.fieldNames()).contains(c[0])) {
+      if (Arrays.asList(out.fieldNames()).contains(c[0])) {
         throw new IllegalArgumentException("Output column '" + c[0] + "' (" + c[1]
             + ") already exists in the input: choose another name or drop it");
       }
@@ -151,7 +158,7 @@ public final class BatchInference implements Serializable {
 
   /** {@link #evaluate}, with the feature columns mapped first as in {@link #transform}'s variant. */
   public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
-      String labelCol, int batchSize, dev.sparktrainer.data.ImageAugment inputMap, long[][] columnShapes) {
+      String labelCol, int batchSize, ImageAugment inputMap, long[][] columnShapes) {
     checkFeatureColumns(df.schema(), featureCols);
     List<String> cols = new ArrayList<>(featureCols);
     cols.add(labelCol);
@@ -188,7 +195,7 @@ public final class BatchInference implements Serializable {
       throw new IllegalArgumentException("The model has " + shapes.length + " inputs but " + featureCols.size()
           + " feature columns were given (" + featureCols + "): give one column per input");
     }
-    List<String> names = java.util.Arrays.asList(df.schema().fieldNames());
+    List<String> names = Arrays.asList(df.schema().fieldNames());
     int[] idx = featureCols.stream().mapToInt(names::indexOf).toArray();
     long[][] dims = new long[shapes.length][];
     for (int i = 0; i < shapes.length; i++) {
@@ -207,7 +214,7 @@ public final class BatchInference implements Serializable {
     return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
   }
 
-  private BatchInference withInputMap(dev.sparktrainer.data.ImageAugment map, long[][] shapes) {
+  private BatchInference withInputMap(ImageAugment map, long[][] shapes) {
     if (map != null && (shapes == null || shapes.length != columns.length)) {
       throw new IllegalArgumentException("An input map needs the shape of each of the " + columns.length
           + " feature columns");
@@ -221,7 +228,7 @@ public final class BatchInference implements Serializable {
     if (featureCols.isEmpty()) {
       throw new IllegalArgumentException("No feature column given");
     }
-    List<String> names = java.util.Arrays.asList(schema.fieldNames());
+    List<String> names = Arrays.asList(schema.fieldNames());
     for (String c : featureCols) {
       if (!names.contains(c)) {
         throw new IllegalArgumentException("No feature column '" + c + "' in the data (columns: "
@@ -252,7 +259,7 @@ public final class BatchInference implements Serializable {
     final NDManager manager;
     final Block block;
     /** Applied to the features before the model, as in training; null for none. */
-    final dev.sparktrainer.data.Normalization normalization;
+    final Normalization normalization;
     /** Tasks using it, and whether the cache dropped it: guarded by {@link #CACHE}. */
     private int users;
     private boolean evicted;
@@ -279,7 +286,7 @@ public final class BatchInference implements Serializable {
   /** One task's use of a cached model, given back exactly once. */
   private static final class Lease {
     final Loaded model;
-    private final java.util.concurrent.atomic.AtomicBoolean released = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean released = new AtomicBoolean();
 
     Lease(Loaded model) {
       this.model = model;
@@ -323,9 +330,9 @@ public final class BatchInference implements Serializable {
    */
   private Lease taskLease() {
     Lease lease = lease();
-    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    TaskContext task = TaskContext.get();
     if (task != null) {
-      task.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> lease.release());
+      task.addTaskCompletionListener((TaskCompletionListener) ctx -> lease.release());
     }
     return lease;
   }

@@ -3,6 +3,9 @@ package dev.sparktrainer.ml;
 import java.util.List;
 import org.apache.spark.ml.linalg.Vector;
 import org.apache.spark.sql.Row;
+import java.util.Arrays;
+import scala.collection.Seq;
+import scala.runtime.BoxedUnit;
 
 /** Reading feature values and labels out of Spark rows, with errors that name the column. */
 final class Features {
@@ -21,15 +24,15 @@ final class Features {
       Vector vec = (Vector) v;
       int n = vec.size();
       if (n <= room) {
-        java.util.Arrays.fill(dst, off, off + n, 0f);
+        Arrays.fill(dst, off, off + n, 0f);
         vec.foreachActive((i, x) -> {
           dst[off + ((Number) i).intValue()] = ((Number) x).floatValue();
-          return scala.runtime.BoxedUnit.UNIT;
+          return BoxedUnit.UNIT;
         });
       }
       return n;
     }
-    if (v instanceof scala.collection.Seq || v instanceof List) {
+    if (v instanceof Seq || v instanceof List) {
       List<?> list = v instanceof List ? (List<?>) v : row.getList(c);
       int n = list.size();
       if (n <= room) {

@@ -36,6 +36,12 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.Normalization;
+import dev.sparktrainer.train.Rescale;
+import java.util.Arrays;
+import org.apache.spark.ml.param.BooleanParam;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * Spark ML Estimator: synchronous data-parallel training ({@link DistributedTrainer}) of a model on
@@ -83,11 +89,11 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   final Param<String> stagingDir;
   final LongParam seed;
   final IntParam shuffleBuffer;
-  final org.apache.spark.ml.param.BooleanParam useGpus;
-  final org.apache.spark.ml.param.BooleanParam deterministic;
+  final BooleanParam useGpus;
+  final BooleanParam deterministic;
   final Param<String> ringTransport;
   final DoubleParam bucketMb;
-  final org.apache.spark.ml.param.BooleanParam overlap;
+  final BooleanParam overlap;
   final Param<String> optimizerPlacement;
   final TransformParam transform;
   final Param<String> normalize;
@@ -137,10 +143,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     seed = new LongParam(this, "seed", "random seed");
     shuffleBuffer = new IntParam(this, "shuffleBuffer", "records in the shuffle buffer (0: no shuffling)",
         ParamValidators.gtEq(0));
-    useGpus = new org.apache.spark.ml.param.BooleanParam(this, "useGpus",
+    useGpus = new BooleanParam(this, "useGpus",
         "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
     setDefault(useGpus, false);
-    deterministic = new org.apache.spark.ml.param.BooleanParam(this, "deterministic",
+    deterministic = new BooleanParam(this, "deterministic",
         "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
             + " batches and hand them on as they are ready (faster)");
     setDefault(deterministic, true);
@@ -151,7 +157,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     bucketMb = new DoubleParam(this, "bucketMb",
         "gradient bucket size in MiB: one all-reduce each, started while backward goes on", ParamValidators.gt(0));
     setDefault(bucketMb, DistributedTrainer.DEFAULT_BUCKET_BYTES / (double) (1 << 20));
-    overlap = new org.apache.spark.ml.param.BooleanParam(this, "overlap",
+    overlap = new BooleanParam(this, "overlap",
         "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
     setDefault(overlap, true);
     optimizerPlacement = new Param<>(this, "optimizerPlacement",
@@ -214,16 +220,16 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public Param<String> stagingDir() { return stagingDir; }
   public LongParam seed() { return seed; }
   public IntParam shuffleBuffer() { return shuffleBuffer; }
-  public org.apache.spark.ml.param.BooleanParam useGpus() { return useGpus; }
-  public org.apache.spark.ml.param.BooleanParam deterministic() { return deterministic; }
+  public BooleanParam useGpus() { return useGpus; }
+  public BooleanParam deterministic() { return deterministic; }
   public Param<String> ringTransport() { return ringTransport; }
   public DoubleParam bucketMb() { return bucketMb; }
-  public org.apache.spark.ml.param.BooleanParam overlap() { return overlap; }
+  public BooleanParam overlap() { return overlap; }
   public IntParam accumulateSteps() { return accumulateSteps; }
   public Param<String> rescale() { return rescale; }
   public IntParam minWorkers() { return minWorkers; }
   public Param<String> optimizerPlacement() { return optimizerPlacement; }
-  public Param<dev.sparktrainer.data.ExampleTransform> transform() { return transform; }
+  public Param<ExampleTransform> transform() { return transform; }
   public Param<String> normalize() { return normalize; }
 
   public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
@@ -256,7 +262,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   public SparkTrainerEstimator setMinWorkers(int v) { set(minWorkers, v); return this; }
   public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
   /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
-  public SparkTrainerEstimator setTransform(dev.sparktrainer.data.ExampleTransform v) { set(transform, v); return this; }
+  public SparkTrainerEstimator setTransform(ExampleTransform v) { set(transform, v); return this; }
   public SparkTrainerEstimator setNormalize(String v) { set(normalize, v); return this; }
 
   @Override
@@ -292,10 +298,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
         .optOverlap((Boolean) getOrDefault(overlap))
         .optAccumulateSteps(intParam(accumulateSteps))
-        .optRescale(dev.sparktrainer.train.Rescale.parse("rescale", getOrDefault(rescale)))
+        .optRescale(Rescale.parse("rescale", getOrDefault(rescale)))
         .optMinWorkers(intParam(minWorkers))
         .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
-        .optNormalize(dev.sparktrainer.data.Normalization.Mode.parse(getOrDefault(normalize)));
+        .optNormalize(Normalization.Mode.parse(getOrDefault(normalize)));
     if (isDefined(transform)) {
       b.optTransform(getOrDefault(transform));
     }
@@ -360,7 +366,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     String features = getOrDefault(featuresCol);
     String label = getOrDefault(labelCol);
     BatchInference.checkFeatureColumns(schema, List.of(features));
-    if (!java.util.Arrays.asList(schema.fieldNames()).contains(label)) {
+    if (!Arrays.asList(schema.fieldNames()).contains(label)) {
       throw new IllegalArgumentException("No label column '" + label + "' in the data (columns: "
           + String.join(", ", schema.fieldNames()) + ")");
     }
@@ -373,7 +379,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         && !(((ArrayType) schema.apply(features).dataType()).elementType() instanceof NumericType)) {
       throw new IllegalArgumentException("Feature column '" + features + "' must hold numbers");
     }
-    StructType out = schema.add(getOrDefault(predictionCol), org.apache.spark.sql.types.DataTypes.DoubleType, false);
+    StructType out = schema.add(getOrDefault(predictionCol), DataTypes.DoubleType, false);
     if (!getOrDefault(probabilityCol).isEmpty()) {
       out = out.add(getOrDefault(probabilityCol), SQLDataTypes.VectorType(), true);
     }
@@ -402,7 +408,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     return ((Number) v).intValue();
   }
 
-  private double doubleParam(org.apache.spark.ml.param.DoubleParam p) {
+  private double doubleParam(DoubleParam p) {
     Object v = getOrDefault(p);
     return ((Number) v).doubleValue();
   }

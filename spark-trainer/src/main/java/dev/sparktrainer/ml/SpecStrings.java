@@ -8,6 +8,8 @@ import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.util.Arrays;
 import java.util.Locale;
+import java.util.LinkedHashMap;
+import java.util.Map;
 
 /**
  * The short text forms of models, shapes and optimizers used by the command line and the Estimator's
@@ -94,7 +96,7 @@ public final class SpecStrings {
    * activation=relu)}.
    */
   public static String describe(ModelSpec spec) {
-    java.util.Map<String, String> p = new java.util.LinkedHashMap<>(spec.toProperties());
+    Map<String, String> p = new LinkedHashMap<>(spec.toProperties());
     String type = p.remove("type");
     p.values().removeIf(v -> v == null || v.isEmpty());
     if ("0.0".equals(p.get("dropout"))) {
@@ -102,7 +104,7 @@ public final class SpecStrings {
     }
     StringBuilder sb = new StringBuilder(type).append('(');
     boolean first = true;
-    for (java.util.Map.Entry<String, String> e : p.entrySet()) {
+    for (Map.Entry<String, String> e : p.entrySet()) {
       sb.append(first ? "" : ", ").append(e.getKey()).append('=').append(e.getValue());
       first = false;
     }

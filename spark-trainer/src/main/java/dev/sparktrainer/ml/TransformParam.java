@@ -9,6 +9,7 @@ import java.io.ObjectOutputStream;
 import java.util.Base64;
 import org.apache.spark.ml.param.Param;
 import org.apache.spark.ml.util.Identifiable;
+import java.io.ObjectStreamClass;
 
 /**
  * A Spark ML parameter holding an {@link ExampleTransform}. Spark ML's own {@code Param} cannot write
@@ -43,7 +44,7 @@ final class TransformParam extends Param<ExampleTransform> {
     byte[] bytes = Base64.getDecoder().decode(s.substring(1, s.length() - 1));
     try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes)) {
       @Override
-      protected Class<?> resolveClass(java.io.ObjectStreamClass desc) throws IOException, ClassNotFoundException {
+      protected Class<?> resolveClass(ObjectStreamClass desc) throws IOException, ClassNotFoundException {
         // The caller's class loader (a notebook's, Spark's) knows the user's classes.
         return Class.forName(desc.getName(), false, Thread.currentThread().getContextClassLoader());
       }

@@ -11,6 +11,7 @@ import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.pooling.Pool;
 import java.util.Map;
+import java.util.Arrays;
 
 /**
  * A small CNN for image-shaped features: the (single) feature tensor is viewed as {@code [B,
@@ -33,7 +34,7 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
   public CnnSpec {
     if (imageDims == null || imageDims.length != 3) {
       throw new IllegalArgumentException(
-          "Invalid imageShape " + java.util.Arrays.toString(imageDims) + ": expected (channels, height, width)");
+          "Invalid imageShape " + Arrays.toString(imageDims) + ": expected (channels, height, width)");
     }
     imageDims = imageDims.clone();
     Shape imageShape = new Shape(imageDims);

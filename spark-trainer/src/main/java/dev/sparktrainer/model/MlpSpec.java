@@ -10,6 +10,7 @@ import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.Dropout;
 import java.util.Map;
+import java.util.Locale;
 
 /**
  * A multi-layer perceptron: every feature tensor flattened and concatenated, then {@code hidden}
@@ -96,7 +97,7 @@ public record MlpSpec(long[][] inputDims, int[] hidden, int outputs, Activation 
     m.put("inputShapes", Specs.formatShapes(inputShapes()));
     m.put("hidden", Specs.formatInts(hidden));
     m.put("outputs", Integer.toString(outputs));
-    m.put("activation", activation.name().toLowerCase(java.util.Locale.ROOT));
+    m.put("activation", activation.name().toLowerCase(Locale.ROOT));
     m.put("dropout", Float.toString(dropout));
     return m;
   }

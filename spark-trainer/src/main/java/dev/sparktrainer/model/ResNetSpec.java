@@ -7,6 +7,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
 import java.util.Map;
+import java.util.Arrays;
 
 /**
  * ResNet (v1) built from DJL's model-zoo code ({@link ResNetV1}; no weights are downloaded): {@code
@@ -28,7 +29,7 @@ public record ResNetSpec(long[] imageDims, int numLayers, int outputs) implement
   public ResNetSpec {
     if (imageDims == null || imageDims.length != 3) {
       throw new IllegalArgumentException(
-          "Invalid imageShape " + java.util.Arrays.toString(imageDims) + ": expected (channels, height, width)");
+          "Invalid imageShape " + Arrays.toString(imageDims) + ": expected (channels, height, width)");
     }
     imageDims = imageDims.clone();
     Shape imageShape = new Shape(imageDims);

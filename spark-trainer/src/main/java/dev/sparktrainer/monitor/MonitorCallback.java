@@ -17,6 +17,7 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import java.io.UncheckedIOException;
 
 /**
  * {@link TrainingMonitor}'s hook as it travels to rank 0's task: the driver's progress address and
@@ -167,7 +168,7 @@ final class MonitorCallback implements TrainingCallback {
       try {
         w.scalars(step, m);
       } catch (IOException ex) {
-        throw new java.io.UncheckedIOException("Cannot write TensorBoard events to " + w.file() + ": " + ex, ex);
+        throw new UncheckedIOException("Cannot write TensorBoard events to " + w.file() + ": " + ex, ex);
       }
     }
 
@@ -176,7 +177,7 @@ final class MonitorCallback implements TrainingCallback {
         train.flush();
         validation.flush();
       } catch (IOException ex) {
-        throw new java.io.UncheckedIOException("Cannot flush TensorBoard events: " + ex, ex);
+        throw new UncheckedIOException("Cannot flush TensorBoard events: " + ex, ex);
       }
     }
 

@@ -18,6 +18,12 @@ import java.util.ArrayDeque;
 import java.util.HexFormat;
 import java.util.Iterator;
 import org.apache.spark.sql.SparkSession;
+import dev.sparktrainer.train.StragglerReport;
+import java.io.Closeable;
+import java.io.UncheckedIOException;
+import java.nio.channels.ClosedChannelException;
+import java.util.Arrays;
+import java.util.List;
 
 /**
  * Watches a training run from the driver: rank 0 reports its progress over a TCP connection to a
@@ -133,7 +139,7 @@ public final class TrainingMonitor implements AutoCloseable {
       server.register(selector, SelectionKey.OP_ACCEPT);
       return new TrainingMonitor(server, selector, view, logsDir);
     } catch (IOException | RuntimeException e) {
-      for (java.io.Closeable c : new java.io.Closeable[] {selector, server}) {
+      for (Closeable c : new Closeable[] {selector, server}) {
         if (c != null) {
           try {
             c.close();
@@ -155,7 +161,7 @@ public final class TrainingMonitor implements AutoCloseable {
     try {
       local = (InetSocketAddress) server.getLocalAddress();
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException("The progress listener is closed", e);
+      throw new UncheckedIOException("The progress listener is closed", e);
     }
     return new MonitorCallback(local.getAddress().getHostAddress(), local.getPort(), token, logsDir).withView(view);
   }
@@ -208,7 +214,7 @@ public final class TrainingMonitor implements AutoCloseable {
         LOG.log(System.Logger.Level.WARNING, "Progress listener failed: " + e);
       }
     } finally {
-      for (ArrayDeque<Conn> q : java.util.List.of(unauthenticated, authenticated)) {
+      for (ArrayDeque<Conn> q : List.of(unauthenticated, authenticated)) {
         for (Conn c : q) {
           closeQuietly(c.ch);
         }
@@ -234,7 +240,7 @@ public final class TrainingMonitor implements AutoCloseable {
       SocketChannel ch;
       try {
         ch = server.accept();
-      } catch (java.nio.channels.ClosedChannelException e) {
+      } catch (ClosedChannelException e) {
         throw e;
       } catch (IOException e) {
         // e.g. out of file descriptors during a flood: back off a little, then go on
@@ -302,7 +308,7 @@ public final class TrainingMonitor implements AutoCloseable {
       int end = i > start && a[i - 1] == '\r' ? i - 1 : i;
       if (c.authenticated) {
         onLine(c, a, start, end);
-      } else if (MessageDigest.isEqual(java.util.Arrays.copyOfRange(a, start, end), hello)) {
+      } else if (MessageDigest.isEqual(Arrays.copyOfRange(a, start, end), hello)) {
         authenticate(c); // c.buf is now a line buffer: what followed the hello goes on there
         c.buf.put(a, i + 1, limit - i - 1);
         return lines(c);
@@ -345,7 +351,7 @@ public final class TrainingMonitor implements AutoCloseable {
         view.onStep((StepProgress) event);
       } else if (event instanceof EpochMetrics) {
         view.onEpochEnd((EpochMetrics) event);
-      } else if (event instanceof dev.sparktrainer.train.StragglerReport.Slowest s) {
+      } else if (event instanceof StragglerReport.Slowest s) {
         view.onStraggler(s);
       }
     } catch (RuntimeException e) {
@@ -396,7 +402,7 @@ public final class TrainingMonitor implements AutoCloseable {
     }
   }
 
-  private static void closeQuietly(java.io.Closeable c) {
+  private static void closeQuietly(Closeable c) {
     if (c == null) {
       return;
     }

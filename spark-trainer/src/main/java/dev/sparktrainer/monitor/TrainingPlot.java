@@ -15,6 +15,10 @@ import org.jfree.chart.plot.XYPlot;
 import org.jfree.chart.renderer.xy.XYLineAndShapeRenderer;
 import org.jfree.data.xy.XYSeries;
 import org.jfree.data.xy.XYSeriesCollection;
+import dev.sparktrainer.train.Resume;
+import org.jfree.chart.plot.ValueMarker;
+import org.jfree.chart.ui.RectangleAnchor;
+import org.jfree.chart.ui.TextAnchor;
 
 /**
  * A PNG of the training curves (JFreeChart, headless): loss and accuracy per epoch, training and
@@ -82,17 +86,17 @@ public final class TrainingPlot {
    * position in the epoch axis (epoch e spans e to e + 1), labelled {@code 3→2 workers}.
    */
   private static void markWorkerChanges(History h, XYPlot p) {
-    for (dev.sparktrainer.train.Resume r : h.resumes()) {
+    for (Resume r : h.resumes()) {
       if (r.workers() == null) {
         continue;
       }
       long steps = r.epoch() < h.epochs().size() ? h.epochs().get(r.epoch()).steps() : 0;
       double x = r.epoch() + (steps > 0 ? Math.min(1, (double) r.stepInEpoch() / steps) : 0);
-      org.jfree.chart.plot.ValueMarker m = new org.jfree.chart.plot.ValueMarker(x, Color.RED,
+      ValueMarker m = new ValueMarker(x, Color.RED,
           new BasicStroke(1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, new float[] {6f, 4f}, 0f));
       m.setLabel(r.workers().fromWorkers() + "\u2192" + r.workers().toWorkers() + " workers");
-      m.setLabelAnchor(org.jfree.chart.ui.RectangleAnchor.TOP_RIGHT);
-      m.setLabelTextAnchor(org.jfree.chart.ui.TextAnchor.TOP_LEFT);
+      m.setLabelAnchor(RectangleAnchor.TOP_RIGHT);
+      m.setLabelTextAnchor(TextAnchor.TOP_LEFT);
       p.addDomainMarker(m);
     }
   }

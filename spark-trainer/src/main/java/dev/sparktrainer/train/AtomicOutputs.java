@@ -7,6 +7,7 @@ import java.util.UUID;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import java.io.UncheckedIOException;
 
 /**
  * Writing outputs so that a reader (or the next run) finds either the previous content or the whole
@@ -72,7 +73,7 @@ public final class AtomicOutputs {
       if (!written) {
         try {
           out.abort(); // an object store then publishes nothing
-        } catch (UnsupportedOperationException | java.io.UncheckedIOException e) {
+        } catch (UnsupportedOperationException | UncheckedIOException e) {
           try {
             out.close();
           } catch (IOException | RuntimeException closing) {

@@ -18,6 +18,8 @@ import org.apache.spark.util.SerializableConfiguration;
 import scala.Option;
 import scala.collection.Iterator;
 import scala.runtime.AbstractFunction1;
+import ai.djl.pytorch.jni.JniUtils;
+import org.apache.spark.SparkEnv;
 
 /**
  * The body of one barrier task: bind a ring listener on this executor's host, publish its address
@@ -72,7 +74,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
                 + (comm.rejectedConnections() == 0 ? ""
                     : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
         WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().value(), ctx.cpus())
-            .on(hostOf(ctx.getTaskInfos()[rank].address()), org.apache.spark.SparkEnv.get().executorId())
+            .on(hostOf(ctx.getTaskInfos()[rank].address()), SparkEnv.get().executorId())
             .run();
         return scala.collection.Iterator$.MODULE$.single(r);
       }
@@ -132,7 +134,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
    */
   static void setIntraOpThreads(int threads) {
     if (threads > 0 && "PyTorch".equals(Engine.getInstance().getEngineName())) {
-      ai.djl.pytorch.jni.JniUtils.setNumThreads(threads);
+      JniUtils.setNumThreads(threads);
     }
   }
 

@@ -3,6 +3,7 @@ package dev.sparktrainer.train;
 import ai.djl.ndarray.NDManager;
 import dev.sparktrainer.data.BatchSource;
 import java.io.Serializable;
+import org.apache.hadoop.conf.Configuration;
 
 /**
  * Creates one worker's {@link BatchSource} inside its task: the bridge between a dataset
@@ -25,7 +26,7 @@ public interface BatchSourceFactory extends Serializable {
    * read files); the trainer calls this one. The default ignores the configuration.
    */
   default BatchSource create(int rank, int numWorkers, NDManager manager,
-      org.apache.hadoop.conf.Configuration hadoopConf) {
+      Configuration hadoopConf) {
     return create(rank, numWorkers, manager);
   }
 

@@ -12,6 +12,7 @@ import java.util.List;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import dev.sparktrainer.data.ExampleTransform;
 
 /** Data given as files or a DataFrame, resolved into a {@link DatasetSource} when training starts. */
 final class DataInput {
@@ -36,7 +37,7 @@ final class DataInput {
   }
 
   /** The same data read with {@code transform} as its per-example map. */
-  DataInput withTransform(dev.sparktrainer.data.ExampleTransform transform) {
+  DataInput withTransform(ExampleTransform transform) {
     return new DataInput(spec, frame, options.toBuilder().optTransform(transform).build());
   }
 

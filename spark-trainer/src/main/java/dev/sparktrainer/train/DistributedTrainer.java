@@ -28,6 +28,14 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.reflect.ClassTag;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
+import dev.sparktrainer.data.ExampleTransform;
+import java.io.File;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
 import scala.reflect.ClassTag$;
 
 /**
@@ -119,7 +127,7 @@ public final class DistributedTrainer {
   public TrainedModel fit(SparkSession spark) {
     List<DataFrameInput> staged = new ArrayList<>();
     try {
-      org.apache.hadoop.conf.Configuration hadoopConf = spark.sparkContext().hadoopConfiguration();
+      Configuration hadoopConf = spark.sparkContext().hadoopConfiguration();
       String stagingDir = this.stagingDir != null ? this.stagingDir
           : defaultStagingDir(cfg.checkpointDir, outputDir, hadoopConf);
       if ((train != null && train.needsStaging()) || (validation != null && validation.needsStaging())) {
@@ -152,17 +160,17 @@ public final class DistributedTrainer {
    * whole), when it is on a shared file system every executor reads; otherwise the local temp
    * directory, which only a local master can use (pre-flight refuses it on a cluster).
    */
-  static String defaultStagingDir(String checkpointDir, String outputDir, org.apache.hadoop.conf.Configuration conf) {
+  static String defaultStagingDir(String checkpointDir, String outputDir, Configuration conf) {
     if (checkpointDir != null && Preflight.onSharedFileSystem(checkpointDir, conf)) {
-      return new org.apache.hadoop.fs.Path(checkpointDir, "_staging").toString();
+      return new Path(checkpointDir, "_staging").toString();
     }
     if (outputDir != null && Preflight.onSharedFileSystem(outputDir, conf)) {
-      org.apache.hadoop.fs.Path out = new org.apache.hadoop.fs.Path(outputDir);
+      Path out = new Path(outputDir);
       if (out.getParent() != null) {
-        return new org.apache.hadoop.fs.Path(out.getParent(), "_staging-" + out.getName()).toString();
+        return new Path(out.getParent(), "_staging-" + out.getName()).toString();
       }
     }
-    return new java.io.File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
+    return new File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
   }
 
   private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
@@ -241,7 +249,7 @@ public final class DistributedTrainer {
     }
   }
 
-  private static void deleteGrowRequest(org.apache.hadoop.fs.Path request, org.apache.hadoop.conf.Configuration conf) {
+  private static void deleteGrowRequest(Path request, Configuration conf) {
     if (request == null) {
       return;
     }
@@ -309,7 +317,7 @@ public final class DistributedTrainer {
     sc.setCallSite("spark-trainer: train " + job.numWorkers + " workers x " + job.epochs + " epochs");
     // A job tag (not a job group: the caller's group stays theirs) lets the listener cancel exactly
     // this job when a task fails in a way a stage retry would only repeat.
-    String jobTag = "spark-trainer-" + java.util.UUID.randomUUID();
+    String jobTag = "spark-trainer-" + UUID.randomUUID();
     NonRetryableFailureListener failFast = new NonRetryableFailureListener(sc, jobTag);
     String previousInterrupt = sc.getLocalProperty("spark.job.interruptOnCancel");
     sc.addSparkListener(failFast);
@@ -318,10 +326,10 @@ public final class DistributedTrainer {
     sc.setInterruptOnCancel(true);
     List<WorkerResult> results;
     boolean grow = job.grow && job.checkpointDir != null && job.numWorkers < job.plannedWorkers;
-    org.apache.hadoop.fs.Path request = job.checkpointDir == null ? null
-        : new org.apache.hadoop.fs.Path(job.checkpointDir, GROW_REQUEST);
+    Path request = job.checkpointDir == null ? null
+        : new Path(job.checkpointDir, GROW_REQUEST);
     deleteGrowRequest(request, sc.hadoopConfiguration());
-    java.util.concurrent.atomic.AtomicBoolean requested = new java.util.concurrent.atomic.AtomicBoolean();
+    AtomicBoolean requested = new AtomicBoolean();
     SlotWatch watch = new SlotWatch(sc, job.numWorkers, slotWaitMillis, jobTag, !grow ? null : slots -> {
       if (elasticWorkers(job, Math.min(slots, job.plannedWorkers)) > job.numWorkers && !requested.getAndSet(true)) {
         try {
@@ -366,13 +374,13 @@ public final class DistributedTrainer {
   }
 
   /** Runs the workers as threads of this JVM, without Spark (tests, and the same code path). */
-  TrainedModel fitInProcess(int attempt, org.apache.hadoop.conf.Configuration conf) throws Exception {
+  TrainedModel fitInProcess(int attempt, Configuration conf) throws Exception {
     TrainingConfig job = copyWithSecret(cfg);
     return finish(job, InProcessRunner.run(job, attempt, conf), conf, null);
   }
 
   private TrainedModel finish(
-      TrainingConfig job, List<WorkerResult> results, org.apache.hadoop.conf.Configuration hadoopConf,
+      TrainingConfig job, List<WorkerResult> results, Configuration hadoopConf,
       Normalization normalization) {
     results.sort(Comparator.comparingInt(WorkerResult::rank));
     WorkerResult chief = results.get(0);
@@ -441,7 +449,7 @@ public final class DistributedTrainer {
     private DataInput train;
     private DataInput validation;
     private String stagingDir; // null: see defaultStagingDir
-    private dev.sparktrainer.data.ExampleTransform transform;
+    private ExampleTransform transform;
     private Normalization.Mode normalize = Normalization.Mode.NONE;
 
     private Builder() {
@@ -541,7 +549,7 @@ public final class DistributedTrainer {
      * normalization) goes into both datasets' {@link PipelineOptions#transform() options} instead.
      * Needs training data given as files or a DataFrame. Default none.
      */
-    public Builder optTransform(dev.sparktrainer.data.ExampleTransform transform) {
+    public Builder optTransform(ExampleTransform transform) {
       this.transform = transform;
       return this;
     }
@@ -664,7 +672,7 @@ public final class DistributedTrainer {
 
     /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
     public Builder optOptimizerPlacement(OptimizerPlacement placement) {
-      c.placement = java.util.Objects.requireNonNull(placement, "placement");
+      c.placement = Objects.requireNonNull(placement, "placement");
       return this;
     }
 
@@ -676,7 +684,7 @@ public final class DistributedTrainer {
      * FP16 holds (6e-8 to 65504), so without loss scaling small ones flush to zero and sums overflow;
      * BF16 has FP32's exponent range and needs no scaling.
      */
-    public Builder optGradientPrecision(dev.sparktrainer.collective.WirePrecision precision) {
+    public Builder optGradientPrecision(WirePrecision precision) {
       c.gradientPrecision = precision;
       return this;
     }
@@ -686,7 +694,7 @@ public final class DistributedTrainer {
      * gradient frame encrypted and integrity-protected. The store files must exist on every executor
      * (relative paths: the task's working directory, where {@code --files} puts them). Default: none.
      */
-    public Builder optRingTls(dev.sparktrainer.collective.RingTls tls) {
+    public Builder optRingTls(RingTls tls) {
       c.ringTls = tls;
       return this;
     }
@@ -799,7 +807,7 @@ public final class DistributedTrainer {
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
           c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
-      check(c.gradientPrecision != null && c.gradientPrecision != dev.sparktrainer.collective.WirePrecision.FP16,
+      check(c.gradientPrecision != null && c.gradientPrecision != WirePrecision.FP16,
           "gradientPrecision", c.gradientPrecision,
           "FP32 or BF16 (FP16 has too little range for gradients without loss scaling; BF16 has FP32's)");
       check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),

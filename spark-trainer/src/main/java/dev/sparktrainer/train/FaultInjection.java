@@ -5,6 +5,7 @@ import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.function.LongConsumer;
 import java.util.concurrent.locks.LockSupport;
+import java.util.Objects;
 
 /**
  * The faults a test injects into a training job: testing only, never set by the public API, the
@@ -49,7 +50,7 @@ record FaultInjection(
    * test's driver main sets it before it runs the CLI). Nothing in production calls it.
    */
   static void installForTests(FaultInjection faults) {
-    installed = java.util.Objects.requireNonNull(faults, "faults");
+    installed = Objects.requireNonNull(faults, "faults");
   }
 
   /** The faults a new builder starts from ({@link #NONE} outside tests). */

@@ -9,6 +9,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.Arrays;
 
 /**
  * {@link OptimizerPlacement#HOST}: parameters and optimizer state in Java arrays; each reduced bucket
@@ -144,7 +145,7 @@ final class HostUpdater extends ParameterUpdater {
       for (int j = 0; j < replicas.trainable.length; j++) {
         float[] dst = optimizer.slot(s, j);
         if (slots == null || slots[s][j] == null) {
-          java.util.Arrays.fill(dst, 0f);
+          Arrays.fill(dst, 0f);
         } else {
           System.arraycopy(slots[s][j], 0, dst, 0, dst.length);
         }

@@ -10,6 +10,7 @@ import java.io.Serializable;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import java.util.SplittableRandom;
+import java.util.Arrays;
 
 /**
  * A small dataset held in memory (one float feature tensor per example, class or float labels),
@@ -57,7 +58,7 @@ public final class InMemoryDataset implements Serializable {
 
   /** The features of row {@code i} (a copy). */
   public float[] features(int i) {
-    return java.util.Arrays.copyOfRange(features, i * width, (i + 1) * width);
+    return Arrays.copyOfRange(features, i * width, (i + 1) * width);
   }
 
   /** The class label of row {@code i} (int64 labels), or the float label rounded. */
@@ -77,10 +78,10 @@ public final class InMemoryDataset implements Serializable {
 
   /** Rows {@code [from, to)} as a new dataset. */
   public InMemoryDataset slice(int from, int to) {
-    float[] f = java.util.Arrays.copyOfRange(features, from * width, to * width);
+    float[] f = Arrays.copyOfRange(features, from * width, to * width);
     return classLabels != null
-        ? ofClasses(f, exampleShape(), java.util.Arrays.copyOfRange(classLabels, from, to))
-        : ofValues(f, exampleShape(), java.util.Arrays.copyOfRange(floatLabels, from, to));
+        ? ofClasses(f, exampleShape(), Arrays.copyOfRange(classLabels, from, to))
+        : ofValues(f, exampleShape(), Arrays.copyOfRange(floatLabels, from, to));
   }
 
   /** The rows permuted by {@code seed} (for a random train/test split with {@link #slice}). */

@@ -12,6 +12,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import dev.sparktrainer.collective.CollectiveException;
 
 /**
  * Runs the N workers of a job as threads of this JVM over loopback sockets, without Spark: the
@@ -69,7 +70,7 @@ final class InProcessRunner {
         } catch (ExecutionException e) {
           // Prefer the root cause (e.g. the injected failure) over the peers' broken-ring errors.
           Exception cause = e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
-          if (first == null || first instanceof dev.sparktrainer.collective.CollectiveException) {
+          if (first == null || first instanceof CollectiveException) {
             first = cause;
           }
         }

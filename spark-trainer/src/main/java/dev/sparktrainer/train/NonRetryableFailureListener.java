@@ -10,6 +10,9 @@ import org.apache.spark.TaskKilled;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.spark.SparkException;
 
 /**
  * Fails a training job at once when one of its tasks fails in a way a retry would only repeat (a
@@ -29,7 +32,7 @@ final class NonRetryableFailureListener extends SparkListener {
   private static final String BASE = NonRetryableTrainingException.class.getName();
   private static final String REPLICA = ReplicaMismatchException.class.getName();
   /** A corrupt input file: every attempt would read the same bytes (named by the exception). */
-  private static final String CORRUPT = dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class.getName();
+  private static final String CORRUPT = TFRecordCorruptException.class.getName();
 
   private final SparkContext sc;
   private final String tag;
@@ -37,7 +40,7 @@ final class NonRetryableFailureListener extends SparkListener {
   private final AtomicReference<ExceptionFailure> failure = new AtomicReference<>();
   /** The last task error of the job's stages (an exception preferred to a lost executor), for the message. */
   private final AtomicReference<String> lastTaskError = new AtomicReference<>();
-  private final java.util.concurrent.atomic.AtomicBoolean lastIsException = new java.util.concurrent.atomic.AtomicBoolean();
+  private final AtomicBoolean lastIsException = new AtomicBoolean();
 
   NonRetryableFailureListener(SparkContext sc, String tag) {
     this.sc = sc;
@@ -101,7 +104,7 @@ final class NonRetryableFailureListener extends SparkListener {
    * otherwise returns.
    */
   void rethrowWithTaskError(Exception sparkError) {
-    if (!(sparkError instanceof org.apache.spark.SparkException)) {
+    if (!(sparkError instanceof SparkException)) {
       return;
     }
     try {
@@ -112,7 +115,7 @@ final class NonRetryableFailureListener extends SparkListener {
           "Listener bus not drained: " + e);
     }
     String task = lastTaskError.get();
-    if (task == null || !(sparkError instanceof org.apache.spark.SparkException)) {
+    if (task == null || !(sparkError instanceof SparkException)) {
       return;
     }
     TrainingFailedException.throwUnchecked(new TrainingFailedException(

@@ -8,6 +8,10 @@ import dev.sparktrainer.checkpoint.CheckpointStore;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.spark.resource.ResourceInformation;
 
 /** Checks on the driver that a job can run, each failing with a clear message before any task starts. */
 final class Preflight {
@@ -57,7 +61,7 @@ final class Preflight {
       cfg.validationData.preflight(workers);
     }
     if (cfg.ringTls != null && (sc.isLocal()
-        || java.nio.file.Files.isRegularFile(java.nio.file.Path.of(cfg.ringTls.keyStore())))) {
+        || Files.isRegularFile(Path.of(cfg.ringTls.keyStore())))) {
       cfg.ringTls.sslContext(); // local mode: the tasks' files; on a cluster, when the driver has them too
     }
     Configuration hadoop = sc.hadoopConfiguration();
@@ -74,7 +78,7 @@ final class Preflight {
   static boolean onSharedFileSystem(String dir, Configuration conf) {
     String scheme = new org.apache.hadoop.fs.Path(dir).toUri().getScheme();
     if (scheme == null) {
-      scheme = org.apache.hadoop.fs.FileSystem.getDefaultUri(conf).getScheme();
+      scheme = FileSystem.getDefaultUri(conf).getScheme();
     }
     return scheme != null && !scheme.equalsIgnoreCase("file");
   }
@@ -142,7 +146,7 @@ final class Preflight {
 
   /** GPU addresses Spark discovered for the driver (what local-mode tasks are given). */
   private static int localGpus(SparkContext sc) {
-    scala.Option<org.apache.spark.resource.ResourceInformation> gpu = sc.resources().get("gpu");
+    scala.Option<ResourceInformation> gpu = sc.resources().get("gpu");
     return gpu.isDefined() ? gpu.get().addresses().length : 0;
   }
 

@@ -199,8 +199,8 @@ final class ReplicaSet implements AutoCloseable {
     if (lossSpec != LossSpec.L2 || acc.length < 3 + EpochMetrics.Regression.SUMS) {
       return;
     }
-    float[] y = labels.getDataType() == ai.djl.ndarray.types.DataType.FLOAT32 ? labels.toFloatArray()
-        : labels.toType(ai.djl.ndarray.types.DataType.FLOAT32, false).toFloatArray();
+    float[] y = labels.getDataType() == DataType.FLOAT32 ? labels.toFloatArray()
+        : labels.toType(DataType.FLOAT32, false).toFloatArray();
     EpochMetrics.Regression.addSums(y, predictions.toFloatArray(), acc, 3);
   }
 

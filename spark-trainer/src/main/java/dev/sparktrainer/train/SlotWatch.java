@@ -1,6 +1,7 @@
 package dev.sparktrainer.train;
 
 import org.apache.spark.SparkContext;
+import java.util.function.IntConsumer;
 
 /**
  * The driver's watch over a running barrier job's slots: Spark retries a failed barrier stage only
@@ -18,12 +19,12 @@ final class SlotWatch implements AutoCloseable {
   private final long waitMillis;
   private final String jobTag;
   private final Thread thread;
-  private final java.util.function.IntConsumer moreSlots;
+  private final IntConsumer moreSlots;
   private volatile int offered = -1;
   private volatile boolean stopped;
 
   /** @param moreSlots told the slots whenever the cluster offers more than needed (null: not watched) */
-  SlotWatch(SparkContext sc, int needed, long waitMillis, String jobTag, java.util.function.IntConsumer moreSlots) {
+  SlotWatch(SparkContext sc, int needed, long waitMillis, String jobTag, IntConsumer moreSlots) {
     this.moreSlots = moreSlots;
     this.sc = sc;
     this.needed = needed;

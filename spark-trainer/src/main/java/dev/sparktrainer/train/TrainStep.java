@@ -15,6 +15,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.time.Duration;
+import java.util.Arrays;
 
 /**
  * One synchronous training step of a worker: forward on every local replica, backward segment by
@@ -71,7 +72,7 @@ final class TrainStep implements AutoCloseable {
       segments[d] = ModelSegments.of(replicas.blocks[d], replicas.params[d], segmented);
     }
     int[] trainableOf = new int[replicas.names.length];
-    java.util.Arrays.fill(trainableOf, -1);
+    Arrays.fill(trainableOf, -1);
     for (int j = 0; j < replicas.trainable.length; j++) {
       trainableOf[replicas.trainable[j]] = j;
     }

@@ -24,6 +24,9 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import java.io.FileNotFoundException;
+import java.util.HashSet;
+import java.util.Set;
 
 /**
  * The result of training: the model spec, its trained parameters (DJL's format) and the history.
@@ -232,17 +235,17 @@ public final class TrainedModel implements Serializable {
    * A save replaces a previous model (complete or not) but nothing else: {@code d} must be absent,
    * or a directory holding only model files (and their {@code .crc} side files).
    */
-  private static void checkReplaceable(FileSystem fs, Path d, java.util.Set<String> names) throws IOException {
+  private static void checkReplaceable(FileSystem fs, Path d, Set<String> names) throws IOException {
     FileStatus status;
     try {
       status = fs.getFileStatus(d);
-    } catch (java.io.FileNotFoundException e) {
+    } catch (FileNotFoundException e) {
       return;
     }
     if (!status.isDirectory()) {
       throw new IOException("Cannot save the model to " + d + ": it is a file, expected a directory");
     }
-    java.util.Set<String> allowed = new java.util.HashSet<>(MODEL_FILES);
+    Set<String> allowed = new HashSet<>(MODEL_FILES);
     allowed.addAll(names);
     allowed.add(MARKER);
     try {

@@ -6,6 +6,8 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.Serializable;
 import java.time.Duration;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
 
 /** Everything a worker needs, validated on the driver and shipped in the task closure. */
 final class TrainingConfig implements Serializable {
@@ -43,11 +45,11 @@ final class TrainingConfig implements Serializable {
   OptimizerPlacement placement = OptimizerPlacement.AUTO;
   Duration operationTimeout;
   /** TLS for the ring's sockets (null: plain TCP, HMAC-authenticated at set-up). */
-  dev.sparktrainer.collective.RingTls ringTls;
+  RingTls ringTls;
   /** Same-host ring neighbours exchange gradients through shared memory (never with TLS). */
   boolean ringSharedMemory = true;
   /** How gradient all-reduce payloads travel (FP32, or BF16/FP16 for half the bytes). */
-  dev.sparktrainer.collective.WirePrecision gradientPrecision = dev.sparktrainer.collective.WirePrecision.FP32;
+  WirePrecision gradientPrecision = WirePrecision.FP32;
   Duration connectTimeout;
   JobSecret secret;
   /** Rank 0's hook (progress, TensorBoard); null for none. */

@@ -9,6 +9,9 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 
 /**
  * Everything a worker needs to continue, in two parts: the small metadata ({@link #encodeMeta}: the
@@ -69,7 +72,7 @@ final class TrainingState {
   boolean continueByRecords;
 
   /** The learning rate of optimizer step {@code step} in this run's layout. */
-  float learningRate(dev.sparktrainer.optim.OptimizerSpec spec, long step) {
+  float learningRate(OptimizerSpec spec, long step) {
     float lr = spec.learningRate(step, lrWorkers);
     return lrScale == 1 ? lr : (float) (lr * lrScale);
   }
@@ -250,16 +253,16 @@ final class TrainingState {
    * read): {@code message}, so that the other ranks fail with it.
    */
   static byte[] encodeFailure(String message) {
-    byte[] text = message.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    return java.nio.ByteBuffer.allocate(4 + text.length).putInt(FAILURE).put(text).array();
+    byte[] text = message.getBytes(StandardCharsets.UTF_8);
+    return ByteBuffer.allocate(4 + text.length).putInt(FAILURE).put(text).array();
   }
 
   /** The message of an {@link #encodeFailure} payload; null for metadata. */
   static String decodeFailure(byte[] data) {
-    if (data.length < 4 || java.nio.ByteBuffer.wrap(data).getInt() != FAILURE) {
+    if (data.length < 4 || ByteBuffer.wrap(data).getInt() != FAILURE) {
       return null;
     }
-    return new String(data, 4, data.length - 4, java.nio.charset.StandardCharsets.UTF_8);
+    return new String(data, 4, data.length - 4, StandardCharsets.UTF_8);
   }
 
   /** The metadata; arrays are allocated by {@link #allocateArrays} and filled by the caller. */

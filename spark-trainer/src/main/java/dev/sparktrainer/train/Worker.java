@@ -22,6 +22,9 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
+import dev.sparktrainer.model.LossSpec;
+import java.util.Locale;
+import org.apache.hadoop.fs.Path;
 
 /**
  * One replica's training loop, with MultiWorkerMirroredStrategy semantics; Spark-free (the barrier
@@ -113,7 +116,7 @@ final class Worker {
         long globalBatch = (long) state.batchSize * accumulate * size;
         if (rank == 0) {
           LOG.log(System.Logger.Level.INFO,
-              "rank 0: optimizer on the " + placement.name().toLowerCase(java.util.Locale.ROOT) + ", "
+              "rank 0: optimizer on the " + placement.name().toLowerCase(Locale.ROOT) + ", "
                   + step.buckets.gradientBuckets() + " gradient bucket(s) of up to " + (cfg.fusionBucketBytes >> 10)
                   + " KiB, " + (cfg.overlap && size > 1
                       ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
@@ -281,7 +284,7 @@ final class Worker {
     }
     double[] flag = new double[1];
     if (rank == 0) {
-      org.apache.hadoop.fs.Path request = new org.apache.hadoop.fs.Path(cfg.checkpointDir, DistributedTrainer.GROW_REQUEST);
+      Path request = new Path(cfg.checkpointDir, DistributedTrainer.GROW_REQUEST);
       flag[0] = request.getFileSystem(hadoopConf).exists(request) ? 1 : 0;
     }
     comm.allReduce(flag, ReduceOp.MAX);
@@ -309,9 +312,9 @@ final class Worker {
   }
 
   /** MSE, MAE and R² of an {@code l2} epoch from the reduced sums (train at {@code at}, validation at 3); else null. */
-  private static EpochMetrics.Regression regression(dev.sparktrainer.model.LossSpec loss, double[] sums, int at,
+  private static EpochMetrics.Regression regression(LossSpec loss, double[] sums, int at,
       double[] val, boolean validated) {
-    if (loss != dev.sparktrainer.model.LossSpec.L2) {
+    if (loss != LossSpec.L2) {
       return null;
     }
     double[] t = EpochMetrics.Regression.of(sums, at, sums[2]);

@@ -18,6 +18,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.nio.file.Files;
+import java.util.stream.Stream;
 
 class AsyncCheckpointWriterTest {
   private static final Duration DEADLINE = Duration.ofSeconds(30);
@@ -73,7 +75,7 @@ class AsyncCheckpointWriterTest {
     // snapshot was dropped: step 1 is still the newest checkpoint.
     assertThat(store.steps()).containsExactly(1L);
     assertThat(store.latest().orElseThrow().step()).isEqualTo(1);
-    try (java.util.stream.Stream<Path> files = java.nio.file.Files.list(tmp)) {
+    try (Stream<Path> files = Files.list(tmp)) {
       assertThat(files.map(f -> f.getFileName().toString())).noneMatch(n -> n.startsWith("_tmp-"));
     }
   }

@@ -24,6 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import java.net.SocketTimeoutException;
 
 class CheckpointStoreTest {
   /** Short waits between read attempts: the tests check the rule, not the default waits. */
@@ -352,7 +353,7 @@ class CheckpointStoreTest {
     TestFileSystems.FlakyOpen.timeouts = true;
     assertThatThrownBy(store::latest).isInstanceOf(IOException.class)
         .hasMessageContaining(CheckpointStore.fileName(2)).hasMessageContaining("4 attempts")
-        .hasRootCauseInstanceOf(java.net.SocketTimeoutException.class);
+        .hasRootCauseInstanceOf(SocketTimeoutException.class);
   }
 
   @Test

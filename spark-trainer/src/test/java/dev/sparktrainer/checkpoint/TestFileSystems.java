@@ -12,6 +12,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.fs.permission.FsPermission;
+import java.net.SocketTimeoutException;
 
 /**
  * Local file systems under their own schemes that misbehave on purpose. Raw (no {@code .crc} side
@@ -73,7 +74,7 @@ final class TestFileSystems {
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
       opens.incrementAndGet();
       if (failures.getAndDecrement() > 0) {
-        throw timeouts ? new java.net.SocketTimeoutException("simulated read timeout")
+        throw timeouts ? new SocketTimeoutException("simulated read timeout")
             : new IOException("simulated 503 Service Unavailable");
       }
       return super.open(f, bufferSize);

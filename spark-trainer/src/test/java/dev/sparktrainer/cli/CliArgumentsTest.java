@@ -12,6 +12,14 @@ import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.checkpoint.SkippedCheckpoint;
+import dev.sparktrainer.train.Resume;
+import dev.sparktrainer.train.WorkerCountChange;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import org.junit.jupiter.api.BeforeEach;
 
 /**
  * The error contract without Spark: every bad input is one line naming the thing and what is
@@ -22,7 +30,7 @@ class CliArgumentsTest {
 
   private int sessionsBefore;
 
-  @org.junit.jupiter.api.BeforeEach
+  @BeforeEach
   void countSessions() {
     sessionsBefore = CliContext.SESSIONS.get();
   }
@@ -36,7 +44,7 @@ class CliArgumentsTest {
   private String[] train(String... extra) throws IOException {
     Path data = Files.createDirectories(tmp.resolve("data"));
     Files.write(data.resolve("part-0.tfrecord"), new byte[0]);
-    List<String> args = new java.util.ArrayList<>(List.of("train", "--data", data.toString(), "--features", "pixels",
+    List<String> args = new ArrayList<>(List.of("train", "--data", data.toString(), "--features", "pixels",
         "--label", "label", "--num-classes", "10", "--output", tmp.resolve("out").toString()));
     args.addAll(List.of(extra));
     return args.toArray(new String[0]);
@@ -195,17 +203,17 @@ class CliArgumentsTest {
 
   @Test
   void resumesAreListedWithTheCheckpointsTheySkipped() {
-    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-    java.io.PrintStream err = new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8);
-    dev.sparktrainer.checkpoint.SkippedCheckpoint bad =
-        new dev.sparktrainer.checkpoint.SkippedCheckpoint("hdfs://nn/ckpt/ckpt-66.bin", "corrupt at byte 9: x");
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    PrintStream err = new PrintStream(bytes, true, StandardCharsets.UTF_8);
+    SkippedCheckpoint bad =
+        new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-66.bin", "corrupt at byte 9: x");
     TrainCommand.printResumes(List.of(
-        new dev.sparktrainer.train.Resume(0, 0, 0, 0, "hdfs://nn/ckpt", List.of(bad)),
-        new dev.sparktrainer.train.Resume(44, 2, 0, 1, "hdfs://nn/ckpt", List.of(bad)),
-        new dev.sparktrainer.train.Resume(66, 3, 0, 0, "hdfs://nn/ckpt"),
-        new dev.sparktrainer.train.Resume(70, 3, 4, 2, "hdfs://nn/ckpt", List.of(),
-            new dev.sparktrainer.train.WorkerCountChange(3, 2, 6, 2, 1, false))), err);
-    assertThat(bytes.toString(java.nio.charset.StandardCharsets.UTF_8).split("\\R")).containsExactly(
+        new Resume(0, 0, 0, 0, "hdfs://nn/ckpt", List.of(bad)),
+        new Resume(44, 2, 0, 1, "hdfs://nn/ckpt", List.of(bad)),
+        new Resume(66, 3, 0, 0, "hdfs://nn/ckpt"),
+        new Resume(70, 3, 4, 2, "hdfs://nn/ckpt", List.of(),
+            new WorkerCountChange(3, 2, 6, 2, 1, false))), err);
+    assertThat(bytes.toString(StandardCharsets.UTF_8).split("\\R")).containsExactly(
         "Started from scratch (a new run of the job): every checkpoint in hdfs://nn/ckpt was corrupt",
         "  skipped checkpoint hdfs://nn/ckpt/ckpt-66.bin: corrupt at byte 9: x",
         "Resumed from the checkpoint at step 44 (epoch 3, Spark stage attempt 1)",

@@ -26,6 +26,8 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.train.TrainedModel;
+import org.apache.hadoop.conf.Configuration;
 
 /**
  * The command line end to end on a local Spark (the session of this class, which the CLI reuses and
@@ -221,8 +223,8 @@ class CliEndToEndTest {
         "--output", p("run2").toString()};
     CliRunner r = ok(args);
     assertThat(r.err()).contains("Replacing the incomplete model in " + p("run2/model"));
-    dev.sparktrainer.train.TrainedModel m =
-        dev.sparktrainer.train.TrainedModel.load(p("run2/model").toString(), new org.apache.hadoop.conf.Configuration());
+    TrainedModel m =
+        TrainedModel.load(p("run2/model").toString(), new Configuration());
     assertThat(m.spec().toProperties().toString()).contains("16");
     assertThat(p("run2/model/_COMPLETE")).content().contains("inputs.properties", "model.params");
     try (Stream<Path> s = Files.list(p("run2"))) {

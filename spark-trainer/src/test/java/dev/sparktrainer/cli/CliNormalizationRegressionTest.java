@@ -23,6 +23,7 @@ import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.io.TempDir;
+import java.nio.file.Files;
 
 /**
  * {@code --normalize} and {@code --loss l2} end to end (train, evaluate, predict, inspect) on
@@ -110,10 +111,10 @@ class CliNormalizationRegressionTest {
     ok(train("raw", "none"));
     ok(train("standard", "standard"));
     ok(train("minmax", "minmax"));
-    double raw = json(java.nio.file.Files.readString(p("raw/metrics.json"))).get("final").get("val_accuracy").asDouble();
-    double standard = json(java.nio.file.Files.readString(p("standard/metrics.json"))).get("final")
+    double raw = json(Files.readString(p("raw/metrics.json"))).get("final").get("val_accuracy").asDouble();
+    double standard = json(Files.readString(p("standard/metrics.json"))).get("final")
         .get("val_accuracy").asDouble();
-    double minmax = json(java.nio.file.Files.readString(p("minmax/metrics.json"))).get("final")
+    double minmax = json(Files.readString(p("minmax/metrics.json"))).get("final")
         .get("val_accuracy").asDouble();
     System.out.printf("held-out accuracy: raw %.4f, standard %.4f, minmax %.4f%n", raw, standard, minmax);
     assertThat(standard).isGreaterThan(0.9).isGreaterThan(raw + 0.15);
@@ -121,7 +122,7 @@ class CliNormalizationRegressionTest {
 
     // Saved with the model: the training data's statistics (not the validation data's), the constant
     // column's std 0 (it became 0, not NaN: the accuracy above says the model trained).
-    List<String> csv = java.nio.file.Files.readAllLines(p("standard/model/normalization.csv"));
+    List<String> csv = Files.readAllLines(p("standard/model/normalization.csv"));
     assertThat(csv.get(0)).isEqualTo("feature,index,count,mean,std,min,max");
     assertThat(csv).hasSize(1 + FEATURES + 1);
     double[] mean = new double[FEATURES];
@@ -146,7 +147,7 @@ class CliNormalizationRegressionTest {
   @Test
   @Order(2)
   void evaluateAndPredictApplyTheSavedNormalization() throws IOException {
-    JsonNode fin = json(java.nio.file.Files.readString(p("standard/metrics.json"))).get("final");
+    JsonNode fin = json(Files.readString(p("standard/metrics.json"))).get("final");
     JsonNode eval = json(ok("evaluate", "--model", p("standard/model").toString(), "--data", p("test").toString(),
         "--batch-size", "64").out());
     // The numbers the trainer reported for the same (normalized) validation data.
@@ -170,7 +171,7 @@ class CliNormalizationRegressionTest {
         "--output", p("reg").toString());
     assertThat(r.out()).contains("Held-out R²: ");
     assertThat(r.err()).containsPattern("epoch 6 done in .* mse \\S+ mae \\S+ r2 \\S+ val_mse \\S+ val_mae \\S+ val_r2 ");
-    JsonNode m = json(java.nio.file.Files.readString(p("reg/metrics.json")));
+    JsonNode m = json(Files.readString(p("reg/metrics.json")));
     assertThat(m.get("epochs")).hasSize(6);
     for (JsonNode e : m.get("epochs")) {
       assertThat(e.get("accuracy").isNull()).isTrue();
@@ -216,7 +217,7 @@ class CliNormalizationRegressionTest {
     ok("train", "--data", p("train").toString(), "--validation-data", p("test").toString(), "--features", "x",
         "--label", "target", "--loss", "l2", "--model", "mlp:32", "--workers", "2", "--epochs", "4", "--batch-size", "32",
         "--learning-rate", "0.01", "--normalize", "minmax", "--progress", "none", "--output", p("preg").toString());
-    JsonNode fin = json(java.nio.file.Files.readString(p("preg/metrics.json"))).get("final");
+    JsonNode fin = json(Files.readString(p("preg/metrics.json"))).get("final");
     assertThat(fin.get("val_r2").asDouble()).isGreaterThan(0.9);
     JsonNode eval = json(ok("evaluate", "--model", p("preg/model").toString(), "--data", p("test").toString()).out());
     assertThat(eval.get("r2").asDouble()).isCloseTo(fin.get("val_r2").asDouble(), within(1e-5));

@@ -24,6 +24,8 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.train.DistributedTrainer;
+import java.awt.AWTError;
 
 /** The train command's side outputs: metrics.json is replaced atomically; the plot hides only what it should. */
 class TrainOutputsTest {
@@ -114,7 +116,7 @@ class TrainOutputsTest {
 
     for (Supplier<Throwable> environment : List.<Supplier<Throwable>>of(
         () -> new IOException("simulated: no space"),
-        () -> new java.awt.AWTError("simulated: Can't connect to X11 window server"),
+        () -> new AWTError("simulated: Can't connect to X11 window server"),
         () -> new UnsatisfiedLinkError("simulated: libfontmanager.so: libfreetype.so.6: cannot open"),
         () -> new Error("Probable fatal error:No fonts found."))) {
       Failing.failure = environment;
@@ -136,6 +138,6 @@ class TrainOutputsTest {
     new TrainCommand().define(f);
     Flags.Flag bucket = f.all().stream().filter(x -> x.name().equals("bucket-mb")).findFirst().orElseThrow();
     assertThat(Double.parseDouble(bucket.defaultValue()) * (1 << 20))
-        .isEqualTo((double) dev.sparktrainer.train.DistributedTrainer.DEFAULT_BUCKET_BYTES);
+        .isEqualTo((double) DistributedTrainer.DEFAULT_BUCKET_BYTES);
   }
 }

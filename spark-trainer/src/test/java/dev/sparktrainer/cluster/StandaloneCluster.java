@@ -26,6 +26,11 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import java.nio.file.LinkOption;
+import java.nio.file.StandardCopyOption;
+import java.util.Optional;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeoutException;
 
 /**
  * A Spark standalone cluster of separate JVMs on this machine, from Spark's Maven jars (no Spark
@@ -91,7 +96,7 @@ public final class StandaloneCluster implements AutoCloseable {
     Path jars = Files.createDirectories(home.resolve("jars"));
     for (Path jar : runtimeJars) {
       Path link = jars.resolve(jar.getFileName());
-      if (!Files.exists(link, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+      if (!Files.exists(link, LinkOption.NOFOLLOW_LINKS)) {
         Files.createSymbolicLink(link, jar.toAbsolutePath());
       }
     }
@@ -111,7 +116,7 @@ public final class StandaloneCluster implements AutoCloseable {
         out.closeEntry();
       }
     }
-    return Files.move(tmp, jar, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    return Files.move(tmp, jar, StandardCopyOption.REPLACE_EXISTING);
   }
 
   /** Starts the master and the workers, and waits until every worker has registered. */
@@ -245,7 +250,7 @@ public final class StandaloneCluster implements AutoCloseable {
     for (ProcessHandle h : tree) {
       try {
         h.onExit().get(30, TimeUnit.SECONDS);
-      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      } catch (ExecutionException | TimeoutException e) {
         throw new IllegalStateException("process " + h.pid() + " of worker " + w + " did not exit after SIGKILL", e);
       }
       pids.add(h.pid());
@@ -254,7 +259,7 @@ public final class StandaloneCluster implements AutoCloseable {
   }
 
   /** The executor JVM with process id {@code pid}, if it is one of this cluster's (see {@link #executors()}). */
-  public java.util.Optional<ProcessHandle> executor(long pid) {
+  public Optional<ProcessHandle> executor(long pid) {
     return executors().stream().filter(h -> h.pid() == pid).findFirst();
   }
 

@@ -10,6 +10,11 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import com.sun.management.ThreadMXBean;
+import java.lang.management.ManagementFactory;
+import java.util.Arrays;
+import org.assertj.core.data.Offset;
+import org.junit.jupiter.api.Assumptions;
 
 class AllReduceTest {
   private List<Communicator> comms;
@@ -203,13 +208,13 @@ class AllReduceTest {
         Rings.onEachOk(
             comms,
             c -> {
-              int total = java.util.Arrays.stream(regions).sum();
-              java.nio.ByteBuffer buf =
-                  java.nio.ByteBuffer.allocateDirect(total * 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+              int total = Arrays.stream(regions).sum();
+              ByteBuffer buf =
+                  ByteBuffer.allocateDirect(total * 4).order(ByteOrder.LITTLE_ENDIAN);
               for (int i = 0; i < total; i++) {
                 buf.putFloat(i * 4, smooth(c.rank(), i));
               }
-              java.nio.ByteBuffer view = buf.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN);
+              ByteBuffer view = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
               int at = 0;
               for (int r : regions) {
                 view.limit((at + r) * 4).position(at * 4);
@@ -229,7 +234,7 @@ class AllReduceTest {
       for (int k = 0; k < n; k++) {
         exact += smooth(k, i);
       }
-      assertThat((double) results.get(0)[i]).as("element %d", i).isCloseTo(exact / n, org.assertj.core.data.Offset.offset(tolerance));
+      assertThat((double) results.get(0)[i]).as("element %d", i).isCloseTo(exact / n, Offset.offset(tolerance));
     }
   }
 
@@ -334,9 +339,9 @@ class AllReduceTest {
    */
   @Test
   void steadyStateAllocatesNothing() {
-    com.sun.management.ThreadMXBean threads =
-        (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
-    org.junit.jupiter.api.Assumptions.assumeTrue(threads.isThreadAllocatedMemorySupported());
+    ThreadMXBean threads =
+        (ThreadMXBean) ManagementFactory.getThreadMXBean();
+    Assumptions.assumeTrue(threads.isThreadAllocatedMemorySupported());
     threads.setThreadAllocatedMemoryEnabled(true);
     comms = Rings.form(2, b -> b.optChunkBytes(64 * 1024));
     int threaded = (int) (FrameChannel.CALLER_DRIVEN_MAX_BYTES / 4) + 1024;
@@ -397,7 +402,7 @@ class AllReduceTest {
               for (int it = 0; it < 200; it++) {
                 int count = (it * 37) % 20_000;
                 float[] a = new float[count];
-                java.util.Arrays.fill(a, c.rank() + 1);
+                Arrays.fill(a, c.rank() + 1);
                 c.allReduce(a, ReduceOp.SUM);
                 for (float v : a) {
                   if (v != 10f) {

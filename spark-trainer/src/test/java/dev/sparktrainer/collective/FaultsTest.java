@@ -15,6 +15,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import java.io.IOException;
 
 /** Dead, stalled and misbehaving peers: always an exception naming ranks, peer and operation, never a hang. */
 class FaultsTest {
@@ -231,7 +232,7 @@ class FaultsTest {
       ByteBuffer rest = ByteBuffer.allocate(1 << 20);
       Link fake = fromRank0;
       assertThatThrownBy(() -> fake.readFully(rest, System.nanoTime() + Duration.ofSeconds(5).toNanos()))
-          .isInstanceOf(java.io.IOException.class);
+          .isInstanceOf(IOException.class);
     } finally {
       if (toRank0 != null) {
         toRank0.abort();

@@ -9,6 +9,9 @@ import java.nio.file.Path;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.util.stream.Stream;
 
 /** Ranks as separate JVM processes, rendezvous through the parent. */
 class MultiProcessTest {
@@ -70,8 +73,8 @@ class MultiProcessTest {
     assertThat(filesIn(shmDir)).as("shared memory files left after a kill -9").isEmpty();
   }
 
-  private static List<Path> filesIn(Path dir) throws java.io.IOException {
-    try (java.util.stream.Stream<Path> s = java.nio.file.Files.list(dir)) {
+  private static List<Path> filesIn(Path dir) throws IOException {
+    try (Stream<Path> s = Files.list(dir)) {
       return s.toList();
     }
   }

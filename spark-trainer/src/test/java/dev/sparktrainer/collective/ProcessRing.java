@@ -12,6 +12,8 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
+import java.nio.file.Path;
+import java.util.Collections;
 
 /**
  * N ranks as separate JVMs on this machine. Each child binds a {@link RingListener}, prints {@code
@@ -33,7 +35,7 @@ final class ProcessRing implements AutoCloseable {
     try {
       for (int r = 0; r < n; r++) {
         List<String> cmd = new ArrayList<>();
-        cmd.add(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(jvmArgs);
         cmd.add("-cp");
         cmd.add(System.getProperty("java.class.path"));
@@ -46,7 +48,7 @@ final class ProcessRing implements AutoCloseable {
         Process p = pb.start();
         ring.processes.add(p);
         BlockingQueue<String> queue = new LinkedBlockingQueue<>();
-        List<String> transcript = java.util.Collections.synchronizedList(new ArrayList<>());
+        List<String> transcript = Collections.synchronizedList(new ArrayList<>());
         ring.lines.add(queue);
         ring.transcripts.add(transcript);
         Thread pump =

@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
+import java.nio.file.Path;
 
 /**
  * One rank in its own JVM, for {@link MultiProcessTest}: {@code RankMain rank n scenario [shm-dir|tcp]}
@@ -36,7 +37,7 @@ public final class RankMain {
             .optChunkBytes(64 * 1024)
             .optSharedMemory(!"tcp".equals(transport))
             .optSharedMemoryDirectory(
-                transport == null || transport.equals("tcp") ? Communicator.DEFAULT_SHARED_MEMORY_DIRECTORY : java.nio.file.Path.of(transport))
+                transport == null || transport.equals("tcp") ? Communicator.DEFAULT_SHARED_MEMORY_DIRECTORY : Path.of(transport))
             .build()) {
       System.out.println("READY");
       System.out.println("TRANSPORT " + c.leftTransport() + " " + c.rightTransport());

@@ -13,6 +13,8 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import java.util.concurrent.ExecutionException;
+import java.util.function.BiConsumer;
 
 /** Test support: N ranks as threads on 127.0.0.1. */
 final class Rings {
@@ -50,13 +52,13 @@ final class Rings {
   }
 
   /** As {@link #form(int, Consumer)} with a configuration per rank. */
-  static List<Communicator> formEach(int n, java.util.function.BiConsumer<Integer, Communicator.Builder> config) {
+  static List<Communicator> formEach(int n, BiConsumer<Integer, Communicator.Builder> config) {
     return form(n, config, listeners -> {});
   }
 
   private static List<Communicator> form(
       int n,
-      java.util.function.BiConsumer<Integer, Communicator.Builder> config,
+      BiConsumer<Integer, Communicator.Builder> config,
       Consumer<List<RingListener>> beforeBuild) {
     JobSecret secret = JobSecret.generate();
     List<RingListener> listeners = new ArrayList<>();
@@ -151,7 +153,7 @@ final class Rings {
       for (Future<T> f : futures) {
         try {
           outcomes.add(new Outcome<>(f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS), null));
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
           outcomes.add(new Outcome<>(null, e.getCause()));
         } catch (TimeoutException e) {
           throw new AssertionError("a rank did not finish within " + TEST_DEADLINE + " (hang)", e);

@@ -26,6 +26,8 @@ import javax.net.ssl.TrustManagerFactory;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 
 class SecurityTest {
   private List<Communicator> comms;
@@ -90,8 +92,8 @@ class SecurityTest {
                   strangers.add(t);
                   // 3. connects and says nothing
                   toClose.add(SocketChannel.open(target));
-                } catch (java.io.IOException e) {
-                  throw new java.io.UncheckedIOException(e);
+                } catch (IOException e) {
+                  throw new UncheckedIOException(e);
                 }
               });
       for (Thread t : strangers) {

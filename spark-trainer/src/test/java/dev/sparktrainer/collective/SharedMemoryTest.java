@@ -18,6 +18,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 /** Rings whose same-host neighbours exchange data through shared memory, against TCP rings. */
 class SharedMemoryTest {
@@ -31,7 +34,7 @@ class SharedMemoryTest {
   void closeRings() throws IOException {
     Rings.closeAll(comms);
     Rings.closeAll(tcp);
-    for (List<Communicator> ring : java.util.Arrays.asList(comms, tcp)) {
+    for (List<Communicator> ring : Arrays.asList(comms, tcp)) {
       if (ring != null) {
         Rings.assertClosed(ring);
       }
@@ -132,7 +135,7 @@ class SharedMemoryTest {
       }
     }
     c.broadcast(b, c.size() - 1);
-    out.add(java.util.Arrays.hashCode(b));
+    out.add(Arrays.hashCode(b));
     for (byte[] g : c.allGather(new byte[c.rank() * 70_001 + 3])) {
       out.add(g.length);
     }
@@ -179,7 +182,7 @@ class SharedMemoryTest {
   @Test
   void aNamesakeFileWithoutTheNonceIsNotUsed() throws IOException {
     // another host's /dev/shm could hold a file of that name: the nonce tells them apart
-    List<Path> namesakes = new java.util.concurrent.CopyOnWriteArrayList<>();
+    List<Path> namesakes = new CopyOnWriteArrayList<>();
     comms =
         Rings.formEach(
             2,
@@ -236,7 +239,7 @@ class SharedMemoryTest {
 
   @Test
   void closingMidOperationFailsThePeerPromptly() {
-    comms = Rings.form(2, b -> b.optSharedMemoryDirectory(shmDir).optOperationTimeout(java.time.Duration.ofSeconds(30)));
+    comms = Rings.form(2, b -> b.optSharedMemoryDirectory(shmDir).optOperationTimeout(Duration.ofSeconds(30)));
     assertTransports(comms, LinkTransport.SHARED_MEMORY);
     Communicator survivor = comms.get(0);
     long start = System.nanoTime();

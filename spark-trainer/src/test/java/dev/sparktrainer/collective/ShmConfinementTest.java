@@ -27,6 +27,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.UncheckedIOException;
 
 /**
  * The path a peer offers for shared memory is opened only inside this rank's own segment directory,
@@ -100,7 +101,7 @@ class ShmConfinementTest {
                 try {
                   return ShmNegotiation.server(serverSide, settings, secret.jobId(), 1, deadline);
                 } catch (IOException e) {
-                  throw new java.io.UncheckedIOException(e);
+                  throw new UncheckedIOException(e);
                 }
               });
       byte[] p = path.getBytes(StandardCharsets.UTF_8);

@@ -23,6 +23,7 @@ import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.MessageTypeParser;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.function.Consumer;
 
 /**
  * The bulk page decoder: its RLE/bit-packed hybrid decoding against parquet-mr's encoder, and whole
@@ -185,7 +186,7 @@ class BulkColumnReaderTest {
     }
   }
 
-  private static void readFile(Path file, java.util.function.Consumer<Record> to) throws IOException {
+  private static void readFile(Path file, Consumer<Record> to) throws IOException {
     Split split = new Split(0, file.toString(), 0, Files.size(file), -1, null);
     try (ParquetStream s = new ParquetStream(split, SPEC, j -> true, new Configuration(), new ArrayPool(42, 4))) {
       for (Record r = s.next(); r != null; r = s.next()) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sparktrainer.data.ImageAugment.Layout;
 import org.junit.jupiter.api.Test;
+import java.util.Arrays;
 
 /** The built-in image augmentations on small images whose results are known. */
 class ImageAugmentTest {
@@ -27,7 +28,7 @@ class ImageAugmentTest {
   }
 
   private static float[] image(Example ex) {
-    return java.util.Arrays.copyOf(ex.values(), ex.size(0));
+    return Arrays.copyOf(ex.values(), ex.size(0));
   }
 
   private static float[] seq(int n) {

@@ -22,6 +22,11 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.OutputStream;
+import java.util.Map;
 
 class InputPipelineTest {
   private static final int W = 4;
@@ -234,14 +239,14 @@ class InputPipelineTest {
     Path d = dir.resolve("m");
     Files.createDirectories(d);
     long badOffset;
-    try (java.io.OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
-        dev.sparktrainer.tfrecord.codec.TFRecordWriter w = new dev.sparktrainer.tfrecord.codec.TFRecordWriter(os)) {
+    try (OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
       for (int i = 0; i < 30; i++) {
         w.write(TestData.example(i, W));
       }
       badOffset = w.bytesWritten();
-      w.write(dev.sparktrainer.tfrecord.example.Examples.encodeExample(
-          java.util.Map.of("label", dev.sparktrainer.tfrecord.example.Feature.ofInt64(1))));
+      w.write(Examples.encodeExample(
+          Map.of("label", Feature.ofInt64(1))));
       for (int i = 31; i < 40; i++) {
         w.write(TestData.example(i, W));
       }

@@ -19,6 +19,12 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
+import java.io.OutputStream;
 
 /** The map stage: a user's {@link ExampleTransform} in the pipeline's decode stage. */
 class MapStageTest {
@@ -170,8 +176,8 @@ class MapStageTest {
     Path d = dir.resolve("f");
     Files.createDirectories(d);
     long offset = -1;
-    try (java.io.OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
-        dev.sparktrainer.tfrecord.codec.TFRecordWriter w = new dev.sparktrainer.tfrecord.codec.TFRecordWriter(os)) {
+    try (OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
       for (int i = 0; i < 40; i++) {
         if (i == 23) {
           offset = w.bytesWritten();
@@ -212,12 +218,12 @@ class MapStageTest {
     ExampleTransform t = ImageAugment.parse("flip,crop:2,normalize:0.5/0.25", ImageAugment.Layout.CHW).training()
         .andThen(ex -> ex.setLabel(1));
     PipelineOptions o = opts().optTransform(t).build();
-    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-    try (java.io.ObjectOutputStream out = new java.io.ObjectOutputStream(bytes)) {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
       out.writeObject(o);
     }
     PipelineOptions back;
-    try (java.io.ObjectInputStream in = new java.io.ObjectInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray()))) {
+    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
       back = (PipelineOptions) in.readObject();
     }
     assertThat(back.transform()).isNotNull();

@@ -38,6 +38,11 @@ import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.function.Consumer;
+import org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.parquet.hadoop.util.HadoopInputFile;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@link ParquetStream} against files from the three writers users have: Spark (standard 3-level
@@ -89,8 +94,8 @@ class ParquetStreamTest {
   }
 
   @SafeVarargs
-  private static <T> scala.collection.immutable.Seq<T> scalaSeq(T... xs) {
-    return scala.jdk.javaapi.CollectionConverters.asScala(Arrays.asList(xs)).toList();
+  private static <T> Seq<T> scalaSeq(T... xs) {
+    return CollectionConverters.asScala(Arrays.asList(xs)).toList();
   }
 
   private static byte[] png(long id) {
@@ -306,13 +311,13 @@ class ParquetStreamTest {
 
   private static String schemaOf(Path dir) throws IOException {
     org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(parquetFiles(dir).get(0).toString());
-    try (var r = org.apache.parquet.hadoop.ParquetFileReader.open(
-        org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(p, new Configuration()))) {
+    try (var r = ParquetFileReader.open(
+        HadoopInputFile.fromPath(p, new Configuration()))) {
       return r.getFooter().getFileMetaData().getSchema().toString();
     }
   }
 
-  private static void readFile(Path file, DatasetSpec spec, java.util.function.Consumer<Record> to) throws IOException {
+  private static void readFile(Path file, DatasetSpec spec, Consumer<Record> to) throws IOException {
     Split split = new Split(0, file.toString(), 0, Files.size(file), -1, null);
     int size = spec.features().stream().mapToInt(DatasetSpec.Feature::size).sum();
     try (ParquetStream s = new ParquetStream(split, spec, j -> true, new Configuration(), new ArrayPool(size, 4))) {

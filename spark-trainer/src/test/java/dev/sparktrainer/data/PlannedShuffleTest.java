@@ -17,6 +17,9 @@ import java.util.List;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.nio.file.StandardCopyOption;
+import java.util.Arrays;
+import java.util.Locale;
 
 /**
  * The planned shuffle ({@link PlannedReaders}: the order worked out on record indices, records
@@ -31,7 +34,7 @@ class PlannedShuffleTest {
 
   /** {@code o} on the shuffle path named {@code path} ("buffer" or "planned"). */
   private static PipelineOptions on(PipelineOptions o, String path) {
-    return o.toBuilder().optShufflePath(PipelineOptions.ShufflePath.valueOf(path.toUpperCase(java.util.Locale.ROOT)))
+    return o.toBuilder().optShufflePath(PipelineOptions.ShufflePath.valueOf(path.toUpperCase(Locale.ROOT)))
         .build();
   }
 
@@ -74,7 +77,7 @@ class PlannedShuffleTest {
                   .optDropRemainder(drop).optSeed(cases).optMemoryBudgetBytes(8 << 20).build();
               for (int rank = 0; rank < n; rank += 2) {
                 String what = policy + " " + uneven + " drop=" + drop + " batch/shuffle/cycle/block="
-                    + java.util.Arrays.toString(shape) + " rank " + rank + "/" + n;
+                    + Arrays.toString(shape) + " rank " + rank + "/" + n;
                 List<List<Long>> expected = batches(plan, o, rank, n, 1, 0, "buffer");
                 assertThat(batches(plan, o, rank, n, 1, 0, "planned")).as(what).isEqualTo(expected);
                 long skip = expected.size() / 2;
@@ -161,7 +164,7 @@ class PlannedShuffleTest {
     TestData.writeTFRecords(other, W, 1000, TFRecordCompression.NONE, 45);
     try (var files = Files.list(other)) {
       Files.copy(files.filter(f -> f.getFileName().toString().endsWith(".tfrecord")).findFirst().orElseThrow(),
-          changed, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+          changed, StandardCopyOption.REPLACE_EXISTING);
     }
     PipelineOptions o = PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(1000).optCycleLength(3)
         .optMemoryBudgetBytes(8 << 20).optShufflePath(PipelineOptions.ShufflePath.PLANNED).build();

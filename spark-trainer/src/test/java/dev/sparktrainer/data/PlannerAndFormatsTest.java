@@ -27,6 +27,8 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.net.URI;
+import org.junit.jupiter.api.AfterAll;
 
 class PlannerAndFormatsTest {
   @TempDir Path dir;
@@ -38,7 +40,7 @@ class PlannerAndFormatsTest {
   }
 
   /** Other test classes in this JVM configure their own session. */
-  @org.junit.jupiter.api.AfterAll
+  @AfterAll
   static void stopSpark() {
     SparkSession.getActiveSession().foreach(s -> {
       s.stop();
@@ -157,7 +159,7 @@ class PlannerAndFormatsTest {
     try (DataFrameInput in = DataFrameInput.of(engineered, columns, staging)) {
       assertThat(in.staged()).isTrue();
       assertThat(in.spec().format()).isEqualTo(DatasetSpec.Format.PARQUET);
-      stagedDir = Path.of(java.net.URI.create(in.spec().paths().get(0).startsWith("file:")
+      stagedDir = Path.of(URI.create(in.spec().paths().get(0).startsWith("file:")
           ? in.spec().paths().get(0) : "file://" + in.spec().paths().get(0)));
       DatasetPlan plan = DatasetPlanner.plan(in.spec(), PipelineOptions.builder().build(), TestData.CONF);
       assertThat(plan.totalRecords()).isEqualTo(50);

@@ -15,6 +15,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Planning runs Spark jobs inside the caller's job group (a notebook or an Airflow task that cancels
@@ -62,7 +63,7 @@ class PlannerJobGroupTest {
       assertThat(sc.getLocalProperty("spark.jobGroup.id")).isEqualTo("nightly-etl");
       assertThat(sc.getLocalProperty("spark.job.description")).isEqualTo("the caller's work");
       assertThat(sc.getLocalProperty("spark.job.interruptOnCancel")).isEqualTo("true");
-      assertThat(scala.jdk.javaapi.CollectionConverters.asJava(sc.getJobTags())).isEmpty();
+      assertThat(CollectionConverters.asJava(sc.getJobTags())).isEmpty();
       // The counting job ran in the caller's group: sc.cancelJobGroup("nightly-etl") covers it.
       assertThat(jobs).isNotEmpty().allSatisfy(p -> {
         assertThat(p.getProperty("spark.jobGroup.id")).isEqualTo("nightly-etl");

@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.concurrent.locks.LockSupport;
 
 /** The decoded-record cache is keyed by each file's version: a rewritten file is read again. */
 class RecordCacheTest {
@@ -54,7 +55,7 @@ class RecordCacheTest {
     // A split's cache file appears when its reader is closed, on the pipeline's producer thread.
     long deadline = System.nanoTime() + 30_000_000_000L;
     while (cached() < 2 && System.nanoTime() < deadline) {
-      java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+      LockSupport.parkNanos(10_000_000L);
     }
     assertThat(cached()).as("cached splits").isEqualTo(2);
 

@@ -1,5 +1,7 @@
 package dev.sparktrainer.data;
 
+import java.nio.file.Path;
+
 /**
  * Streams epochs of a dataset in this JVM, each next epoch prepared ahead as the trainer does, and
  * prints what it read (for the bounded-memory test). Args: dir, width, budget bytes, shuffle buffer,
@@ -9,7 +11,7 @@ public final class StreamMain {
   private StreamMain() {}
 
   public static void main(String[] args) throws Exception {
-    java.nio.file.Path dir = java.nio.file.Path.of(args[0]);
+    Path dir = Path.of(args[0]);
     int width = Integer.parseInt(args[1]);
     long budget = Long.parseLong(args[2]);
     int shuffle = Integer.parseInt(args[3]);

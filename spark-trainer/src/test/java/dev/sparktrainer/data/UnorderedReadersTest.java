@@ -21,6 +21,11 @@ import java.util.Set;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.OutputStream;
+import java.util.stream.Stream;
 
 /**
  * The pipeline with {@code deterministic=false} and no shuffle buffer: readers make whole batches.
@@ -206,14 +211,14 @@ class UnorderedReadersTest {
     Path d = dir.resolve("m");
     Files.createDirectories(d);
     long badOffset;
-    try (java.io.OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
-        dev.sparktrainer.tfrecord.codec.TFRecordWriter w = new dev.sparktrainer.tfrecord.codec.TFRecordWriter(os)) {
+    try (OutputStream os = Files.newOutputStream(d.resolve("part-000.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
       for (int i = 0; i < 30; i++) {
         w.write(TestData.example(i, W));
       }
       badOffset = w.bytesWritten();
-      w.write(dev.sparktrainer.tfrecord.example.Examples.encodeExample(
-          Map.of("label", dev.sparktrainer.tfrecord.example.Feature.ofInt64(1))));
+      w.write(Examples.encodeExample(
+          Map.of("label", Feature.ofInt64(1))));
       for (int i = 31; i < 40; i++) {
         w.write(TestData.example(i, W));
       }
@@ -238,7 +243,7 @@ class UnorderedReadersTest {
         .optCacheDir(dir.resolve("cache").toString()).build();
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       Set<Long> first = new HashSet<>(ids(p, 0, 0));
-      try (java.util.stream.Stream<Path> files = Files.walk(dir.resolve("d"))) {
+      try (Stream<Path> files = Files.walk(dir.resolve("d"))) {
         files.filter(Files::isRegularFile).forEach(f -> f.toFile().delete());
       }
       List<Long> second = ids(p, 1, 0);

@@ -29,6 +29,11 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicLong;
 
 /** The Estimator in a Spark ML Pipeline after VectorAssembler and StandardScaler; persistence; transform. */
 class EstimatorPipelineTest {
@@ -134,7 +139,7 @@ class EstimatorPipelineTest {
   }
 
   /** Examples the transform of {@link #aTransformAugmentsTheTrainingDataOnTheExecutors} saw (local mode: one JVM). */
-  private static final java.util.concurrent.atomic.AtomicLong MAPPED = new java.util.concurrent.atomic.AtomicLong();
+  private static final AtomicLong MAPPED = new AtomicLong();
 
   /**
    * The Estimator's transform travels to the executors and maps the training examples (the digits'
@@ -144,8 +149,8 @@ class EstimatorPipelineTest {
   @Test
   void aTransformAugmentsTheTrainingDataOnTheExecutors() throws IOException {
     Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
-    dev.sparktrainer.data.ExampleTransform augment = dev.sparktrainer.data.ImageAugment
-        .parse("flip,crop:1", dev.sparktrainer.data.ImageAugment.Layout.CHW).withImageShape(1, 8, 8).training();
+    ExampleTransform augment = ImageAugment
+        .parse("flip,crop:1", ImageAugment.Layout.CHW).withImageShape(1, 8, 8).training();
     SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:32").setNumWorkers(2)
         .setEpochs(2).setBatchSize(32).setSeed(5).setStagingDir(tmp.resolve("staging-map").toString())
         .setTransform(augment.andThen(ex -> MAPPED.incrementAndGet()));
@@ -162,7 +167,7 @@ class EstimatorPipelineTest {
     trainer.write().overwrite().save(path);
     SparkTrainerEstimator loaded = SparkTrainerEstimator.load(path);
     assertThat(loaded.isDefined(loaded.transform())).isTrue();
-    assertThat(loaded.getOrDefault(loaded.transform())).isInstanceOf(dev.sparktrainer.data.ExampleTransform.class);
+    assertThat(loaded.getOrDefault(loaded.transform())).isInstanceOf(ExampleTransform.class);
     SparkTrainerEstimator plain = new SparkTrainerEstimator();
     assertThat(plain.isDefined(plain.transform())).as("no default").isFalse();
   }
@@ -174,9 +179,9 @@ class EstimatorPipelineTest {
     for (int j = 0; j < 64; j++) {
       scaled[j] = "p" + j + " * " + Math.pow(10, j % 8 - 3) + " AS s" + j;
     }
-    VectorAssembler assembler = new VectorAssembler().setInputCols(java.util.Arrays.stream(scaled)
+    VectorAssembler assembler = new VectorAssembler().setInputCols(Arrays.stream(scaled)
         .map(c -> c.substring(c.lastIndexOf(' ') + 1)).toArray(String[]::new)).setOutputCol("features");
-    String[] cols = java.util.Arrays.copyOf(scaled, 65);
+    String[] cols = Arrays.copyOf(scaled, 65);
     cols[64] = "label";
     Dataset<Row> scaledTrain = assembler.transform(train.selectExpr(cols));
     Dataset<Row> scaledTest = assembler.transform(test.selectExpr(cols));
@@ -184,8 +189,8 @@ class EstimatorPipelineTest {
         .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setNormalize("standard")
         .setStagingDir(tmp.resolve("staging-normalized").toString());
     SparkTrainerModel model = trainer.fit(scaledTrain);
-    dev.sparktrainer.data.Normalization n = model.trainedModel().normalization();
-    assertThat(n.mode()).isEqualTo(dev.sparktrainer.data.Normalization.Mode.STANDARD);
+    Normalization n = model.trainedModel().normalization();
+    assertThat(n.mode()).isEqualTo(Normalization.Mode.STANDARD);
     assertThat(n.statistics().count()).isEqualTo(scaledTrain.count()); // the training rows, nothing else
     List<Row> predicted = model.transform(scaledTest).select("label", "prediction").collectAsList();
     double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) predicted.size();
@@ -225,7 +230,7 @@ class EstimatorPipelineTest {
 
   @Test
   void useGpusReachesTheTrainersPreflight() {
-    Dataset<Row> assembled = new org.apache.spark.ml.feature.VectorAssembler().setInputCols(pixelCols)
+    Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols)
         .setOutputCol("features").transform(train);
     // This local session has no GPU resources configured: the trainer refuses before any task starts.
     assertThatThrownBy(() -> new SparkTrainerEstimator().setUseGpus(true).setEpochs(1).fit(assembled))

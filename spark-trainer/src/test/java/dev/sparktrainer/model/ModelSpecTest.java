@@ -17,6 +17,8 @@ import java.io.ObjectInputStream;
 import java.io.ObjectOutputStream;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import java.util.Map;
+import org.assertj.core.data.Offset;
 
 class ModelSpecTest {
   /** A custom block factory that can be rebuilt from its class name. */
@@ -75,7 +77,7 @@ class ModelSpecTest {
     assertThatThrownBy(() -> MlpSpec.of(64, 10, 0)).hasMessage("Invalid hidden layer size 0: expected > 0");
     assertThatThrownBy(() -> new CnnSpec(new long[] {1, 4, 4}, new int[] {8, 8, 8}, 16, 2, 0f))
         .hasMessageContaining("3 pooling stages do not fit");
-    assertThatThrownBy(() -> ModelSpec.fromProperties(java.util.Map.of("type", "rnn")))
+    assertThatThrownBy(() -> ModelSpec.fromProperties(Map.of("type", "rnn")))
         .hasMessage("Invalid model type 'rnn': expected mlp, cnn, resnet or custom");
   }
 
@@ -89,7 +91,7 @@ class ModelSpecTest {
       NDArray binary = m.create(new long[] {1, 0, 0});
       assertThat(LossSpec.SIGMOID_BINARY_CROSS_ENTROPY.correct(binary, one)).isEqualTo(2);
       NDArray l2 = LossSpec.L2.evaluate(LossSpec.L2.newLoss(), m.create(new float[] {1, -2, 1}), one);
-      assertThat(l2.getFloat()).isCloseTo((4f + 0 + 0) / 2 / 3, org.assertj.core.data.Offset.offset(1e-6f));
+      assertThat(l2.getFloat()).isCloseTo((4f + 0 + 0) / 2 / 3, Offset.offset(1e-6f));
     }
   }
 }

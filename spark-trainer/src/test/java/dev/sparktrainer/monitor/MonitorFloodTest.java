@@ -33,6 +33,9 @@ import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import java.lang.reflect.Field;
+import java.util.stream.Collectors;
+import org.assertj.core.api.SoftAssertions;
 
 /**
  * The driver's progress listener under a flood of strangers (idle connections, garbage and oversized
@@ -109,7 +112,7 @@ class MonitorFloodTest {
     int baseline;
     try (TrainingMonitor monitor = TrainingMonitor.start("127.0.0.1", view, null)) {
       MonitorCallback cb = (MonitorCallback) monitor.callback();
-      java.lang.reflect.Field portField = MonitorCallback.class.getDeclaredField("port");
+      Field portField = MonitorCallback.class.getDeclaredField("port");
       portField.setAccessible(true);
       InetSocketAddress target = new InetSocketAddress("127.0.0.1", (int) portField.get(cb));
       baseline = mx.getThreadCount();
@@ -217,9 +220,9 @@ class MonitorFloodTest {
     System.out.printf("flood: %d strangers, monitor threads at most %d, JVM threads +%d, oversized hellos cut"
             + " after %s bytes, %d warnings, %d steps and %d epochs received%n",
         opened.get(), maxMonitorThreads.get(), peakThreads.get() - baseline,
-        oversized.stream().map(o -> Long.toString(o[0])).collect(java.util.stream.Collectors.joining("/")),
+        oversized.stream().map(o -> Long.toString(o[0])).collect(Collectors.joining("/")),
         warnings.size(), view.steps.size(), view.epochs.size());
-    org.assertj.core.api.SoftAssertions soft = new org.assertj.core.api.SoftAssertions();
+    SoftAssertions soft = new SoftAssertions();
     soft.assertThat(model.history().epochs()).hasSize(epochs);
     soft.assertThat(view.epochs).as("every epoch's metrics reached the driver").hasSize(epochs);
     soft.assertThat(view.steps).as("step progress reached the driver").isNotEmpty();

@@ -28,6 +28,14 @@ import javax.imageio.ImageIO;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.train.Resume;
+import dev.sparktrainer.train.WorkerCountChange;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
+import java.lang.reflect.Field;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.Set;
 
 /** Rank 0 to driver progress, TensorBoard files from the callback, console lines, metrics.json, the plot. */
 class MonitorTest {
@@ -96,7 +104,7 @@ class MonitorTest {
     Recorder view = new Recorder();
     try (TrainingMonitor monitor = TrainingMonitor.start("127.0.0.1", view, null)) {
       MonitorCallback cb = (MonitorCallback) monitor.callback();
-      java.lang.reflect.Field port = MonitorCallback.class.getDeclaredField("port");
+      Field port = MonitorCallback.class.getDeclaredField("port");
       port.setAccessible(true);
       try (Socket s = new Socket()) {
         s.connect(new InetSocketAddress("127.0.0.1", (int) port.get(cb)), 5000);
@@ -140,7 +148,7 @@ class MonitorTest {
   @Test
   void metricsJsonAndPlot() throws IOException {
     History h = new History(List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95)));
-    String json = MetricsReport.toJson(h, 12.5, new java.util.LinkedHashMap<>(Map.of("workers", 2)));
+    String json = MetricsReport.toJson(h, 12.5, new LinkedHashMap<>(Map.of("workers", 2)));
     JsonNode root = new ObjectMapper().readTree(json);
     assertThat(root.get("workers").asInt()).isEqualTo(2);
     assertThat(root.get("epochs")).hasSize(2);
@@ -167,9 +175,9 @@ class MonitorTest {
 
   @Test
   void aChangeOfWorkersIsMarkedInThePlotAndMetricsJson() throws IOException {
-    List<dev.sparktrainer.train.EpochMetrics> epochs = List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95));
-    dev.sparktrainer.train.Resume shrink = new dev.sparktrainer.train.Resume(3, 1, 0, 0, "/ckpt", List.of(),
-        new dev.sparktrainer.train.WorkerCountChange(3, 2, 24, 2, 1, false));
+    List<EpochMetrics> epochs = List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95));
+    Resume shrink = new Resume(3, 1, 0, 0, "/ckpt", List.of(),
+        new WorkerCountChange(3, 2, 24, 2, 1, false));
     int[] red = new int[2];
     for (History h : List.of(new History(epochs), new History(epochs, List.of(shrink)))) {
       ByteArrayOutputStream png = new ByteArrayOutputStream();
@@ -190,8 +198,8 @@ class MonitorTest {
     assertThat(root.get("resumes").get(0).get("workers").get("to_workers").asInt()).isEqualTo(2);
   }
 
-  private static java.util.Set<Integer> colours(BufferedImage img) {
-    java.util.Set<Integer> out = new java.util.HashSet<>();
+  private static Set<Integer> colours(BufferedImage img) {
+    Set<Integer> out = new HashSet<>();
     for (int y = 0; y < img.getHeight(); y += 1) {
       for (int x = 0; x < img.getWidth(); x += 1) {
         out.add(img.getRGB(x, y) & 0xffffff);
@@ -211,10 +219,10 @@ class MonitorTest {
   @SuppressWarnings("unchecked")
   private static <T> T roundTrip(T o) throws Exception {
     ByteArrayOutputStream b = new ByteArrayOutputStream();
-    try (java.io.ObjectOutputStream out = new java.io.ObjectOutputStream(b)) {
+    try (ObjectOutputStream out = new ObjectOutputStream(b)) {
       out.writeObject(o);
     }
-    try (java.io.ObjectInputStream in = new java.io.ObjectInputStream(new ByteArrayInputStream(b.toByteArray()))) {
+    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(b.toByteArray()))) {
       return (T) in.readObject();
     }
   }

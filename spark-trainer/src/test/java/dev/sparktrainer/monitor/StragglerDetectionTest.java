@@ -25,6 +25,7 @@ import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.train.StepProgress;
 
 /**
  * Straggler detection end to end: three in-process workers, one made slower with the fault hook;
@@ -44,7 +45,7 @@ class StragglerDetectionTest {
     final List<StragglerReport.Slowest> slowest = new CopyOnWriteArrayList<>();
 
     @Override
-    public void onStep(dev.sparktrainer.train.StepProgress step) {
+    public void onStep(StepProgress step) {
       console.onStep(step);
     }
 

@@ -13,6 +13,7 @@ import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.assertj.core.api.Assertions;
 
 /** Event files written with the project's TFRecord writer, read back as TensorBoard reads them. */
 class TensorBoardWriterTest {
@@ -71,7 +72,7 @@ class TensorBoardWriterTest {
     byte[] bytes = Files.readAllBytes(file);
     bytes[bytes.length - 6] ^= 0x10; // inside the last record's data
     Files.write(file, bytes);
-    org.assertj.core.api.Assertions.assertThatThrownBy(() -> EventFiles.read(file))
+    Assertions.assertThatThrownBy(() -> EventFiles.read(file))
         .hasMessageContaining("data CRC mismatch at record 1");
   }
 }

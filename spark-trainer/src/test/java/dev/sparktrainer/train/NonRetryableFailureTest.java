@@ -22,6 +22,10 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import dev.sparktrainer.data.DatasetPlanner;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
+import org.apache.spark.SparkException;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
 
 /**
  * Failures a retry would repeat end the job at the first failed task, with their own message — not
@@ -84,7 +88,7 @@ class NonRetryableFailureTest {
             .isInstanceOf(ReplicaMismatchException.class)
             .hasMessageContaining("Replica parameters differ after epoch 0: rank 0 ")
             .hasMessageContaining("the job was cancelled instead of retried")
-            .hasCauseInstanceOf(org.apache.spark.SparkException.class));
+            .hasCauseInstanceOf(SparkException.class));
     // Spark schedules a barrier stage's resubmission 200 ms after the failure; the cancellation
     // usually comes first, at worst it stops the second attempt. Without it: 3 retries.
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
@@ -136,7 +140,7 @@ class NonRetryableFailureTest {
     AtomicInteger failedTasks = new AtomicInteger();
     SparkListener failures = new SparkListener() {
       @Override
-      public void onTaskEnd(org.apache.spark.scheduler.SparkListenerTaskEnd e) {
+      public void onTaskEnd(SparkListenerTaskEnd e) {
         if (!(e.reason() instanceof org.apache.spark.Success$)) {
           failedTasks.incrementAndGet();
         }
@@ -144,9 +148,9 @@ class NonRetryableFailureTest {
     };
     spark.sparkContext().addSparkListener(failures);
     try {
-      assertThatThrownBy(() -> dev.sparktrainer.data.DatasetPlanner.plan(spec,
+      assertThatThrownBy(() -> DatasetPlanner.plan(spec,
               PipelineOptions.builder().optBatchSize(32).build(), spark))
-          .isInstanceOf(dev.sparktrainer.tfrecord.codec.TFRecordCorruptException.class)
+          .isInstanceOf(TFRecordCorruptException.class)
           .hasMessageContaining("Corrupt TFRecord file ")
           .hasMessageContaining("part-1.tfrecord at byte offset ")
           .hasMessageContaining("found while counting the records of the dataset");

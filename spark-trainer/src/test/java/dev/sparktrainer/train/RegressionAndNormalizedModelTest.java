@@ -16,6 +16,7 @@ import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.LinkedHashMap;
 
 /**
  * A model's normalization saved and loaded with it (and models without one still load); the
@@ -62,7 +63,7 @@ class RegressionAndNormalizedModelTest {
     plain.save(other, conf, Map.of());
     Path props = tmp.resolve("other/model.properties");
     Files.writeString(props, Files.readString(props) + "normalize=standard\n");
-    Map<String, byte[]> files = new java.util.LinkedHashMap<>();
+    Map<String, byte[]> files = new LinkedHashMap<>();
     for (String f : List.of("model.properties", "model.params", "history.json")) {
       files.put(f, Files.readAllBytes(tmp.resolve("other/" + f)));
     }

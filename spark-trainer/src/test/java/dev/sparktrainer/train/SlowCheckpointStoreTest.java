@@ -18,6 +18,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.InterruptedIOException;
 
 /** A checkpoint store slower than the ring's operation timeout does not stall (or fail) training. */
 class SlowCheckpointStoreTest {
@@ -56,7 +57,7 @@ class SlowCheckpointStoreTest {
             Thread.sleep(CLOSE_MILLIS);
           } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new java.io.InterruptedIOException("interrupted");
+            throw new InterruptedIOException("interrupted");
           }
           out.close();
           closes.incrementAndGet();

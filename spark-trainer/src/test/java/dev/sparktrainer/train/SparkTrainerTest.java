@@ -13,14 +13,26 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.assertj.core.groups.Tuple;
 
 /** The trainer on a local Spark (two task slots, task retries allowed): barrier launch, retry, resume. */
 class SparkTrainerTest {
   private static SparkSession spark;
   private static InMemoryDataset train;
   private static InMemoryDataset test;
-  private static final java.util.concurrent.atomic.AtomicInteger retriedStages =
-      new java.util.concurrent.atomic.AtomicInteger();
+  private static final AtomicInteger retriedStages =
+      new AtomicInteger();
 
   @TempDir Path tmp;
 
@@ -37,9 +49,9 @@ class SparkTrainerTest {
             .config("spark.sql.shuffle.partitions", "2")
             .getOrCreate();
     spark.sparkContext().addSparkListener(
-        new org.apache.spark.scheduler.SparkListener() {
+        new SparkListener() {
           @Override
-          public void onStageSubmitted(org.apache.spark.scheduler.SparkListenerStageSubmitted e) {
+          public void onStageSubmitted(SparkListenerStageSubmitted e) {
             if (e.stageInfo().attemptNumber() > 0) {
               retriedStages.incrementAndGet();
             }
@@ -84,8 +96,8 @@ class SparkTrainerTest {
     // Each epoch's straggler report names the tasks' executors (local mode: "driver") and hosts.
     assertThat(h.stragglers()).hasSize(8).allSatisfy(r -> assertThat(r.ranks())
         .extracting(StragglerReport.Rank::executorId, r2 -> r2.host().isEmpty())
-        .containsExactly(org.assertj.core.groups.Tuple.tuple("driver", false),
-            org.assertj.core.groups.Tuple.tuple("driver", false)));
+        .containsExactly(Tuple.tuple("driver", false),
+            Tuple.tuple("driver", false)));
   }
 
   @Test
@@ -111,12 +123,12 @@ class SparkTrainerTest {
   @Test
   void ringTransportFollowsTheOptionAndLeavesTheResultAlone() {
     // The communicator logs each link's transport (System.Logger, here backed by java.util.logging).
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger("dev.sparktrainer.collective.Communicator");
-    java.util.List<String> lines = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
-    java.util.logging.Handler capture =
-        new java.util.logging.Handler() {
+    Logger log = Logger.getLogger("dev.sparktrainer.collective.Communicator");
+    List<String> lines = Collections.synchronizedList(new ArrayList<>());
+    Handler capture =
+        new Handler() {
           @Override
-          public void publish(java.util.logging.LogRecord r) {
+          public void publish(LogRecord r) {
             lines.add(r.getMessage());
           }
 
@@ -126,8 +138,8 @@ class SparkTrainerTest {
           @Override
           public void close() {}
         };
-    java.util.logging.Level level = log.getLevel();
-    log.setLevel(java.util.logging.Level.INFO);
+    Level level = log.getLevel();
+    log.setLevel(Level.INFO);
     log.addHandler(capture);
     try {
       TrainedModel viaShm = digitsJob(2, 1).build().fit(spark);
@@ -146,7 +158,7 @@ class SparkTrainerTest {
 
   @Test
   void preflightRejectsMoreWorkersThanSlots() {
-    assertThatThrownBy(() -> digitsJob(3, 1).optSlotWait(java.time.Duration.ZERO).build().fit(spark))
+    assertThatThrownBy(() -> digitsJob(3, 1).optSlotWait(Duration.ZERO).build().fit(spark))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("Not enough task slots for 3 barrier tasks")
         .hasMessageContaining("has 2");

@@ -28,6 +28,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.Arrays;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 
 /**
  * Where a DataFrame is staged: by default under the checkpoint directory when that is on a shared
@@ -52,20 +55,20 @@ class StagingDirTest {
     }
 
     // RawLocalFileSystem reads permissions through a file: URI: give plain statuses under this scheme.
-    private static org.apache.hadoop.fs.FileStatus plain(org.apache.hadoop.fs.FileStatus s) {
-      return new org.apache.hadoop.fs.FileStatus(s.getLen(), s.isDirectory(), s.getReplication(), s.getBlockSize(),
+    private static FileStatus plain(FileStatus s) {
+      return new FileStatus(s.getLen(), s.isDirectory(), s.getReplication(), s.getBlockSize(),
           s.getModificationTime(), s.getPath());
     }
 
     @Override
-    public org.apache.hadoop.fs.FileStatus getFileStatus(org.apache.hadoop.fs.Path f) throws IOException {
+    public FileStatus getFileStatus(org.apache.hadoop.fs.Path f) throws IOException {
       return plain(super.getFileStatus(f));
     }
 
     @Override
-    public org.apache.hadoop.fs.FileStatus[] listStatus(org.apache.hadoop.fs.Path f) throws IOException {
-      return java.util.Arrays.stream(super.listStatus(f)).map(Shared::plain)
-          .toArray(org.apache.hadoop.fs.FileStatus[]::new);
+    public FileStatus[] listStatus(org.apache.hadoop.fs.Path f) throws IOException {
+      return Arrays.stream(super.listStatus(f)).map(Shared::plain)
+          .toArray(FileStatus[]::new);
     }
 
     @Override
@@ -126,8 +129,8 @@ class StagingDirTest {
 
   @Test
   void onAClusterALocalStagingDirIsRefusedNamingTheOption() {
-    org.apache.hadoop.conf.Configuration local = new org.apache.hadoop.conf.Configuration();
-    org.apache.hadoop.conf.Configuration hdfsDefault = new org.apache.hadoop.conf.Configuration();
+    Configuration local = new Configuration();
+    Configuration hdfsDefault = new Configuration();
     hdfsDefault.set("fs.defaultFS", "hdfs://namenode:8020");
     String tmpDefault = DistributedTrainer.defaultStagingDir(null, null, local);
     assertThat(tmpDefault).startsWith("file:/");

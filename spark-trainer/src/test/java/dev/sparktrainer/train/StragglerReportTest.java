@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.function.IntToDoubleFunction;
 import org.junit.jupiter.api.Test;
+import java.util.Arrays;
 
 /** The step-time record of each rank and rank 0's analysis of them, on known times. */
 class StragglerReportTest {
@@ -30,7 +31,7 @@ class StragglerReportTest {
     StepTimes.Sample b = ranked(1, 7, 3, 5000, i -> i);
     assertThat(a.work()).hasSize(StepTimes.CAPACITY).containsExactly(b.work());
     float[] sorted = a.work().clone();
-    java.util.Arrays.sort(sorted);
+    Arrays.sort(sorted);
     assertThat(sorted[0]).as("uniform over the epoch").isLessThan(0.1f);
     assertThat(sorted[sorted.length - 1]).isGreaterThan(4.9f);
     assertThat(StragglerReport.quantile(sorted, 0.5)).isCloseTo(2.5, within(0.4));

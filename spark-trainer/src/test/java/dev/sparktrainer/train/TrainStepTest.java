@@ -34,6 +34,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.api.Test;
 
 /**
  * The reworked step on one worker: backward cut into segments gives the gradients of one whole
@@ -174,7 +175,7 @@ class TrainStepTest {
     assertThat(maxRelDiff(segmented, whole)).as(name).isLessThan(1e-4);
   }
 
-  @org.junit.jupiter.api.Test
+  @Test
   void statisticsAreAveragedOverTheReplicasThatRan() {
     // One row on three replicas: two of them run nothing. The batch-norm statistics are the one
     // replica's, not diluted by the idle ones (averaging over all three would divide by 3).

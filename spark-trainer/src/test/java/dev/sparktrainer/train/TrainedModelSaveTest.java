@@ -19,6 +19,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.Arrays;
 
 /**
  * {@link TrainedModel#save} is all or nothing: a save that stops between two files leaves the
@@ -87,7 +88,7 @@ class TrainedModelSaveTest {
     String dir = "crashing://" + tmp.resolve("model");
     TrainedModel first = model(1);
     TrainedModel second = model(2);
-    assertThat(java.util.Arrays.equals(second.parameterBytes(), first.parameterBytes())).isFalse();
+    assertThat(Arrays.equals(second.parameterBytes(), first.parameterBytes())).isFalse();
     first.save(dir, conf);
 
     Crashing.crashOn = "history.json"; // written after model.params
@@ -95,7 +96,7 @@ class TrainedModelSaveTest {
     Crashing.crashOn = null;
 
     assertThat(TrainedModel.load(dir, conf).parameterBytes()).as("the previous, complete model")
-        .matches(b -> java.util.Arrays.equals(b, first.parameterBytes()), "the first model's parameters");
+        .matches(b -> Arrays.equals(b, first.parameterBytes()), "the first model's parameters");
     // Nothing of the failed save is left next to it.
     try (Stream<Path> s = Files.list(tmp)) {
       assertThat(s.map(p -> p.getFileName().toString())).containsExactly("model");
@@ -140,7 +141,7 @@ class TrainedModelSaveTest {
       Path params = d.resolve("model.params");
       byte[] b = Files.readAllBytes(params);
       if (truncate) {
-        b = java.util.Arrays.copyOf(b, b.length - 10);
+        b = Arrays.copyOf(b, b.length - 10);
       } else {
         b[b.length / 2] ^= 0x40;
       }

@@ -22,6 +22,20 @@ import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
+import dev.sparktrainer.model.BlockFactory;
+import dev.sparktrainer.model.CnnSpec;
+import dev.sparktrainer.model.CustomSpec;
+import dev.sparktrainer.model.ModelSpec;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+import org.assertj.core.data.Offset;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /** The worker loop without Spark: N workers as threads over loopback, as in local mode. */
 class WorkerLoopTest {
@@ -85,7 +99,7 @@ class WorkerLoopTest {
     assertThat(two.history().last().steps()).isEqualTo(one.history().last().steps()).isEqualTo(44);
     assertThat(maxAbsDiff(parameters(two), parameters(one))).isLessThan(2e-5);
     assertThat(maxAbsDiff(parameters(two), parameters(untrained))).as("training moved the parameters").isGreaterThan(0.05);
-    assertThat(two.history().last().loss()).isCloseTo(one.history().last().loss(), org.assertj.core.data.Offset.offset(1e-4));
+    assertThat(two.history().last().loss()).isCloseTo(one.history().last().loss(), Offset.offset(1e-4));
   }
 
   @Test
@@ -104,7 +118,7 @@ class WorkerLoopTest {
       assertThat(m.history().last().steps()).isEqualTo(big.history().last().steps()).isEqualTo(44);
       assertThat(m.history().last().samples()).isEqualTo(big.history().last().samples()).isEqualTo(1408);
       assertThat(maxAbsDiff(parameters(m), parameters(big))).isLessThan(2e-5);
-      assertThat(m.history().last().loss()).isCloseTo(big.history().last().loss(), org.assertj.core.data.Offset.offset(1e-4));
+      assertThat(m.history().last().loss()).isCloseTo(big.history().last().loss(), Offset.offset(1e-4));
     }
     assertThat(noAccumulation.history().last().steps()).isEqualTo(89);
     assertThat(maxAbsDiff(parameters(noAccumulation), parameters(big))).as("accumulation changed the steps")
@@ -122,30 +136,30 @@ class WorkerLoopTest {
     MlpSpec model = MlpSpec.of(64, 10, 256, 128);
     OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
     TrainedModel fp32 = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)));
-    assertThatThrownBy(() -> job(2, 16, model, sgd).optGradientPrecision(dev.sparktrainer.collective.WirePrecision.FP16)
+    assertThatThrownBy(() -> job(2, 16, model, sgd).optGradientPrecision(WirePrecision.FP16)
         .build()).hasMessageContaining("Invalid gradientPrecision FP16: expected FP32 or BF16");
-    for (dev.sparktrainer.collective.WirePrecision p : List.of(dev.sparktrainer.collective.WirePrecision.BF16)) {
+    for (WirePrecision p : List.of(WirePrecision.BF16)) {
       TrainedModel half = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)).optGradientPrecision(p));
       // The replica check at the epoch end passed (fit would have thrown), and the option took effect:
       // rounded gradients give slightly different parameters, and about the same accuracy.
       double diff = maxAbsDiff(parameters(half), parameters(fp32));
       assertThat(diff).as(p + " vs FP32").isGreaterThan(0).isLessThan(0.5);
       assertThat(half.history().last().validationAccuracy())
-          .isCloseTo(fp32.history().last().validationAccuracy(), org.assertj.core.data.Offset.offset(0.05));
+          .isCloseTo(fp32.history().last().validationAccuracy(), Offset.offset(0.05));
     }
   }
 
   /** A linear layer of 12,000 units, batch norm over them, and a classifier. */
-  public static final class WideBatchNorm implements dev.sparktrainer.model.BlockFactory {
+  public static final class WideBatchNorm implements BlockFactory {
     private static final long serialVersionUID = 1L;
 
     @Override
     public Block newBlock() {
-      return new ai.djl.nn.SequentialBlock()
-          .add(ai.djl.nn.core.Linear.builder().setUnits(12000).build())
-          .add(ai.djl.nn.norm.BatchNorm.builder().build())
+      return new SequentialBlock()
+          .add(Linear.builder().setUnits(12000).build())
+          .add(BatchNorm.builder().build())
           .add(ai.djl.nn.Activation::relu)
-          .add(ai.djl.nn.core.Linear.builder().setUnits(10).build());
+          .add(Linear.builder().setUnits(10).build());
     }
   }
 
@@ -155,7 +169,7 @@ class WorkerLoopTest {
     // and the running statistics depend only on the data and on how they are averaged. BF16 gradients
     // must not round the statistics: they end bit-identical to the FP32 run's. 12,000 channels: 96 KB
     // of statistics, above the size below which messages always travel at full precision.
-    dev.sparktrainer.model.ModelSpec model = dev.sparktrainer.model.CustomSpec.of(new WideBatchNorm(), new Shape(64));
+    ModelSpec model = CustomSpec.of(new WideBatchNorm(), new Shape(64));
     OptimizerSpec still = OptimizerSpec.sgd().optLearningRate(1e-30f).build();
     DistributedTrainer.Builder b = DistributedTrainer.builder()
         .setModel(model)
@@ -166,7 +180,7 @@ class WorkerLoopTest {
         .optEpochs(1)
         .optSeed(42);
     TrainedModel fp32 = fit(b);
-    TrainedModel bf16 = fit(b.optGradientPrecision(dev.sparktrainer.collective.WirePrecision.BF16));
+    TrainedModel bf16 = fit(b.optGradientPrecision(WirePrecision.BF16));
     // Parameters 4 and 5: the batch norm's running mean and variance (zero-initialized biases still
     // move by 1e-30 x gradient, which differs between the wires; it vanishes in the layer's sums).
     List<float[]> a = parameters(bf16);
@@ -174,7 +188,7 @@ class WorkerLoopTest {
     assertThat(a.get(4)).hasSize(12000).containsExactly(e.get(4));
     assertThat(a.get(5)).hasSize(12000).containsExactly(e.get(5));
     float[] ones = new float[12000];
-    java.util.Arrays.fill(ones, 1f);
+    Arrays.fill(ones, 1f);
     assertThat(e.get(5)).as("the variance moved from its initial ones").isNotEqualTo(ones);
   }
 
@@ -189,23 +203,23 @@ class WorkerLoopTest {
         "-keystore", keystore.toString(), "-storepass", "s3cret", "-keypass", "s3cret")
         .redirectErrorStream(true).start();
     try {
-      assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).as("keytool finished").isTrue();
+      assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("keytool finished").isTrue();
       assertThat(p.exitValue()).as(new String(p.getInputStream().readAllBytes())).isZero();
     } finally {
       p.destroyForcibly();
     }
-    dev.sparktrainer.collective.RingTls tls =
-        dev.sparktrainer.collective.RingTls.builder().setKeyStore(keystore.toString(), "s3cret").build();
+    RingTls tls =
+        RingTls.builder().setKeyStore(keystore.toString(), "s3cret").build();
     TrainedModel plain = fit(job(2, 16, model, sgd));
     TrainedModel encrypted = fit(job(2, 16, model, sgd).optRingTls(tls));
     assertThat(encrypted.parameterBytes()).isEqualTo(plain.parameterBytes());
 
-    dev.sparktrainer.collective.RingTls missing = dev.sparktrainer.collective.RingTls.builder()
+    RingTls missing = RingTls.builder()
         .setKeyStore(tmp.resolve("nowhere.p12").toString(), "s3cret").build();
     assertThatThrownBy(() -> fit(job(2, 16, model, sgd).optRingTls(missing)))
         .hasStackTraceContaining("Ring TLS key store " + tmp.resolve("nowhere.p12") + " does not exist");
-    dev.sparktrainer.collective.RingTls wrong =
-        dev.sparktrainer.collective.RingTls.builder().setKeyStore(keystore.toString(), "guess").build();
+    RingTls wrong =
+        RingTls.builder().setKeyStore(keystore.toString(), "guess").build();
     assertThatThrownBy(wrong::sslContext).hasMessageContaining("Ring TLS key store " + keystore)
         .hasMessageContaining("wrong password or type?");
   }
@@ -219,8 +233,8 @@ class WorkerLoopTest {
     assertThat(maxAbsDiff(parameters(split), parameters(whole))).isLessThan(1e-4);
   }
 
-  @org.junit.jupiter.params.ParameterizedTest
-  @org.junit.jupiter.params.provider.EnumSource(value = OptimizerPlacement.class, names = {"HOST", "DEVICE"})
+  @ParameterizedTest
+  @EnumSource(value = OptimizerPlacement.class, names = {"HOST", "DEVICE"})
   void resumedRunMatchesUninterruptedRunBitForBit(OptimizerPlacement placement) throws Exception {
     // Dropout: the per-step random streams must be restored too. Small buckets: several per step.
     MlpSpec model = MlpSpec.of(64, 10, 32).with(Activation.RELU, 0.2f);
@@ -250,7 +264,7 @@ class WorkerLoopTest {
       EpochMetrics a = resumed.history().epochs().get(e);
       EpochMetrics b = reference.history().epochs().get(e);
       assertThat(a.parameterHash()).isEqualTo(b.parameterHash());
-      assertThat(a.loss()).isCloseTo(b.loss(), org.assertj.core.data.Offset.offset(1e-9));
+      assertThat(a.loss()).isCloseTo(b.loss(), Offset.offset(1e-9));
       assertThat(a.validationAccuracy()).isEqualTo(b.validationAccuracy());
     }
     // Re-running the finished job (a scheduler retrying the command) trains nothing more.
@@ -261,7 +275,7 @@ class WorkerLoopTest {
   @Test
   void overlapOnAndOffGiveEqualParametersAndReportTheirTimes() throws Exception {
     // A CNN with dropout: backward in segments, 4 KiB buckets (about a dozen a step), two workers.
-    dev.sparktrainer.model.CnnSpec cnn = new dev.sparktrainer.model.CnnSpec(
+    CnnSpec cnn = new CnnSpec(
         new long[] {1, 8, 8}, new int[] {4, 8}, 16, 10, 0.25f);
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
     for (OptimizerPlacement placement : List.of(OptimizerPlacement.HOST, OptimizerPlacement.DEVICE)) {

@@ -49,6 +49,10 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.tensorflow.example.Example;
 import org.tensorflow.example.Feature;
 import org.tensorflow.hadoop.io.TFRecordFileInputFormat;
+import java.io.ByteArrayOutputStream;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import scala.collection.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@code bin/bench-tfrecord}: reading TFRecord files four ways, side by side, on the same data and
@@ -312,7 +316,7 @@ public final class TFRecordBenchmark {
     }
 
     byte[] sentence(Random rnd, int n) {
-      java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream(n * 8);
+      ByteArrayOutputStream b = new ByteArrayOutputStream(n * 8);
       for (int i = 0; i < n; i++) {
         if (i > 0) {
           b.write(' ');
@@ -452,8 +456,8 @@ public final class TFRecordBenchmark {
     }
 
     /** A Scala Seq, as the connector's `asScala.map(...)` builds and Spark's Row encoder expects. */
-    private static <T> scala.collection.Seq<T> seq(Stream<T> values) {
-      return scala.jdk.javaapi.CollectionConverters.asScala(values.collect(Collectors.toList()));
+    private static <T> Seq<T> seq(Stream<T> values) {
+      return CollectionConverters.asScala(values.collect(Collectors.toList()));
     }
   }
 
@@ -469,7 +473,7 @@ public final class TFRecordBenchmark {
   }
 
   static final class RowChecksum
-      implements org.apache.spark.api.java.function.FlatMapFunction<Iterator<InternalRow>, long[]> {
+      implements FlatMapFunction<Iterator<InternalRow>, long[]> {
     private static final long serialVersionUID = 1L;
     private static final int LONG = 0;
     private static final int FLOAT = 1;

@@ -29,6 +29,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import java.util.Comparator;
+import org.assertj.core.data.Offset;
 
 /**
  * A model whose training state is larger than 2 GiB checkpoints and resumes bit for bit: an MLP of
@@ -130,7 +132,7 @@ class LargeModelCheckpointIT {
     assertThat(last.parameterHash()).isEqualTo(reference.parameterHash());
     assertThat(last.steps()).isEqualTo(reference.steps());
     assertThat(last.samples()).isEqualTo(reference.samples()).isEqualTo(6);
-    assertThat(last.loss()).isCloseTo(reference.loss(), org.assertj.core.data.Offset.offset(1e-9));
+    assertThat(last.loss()).isCloseTo(reference.loss(), Offset.offset(1e-9));
     // The epoch-end checkpoint of the resumed attempt replaced the one it resumed from (keep 1).
     assertThat(checkpoints(dir)).containsExactly("ckpt-0000000000000000003.bin");
     long size3 = Files.size(dir.resolve("ckpt-0000000000000000003.bin"));
@@ -206,7 +208,7 @@ class LargeModelCheckpointIT {
 
   private static void deleteTree(Path dir) throws IOException {
     try (Stream<Path> s = Files.walk(dir)) {
-      for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+      for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
         Files.deleteIfExists(p);
       }
     }

@@ -33,6 +33,10 @@ import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import dev.sparktrainer.train.Digits;
+import dev.sparktrainer.train.InMemoryDataset;
+import java.util.Collections;
+import java.util.function.Consumer;
 
 /**
  * What the multi-JVM cluster tests share: a Spark standalone cluster from the Maven-assembled
@@ -95,7 +99,7 @@ final class ClusterRuns {
   }
 
   /** A two-worker cluster (one core each) under {@code work}; {@code extra} adds worker settings. */
-  static StandaloneCluster startCluster(Path work, java.util.function.Consumer<StandaloneCluster.Builder> extra)
+  static StandaloneCluster startCluster(Path work, Consumer<StandaloneCluster.Builder> extra)
       throws IOException, InterruptedException {
     StandaloneCluster.Builder b = StandaloneCluster.builder()
         .setSparkHome(sparkHome()).setWorkDir(work)
@@ -119,7 +123,7 @@ final class ClusterRuns {
     if (digits != null) {
       return digits;
     }
-    dev.sparktrainer.train.InMemoryDataset all = dev.sparktrainer.train.Digits.load();
+    InMemoryDataset all = Digits.load();
     List<float[]> rows = new ArrayList<>();
     List<Long> labels = new ArrayList<>();
     for (int i = 0; i < all.size(); i++) {
@@ -128,7 +132,7 @@ final class ClusterRuns {
     }
     Integer[] order = new Integer[rows.size()];
     Arrays.setAll(order, i -> i);
-    java.util.Collections.shuffle(Arrays.asList(order), new Random(42));
+    Collections.shuffle(Arrays.asList(order), new Random(42));
     int train = rows.size() * 8 / 10;
     Path dir = Files.createDirectories(root.resolve("digits"));
     int shards = 4;

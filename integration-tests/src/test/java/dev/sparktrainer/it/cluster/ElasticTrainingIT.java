@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Optional;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import java.io.IOException;
 
 /**
  * Elastic training on a real three-worker cluster: one worker's whole process tree (the worker JVM
@@ -48,7 +49,7 @@ class ElasticTrainingIT {
       try {
         return t.checkpointTemps().stream()
             .filter(p -> p.getFileName().toString().startsWith("_tmp-" + HOOK_STEP + "-")).findFirst();
-      } catch (java.io.IOException e) {
+      } catch (IOException e) {
         return Optional.empty();
       }
     });
@@ -79,7 +80,7 @@ class ElasticTrainingIT {
         try {
           return ClusterRuns.executorLogText(cluster, appId).contains("resuming on 2 workers")
               ? Optional.of(true) : Optional.empty();
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
           return Optional.empty();
         }
       });

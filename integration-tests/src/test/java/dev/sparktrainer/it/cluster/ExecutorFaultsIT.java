@@ -19,6 +19,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import java.io.IOException;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 
 /**
  * Faults on a real multi-JVM cluster, each ending with nothing lost: an executor killed with
@@ -90,7 +93,7 @@ class ExecutorFaultsIT {
           try {
             return t.checkpointTemps().stream()
                 .filter(p -> p.getFileName().toString().startsWith("_tmp-" + HOOK_STEP + "-")).findFirst();
-          } catch (java.io.IOException e) {
+          } catch (IOException e) {
             return Optional.empty();
           }
         });
@@ -105,7 +108,7 @@ class ExecutorFaultsIT {
 
   private static void kill9(ProcessHandle p) throws Exception {
     p.destroyForcibly(); // SIGKILL
-    assertThat(p.onExit().get(30, java.util.concurrent.TimeUnit.SECONDS).isAlive()).isFalse();
+    assertThat(p.onExit().get(30, TimeUnit.SECONDS).isAlive()).isFalse();
   }
 
   private static JsonNode onlyResume(Train t) throws Exception {
@@ -241,7 +244,7 @@ class ExecutorFaultsIT {
       // e.g. "error: Training failed: dev.sparktrainer.collective.CollectiveException: rank 0 of 2, allReduce #67
       // (FLOAT32 MEAN, 4810 elements): timed out after 20000 ms waiting for data from rank 1 at 127.0.0.1:38107 [...]"
       assertThat(log).containsPattern("error: Training failed: .*rank 0 of 2, allReduce #\\d+ \\([^)]*\\): timed out"
-          + " after 20000 ms waiting for data from rank 1 at " + java.util.regex.Pattern.quote(rank1.host() + ":"
+          + " after 20000 ms waiting for data from rank 1 at " + Pattern.quote(rank1.host() + ":"
           + rank1.port()));
       // at least the timeout, at most a checkpoint write + timeout + shutdown
       assertThat(took).as("from the pause to the driver's exit").isBetween(Duration.ofSeconds(20), Duration.ofSeconds(75));

@@ -27,6 +27,11 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import java.net.SocketTimeoutException;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * Barrier training across executor JVMs of a Spark standalone cluster (a Master and two Workers as
@@ -90,7 +95,7 @@ class StandaloneTrainingIT {
     // The two ranks ran in two different executor JVMs, one per worker.
     String logs = ClusterRuns.executorLogText(cluster, referenceAppId);
     Matcher m = ClusterRuns.LISTENER.matcher(logs);
-    java.util.Map<Integer, Long> pids = new java.util.TreeMap<>();
+    Map<Integer, Long> pids = new TreeMap<>();
     while (m.find()) {
       pids.put(Integer.parseInt(m.group(1)), Long.parseLong(m.group(6)));
     }
@@ -111,7 +116,7 @@ class StandaloneTrainingIT {
     String logs = ClusterRuns.executorLogText(cluster, appId);
     // The discovery script gives worker w the address "w": each task logs the one its executor got.
     Matcher m = Pattern.compile("rank (\\d): GPU address (\\d) assigned by Spark").matcher(logs);
-    java.util.Map<Integer, String> byRank = new java.util.TreeMap<>();
+    Map<Integer, String> byRank = new TreeMap<>();
     while (m.find()) {
       byRank.put(Integer.parseInt(m.group(1)), m.group(2));
     }
@@ -153,7 +158,7 @@ class StandaloneTrainingIT {
         garbagePort = s.getLocalPort();
         OutputStream out = s.getOutputStream();
         byte[] http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
-        out.write(java.util.Arrays.copyOf(http, 64)); // at least a hello's length: the listener reads one
+        out.write(Arrays.copyOf(http, 64)); // at least a hello's length: the listener reads one
         out.flush();
         assertClosedByPeer(s.getInputStream(), "a connection sending non-protocol bytes");
       }
@@ -217,7 +222,7 @@ class StandaloneTrainingIT {
       assertThat(b).as(what + ": the listener closes it without answering").isEqualTo(-1);
     } catch (SocketException e) {
       assertThat(e.getMessage()).as(what).containsIgnoringCase("reset");
-    } catch (java.net.SocketTimeoutException e) {
+    } catch (SocketTimeoutException e) {
       throw new AssertionError(what + " was still open after 15 s", e);
     }
     assertThat(Duration.ofNanos(System.nanoTime() - start)).as(what + ": closed promptly")
@@ -229,7 +234,7 @@ class StandaloneTrainingIT {
       return;
     }
     try (var s = Files.walk(p)) {
-      for (Path f : (Iterable<Path>) s.sorted(java.util.Comparator.reverseOrder())::iterator) {
+      for (Path f : (Iterable<Path>) s.sorted(Comparator.reverseOrder())::iterator) {
         Files.delete(f);
       }
     }

@@ -24,6 +24,8 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.IOException;
+import org.junit.jupiter.api.Assumptions;
 
 /**
  * deploy/airflow's DAG: it compiles with python3; imported against a test shim of the Airflow classes
@@ -43,7 +45,7 @@ class AirflowDagIT {
 
   @BeforeAll
   static void paths() throws Exception {
-    org.junit.jupiter.api.Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
+    Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
         "deploy/ targets the pinned Spark 4 line; this is a Spark 3.5 build (-Pspark-3.5)");
     DeployManifestsIT.load(); // keys and flags
     root = Build.root();
@@ -234,7 +236,7 @@ class AirflowDagIT {
     }
     try (Stream<Path> s = Files.list(dir)) {
       return s.filter(p -> p.getFileName().toString().matches("ckpt-\\d{19}\\.bin")).count();
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       return 0; // listed while being written: look again
     }
   }

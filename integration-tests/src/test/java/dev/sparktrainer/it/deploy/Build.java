@@ -20,6 +20,8 @@ import org.w3c.dom.Document;
 import org.w3c.dom.Element;
 import org.w3c.dom.Node;
 import org.w3c.dom.NodeList;
+import dev.sparktrainer.cli.SparkTrainerCli;
+import java.io.File;
 
 /**
  * What the build says, for the deploy and notebook tests: the parent pom's pinned versions, the shaded
@@ -100,7 +102,7 @@ public final class Build {
   public static Set<String> cliFlags(String command) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code = new dev.sparktrainer.cli.SparkTrainerCli(new PrintStream(out, true, StandardCharsets.UTF_8),
+    int code = new SparkTrainerCli(new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8), Map.of()).run(new String[] {command, "--help"});
     String help = out.toString(StandardCharsets.UTF_8);
     if (code != 0 || !help.startsWith("Usage: spark-trainer " + command)) {
@@ -135,7 +137,7 @@ public final class Build {
   public static List<String> sparkClassPath() throws IOException {
     Path f = root().resolve("integration-tests/target/test-classpath.txt");
     List<String> out = new ArrayList<>();
-    for (String e : Files.readString(f).trim().split(java.io.File.pathSeparator)) {
+    for (String e : Files.readString(f).trim().split(File.pathSeparator)) {
       String p = e.replace('\\', '/');
       if (p.contains("/spark-trainer/target/") || p.contains("/tfrecord-datasource/target/")
           || p.contains("/dev/sparktrainer/") || p.contains("/ai/djl/") || p.contains("/net/java/dev/jna/")

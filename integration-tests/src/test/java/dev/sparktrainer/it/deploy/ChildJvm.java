@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.io.File;
 
 /**
  * A JVM the test starts (spark-submit, a notebook's REPL): output to a file, waited for with a
@@ -33,7 +34,7 @@ public final class ChildJvm implements AutoCloseable {
     cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(options);
     cmd.add("-cp");
-    cmd.add(String.join(java.io.File.pathSeparator, classPath));
+    cmd.add(String.join(File.pathSeparator, classPath));
     cmd.add(main);
     cmd.addAll(args);
     return cmd;

@@ -27,6 +27,7 @@ import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
 import scala.jdk.javaapi.CollectionConverters;
+import org.junit.jupiter.api.Assumptions;
 
 /**
  * deploy/ checked against the build: the Dockerfiles (base image = the pinned Spark, their inputs in
@@ -44,7 +45,7 @@ class DeployManifestsIT {
 
   @BeforeAll
   static void load() throws Exception {
-    org.junit.jupiter.api.Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
+    Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
         "deploy/ targets the pinned Spark 4 line; this is a Spark 3.5 build (-Pspark-3.5)");
     root = Build.root();
     keys = SparkKeys.load();

@@ -17,6 +17,7 @@ import java.util.jar.JarEntry;
 import java.util.jar.JarFile;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.spark.SparkConf;
 import org.apache.spark.internal.config.ConfigEntry$;
 import org.apache.spark.resource.ResourceUtils$;
 
@@ -68,7 +69,7 @@ public final class SparkKeys {
     SparkKeys k = new SparkKeys();
     ClassLoader loader = SparkKeys.class.getClassLoader();
     // Core: the package object and every object beside it (UI, Deploy, Worker...).
-    Path core = Path.of(org.apache.spark.SparkConf.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path core = Path.of(SparkConf.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     try (JarFile jar = new JarFile(core.toFile())) {
       for (Enumeration<JarEntry> e = jar.entries(); e.hasMoreElements(); ) {
         String n = e.nextElement().getName();

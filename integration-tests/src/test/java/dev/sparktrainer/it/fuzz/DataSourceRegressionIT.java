@@ -25,6 +25,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import com.sun.management.ThreadMXBean;
 
 /**
  * Bugs in tfrecord-datasource found by fuzzing and code reading, each kept as the smallest test that
@@ -74,7 +75,7 @@ class DataSourceRegressionIT {
     byte[] file = new byte[16];
     LittleEndian.putLong(file, 0, 200L << 20);
     LittleEndian.putInt(file, 8, new Crc32c().maskedCrc(file, 0, 8));
-    com.sun.management.ThreadMXBean mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    ThreadMXBean mx = (ThreadMXBean) ManagementFactory.getThreadMXBean();
     long before = mx.getThreadAllocatedBytes(Thread.currentThread().getId());
     Throwable error = null;
     try (TFRecordReader r = TFRecordReader.of(new ByteArrayInputStream(file), "forged.tfrecord")) {

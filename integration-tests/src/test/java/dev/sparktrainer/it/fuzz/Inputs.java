@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.Collections;
 
 /**
  * Seed inputs of many shapes and the mutations applied to them, all from a {@link Random}: the
@@ -268,7 +269,7 @@ final class Inputs {
     ExampleEncoder enc = new ExampleEncoder();
     enc.reset();
     List<String> names = new ArrayList<>(Arrays.asList(NAMES));
-    java.util.Collections.shuffle(names, r);
+    Collections.shuffle(names, r);
     for (String name : names.subList(0, r.nextInt(6))) {
       FeatureKind k = FeatureKind.values()[r.nextInt(3)];
       enc.beginFeature(name, k);

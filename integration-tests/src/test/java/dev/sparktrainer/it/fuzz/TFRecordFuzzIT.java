@@ -30,6 +30,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.File;
+import java.util.Arrays;
 
 /**
  * Fuzzing the TFRecord framing reader, the Example decoder and the SequenceExample decoder: 110,000
@@ -72,7 +74,7 @@ class TFRecordFuzzIT {
     Path listed = Paths.get("target", "test-classpath.txt");
     Path classes = Paths.get("target", "test-classes").toAbsolutePath();
     if (Files.isRegularFile(listed) && Files.isDirectory(classes)) {
-      return classes + java.io.File.pathSeparator + Files.readString(listed).trim();
+      return classes + File.pathSeparator + Files.readString(listed).trim();
     }
     return System.getProperty("java.class.path");
   }
@@ -285,11 +287,11 @@ class TFRecordFuzzIT {
             framed[at] ^= (byte) (1 + r.nextInt(255));
             break;
           case 1:
-            framed = concat(java.util.Arrays.copyOf(framed, at), Inputs.randomBytes(r, 1 + r.nextInt(3)),
-                java.util.Arrays.copyOfRange(framed, at, framed.length));
+            framed = concat(Arrays.copyOf(framed, at), Inputs.randomBytes(r, 1 + r.nextInt(3)),
+                Arrays.copyOfRange(framed, at, framed.length));
             break;
           default:
-            framed = concat(java.util.Arrays.copyOf(framed, at), java.util.Arrays.copyOfRange(framed, at + 1 + r.nextInt(3), framed.length));
+            framed = concat(Arrays.copyOf(framed, at), Arrays.copyOfRange(framed, at + 1 + r.nextInt(3), framed.length));
         }
       }
       Files.write(dir.resolve("part-" + f + ".tfrecord"), framed);

@@ -31,6 +31,10 @@ import java.util.Random;
 import java.util.Set;
 import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
 
 /**
  * A seeded mutation fuzzer of the TFRecord framing reader and the Example and SequenceExample
@@ -163,8 +167,8 @@ public final class TFRecordFuzzer {
       StringBuilder sb = new StringBuilder("FAIL target=" + currentTarget + " index=" + currentIndex + " " + what
           + "\n  input (" + input.length + " bytes) = " + hex(input));
       if (e != null) {
-        java.io.StringWriter sw = new java.io.StringWriter();
-        e.printStackTrace(new java.io.PrintWriter(sw));
+        StringWriter sw = new StringWriter();
+        e.printStackTrace(new PrintWriter(sw));
         sb.append("\n  ").append(sw.toString().replace("\n", "\n  "));
       }
       failures.add(sb.toString());
@@ -364,7 +368,7 @@ public final class TFRecordFuzzer {
     try (OutputStream out = c.compress(bos)) {
       out.write(data);
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
+      throw new UncheckedIOException(e);
     }
     return bos.toByteArray();
   }
@@ -550,7 +554,7 @@ public final class TFRecordFuzzer {
       return;
     }
     for (int i = 0; i < n; i++) {
-      int bits = dev.sparktrainer.tfrecord.codec.LittleEndian.getInt(buf, at + 4 * i);
+      int bits = LittleEndian.getInt(buf, at + 4 * i);
       if (bits != Float.floatToRawIntBits(values[i])) {
         fail("packedFloatsAt value " + i + " differs from the decoder's", input, null);
         return;

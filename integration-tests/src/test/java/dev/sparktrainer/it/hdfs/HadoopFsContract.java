@@ -53,6 +53,7 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.Iterable;
 
 /**
  * What the product needs from a Hadoop FileSystem that holds training data, run against a real one:
@@ -599,9 +600,9 @@ public abstract class HadoopFsContract {
       }
       return sb.append(')').toString();
     }
-    if (v instanceof scala.collection.Iterable) {
+    if (v instanceof Iterable) {
       sb.append('[');
-      for (Object o : CollectionConverters.asJava((scala.collection.Iterable<?>) v)) {
+      for (Object o : CollectionConverters.asJava((Iterable<?>) v)) {
         sb.append(canonical(o)).append(", ");
       }
       return sb.append(']').toString();

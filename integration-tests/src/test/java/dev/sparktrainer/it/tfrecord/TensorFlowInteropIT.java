@@ -68,6 +68,10 @@ import org.tensorflow.hadoop.util.TFRecordReader;
 import org.tensorflow.hadoop.util.TFRecordWriter;
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
+import java.io.UncheckedIOException;
+import java.util.zip.GZIPOutputStream;
+import org.apache.hadoop.io.compress.CompressionCodec;
+import scala.collection.Seq;
 
 /**
  * Interoperability with Google's own TFRecord implementation ({@code org.tensorflow:tensorflow-hadoop}
@@ -182,7 +186,7 @@ class TensorFlowInteropIT {
     List<byte[]> records = examples.stream().map(Example::toByteArray).collect(Collectors.toList());
     Configuration conf = new Configuration(spark.sparkContext().hadoopConfiguration());
     conf.setBoolean(FileOutputFormat.COMPRESS, true);
-    conf.setClass(FileOutputFormat.COMPRESS_CODEC, GzipCodec.class, org.apache.hadoop.io.compress.CompressionCodec.class);
+    conf.setClass(FileOutputFormat.COMPRESS_CODEC, GzipCodec.class, CompressionCodec.class);
     JavaSparkContext.fromSparkContext(spark.sparkContext())
         .parallelize(records, 2)
         .mapToPair(b -> new Tuple2<>(new BytesWritable(b), NullWritable.get()))
@@ -531,7 +535,7 @@ class TensorFlowInteropIT {
     Path file = tmp.resolve("tf-seq/data.tfrecord.gz");
     Files.createDirectories(file.getParent());
     try (DataOutputStream out =
-        new DataOutputStream(new java.util.zip.GZIPOutputStream(Files.newOutputStream(file)))) {
+        new DataOutputStream(new GZIPOutputStream(Files.newOutputStream(file)))) {
       TFRecordWriter w = new TFRecordWriter(out);
       for (SequenceExample s : seqs) {
         w.write(s.toByteArray());
@@ -897,8 +901,8 @@ class TensorFlowInteropIT {
       DataType e = ((ArrayType) t).elementType();
       List<Object> out = new ArrayList<>();
       Iterable<?> it =
-          v instanceof scala.collection.Seq
-              ? CollectionConverters.asJava((scala.collection.Seq<?>) v)
+          v instanceof Seq
+              ? CollectionConverters.asJava((Seq<?>) v)
               : (Iterable<?>) v;
       for (Object x : it) {
         out.add(normalize(x, e));
@@ -1015,7 +1019,7 @@ class TensorFlowInteropIT {
           .sorted()
           .collect(Collectors.toList());
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
+      throw new UncheckedIOException(e);
     }
   }
 }

@@ -30,6 +30,7 @@ import org.apache.hadoop.yarn.api.records.YarnApplicationState;
 import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
+import java.net.URI;
 
 /**
  * A MiniDFSCluster (1 NameNode, 1 DataNode) and a MiniYARNCluster (1 ResourceManager, 1 NodeManager)
@@ -130,7 +131,7 @@ final class MiniHadoop implements AutoCloseable {
           clientConf.writeXml(out); // everything, as Spark's own YARN tests do: the client reads what it needs
         }
       }
-      FileSystem fs = FileSystem.newInstance(java.net.URI.create(defaultFs), clientConf);
+      FileSystem fs = FileSystem.newInstance(URI.create(defaultFs), clientConf);
       String root = defaultFs + "/yarn-it";
       fs.mkdirs(new org.apache.hadoop.fs.Path(root));
       started = true;

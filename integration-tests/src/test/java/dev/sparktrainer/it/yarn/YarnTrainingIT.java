@@ -30,6 +30,7 @@ import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
+import java.util.concurrent.TimeUnit;
 
 /**
  * {@code spark-submit --master yarn} of the command line's {@code train} on a real YARN cluster: a
@@ -252,7 +253,7 @@ class YarnTrainingIT {
     env.put("DJL_CACHE_DIR", djlCache.toString());
     Process p = pb.start();
     try {
-      if (!p.waitFor(SUBMIT_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)) {
+      if (!p.waitFor(SUBMIT_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)) {
         throw new AssertionError("spark-submit (" + deployMode + " mode, pid " + p.pid() + ") did not finish in "
             + SUBMIT_TIMEOUT + "; its log ends:\n" + tail(log, 60));
       }

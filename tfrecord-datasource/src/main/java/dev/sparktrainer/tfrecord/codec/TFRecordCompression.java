@@ -8,6 +8,8 @@ import java.util.zip.DeflaterOutputStream;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.GZIPOutputStream;
 import java.util.zip.InflaterInputStream;
+import java.util.zip.Deflater;
+import java.util.zip.Inflater;
 
 /** TensorFlow's compression types for TFRecord files, and how each is named on disk. */
 public enum TFRecordCompression {
@@ -79,7 +81,7 @@ public enum TFRecordCompression {
       case GZIP:
         return new GZIPInputStream(raw, BUFFER);
       case ZLIB:
-        return new InflaterInputStream(raw, new java.util.zip.Inflater(), BUFFER) {
+        return new InflaterInputStream(raw, new Inflater(), BUFFER) {
           @Override
           public void close() throws IOException {
             try {
@@ -100,7 +102,7 @@ public enum TFRecordCompression {
       case GZIP:
         return new GZIPOutputStream(raw, BUFFER);
       case ZLIB:
-        return new DeflaterOutputStream(raw, new java.util.zip.Deflater(), BUFFER, false) {
+        return new DeflaterOutputStream(raw, new Deflater(), BUFFER, false) {
           @Override
           public void close() throws IOException {
             try {

@@ -3,6 +3,8 @@ package dev.sparktrainer.tfrecord.codec;
 import java.io.Closeable;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.EOFException;
+import java.util.zip.ZipException;
 
 /**
  * Reads TFRecord framing from a stream, verifying both CRCs of every record.
@@ -331,7 +333,7 @@ public final class TFRecordReader implements Closeable {
       int r;
       try {
         r = in.read(buf, wp, buf.length - wp);
-      } catch (java.io.EOFException | java.util.zip.ZipException e) {
+      } catch (EOFException | ZipException e) {
         // A truncated or damaged compressed stream: corruption at the first byte not read.
         long at = pos + (wp - rp);
         String what = "compressed stream is truncated or damaged (" + e.getMessage() + ")";

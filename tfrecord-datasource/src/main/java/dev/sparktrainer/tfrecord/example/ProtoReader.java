@@ -1,5 +1,7 @@
 package dev.sparktrainer.tfrecord.example;
 
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
+
 /**
  * The protobuf wire format over a byte range, just what Example needs: varints, fixed32,
  * length-delimited fields and skipping. All bounds are checked: malformed input throws {@link
@@ -74,7 +76,7 @@ final class ProtoReader {
     if (limit - pos < 4) {
       throw new MalformedRecordException("truncated fixed32");
     }
-    int v = dev.sparktrainer.tfrecord.codec.LittleEndian.getInt(buf, pos);
+    int v = LittleEndian.getInt(buf, pos);
     pos += 4;
     return v;
   }

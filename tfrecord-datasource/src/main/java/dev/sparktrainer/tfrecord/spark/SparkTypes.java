@@ -5,6 +5,11 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.UserDefinedType;
+import dev.sparktrainer.tfrecord.example.FeatureKind;
+import dev.sparktrainer.tfrecord.example.FeatureValues;
+import dev.sparktrainer.tfrecord.example.MalformedRecordException;
+import java.util.Locale;
+import org.apache.spark.sql.types.StringType;
 
 /** Which Spark types map to TFRecord features, in one place for reads and writes. */
 final class SparkTypes {
@@ -55,18 +60,18 @@ final class SparkTypes {
   }
 
   /** Whether a feature of kind {@code v.kind()} can fill a column of element kind {@code elem}. */
-  static void checkKind(dev.sparktrainer.tfrecord.example.FeatureValues v, Elem elem, String name, DataType type) {
-    dev.sparktrainer.tfrecord.example.FeatureKind k = v.kind();
+  static void checkKind(FeatureValues v, Elem elem, String name, DataType type) {
+    FeatureKind k = v.kind();
     if (k == null) {
       return;
     }
     boolean ok =
-        (k == dev.sparktrainer.tfrecord.example.FeatureKind.INT64 && (elem.integral() || elem.floating()))
-            || (k == dev.sparktrainer.tfrecord.example.FeatureKind.FLOAT && elem.floating())
-            || (k == dev.sparktrainer.tfrecord.example.FeatureKind.BYTES && elem.bytes());
+        (k == FeatureKind.INT64 && (elem.integral() || elem.floating()))
+            || (k == FeatureKind.FLOAT && elem.floating())
+            || (k == FeatureKind.BYTES && elem.bytes());
     if (!ok) {
-      throw new dev.sparktrainer.tfrecord.example.MalformedRecordException(
-          "feature '" + name + "' is " + k.name().toLowerCase(java.util.Locale.ROOT)
+      throw new MalformedRecordException(
+          "feature '" + name + "' is " + k.name().toLowerCase(Locale.ROOT)
               + " but column '" + name + "' is " + type.simpleString());
     }
   }
@@ -92,7 +97,7 @@ final class SparkTypes {
         return value;
     }
     if (value < min || value > max) {
-      throw new dev.sparktrainer.tfrecord.example.MalformedRecordException(
+      throw new MalformedRecordException(
           "feature '" + name + "' value " + value + " is out of range for column type " + type.simpleString());
     }
     return value;
@@ -124,7 +129,7 @@ final class SparkTypes {
       return Elem.DOUBLE;
     } else if (t instanceof DecimalType) {
       return Elem.DECIMAL;
-    } else if (t == DataTypes.StringType || t instanceof org.apache.spark.sql.types.StringType) {
+    } else if (t == DataTypes.StringType || t instanceof StringType) {
       return Elem.STRING;
     } else if (t == DataTypes.BinaryType) {
       return Elem.BINARY;

@@ -9,6 +9,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.types.StructType;
+import java.io.BufferedOutputStream;
 
 /** Writes one task's file; the commit protocol decides whether it becomes visible. */
 final class TFRecordOutputWriter extends OutputWriter {
@@ -26,7 +27,7 @@ final class TFRecordOutputWriter extends OutputWriter {
             options
                 .writeCompression()
                 .compress(
-                    new java.io.BufferedOutputStream(
+                    new BufferedOutputStream(
                         p.getFileSystem(ctx.getConfiguration()).create(p, false), 1 << 16)));
   }
 

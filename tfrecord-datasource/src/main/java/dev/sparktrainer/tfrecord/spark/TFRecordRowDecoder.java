@@ -19,6 +19,7 @@ import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
+import scala.math.BigDecimal;
 
 /**
  * Decodes serialized records straight into {@code UnsafeRow}s of the required schema. Only the
@@ -214,7 +215,7 @@ final class TFRecordRowDecoder {
               throw new MalformedRecordException(
                   "feature '" + name + "' value " + x + " cannot be a " + type.simpleString());
             }
-            d.set(new scala.math.BigDecimal(new java.math.BigDecimal(Float.toString(x))));
+            d.set(new BigDecimal(new java.math.BigDecimal(Float.toString(x))));
           }
           if (!d.changePrecision(precision, scale)) {
             throw new MalformedRecordException(

@@ -17,6 +17,8 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 
 /**
  * Infers a schema from the first {@code schemaSampleSize} records of the files, in listing order.
@@ -63,8 +65,8 @@ final class TFRecordSchemaInference {
               }
             }
           } catch (MalformedRecordException e) {
-            if (options.mode() == dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy.FAILFAST) {
-              throw new dev.sparktrainer.tfrecord.codec.TFRecordCorruptException(
+            if (options.mode() == CorruptRecordPolicy.FAILFAST) {
+              throw new TFRecordCorruptException(
                   status.getPath().toString(),
                   reader.recordOffset(),
                   "not a valid " + options.recordType() + ": " + e.getMessage());

@@ -9,6 +9,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
 
 class ExampleCodecTest {
 
@@ -220,7 +221,7 @@ class ExampleCodecTest {
     byte[] packed = packedFloats(1f, 2f, 3f);
     int at = FeatureValues.packedFloatsAt(packed, 0, packed.length, 3);
     assertThat(at).isPositive();
-    assertThat(dev.sparktrainer.tfrecord.codec.LittleEndian.getFloat(packed, at + 8)).isEqualTo(3f);
+    assertThat(LittleEndian.getFloat(packed, at + 8)).isEqualTo(3f);
     assertThat(FeatureValues.packedFloatsAt(packed, 0, packed.length, 2)).isEqualTo(-1);
     byte[] unpacked = unpackedFloats(1f, 2f, 3f);
     assertThat(FeatureValues.packedFloatsAt(unpacked, 0, unpacked.length, 3)).isEqualTo(-1);

@@ -1,6 +1,7 @@
 package dev.sparktrainer.tfrecord.example;
 
 import java.util.Arrays;
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
 
 /**
  * Raw protobuf wire format, for tests: hand-made encodings (unpacked lists, odd field orders, unknown
@@ -39,7 +40,7 @@ final class ProtoWriter {
 
   void fixed32(int v) {
     ensure(4);
-    dev.sparktrainer.tfrecord.codec.LittleEndian.putInt(buf, size, v);
+    LittleEndian.putInt(buf, size, v);
     size += 4;
   }
 

@@ -13,6 +13,7 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
 
 /** The columnar and the row readers return the same rows. */
 class TFRecordColumnarTest {
@@ -22,7 +23,7 @@ class TFRecordColumnarTest {
 
   private static boolean scansColumnar(Dataset<Row> df) {
     SparkPlan plan = df.queryExecution().executedPlan();
-    return scala.jdk.javaapi.CollectionConverters.asJava(plan.collectLeaves()).stream()
+    return CollectionConverters.asJava(plan.collectLeaves()).stream()
         .anyMatch(SparkPlan::supportsColumnar);
   }
 

@@ -33,6 +33,8 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.util.stream.LongStream;
+import scala.jdk.javaapi.CollectionConverters;
 
 class TFRecordDataSourceTest {
   private final SparkSession spark = SparkTestSession.get();
@@ -102,7 +104,7 @@ class TFRecordDataSourceTest {
     Dataset<Row> back = spark.read().format("tfrecord").load(out);
     assertThat(back.schema().fieldNames()).containsExactly("id", "bucket", "half");
     assertThat(back.where("bucket = 1 and half = '0'").count()).isEqualTo(
-        java.util.stream.LongStream.range(0, 100).filter(i -> i % 3 == 1 && i % 2 == 0).count());
+        LongStream.range(0, 100).filter(i -> i % 3 == 1 && i % 2 == 0).count());
     assertThat(back.selectExpr("sum(id)").first().getLong(0)).isEqualTo(4950L);
   }
 
@@ -219,7 +221,7 @@ class TFRecordDataSourceTest {
     assertThat(ids).doesNotContain(4L).hasSize(8);
     long metric = 0;
     SparkPlan plan = dropped.queryExecution().executedPlan();
-    for (SparkPlan p : scala.jdk.javaapi.CollectionConverters.asJava(plan.collectLeaves())) {
+    for (SparkPlan p : CollectionConverters.asJava(plan.collectLeaves())) {
       scala.Option<SQLMetric> m = p.metrics().get(DroppedRecordsMetric.NAME);
       if (m.isDefined()) {
         metric += m.get().value();

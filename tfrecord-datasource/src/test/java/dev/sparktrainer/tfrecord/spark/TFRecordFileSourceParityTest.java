@@ -29,6 +29,17 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Supplier;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.Appender;
+import org.apache.logging.log4j.core.LogEvent;
+import org.apache.logging.log4j.core.Logger;
+import org.apache.logging.log4j.core.appender.AbstractAppender;
+import org.apache.logging.log4j.core.config.Property;
+import org.apache.spark.sql.Column;
 
 /**
  * The {@code tfrecord} source against Spark's built-in Parquet source on the same rows: corrupt
@@ -64,7 +75,7 @@ class TFRecordFileSourceParityTest {
         Files.delete(p);
       }
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
+      throw new UncheckedIOException(e);
     }
   }
 
@@ -113,7 +124,7 @@ class TFRecordFileSourceParityTest {
     return n;
   }
 
-  private <T> T withSessionConf(String key, String value, java.util.function.Supplier<T> body) {
+  private <T> T withSessionConf(String key, String value, Supplier<T> body) {
     String old = spark.conf().getOption(key).getOrElse(() -> null);
     spark.conf().set(key, value);
     try {
@@ -184,14 +195,14 @@ class TFRecordFileSourceParityTest {
     }
     assertThat(ids(reader("parquet").option("ignoreCorruptFiles", "true").load(dirs.get("parquet").toString())))
         .isEqualTo(pqExpected);
-    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    org.apache.logging.log4j.core.Logger log =
-        (org.apache.logging.log4j.core.Logger) org.apache.logging.log4j.LogManager.getLogger(TFRecordSplitsReader.class);
-    org.apache.logging.log4j.core.Appender capture =
-        new org.apache.logging.log4j.core.appender.AbstractAppender("capture", null, null, true,
-            org.apache.logging.log4j.core.config.Property.EMPTY_ARRAY) {
+    List<String> warnings = new CopyOnWriteArrayList<>();
+    Logger log =
+        (Logger) LogManager.getLogger(TFRecordSplitsReader.class);
+    Appender capture =
+        new AbstractAppender("capture", null, null, true,
+            Property.EMPTY_ARRAY) {
           @Override
-          public void append(org.apache.logging.log4j.core.LogEvent event) {
+          public void append(LogEvent event) {
             warnings.add(event.getLevel() + " " + event.getMessage().getFormattedMessage());
           }
         };
@@ -231,7 +242,7 @@ class TFRecordFileSourceParityTest {
             try {
               Files.delete(gone);
             } catch (IOException e) {
-              throw new java.io.UncheckedIOException(e);
+              throw new UncheckedIOException(e);
             }
             return ids(planned);
           });
@@ -257,7 +268,7 @@ class TFRecordFileSourceParityTest {
           byFile.computeIfAbsent(r.getString(1), k -> new TreeSet<>()).add(r.getLong(0));
           assertThat(r.getLong(2)).as(format + " input_file_block_start()").isZero();
           assertThat(r.getLong(3)).as(format + " input_file_block_length()")
-              .isEqualTo(Files.size(Path.of(java.net.URI.create(r.getString(1)))));
+              .isEqualTo(Files.size(Path.of(URI.create(r.getString(1)))));
         }
         List<Path> files = dataFiles(d);
         assertThat(byFile).as(format + ": one entry per file").hasSize(files.size());
@@ -285,13 +296,13 @@ class TFRecordFileSourceParityTest {
         Path d = dirs.get(format);
         Dataset<Row> df = reader(format).option("columnar", columnar).load(d.toString());
         assertThat(df.columns()).as("_metadata is hidden from *").containsExactly("id", "v");
-        List<org.apache.spark.sql.Column> cols = new ArrayList<>();
+        List<Column> cols = new ArrayList<>();
         cols.add(col("id"));
         cols.add(input_file_name().as("input_file_name"));
         for (String f : fields) {
           cols.add(col("_metadata." + f).as(f));
         }
-        Dataset<Row> selected = df.select(cols.toArray(new org.apache.spark.sql.Column[0]));
+        Dataset<Row> selected = df.select(cols.toArray(new Column[0]));
         types.put(format, Arrays.stream(selected.schema().fields())
             .map(f -> f.name() + " " + f.dataType().simpleString() + (f.nullable() ? " null" : " not null") + " " + f.metadata().json())
             .collect(Collectors.toList()));
@@ -299,7 +310,7 @@ class TFRecordFileSourceParityTest {
         assertThat(rows).hasSize(300);
         for (Row r : rows) {
           String path = r.getAs("file_path");
-          Path local = Path.of(java.net.URI.create(path));
+          Path local = Path.of(URI.create(path));
           assertThat(local.getParent()).isEqualTo(d);
           // Spark spells the two differently (file:/... and file:///...): as for Parquet
           String inputFileName = r.getAs("input_file_name");
