@@ -11,40 +11,50 @@ import com.tngtech.archunit.junit.ArchTest;
 import com.tngtech.archunit.lang.ArchRule;
 
 /**
- * The layers of the trainer, checked on its compiled classes (and those of {@code tfrecord-datasource}
- * it is built with) every time the tests run: a rule broken here fails the build, naming the classes
- * and the dependency that broke it. The design behind each rule is in the packages' {@code
- * package-info.java}.
+ * The layers of the trainer, checked on its compiled classes (and those of {@code
+ * tfrecord-datasource} it is built with) every time the tests run: a rule broken here fails the
+ * build, naming the classes and the dependency that broke it. The design behind each rule is in the
+ * packages' {@code package-info.java}.
  */
 @AnalyzeClasses(packages = "dev.sparktrainer", importOptions = ImportOption.DoNotIncludeTests.class)
 class ArchitectureTest {
 
   /**
-   * The collective (rendezvous, transport, ring algorithms) runs and is tested alone, with N ranks on
-   * loopback, and could run where Spark is not: a machine with only a JRE and libtorch.
+   * The collective (rendezvous, transport, ring algorithms) runs and is tested alone, with N ranks
+   * on loopback, and could run where Spark is not: a machine with only a JRE and libtorch.
    */
   @ArchTest
   static final ArchRule collectiveImportsNeitherSparkNorHadoopNorDjl =
       noClasses()
-          .that().resideInAPackage("dev.sparktrainer.collective..")
-          .should().dependOnClassesThat().resideInAnyPackage("org.apache.spark..", "org.apache.hadoop..", "ai.djl..", "scala..")
-          .because("the collective layer has no Spark, Hadoop or DJL import (see collective/package-info.java)");
+          .that()
+          .resideInAPackage("dev.sparktrainer.collective..")
+          .should()
+          .dependOnClassesThat()
+          .resideInAnyPackage("org.apache.spark..", "org.apache.hadoop..", "ai.djl..", "scala..")
+          .because(
+              "the collective layer has no Spark, Hadoop or DJL import (see collective/package-info.java)");
 
   /** The collective is the bottom layer of the trainer: it knows nothing of what runs on it. */
   @ArchTest
   static final ArchRule collectiveDependsOnNoOtherLayer =
       noClasses()
-          .that().resideInAPackage("dev.sparktrainer.collective..")
-          .should().dependOnClassesThat(
-              resideInAPackage("dev.sparktrainer..").and(resideOutsideOfPackage("dev.sparktrainer.collective..")))
+          .that()
+          .resideInAPackage("dev.sparktrainer.collective..")
+          .should()
+          .dependOnClassesThat(
+              resideInAPackage("dev.sparktrainer..")
+                  .and(resideOutsideOfPackage("dev.sparktrainer.collective..")))
           .because("the collective layer is used by the trainer, never the other way round");
 
   /** The input pipeline feeds training; it does not know how it is trained. */
   @ArchTest
   static final ArchRule dataDoesNotImportTrain =
       noClasses()
-          .that().resideInAPackage("dev.sparktrainer.data..")
-          .should().dependOnClassesThat().resideInAPackage("dev.sparktrainer.train..")
+          .that()
+          .resideInAPackage("dev.sparktrainer.data..")
+          .should()
+          .dependOnClassesThat()
+          .resideInAPackage("dev.sparktrainer.train..")
           .because("the input pipeline (data) sits below the trainer (train)");
 
   /** Packages form layers: no package reaches back to one that depends on it, directly or not. */

@@ -1,6 +1,7 @@
 package dev.sparktrainer.collective;
 
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintWriter;
 import java.nio.ByteBuffer;
@@ -14,19 +15,19 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Semaphore;
-import java.io.IOException;
 
 /**
  * All-reduce benchmark over loopback, N processes (not a test: run by {@code bin/bench-allreduce}).
  *
- * <p>{@code AllReduceBenchmark launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out file}:
- * for each N, launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient case) of 4
- * KB to max-bytes. The bound is what the same sockets carry when every rank streams plain bytes to
- * its right neighbour while receiving from its left, all at once. On a shared machine it drifts by 2x
- * within a minute, so from 1 MB up every timed all-reduce is paired with a stream of the bytes it
- * sends, right after it, and bus/bound is the median of the per-pair ratios; the long-stream bound
- * (512 MB per rank, median of three measurements spread over the run) is printed too and is the
- * reference of the smaller sizes. Prints a table, writes JSON lines and fits a cost model.
+ * <p>{@code AllReduceBenchmark launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out
+ * file}: for each N, launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient
+ * case) of 4 KB to max-bytes. The bound is what the same sockets carry when every rank streams
+ * plain bytes to its right neighbour while receiving from its left, all at once. On a shared
+ * machine it drifts by 2x within a minute, so from 1 MB up every timed all-reduce is paired with a
+ * stream of the bytes it sends, right after it, and bus/bound is the median of the per-pair ratios;
+ * the long-stream bound (512 MB per rank, median of three measurements spread over the run) is
+ * printed too and is the reference of the smaller sizes. Prints a table, writes JSON lines and fits
+ * a cost model.
  */
 public final class AllReduceBenchmark {
   private static final int[] DEFAULT_WORKERS = {2, 4};
@@ -37,8 +38,13 @@ public final class AllReduceBenchmark {
     if (args.length > 0 && args[0].equals("launch")) {
       launch(args);
     } else {
-      child(Integer.parseInt(args[0]), Integer.parseInt(args[1]), Long.parseLong(args[2]), Long.parseLong(args[3]),
-          Integer.parseInt(args[4]), args[5]);
+      child(
+          Integer.parseInt(args[0]),
+          Integer.parseInt(args[1]),
+          Long.parseLong(args[2]),
+          Long.parseLong(args[3]),
+          Integer.parseInt(args[4]),
+          args[5]);
     }
   }
 
@@ -90,80 +96,141 @@ public final class AllReduceBenchmark {
           transports = Arrays.asList(args[i + 1].split(","));
           for (String t : transports) {
             if (!TRANSPORTS.contains(t)) {
-              throw new IllegalArgumentException("Invalid --transport '" + t + "': expected tcp, shm or both (tcp,shm)");
+              throw new IllegalArgumentException(
+                  "Invalid --transport '" + t + "': expected tcp, shm or both (tcp,shm)");
             }
           }
           break;
         default:
           throw new IllegalArgumentException(
-              "Invalid option '" + args[i] + "': expected --workers, --min-bytes, --max-bytes, --chunk-bytes, --transport"
+              "Invalid option '"
+                  + args[i]
+                  + "': expected --workers, --min-bytes, --max-bytes, --chunk-bytes, --transport"
                   + " or --out");
       }
     }
     if (maxBytes < 4096 || maxBytes > (1L << 30)) {
-      throw new IllegalArgumentException("Invalid --max-bytes " + maxBytes + ": expected 4096..1073741824");
+      throw new IllegalArgumentException(
+          "Invalid --max-bytes " + maxBytes + ": expected 4096..1073741824");
     }
     if (minBytes < 4 || minBytes % 4 != 0 || minBytes > maxBytes) {
-      throw new IllegalArgumentException("Invalid --min-bytes " + minBytes + ": expected a multiple of 4 in 4.." + maxBytes);
+      throw new IllegalArgumentException(
+          "Invalid --min-bytes " + minBytes + ": expected a multiple of 4 in 4.." + maxBytes);
     }
     Files.createDirectories(out.toAbsolutePath().getParent());
     List<Point> points = new ArrayList<>();
     List<String> json = new ArrayList<>();
-    System.out.printf(Locale.ROOT, "%7s %9s %11s %11s %11s %11s %11s %11s%n",
-        "workers", "transport", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "bound_GB/s", "bus/bound");
+    System.out.printf(
+        Locale.ROOT,
+        "%7s %9s %11s %11s %11s %11s %11s %11s%n",
+        "workers",
+        "transport",
+        "bytes",
+        "time_us",
+        "algbw_GB/s",
+        "busbw_GB/s",
+        "bound_GB/s",
+        "bus/bound");
     for (int n : workers) {
-     for (String transport : transports) {
-      List<String> lines = new ArrayList<>();
-      try (ProcessRing ring =
-          ProcessRing.launch(n, AllReduceBenchmark.class,
-              childJvmArgs(),
-              List.of(Long.toString(minBytes), Long.toString(maxBytes), Integer.toString(chunkBytes), transport))) {
-        while (true) {
-          String line = ring.awaitLine(0, l -> l.startsWith("BENCH ") || l.startsWith("STREAM ") || l.equals("DONE"), Duration.ofMinutes(10));
-          if (line.equals("DONE")) {
-            break;
+      for (String transport : transports) {
+        List<String> lines = new ArrayList<>();
+        try (ProcessRing ring =
+            ProcessRing.launch(
+                n,
+                AllReduceBenchmark.class,
+                childJvmArgs(),
+                List.of(
+                    Long.toString(minBytes),
+                    Long.toString(maxBytes),
+                    Integer.toString(chunkBytes),
+                    transport))) {
+          while (true) {
+            String line =
+                ring.awaitLine(
+                    0,
+                    l -> l.startsWith("BENCH ") || l.startsWith("STREAM ") || l.equals("DONE"),
+                    Duration.ofMinutes(10));
+            if (line.equals("DONE")) {
+              break;
+            }
+            lines.add(line);
           }
-          lines.add(line);
+          ring.awaitExit(Duration.ofSeconds(60));
         }
-        ring.awaitExit(Duration.ofSeconds(60));
+        double bound = Double.NaN;
+        for (String l : lines) {
+          if (l.startsWith("STREAM ")) {
+            bound = Double.parseDouble(l.substring(7).trim());
+          }
+        }
+        for (String l : lines) {
+          if (!l.startsWith("BENCH ")) {
+            continue;
+          }
+          // BENCH bytes seconds [paired-stream GB/s, median of the per-iteration busbw/stream
+          // ratios]
+          String[] f = l.substring(6).trim().split(" ");
+          long bytes = Long.parseLong(f[0]);
+          double seconds = Double.parseDouble(f[1]);
+          boolean paired = f.length > 2;
+          double rowBound = paired ? Double.parseDouble(f[2]) : bound;
+          double ratio = n == 1 ? Double.NaN : paired ? Double.parseDouble(f[3]) : 0;
+          double algbw = bytes / seconds / 1e9;
+          double busbw = algbw * 2.0 * (n - 1) / n;
+          if (!paired) {
+            ratio = busbw / bound;
+          }
+          points.add(new Point(n, transport, bytes, seconds));
+          System.out.printf(
+              Locale.ROOT,
+              "%7d %9s %11d %11.1f %11.3f %11.3f %10.3f%s %10.0f%%%n",
+              n,
+              transport,
+              bytes,
+              seconds * 1e6,
+              algbw,
+              busbw,
+              rowBound,
+              paired ? "*" : " ",
+              100 * ratio);
+          json.add(
+              String.format(
+                  Locale.ROOT,
+                  "{\"workers\": %d, \"transport\": \"%s\", \"bytes\": %d, \"time_us\": %.1f,"
+                      + " \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"bound_gbps\": %.4f, \"bound_paired\": %s,"
+                      + " \"bus_over_bound\": %.4f}",
+                  n,
+                  transport,
+                  bytes,
+                  seconds * 1e6,
+                  algbw,
+                  busbw,
+                  rowBound,
+                  paired,
+                  ratio));
+        }
+        System.out.printf(
+            Locale.ROOT,
+            "%7d %9s bound (per-stream over the ring's links, all %d streams at once, %d MB each,"
+                + " median of %d): %.3f GB/s%n",
+            n,
+            transport,
+            n,
+            STREAM_BYTES >> 20,
+            STREAM_REPEATS,
+            bound);
+        json.add(
+            String.format(
+                Locale.ROOT,
+                "{\"workers\": %d, \"transport\": \"%s\", \"loopback_gbps\": %.4f}",
+                n,
+                transport,
+                bound));
       }
-      double bound = Double.NaN;
-      for (String l : lines) {
-        if (l.startsWith("STREAM ")) {
-          bound = Double.parseDouble(l.substring(7).trim());
-        }
-      }
-      for (String l : lines) {
-        if (!l.startsWith("BENCH ")) {
-          continue;
-        }
-        // BENCH bytes seconds [paired-stream GB/s, median of the per-iteration busbw/stream ratios]
-        String[] f = l.substring(6).trim().split(" ");
-        long bytes = Long.parseLong(f[0]);
-        double seconds = Double.parseDouble(f[1]);
-        boolean paired = f.length > 2;
-        double rowBound = paired ? Double.parseDouble(f[2]) : bound;
-        double ratio = n == 1 ? Double.NaN : paired ? Double.parseDouble(f[3]) : 0;
-        double algbw = bytes / seconds / 1e9;
-        double busbw = algbw * 2.0 * (n - 1) / n;
-        if (!paired) {
-          ratio = busbw / bound;
-        }
-        points.add(new Point(n, transport, bytes, seconds));
-        System.out.printf(Locale.ROOT, "%7d %9s %11d %11.1f %11.3f %11.3f %10.3f%s %10.0f%%%n",
-            n, transport, bytes, seconds * 1e6, algbw, busbw, rowBound, paired ? "*" : " ", 100 * ratio);
-        json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"transport\": \"%s\", \"bytes\": %d, \"time_us\": %.1f,"
-            + " \"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"bound_gbps\": %.4f, \"bound_paired\": %s,"
-            + " \"bus_over_bound\": %.4f}",
-            n, transport, bytes, seconds * 1e6, algbw, busbw, rowBound, paired, ratio));
-      }
-      System.out.printf(Locale.ROOT, "%7d %9s bound (per-stream over the ring's links, all %d streams at once, %d MB each,"
-          + " median of %d): %.3f GB/s%n", n, transport, n, STREAM_BYTES >> 20, STREAM_REPEATS, bound);
-      json.add(String.format(Locale.ROOT, "{\"workers\": %d, \"transport\": \"%s\", \"loopback_gbps\": %.4f}",
-          n, transport, bound));
-     }
     }
-    System.out.printf(Locale.ROOT, "%s%n%s%n",
+    System.out.printf(
+        Locale.ROOT,
+        "%s%n%s%n",
         "* bound measured in pairs: every timed all-reduce is followed by the same ranks streaming the bytes it sends"
             + " (2(N-1)/N x size) as plain bytes,",
         "  all at once; bus/bound is the median of the per-pair ratios. Other rows: the loopback bound line below them.");
@@ -209,24 +276,61 @@ public final class AllReduceBenchmark {
     double det = saa * sbb - sab * sab;
     double alpha = (sat * sbb - sbt * sab) / det;
     double beta = (saa * sbt - sab * sat) / det;
-    System.out.printf(Locale.ROOT, "Cost model fitted to the measurements (relative least squares):%n");
-    System.out.printf(Locale.ROOT, "  ring:  t = 2(N-1)*alpha + 2(N-1)/N*S*beta     small path (S <= %d B): t = (N-1)*alpha + (N-1)*S*beta%n", small);
-    System.out.printf(Locale.ROOT, "  alpha = %.1f us per hop, beta = %.4f ns/byte (%.2f GB/s per link)%n", alpha * 1e6, beta * 1e9, 1 / beta / 1e9);
-    System.out.printf(Locale.ROOT, "  %7s %11s %11s %11s %7s%n", "workers", "bytes", "measured_us", "model_us", "ratio");
+    System.out.printf(
+        Locale.ROOT, "Cost model fitted to the measurements (relative least squares):%n");
+    System.out.printf(
+        Locale.ROOT,
+        "  ring:  t = 2(N-1)*alpha + 2(N-1)/N*S*beta     small path (S <= %d B): t = (N-1)*alpha + (N-1)*S*beta%n",
+        small);
+    System.out.printf(
+        Locale.ROOT,
+        "  alpha = %.1f us per hop, beta = %.4f ns/byte (%.2f GB/s per link)%n",
+        alpha * 1e6,
+        beta * 1e9,
+        1 / beta / 1e9);
+    System.out.printf(
+        Locale.ROOT,
+        "  %7s %11s %11s %11s %7s%n",
+        "workers",
+        "bytes",
+        "measured_us",
+        "model_us",
+        "ratio");
     for (Point p : points) {
       double[] x = features(p.workers, p.bytes, small);
       double model = x[0] * alpha + x[1] * beta;
-      System.out.printf(Locale.ROOT, "  %7d %11d %11.1f %11.1f %7.2f%n", p.workers, p.bytes, p.seconds * 1e6, model * 1e6, p.seconds / model);
+      System.out.printf(
+          Locale.ROOT,
+          "  %7d %11d %11.1f %11.1f %7.2f%n",
+          p.workers,
+          p.bytes,
+          p.seconds * 1e6,
+          model * 1e6,
+          p.seconds / model);
     }
     double netAlpha = 30e-6;
     double netBeta = 8 / 25e9;
     System.out.println();
-    System.out.printf(Locale.ROOT, "Prediction on a 25 Gbit/s network (beta = %.3f ns/byte), alpha = %.0f us per hop (a typical"
-        + " datacenter TCP hop including the software stack; the measured loopback alpha above is %.1f us):%n",
-        netBeta * 1e9, netAlpha * 1e6, alpha * 1e6);
-    System.out.printf(Locale.ROOT, "  flat ring t = 2(N-1)*alpha + 2(N-1)/N*S*beta; hierarchical with G=8 ranks per host:"
-        + " intra-host ring (measured loopback alpha/beta) + ring over H=N/8 hosts%n");
-    System.out.printf(Locale.ROOT, "  %7s %11s %12s %12s %12s %9s%n", "workers", "bytes", "latency_ms", "flat_ms", "hier_ms", "hier/flat");
+    System.out.printf(
+        Locale.ROOT,
+        "Prediction on a 25 Gbit/s network (beta = %.3f ns/byte), alpha = %.0f us per hop (a typical"
+            + " datacenter TCP hop including the software stack; the measured loopback alpha above is %.1f us):%n",
+        netBeta * 1e9,
+        netAlpha * 1e6,
+        alpha * 1e6);
+    System.out.printf(
+        Locale.ROOT,
+        "  flat ring t = 2(N-1)*alpha + 2(N-1)/N*S*beta; hierarchical with G=8 ranks per host:"
+            + " intra-host ring (measured loopback alpha/beta) + ring over H=N/8 hosts%n");
+    System.out.printf(
+        Locale.ROOT,
+        "  %7s %11s %12s %12s %12s %9s%n",
+        "workers",
+        "bytes",
+        "latency_ms",
+        "flat_ms",
+        "hier_ms",
+        "hier/flat");
     long[] sizes = {4 << 10, 4 << 20, 64 << 20, 256L << 20};
     int g = 8;
     for (int n : new int[] {64, 256, 1024}) {
@@ -234,15 +338,31 @@ public final class AllReduceBenchmark {
         double latency = 2.0 * (n - 1) * netAlpha;
         double flat = latency + 2.0 * (n - 1) / n * s * netBeta;
         int h = n / g;
-        double hier = 2.0 * (g - 1) * alpha + 2.0 * (g - 1) / g * s * beta + 2.0 * (h - 1) * netAlpha + 2.0 * (h - 1) / h * s * netBeta;
-        System.out.printf(Locale.ROOT, "  %7d %11d %12.2f %12.2f %12.2f %9.2f%n", n, s, latency * 1e3, flat * 1e3, hier * 1e3, hier / flat);
+        double hier =
+            2.0 * (g - 1) * alpha
+                + 2.0 * (g - 1) / g * s * beta
+                + 2.0 * (h - 1) * netAlpha
+                + 2.0 * (h - 1) / h * s * netBeta;
+        System.out.printf(
+            Locale.ROOT,
+            "  %7d %11d %12.2f %12.2f %12.2f %9.2f%n",
+            n,
+            s,
+            latency * 1e3,
+            flat * 1e3,
+            hier * 1e3,
+            hier / flat);
       }
       // hierarchical pays while the saved inter-host hops outweigh the intra-host passes
       int h = n / g;
       double saved = 2.0 * (n - h) * netAlpha - 2.0 * (g - 1) * alpha;
       double perByte = 2.0 * (g - 1) / g * beta + (2.0 * (h - 1) / h - 2.0 * (n - 1) / n) * netBeta;
-      System.out.printf(Locale.ROOT, "  N=%d: latency term equals bandwidth term at S = %.1f MB; hierarchical is faster for S < %.0f MB%n",
-          n, 2.0 * (n - 1) * netAlpha / (2.0 * (n - 1) / n * netBeta) / 1e6, saved / perByte / 1e6);
+      System.out.printf(
+          Locale.ROOT,
+          "  N=%d: latency term equals bandwidth term at S = %.1f MB; hierarchical is faster for S < %.0f MB%n",
+          n,
+          2.0 * (n - 1) * netAlpha / (2.0 * (n - 1) / n * netBeta) / 1e6,
+          saved / perByte / 1e6);
     }
   }
 
@@ -258,26 +378,47 @@ public final class AllReduceBenchmark {
 
   /** Sizes from this one up are timed in pairs with a plain stream of the same bytes. */
   private static final long PAIRED_FROM_BYTES = 1 << 20;
-  /** The long-stream bound: bytes per rank, and how many times it is measured (spread over the run). */
+
+  /**
+   * The long-stream bound: bytes per rank, and how many times it is measured (spread over the run).
+   */
   private static final long STREAM_BYTES = 512L << 20;
+
   private static final int STREAM_REPEATS = 3;
 
-  private static void child(int rank, int n, long minBytes, long maxBytes, int chunkBytes, String transport)
+  private static void child(
+      int rank, int n, long minBytes, long maxBytes, int chunkBytes, String transport)
       throws Exception {
     JobSecret secret = JobSecret.fromHex(System.getenv(ProcessRing.SECRET_ENV));
     RingListener listener = RingListener.bind("127.0.0.1");
     System.out.println("ADDR " + listener.address());
     System.out.flush();
-    String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    String line =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
     List<String> peers = Arrays.asList(line.substring("PEERS ".length()).split(","));
-    try (Communicator c = Communicator.builder().setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
-            .optOperationTimeout(Duration.ofSeconds(60)).optChunkBytes(chunkBytes)
-            .optSharedMemory(transport.equals("shm")).build();
+    try (Communicator c =
+            Communicator.builder()
+                .setRank(rank)
+                .setPeers(peers)
+                .setSecret(secret)
+                .setListener(listener)
+                .optOperationTimeout(Duration.ofSeconds(60))
+                .optChunkBytes(chunkBytes)
+                .optSharedMemory(transport.equals("shm"))
+                .build();
         Streamer streamer = n > 1 ? new Streamer(c, (int) maxBytes) : null) {
-      LinkTransport expected = transport.equals("shm") ? LinkTransport.SHARED_MEMORY : LinkTransport.TCP;
+      LinkTransport expected =
+          transport.equals("shm") ? LinkTransport.SHARED_MEMORY : LinkTransport.TCP;
       if (n > 1 && (c.leftTransport() != expected || c.rightTransport() != expected)) {
-        throw new IllegalStateException("rank " + rank + ": asked for " + transport + " but the links use "
-            + c.leftTransport() + "/" + c.rightTransport());
+        throw new IllegalStateException(
+            "rank "
+                + rank
+                + ": asked for "
+                + transport
+                + " but the links use "
+                + c.leftTransport()
+                + "/"
+                + c.rightTransport());
       }
       ByteBuffer buf = ByteBuffer.allocateDirect((int) maxBytes).order(ByteOrder.LITTLE_ENDIAN);
       for (int i = 0; i < maxBytes / 4; i++) {
@@ -289,14 +430,16 @@ public final class AllReduceBenchmark {
         bounds[boundsTaken++] = streamer.bound(STREAM_BYTES);
       }
       for (long bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
-        int iters = bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 30 : 15;
+        int iters =
+            bytes <= (64 << 10) ? 2000 : bytes <= (1 << 20) ? 200 : bytes <= (16 << 20) ? 30 : 15;
         int warmup = bytes <= (1 << 20) ? iters : 3;
         boolean paired = streamer != null && bytes >= PAIRED_FROM_BYTES;
         ByteBuffer slice = buf.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         slice.limit((int) bytes);
         long[] times = new long[iters];
         long[] streamTimes = new long[iters];
-        long streamed = (long) (2.0 * (n - 1) / n * bytes); // what one rank sends in a ring all-reduce
+        long streamed =
+            (long) (2.0 * (n - 1) / n * bytes); // what one rank sends in a ring all-reduce
         c.barrier();
         for (int it = 0; it < warmup; it++) {
           c.allReduce(slice, ElementType.FLOAT32, ReduceOp.MEAN);
@@ -331,14 +474,23 @@ public final class AllReduceBenchmark {
             }
             Arrays.sort(ratios);
             Arrays.sort(st);
-            extra = String.format(Locale.ROOT, " %.4f %.4f", streamed / (st[iters / 2] / 1e9) / 1e9, ratios[iters / 2]);
+            extra =
+                String.format(
+                    Locale.ROOT,
+                    " %.4f %.4f",
+                    streamed / (st[iters / 2] / 1e9) / 1e9,
+                    ratios[iters / 2]);
           }
           long[] sorted = slowest.clone();
           Arrays.sort(sorted);
-          System.out.printf(Locale.ROOT, "BENCH %d %.9f%s%n", bytes, sorted[iters / 2] / 1e9, extra);
+          System.out.printf(
+              Locale.ROOT, "BENCH %d %.9f%s%n", bytes, sorted[iters / 2] / 1e9, extra);
           System.out.flush();
         }
-        if (streamer != null && boundsTaken < STREAM_REPEATS - 1 && bytes * 16 > maxBytes && bytes * 4 <= maxBytes) {
+        if (streamer != null
+            && boundsTaken < STREAM_REPEATS - 1
+            && bytes * 16 > maxBytes
+            && bytes * 4 <= maxBytes) {
           bounds[boundsTaken++] = streamer.bound(STREAM_BYTES); // once mid-run
         }
       }
@@ -349,7 +501,10 @@ public final class AllReduceBenchmark {
         Arrays.sort(bounds);
       }
       if (rank == 0) {
-        System.out.printf(Locale.ROOT, "STREAM %.4f%n", streamer == null ? Double.NaN : bounds[STREAM_REPEATS / 2]);
+        System.out.printf(
+            Locale.ROOT,
+            "STREAM %.4f%n",
+            streamer == null ? Double.NaN : bounds[STREAM_REPEATS / 2]);
         System.out.println("DONE");
         System.out.flush();
       }
@@ -370,10 +525,10 @@ public final class AllReduceBenchmark {
   }
 
   /**
-   * Every rank streams plain bytes to its right neighbour while receiving as many from its left, all
-   * at once, over the ring's own sockets (no frames, no reduction): the writer is a thread of its
-   * own, started once, and the caller reads. Buffers as large as the message, so both sides of a
-   * comparison touch the same amount of memory (a 1 MB buffer would stay in cache).
+   * Every rank streams plain bytes to its right neighbour while receiving as many from its left,
+   * all at once, over the ring's own sockets (no frames, no reduction): the writer is a thread of
+   * its own, started once, and the caller reads. Buffers as large as the message, so both sides of
+   * a comparison touch the same amount of memory (a 1 MB buffer would stay in cache).
    */
   private static final class Streamer implements AutoCloseable {
     private static final int CHUNK = 1 << 20;
@@ -427,7 +582,10 @@ public final class AllReduceBenchmark {
       }
     }
 
-    /** Streams {@code bytes} each way through the first {@code spanBytes} of the buffers; returns this rank's nanoseconds. */
+    /**
+     * Streams {@code bytes} each way through the first {@code spanBytes} of the buffers; returns
+     * this rank's nanoseconds.
+     */
     long stream(long bytes, int spanBytes) throws Exception {
       total = bytes;
       span = Math.min(spanBytes, out.capacity());
@@ -443,7 +601,10 @@ public final class AllReduceBenchmark {
       return elapsed;
     }
 
-    /** The long-stream bound in GB/s: a warm-up pass, then {@code bytes} per rank, timed by the slowest rank. */
+    /**
+     * The long-stream bound in GB/s: a warm-up pass, then {@code bytes} per rank, timed by the
+     * slowest rank.
+     */
     double bound(long bytes) throws Exception {
       c.barrier();
       stream(bytes / 8, out.capacity());

@@ -27,19 +27,20 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * bench-pipeline's Parquet part (kept apart from {@link PipelineBenchmark}'s TFRecord measures): the
- * benchmark's TFRecord dataset written once as Parquet by Spark (snappy, default row groups), then in
- * one run
+ * bench-pipeline's Parquet part (kept apart from {@link PipelineBenchmark}'s TFRecord measures):
+ * the benchmark's TFRecord dataset written once as Parquet by Spark (snappy, default row groups),
+ * then in one run
  *
  * <ol>
- *   <li>the three ways parquet-mr reads the pixels on one thread — the example {@code Group} API (the
- *       old path), a {@code RecordMaterializer} whose converters write floats, and {@link ParquetStream}
- *       (its bulk page decoder; JSON field {@code parquet_column_readers_rows_per_s}) — what the reader was chosen by;
+ *   <li>the three ways parquet-mr reads the pixels on one thread — the example {@code Group} API
+ *       (the old path), a {@code RecordMaterializer} whose converters write floats, and {@link
+ *       ParquetStream} (its bulk page decoder; JSON field {@code
+ *       parquet_column_readers_rows_per_s}) — what the reader was chosen by;
  *   <li>the pipeline on Parquet and on TFRecord, same records, same options;
  *   <li>Spark's vectorized Parquet reader scanning the same columns on one core ({@code local[1]},
  *       a {@code noop}-sink write, so every value is decoded);
- *   <li>a DataFrame that needs staging (a filter and a computed column): staging plus the first epoch,
- *       against the plain scan's first epoch.
+ *   <li>a DataFrame that needs staging (a filter and a computed column): staging plus the first
+ *       epoch, against the plain scan's first epoch.
  * </ol>
  */
 final class ParquetBenchmark {
@@ -62,70 +63,142 @@ final class ParquetBenchmark {
 
     /** JSON fields (no braces) for pipeline.jsonl. */
     String json() {
-      return String.format(Locale.ROOT, "\"parquet_records_per_s\": %.0f, \"tfrecord_records_per_s\": %.0f,"
-          + " \"spark_parquet_rows_per_s\": %.0f, \"parquet_config\": \"%s\", \"parquet_group_api_rows_per_s\": %.0f,"
-          + " \"parquet_converters_rows_per_s\": %.0f, \"parquet_column_readers_rows_per_s\": %.0f,"
-          + " \"staging_s\": %.2f, \"staged_first_epoch_s\": %.2f, \"plain_first_epoch_s\": %.2f, \"staged_records\": %d",
-          parquet, tfrecord, spark, config, groupApi, converters, columnReaders, stagingS, stagedEpochS, plainEpochS,
+      return String.format(
+          Locale.ROOT,
+          "\"parquet_records_per_s\": %.0f, \"tfrecord_records_per_s\": %.0f,"
+              + " \"spark_parquet_rows_per_s\": %.0f, \"parquet_config\": \"%s\", \"parquet_group_api_rows_per_s\": %.0f,"
+              + " \"parquet_converters_rows_per_s\": %.0f, \"parquet_column_readers_rows_per_s\": %.0f,"
+              + " \"staging_s\": %.2f, \"staged_first_epoch_s\": %.2f, \"plain_first_epoch_s\": %.2f, \"staged_records\": %d",
+          parquet,
+          tfrecord,
+          spark,
+          config,
+          groupApi,
+          converters,
+          columnReaders,
+          stagingS,
+          stagedEpochS,
+          plainEpochS,
           stagedRecords);
     }
 
     void print() {
       System.out.println();
       System.out.printf(Locale.ROOT, "%-58s %14s%n", "Parquet measure (" + config + ")", "value");
-      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "parquet-mr Group API (old reader), 1 thread, rows/s", groupApi);
-      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "parquet-mr converters into floats, 1 thread, rows/s", converters);
-      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "ParquetStream (bulk page decoder), 1 thread, rows/s",
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %14.0f%n",
+          "parquet-mr Group API (old reader), 1 thread, rows/s",
+          groupApi);
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %14.0f%n",
+          "parquet-mr converters into floats, 1 thread, rows/s",
+          converters);
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %14.0f%n",
+          "ParquetStream (bulk page decoder), 1 thread, rows/s",
           columnReaders);
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "pipeline on TFRecord, records/s", tfrecord);
       System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "pipeline on Parquet, records/s", parquet);
-      System.out.printf(Locale.ROOT, "%-58s %14.0f%n", "Spark vectorized Parquet scan, local[1], rows/s", spark);
-      System.out.printf(Locale.ROOT, "%-58s %13.2fx  (target >= 0.8: %s)%n", "pipeline Parquet / pipeline TFRecord",
-          parquet / tfrecord, parquet >= 0.8 * tfrecord ? "met" : "MISSED");
-      System.out.printf(Locale.ROOT, "%-58s %13.2fx  (target >= 1.0: %s)%n", "pipeline Parquet / Spark 1-core scan",
-          parquet / spark, parquet >= spark ? "met" : "MISSED");
-      System.out.printf(Locale.ROOT, "%-58s %12.2f s  (%d records)%n", "staged DataFrame: staging (filter + computed column)",
-          stagingS, stagedRecords);
-      System.out.printf(Locale.ROOT, "%-58s %12.2f s%n", "staged DataFrame: first epoch", stagedEpochS);
-      System.out.printf(Locale.ROOT, "%-58s %12.2f s%n", "staged DataFrame: staging + first epoch", stagingS + stagedEpochS);
-      System.out.printf(Locale.ROOT, "%-58s %12.2f s%n", "plain Parquet scan DataFrame: first epoch", plainEpochS);
+      System.out.printf(
+          Locale.ROOT, "%-58s %14.0f%n", "Spark vectorized Parquet scan, local[1], rows/s", spark);
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %13.2fx  (target >= 0.8: %s)%n",
+          "pipeline Parquet / pipeline TFRecord",
+          parquet / tfrecord,
+          parquet >= 0.8 * tfrecord ? "met" : "MISSED");
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %13.2fx  (target >= 1.0: %s)%n",
+          "pipeline Parquet / Spark 1-core scan",
+          parquet / spark,
+          parquet >= spark ? "met" : "MISSED");
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %12.2f s  (%d records)%n",
+          "staged DataFrame: staging (filter + computed column)",
+          stagingS,
+          stagedRecords);
+      System.out.printf(
+          Locale.ROOT, "%-58s %12.2f s%n", "staged DataFrame: first epoch", stagedEpochS);
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %12.2f s%n",
+          "staged DataFrame: staging + first epoch",
+          stagingS + stagedEpochS);
+      System.out.printf(
+          Locale.ROOT,
+          "%-58s %12.2f s%n",
+          "plain Parquet scan DataFrame: first epoch",
+          plainEpochS);
     }
   }
 
   private ParquetBenchmark() {}
 
-  /** Profiling aid: {@code ParquetBenchmark FILE SECONDS WAY} reads one Parquet file of the benchmark's shape on
-   * this thread (WAY 0 Group API, 1 converters, 2 ParquetStream) and prints rows/s. */
+  /**
+   * Profiling aid: {@code ParquetBenchmark FILE SECONDS WAY} reads one Parquet file of the
+   * benchmark's shape on this thread (WAY 0 Group API, 1 converters, 2 ParquetStream) and prints
+   * rows/s.
+   */
   public static void main(String[] args) throws IOException {
-    DatasetSpec spec = DatasetSpec.builder().addPath(args[0]).optFormat(DatasetSpec.Format.PARQUET)
-        .addFeature("pixels", 784).setLabel("label", DatasetSpec.LabelType.INT).build();
-    System.out.printf(Locale.ROOT, "%.0f rows/s%n", rate(Path.of(args[0]), spec, Double.parseDouble(args[1]),
-        Integer.parseInt(args[2])));
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(args[0])
+            .optFormat(DatasetSpec.Format.PARQUET)
+            .addFeature("pixels", 784)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    System.out.printf(
+        Locale.ROOT,
+        "%.0f rows/s%n",
+        rate(Path.of(args[0]), spec, Double.parseDouble(args[1]), Integer.parseInt(args[2])));
   }
 
   /**
    * @param tfPlan the TFRecord dataset's plan (pixels[784] float, label int64)
    * @param options the pipeline options both pipelines run with
    */
-  static Result run(Path tfData, DatasetPlan tfPlan, PipelineOptions options, String config, NDManager manager,
-      double seconds, int roundCount) throws IOException {
+  static Result run(
+      Path tfData,
+      DatasetPlan tfPlan,
+      PipelineOptions options,
+      String config,
+      NDManager manager,
+      double seconds,
+      int roundCount)
+      throws IOException {
     Result res = new Result();
     res.config = config;
     Path pq = tfData.resolveSibling(tfData.getFileName() + "-parquet");
-    SparkSession spark = SparkSession.builder().master("local[1]").appName("bench-pipeline-parquet")
-        .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.parquet.enableVectorizedReader", "true")
-        .config("spark.sql.parquet.enableNestedColumnVectorizedReader", "true").getOrCreate();
+    SparkSession spark =
+        SparkSession.builder()
+            .master("local[1]")
+            .appName("bench-pipeline-parquet")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.sql.parquet.enableVectorizedReader", "true")
+            .config("spark.sql.parquet.enableNestedColumnVectorizedReader", "true")
+            .getOrCreate();
     try {
       long t0 = System.nanoTime();
       boolean wrote = writeParquet(spark, tfData, pq, tfPlan.totalRecords());
       if (wrote) {
-        System.out.printf(Locale.ROOT, "wrote the dataset as Parquet (Spark, snappy) to %s in %.1f s%n", pq,
+        System.out.printf(
+            Locale.ROOT,
+            "wrote the dataset as Parquet (Spark, snappy) to %s in %.1f s%n",
+            pq,
             (System.nanoTime() - t0) / 1e9);
       }
-      DatasetSpec pqSpec = tfPlan.spec().toBuilder().setPaths(List.of(pq.toString()))
-          .optFormat(DatasetSpec.Format.PARQUET).build();
+      DatasetSpec pqSpec =
+          tfPlan.spec().toBuilder()
+              .setPaths(List.of(pq.toString()))
+              .optFormat(DatasetSpec.Format.PARQUET)
+              .build();
       DatasetPlan pqPlan = DatasetPlanner.plan(pqSpec, options, CONF);
       List<Path> files = new ArrayList<>();
       for (Split s : pqPlan.splits()) {
@@ -141,9 +214,20 @@ final class ParquetBenchmark {
         double t = pipelineRate(tfPlan, options, manager, seconds);
         double p = pipelineRate(pqPlan, options, manager, seconds);
         double s = sparkScan(spark, pq, pqPlan.totalRecords(), seconds);
-        String line = String.format(Locale.ROOT, "parquet round %d: Group %.0f, converters %.0f, ParquetStream %.0f;"
-            + " pipeline TFRecord %.0f, Parquet %.0f (%.2fx), Spark local[1] %.0f (%.2fx)", round + 1, readers[0],
-            readers[1], readers[2], t, p, p / t, s, p / s);
+        String line =
+            String.format(
+                Locale.ROOT,
+                "parquet round %d: Group %.0f, converters %.0f, ParquetStream %.0f;"
+                    + " pipeline TFRecord %.0f, Parquet %.0f (%.2fx), Spark local[1] %.0f (%.2fx)",
+                round + 1,
+                readers[0],
+                readers[1],
+                readers[2],
+                t,
+                p,
+                p / t,
+                s,
+                p / s);
         System.out.println(line);
         res.rounds.add(line);
         res.groupApi = Math.max(res.groupApi, readers[0]);
@@ -163,18 +247,26 @@ final class ParquetBenchmark {
   }
 
   /** Writes the TFRecord dataset as Parquet with Spark's defaults; false if it is there already. */
-  private static boolean writeParquet(SparkSession spark, Path tfData, Path pq, long records) throws IOException {
+  private static boolean writeParquet(SparkSession spark, Path tfData, Path pq, long records)
+      throws IOException {
     Path marker = pq.resolve("_" + records + "_records");
     if (Files.exists(marker)) {
       return false;
     }
-    spark.read().format("tfrecord").load(tfData.toString()).select("pixels", "label")
-        .write().mode("overwrite").parquet(pq.toString());
+    spark
+        .read()
+        .format("tfrecord")
+        .load(tfData.toString())
+        .select("pixels", "label")
+        .write()
+        .mode("overwrite")
+        .parquet(pq.toString());
     Files.createFile(marker);
     return true;
   }
 
-  private static double pipelineRate(DatasetPlan plan, PipelineOptions o, NDManager m, double seconds) {
+  private static double pipelineRate(
+      DatasetPlan plan, PipelineOptions o, NDManager m, double seconds) {
     long t = System.nanoTime();
     long until = t + (long) (seconds * 1e9);
     long n = 0;
@@ -199,24 +291,37 @@ final class ParquetBenchmark {
     long until = t + (long) (seconds * 1e9);
     long n = 0;
     do {
-      spark.read().parquet(pq.toString()).select("pixels", "label").write().format("noop").mode("overwrite").save();
+      spark
+          .read()
+          .parquet(pq.toString())
+          .select("pixels", "label")
+          .write()
+          .format("noop")
+          .mode("overwrite")
+          .save();
       n += rows;
     } while (System.nanoTime() < until);
     return n / ((System.nanoTime() - t) / 1e9);
   }
 
-  /** Staging time and first epoch of a DataFrame that needs staging, and the plain scan's first epoch. */
-  private static void staging(SparkSession spark, Path pq, DatasetSpec spec, PipelineOptions o, NDManager m,
-      Result res) throws IOException {
+  /**
+   * Staging time and first epoch of a DataFrame that needs staging, and the plain scan's first
+   * epoch.
+   */
+  private static void staging(
+      SparkSession spark, Path pq, DatasetSpec spec, PipelineOptions o, NDManager m, Result res)
+      throws IOException {
     Dataset<Row> plainDf = spark.read().parquet(pq.toString());
-    try (DataFrameInput plain = DataFrameInput.of(plainDf, spec, pq.resolveSibling("staging").toString())) {
+    try (DataFrameInput plain =
+        DataFrameInput.of(plainDf, spec, pq.resolveSibling("staging").toString())) {
       long t = System.nanoTime();
       firstEpoch(plain.spec(), o, m);
       res.plainEpochS = (System.nanoTime() - t) / 1e9;
     }
     Dataset<Row> engineered = plainDf.where("label < 8").selectExpr("pixels", "label % 2 AS label");
     long t = System.nanoTime();
-    try (DataFrameInput staged = DataFrameInput.of(engineered, spec, pq.resolveSibling("staging").toString())) {
+    try (DataFrameInput staged =
+        DataFrameInput.of(engineered, spec, pq.resolveSibling("staging").toString())) {
       if (!staged.staged()) {
         throw new IllegalStateException("the filtered DataFrame was not staged");
       }
@@ -228,7 +333,8 @@ final class ParquetBenchmark {
   }
 
   /** Plans and reads one epoch; returns the records read. */
-  private static long firstEpoch(DatasetSpec spec, PipelineOptions o, NDManager m) throws IOException {
+  private static long firstEpoch(DatasetSpec spec, PipelineOptions o, NDManager m)
+      throws IOException {
     DatasetPlan plan = DatasetPlanner.plan(spec, o, CONF);
     long n = 0;
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
@@ -244,12 +350,19 @@ final class ParquetBenchmark {
 
   // --- parquet-mr's three ways in, one thread, one file -----------------------------------------
 
-  /** Rows/s of the Group API, converters and column readers over {@code file}, each for {@code seconds}. */
-  private static double[] readerRates(Path file, DatasetSpec spec, double seconds) throws IOException {
-    return new double[] {rate(file, spec, seconds, 0), rate(file, spec, seconds, 1), rate(file, spec, seconds, 2)};
+  /**
+   * Rows/s of the Group API, converters and column readers over {@code file}, each for {@code
+   * seconds}.
+   */
+  private static double[] readerRates(Path file, DatasetSpec spec, double seconds)
+      throws IOException {
+    return new double[] {
+      rate(file, spec, seconds, 0), rate(file, spec, seconds, 1), rate(file, spec, seconds, 2)
+    };
   }
 
-  private static double rate(Path file, DatasetSpec spec, double seconds, int way) throws IOException {
+  private static double rate(Path file, DatasetSpec spec, double seconds, int way)
+      throws IOException {
     long t = System.nanoTime();
     long until = t + (long) (seconds * 1e9);
     long n = 0;
@@ -269,15 +382,20 @@ final class ParquetBenchmark {
         }
         continue;
       }
-      try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(
-          new org.apache.hadoop.fs.Path(file.toString()), CONF))) {
+      try (ParquetFileReader reader =
+          ParquetFileReader.open(
+              HadoopInputFile.fromPath(new org.apache.hadoop.fs.Path(file.toString()), CONF))) {
         MessageType schema = reader.getFooter().getFileMetaData().getSchema();
-        MessageType projection = new MessageType(schema.getName(), schema.getType("pixels"), schema.getType("label"));
+        MessageType projection =
+            new MessageType(schema.getName(), schema.getType("pixels"), schema.getType("label"));
         reader.setRequestedSchema(projection);
-        for (PageReadStore pages = reader.readNextRowGroup(); pages != null; pages = reader.readNextRowGroup()) {
+        for (PageReadStore pages = reader.readNextRowGroup();
+            pages != null;
+            pages = reader.readNextRowGroup()) {
           var io = new ColumnIOFactory().getColumnIO(projection, schema);
           if (way == 0) {
-            RecordReader<Group> rows = io.getRecordReader(pages, new GroupRecordConverter(projection));
+            RecordReader<Group> rows =
+                io.getRecordReader(pages, new GroupRecordConverter(projection));
             for (long i = 0; i < pages.getRowCount(); i++) {
               Group g = rows.read();
               Group list = g.getGroup(0, 0);
@@ -306,7 +424,10 @@ final class ParquetBenchmark {
     return n / ((System.nanoTime() - t) / 1e9);
   }
 
-  /** parquet-mr's converter API: every float leaf appends to {@code out}, the label leaf sets {@link #label}. */
+  /**
+   * parquet-mr's converter API: every float leaf appends to {@code out}, the label leaf sets {@link
+   * #label}.
+   */
   private static final class FloatsMaterializer extends RecordMaterializer<Void> {
     private final float[] out;
     private int pos;
@@ -324,19 +445,21 @@ final class ParquetBenchmark {
         if (!t.getType(i).isPrimitive()) {
           children[i] = group(t.getType(i).asGroupType(), false);
         } else if (top) {
-          children[i] = new PrimitiveConverter() {
-            @Override
-            public void addLong(long v) {
-              label = v;
-            }
-          };
+          children[i] =
+              new PrimitiveConverter() {
+                @Override
+                public void addLong(long v) {
+                  label = v;
+                }
+              };
         } else {
-          children[i] = new PrimitiveConverter() {
-            @Override
-            public void addFloat(float v) {
-              out[pos++] = v;
-            }
-          };
+          children[i] =
+              new PrimitiveConverter() {
+                @Override
+                public void addFloat(float v) {
+                  out[pos++] = v;
+                }
+              };
         }
       }
       return new GroupConverter() {

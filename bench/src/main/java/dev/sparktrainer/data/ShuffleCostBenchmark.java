@@ -12,10 +12,10 @@ import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.Random;
 import org.apache.hadoop.conf.Configuration;
-import java.util.Arrays;
 
 /**
  * Where the default shuffle's time goes ({@code bin/bench-shuffle-cost}): the work one record costs
@@ -27,15 +27,15 @@ import java.util.Arrays;
  *   <li>{@code decode into batch}: + the decode straight into a batch row (no shuffle buffer);
  *   <li>{@code shuffle N (arrays)}: + today's shuffle buffer of N records: decode into a record
  *       array, put it in a random slot of N, copy the evicted record into the batch;
- *   <li>{@code shuffle N (scatter)}: + the shuffle computed on indices ahead of the data, each record
- *       decoded from the reader's buffer straight into the output row it is assigned (records move
- *       once; the open batches then span the shuffle's whole window).
+ *   <li>{@code shuffle N (scatter)}: + the shuffle computed on indices ahead of the data, each
+ *       record decoded from the reader's buffer straight into the output row it is assigned
+ *       (records move once; the open batches then span the shuffle's whole window).
  * </ol>
  *
  * On two cores the pipeline can at best reach {@code 2 × scan / cost} of the raw scan (both cores
  * busy, no hand-off costs): the table prints that ceiling for each line. Runs on bench-pipeline's
- * dataset (784 floats and an int64 label per record). Usage: {@code ShuffleCostBenchmark [--data DIR]
- * [--rounds 6] [--shuffle 10000] [--small-shuffle 500]}.
+ * dataset (784 floats and an int64 label per record). Usage: {@code ShuffleCostBenchmark [--data
+ * DIR] [--rounds 6] [--shuffle 10000] [--small-shuffle 500]}.
  */
 public final class ShuffleCostBenchmark {
   private static final int WIDTH = 784;
@@ -51,23 +51,44 @@ public final class ShuffleCostBenchmark {
     int small = 500;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
-        case "--data": data = Path.of(args[++i]); break;
-        case "--rounds": rounds = Integer.parseInt(args[++i]); break;
-        case "--shuffle": shuffle = Integer.parseInt(args[++i]); break;
-        case "--small-shuffle": small = Integer.parseInt(args[++i]); break;
-        default: throw new IllegalArgumentException("Unknown argument " + args[i]
-            + " (expected --data, --rounds, --shuffle, --small-shuffle)");
+        case "--data":
+          data = Path.of(args[++i]);
+          break;
+        case "--rounds":
+          rounds = Integer.parseInt(args[++i]);
+          break;
+        case "--shuffle":
+          shuffle = Integer.parseInt(args[++i]);
+          break;
+        case "--small-shuffle":
+          small = Integer.parseInt(args[++i]);
+          break;
+        default:
+          throw new IllegalArgumentException(
+              "Unknown argument "
+                  + args[i]
+                  + " (expected --data, --rounds, --shuffle, --small-shuffle)");
       }
     }
     if (!Files.isDirectory(data)) {
-      throw new IllegalArgumentException("No dataset at " + data + ": run bin/bench-pipeline first (it writes it)");
+      throw new IllegalArgumentException(
+          "No dataset at " + data + ": run bin/bench-pipeline first (it writes it)");
     }
-    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).addFeature("pixels", WIDTH)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
-    DatasetPlan plan = DatasetPlanner.plan(spec, PipelineOptions.builder().optBatchSize(BATCH).build(), CONF);
-    String[] names = {"scan (framing + CRC)", "+ decode into batch (no shuffle buffer)",
-        "+ shuffle " + small + " (arrays; fits in cache)", "+ shuffle " + shuffle + " (arrays, as today)",
-        "+ shuffle " + shuffle + " (scatter, indices ahead)"};
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(data.toString())
+            .addFeature("pixels", WIDTH)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    DatasetPlan plan =
+        DatasetPlanner.plan(spec, PipelineOptions.builder().optBatchSize(BATCH).build(), CONF);
+    String[] names = {
+      "scan (framing + CRC)",
+      "+ decode into batch (no shuffle buffer)",
+      "+ shuffle " + small + " (arrays; fits in cache)",
+      "+ shuffle " + shuffle + " (arrays, as today)",
+      "+ shuffle " + shuffle + " (scatter, indices ahead)"
+    };
     double[] best = new double[names.length];
     Arrays.fill(best, Double.MAX_VALUE);
     Work w = new Work(plan, spec, shuffle, small);
@@ -80,14 +101,25 @@ public final class ShuffleCostBenchmark {
           best[mode] = Math.min(best[mode], ns);
         }
       }
-      System.out.println(line.append(" cpu-ns/record; load ")
-          .append(ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage()));
+      System.out.println(
+          line.append(" cpu-ns/record; load ")
+              .append(ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage()));
     }
-    System.out.printf(Locale.ROOT, "%n%-48s %14s %10s %22s%n", "one thread, " + plan.totalRecords() + " records",
-        "cpu-ns/record", "× scan", "2-core ceiling vs scan");
+    System.out.printf(
+        Locale.ROOT,
+        "%n%-48s %14s %10s %22s%n",
+        "one thread, " + plan.totalRecords() + " records",
+        "cpu-ns/record",
+        "× scan",
+        "2-core ceiling vs scan");
     for (int mode = 0; mode < names.length; mode++) {
-      System.out.printf(Locale.ROOT, "%-48s %14.0f %10.2f %21.0f%%%n", names[mode], best[mode],
-          best[mode] / best[0], 100 * 2 * best[0] / best[mode]);
+      System.out.printf(
+          Locale.ROOT,
+          "%-48s %14.0f %10.2f %21.0f%%%n",
+          names[mode],
+          best[mode],
+          best[mode] / best[0],
+          100 * 2 * best[0] / best[mode]);
     }
   }
 
@@ -100,7 +132,9 @@ public final class ShuffleCostBenchmark {
     private final float[][] slots;
     private final int[] outputOf; // scatter: the output position of each input position
     private final ByteBuffer[][] ring; // scatter: the open batches, by output batch number
-    private final ByteBuffer[] batch = {ByteBuffer.allocateDirect(BATCH * WIDTH * 4).order(ByteOrder.nativeOrder())};
+    private final ByteBuffer[] batch = {
+      ByteBuffer.allocateDirect(BATCH * WIDTH * 4).order(ByteOrder.nativeOrder())
+    };
     private final ThreadMXBean threads = ManagementFactory.getThreadMXBean();
 
     Work(DatasetPlan plan, DatasetSpec spec, int shuffle, int small) {
@@ -111,14 +145,21 @@ public final class ShuffleCostBenchmark {
       this.slots = new float[Math.max(shuffle, small) + 1][WIDTH];
       this.outputOf = shuffledPositions((int) plan.totalRecords(), shuffle);
       // The scatter's open batches: a record stays in a shuffle buffer of N for about N records on
-      // average, with a long tail (a batch is complete once its last record arrives): 8N records' worth.
+      // average, with a long tail (a batch is complete once its last record arrives): 8N records'
+      // worth.
       this.ring = new ByteBuffer[Math.max(1, 8 * shuffle / BATCH)][];
       for (int i = 0; i < ring.length; i++) {
-        ring[i] = new ByteBuffer[] {ByteBuffer.allocateDirect(BATCH * WIDTH * 4).order(ByteOrder.nativeOrder())};
+        ring[i] =
+            new ByteBuffer[] {
+              ByteBuffer.allocateDirect(BATCH * WIDTH * 4).order(ByteOrder.nativeOrder())
+            };
       }
     }
 
-    /** tf.data's shuffle buffer of {@code n} run on positions: fill, then evict a random one per arrival; drain. */
+    /**
+     * tf.data's shuffle buffer of {@code n} run on positions: fill, then evict a random one per
+     * arrival; drain.
+     */
     private static int[] shuffledPositions(int total, int n) {
       int[] out = new int[total];
       int[] buf = new int[n];
@@ -151,8 +192,15 @@ public final class ShuffleCostBenchmark {
       long start = threads.getCurrentThreadCpuTime();
       int count = 0;
       for (Split s : plan.splits()) {
-        try (TFRecordReader r = TFRecordFiles.open(new org.apache.hadoop.fs.Path(s.path()), s.start(), s.length(),
-            CONF, TFRecordCompression.NONE, TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, CorruptRecordPolicy.FAILFAST)) {
+        try (TFRecordReader r =
+            TFRecordFiles.open(
+                new org.apache.hadoop.fs.Path(s.path()),
+                s.start(),
+                s.length(),
+                CONF,
+                TFRecordCompression.NONE,
+                TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
+                CorruptRecordPolicy.FAILFAST)) {
           while (r.next()) {
             int row = count % BATCH;
             switch (mode) {
@@ -162,20 +210,26 @@ public final class ShuffleCostBenchmark {
                 decoder.decodeInto(r.buffer(), r.dataOffset(), r.dataLength(), batch, row);
                 break;
               case 2:
-              case 3: {
-                decoder.decode(r.buffer(), r.dataOffset(), r.dataLength(), spare);
-                int k = rnd.nextInt(n);
-                float[] out = slots[k];
-                slots[k] = spare;
-                spare = out;
-                rows.put(row * WIDTH, out, 0, WIDTH);
-                break;
-              }
-              default: {
-                int to = outputOf[count];
-                decoder.decodeInto(r.buffer(), r.dataOffset(), r.dataLength(), ring[(to / BATCH) % ring.length],
-                    to % BATCH);
-              }
+              case 3:
+                {
+                  decoder.decode(r.buffer(), r.dataOffset(), r.dataLength(), spare);
+                  int k = rnd.nextInt(n);
+                  float[] out = slots[k];
+                  slots[k] = spare;
+                  spare = out;
+                  rows.put(row * WIDTH, out, 0, WIDTH);
+                  break;
+                }
+              default:
+                {
+                  int to = outputOf[count];
+                  decoder.decodeInto(
+                      r.buffer(),
+                      r.dataOffset(),
+                      r.dataLength(),
+                      ring[(to / BATCH) % ring.length],
+                      to % BATCH);
+                }
             }
             count++;
           }

@@ -14,25 +14,25 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
-import java.util.zip.GZIPInputStream;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.HashSet;
 import java.util.Set;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import java.util.zip.GZIPInputStream;
 
 /**
  * What the training benchmarks ({@link TrainBenchmark}, {@link ScalingBenchmark}) share: their
- * {@code --name value} arguments, what an application submitted to a {@code StandaloneCluster} ships,
- * Fashion-MNIST as TFRecord shards, and their flat JSON lines.
+ * {@code --name value} arguments, what an application submitted to a {@code StandaloneCluster}
+ * ships, Fashion-MNIST as TFRecord shards, and their flat JSON lines.
  */
 final class BenchSupport {
   static final int TRAIN_SHARDS = 8;
@@ -47,7 +47,8 @@ final class BenchSupport {
     Map<String, String> o = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
       if (!args[i].startsWith("--") || i + 1 >= args.length) {
-        throw new IllegalArgumentException("Invalid argument '" + args[i] + "': expected --name value");
+        throw new IllegalArgumentException(
+            "Invalid argument '" + args[i] + "': expected --name value");
       }
       o.put(args[i].substring(2), args[++i]);
     }
@@ -65,7 +66,10 @@ final class BenchSupport {
   // ---------------------------------------------------------------------------------------------
   // the application on a standalone cluster
 
-  /** {@code --app-classpath}: the trainer's jar and its runtime dependencies, shipped with {@code --jars}. */
+  /**
+   * {@code --app-classpath}: the trainer's jar and its runtime dependencies, shipped with {@code
+   * --jars}.
+   */
   static List<Path> appJars(Map<String, String> o) {
     List<Path> jars = new ArrayList<>();
     for (String p : required(o, "app-classpath").split(":")) {
@@ -77,11 +81,12 @@ final class BenchSupport {
   }
 
   /**
-   * The JVM flags of every cluster process, the executors' included: {@code --java-options} (Spark's
-   * {@code --add-opens} list, the log4j configuration) and DJL's offline mode.
+   * The JVM flags of every cluster process, the executors' included: {@code --java-options}
+   * (Spark's {@code --add-opens} list, the log4j configuration) and DJL's offline mode.
    */
   static List<String> javaOptions(Map<String, String> o) {
-    List<String> javaOptions = new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
+    List<String> javaOptions =
+        new ArrayList<>(List.of(o.getOrDefault("java-options", "").trim().split("\\s+")));
     javaOptions.removeIf(String::isBlank);
     javaOptions.add("-Dai.djl.offline=true");
     return javaOptions;
@@ -102,11 +107,15 @@ final class BenchSupport {
     deleteRecursively(dir);
     Path tmp = dir.resolveSibling(dir.getFileName() + ".tmp");
     deleteRecursively(tmp);
-    InMemoryDataset train = idx(idxDir.resolve("train-images-idx3-ubyte.gz"),
-        idxDir.resolve("train-labels-idx1-ubyte.gz"));
+    InMemoryDataset train =
+        idx(
+            idxDir.resolve("train-images-idx3-ubyte.gz"),
+            idxDir.resolve("train-labels-idx1-ubyte.gz"));
     writeShards(train, train.size(), 28, tmp.resolve("train"), TRAIN_SHARDS);
-    InMemoryDataset test = idx(idxDir.resolve("t10k-images-idx3-ubyte.gz"),
-        idxDir.resolve("t10k-labels-idx1-ubyte.gz"));
+    InMemoryDataset test =
+        idx(
+            idxDir.resolve("t10k-images-idx3-ubyte.gz"),
+            idxDir.resolve("t10k-labels-idx1-ubyte.gz"));
     writeShards(test, test.size(), 28, tmp.resolve("test"), TEST_SHARDS);
     Files.writeString(tmp.resolve("_COMPLETE"), "");
     Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
@@ -114,15 +123,21 @@ final class BenchSupport {
   }
 
   /**
-   * The first {@code examples} examples of {@code d} (28x28 images) as {@code shards} TFRecord files
-   * of equal size (the last one shorter when they do not divide), each image zero-padded to {@code
-   * side x side} pixels, centred: the same {@code pixels} and {@code label} features as {@link
-   * #convertToTFRecords}. Written once into {@code dir/train} and reused; returns that directory.
+   * The first {@code examples} examples of {@code d} (28x28 images) as {@code shards} TFRecord
+   * files of equal size (the last one shorter when they do not divide), each image zero-padded to
+   * {@code side x side} pixels, centred: the same {@code pixels} and {@code label} features as
+   * {@link #convertToTFRecords}. Written once into {@code dir/train} and reused; returns that
+   * directory.
    */
-  static Path subsetTFRecords(InMemoryDataset d, int examples, int side, int shards, Path dir) throws IOException {
+  static Path subsetTFRecords(InMemoryDataset d, int examples, int side, int shards, Path dir)
+      throws IOException {
     if (examples > d.size()) {
       throw new IllegalArgumentException(
-          "Invalid subset of " + examples + " examples: expected at most " + d.size() + " (steps x batch x workers)");
+          "Invalid subset of "
+              + examples
+              + " examples: expected at most "
+              + d.size()
+              + " (steps x batch x workers)");
     }
     if (!Files.exists(dir.resolve("_COMPLETE"))) {
       deleteRecursively(dir);
@@ -135,8 +150,12 @@ final class BenchSupport {
     return dir.resolve("train");
   }
 
-  /** Examples {@code [0, count)} of {@code d} in {@code shards} files, images padded to {@code side}. */
-  private static void writeShards(InMemoryDataset d, int count, int side, Path dir, int shards) throws IOException {
+  /**
+   * Examples {@code [0, count)} of {@code d} in {@code shards} files, images padded to {@code
+   * side}.
+   */
+  private static void writeShards(InMemoryDataset d, int count, int side, Path dir, int shards)
+      throws IOException {
     Files.createDirectories(dir);
     ExampleEncoder enc = new ExampleEncoder();
     int per = (count + shards - 1) / shards;
@@ -173,8 +192,12 @@ final class BenchSupport {
   }
 
   static InMemoryDataset idx(Path images, Path labels) throws IOException {
-    try (DataInputStream im = new DataInputStream(new GZIPInputStream(new FileInputStream(images.toFile()), 1 << 16));
-        DataInputStream lb = new DataInputStream(new GZIPInputStream(new FileInputStream(labels.toFile()), 1 << 16))) {
+    try (DataInputStream im =
+            new DataInputStream(
+                new GZIPInputStream(new FileInputStream(images.toFile()), 1 << 16));
+        DataInputStream lb =
+            new DataInputStream(
+                new GZIPInputStream(new FileInputStream(labels.toFile()), 1 << 16))) {
       if (im.readInt() != 2051 || lb.readInt() != 2049) {
         throw new IOException("Not IDX image/label files: " + images + ", " + labels);
       }
@@ -204,8 +227,8 @@ final class BenchSupport {
   // output
 
   /**
-   * One flat JSON object: doubles with 4 decimals (NaN and infinities as {@code null}), other numbers
-   * as they print, booleans bare, anything else as a string.
+   * One flat JSON object: doubles with 4 decimals (NaN and infinities as {@code null}), other
+   * numbers as they print, booleans bare, anything else as a string.
    */
   static String toJson(Map<String, Object> m) {
     StringBuilder sb = new StringBuilder("{");
@@ -220,13 +243,17 @@ final class BenchSupport {
       } else if (v instanceof Number || v instanceof Boolean) {
         sb.append(v);
       } else {
-        sb.append('"').append(String.valueOf(v).replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+        sb.append('"')
+            .append(String.valueOf(v).replace("\\", "\\\\").replace("\"", "\\\""))
+            .append('"');
       }
     }
     return sb.append('}').toString();
   }
 
-  /** Parses a flat JSON object of {@link #toJson}'s kind (numbers, strings, booleans, nulls as NaN). */
+  /**
+   * Parses a flat JSON object of {@link #toJson}'s kind (numbers, strings, booleans, nulls as NaN).
+   */
   static Map<String, Object> parseFlatJson(String json) {
     Map<String, Object> m = new LinkedHashMap<>();
     Matcher x = Pattern.compile("\"([^\"]+)\":(\"([^\"]*)\"|[^,}]+)").matcher(json);
@@ -265,8 +292,8 @@ final class BenchSupport {
 
   /**
    * The application jar of a benchmark submitted to a standalone cluster: the classes of every
-   * directory in {@code classDirs} (':'-separated: the benchmarks' and spark-trainer's test fixtures),
-   * the first directory winning where two hold the same entry.
+   * directory in {@code classDirs} (':'-separated: the benchmarks' and spark-trainer's test
+   * fixtures), the first directory winning where two hold the same entry.
    */
   static Path appJar(String classDirs, Path jar) throws IOException {
     Files.createDirectories(jar.toAbsolutePath().getParent());

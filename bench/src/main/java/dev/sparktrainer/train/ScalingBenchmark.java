@@ -26,6 +26,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.math.BigDecimal;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -47,52 +48,60 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import org.apache.spark.sql.SparkSession;
-import java.io.UncheckedIOException;
 
 /**
  * bin/bench-scaling: data-parallel training where the network is the bottleneck. A Spark standalone
  * cluster of separate JVMs (master, 2 workers of 1 core, their executors, the driver) runs inside a
  * network namespace whose loopback is rate-limited with {@code tc tbf}; every byte between the
- * processes (Spark RPC, the application's jars, the ring all-reduce over TCP) crosses that one link,
- * in both directions. Not a test.
+ * processes (Spark RPC, the application's jars, the ring all-reduce over TCP) crosses that one
+ * link, in both directions. Not a test.
  *
  * <p>For each model ({@code mlp}, {@code cnn}, {@code resnet}) and optimizer placement ({@code
  * device}, {@code host}): {@code spark-1}, one training task on one 1-core executor, once (no ring
  * traffic: the link does not matter); {@code spark-2}, two 1-core executors, at every link speed
- * ({@code --links}, Gbit/s, 0 = no limit) with overlap off and on. All runs of one model are one Spark
- * application: the executors stay up, and the link rate changes between runs ({@code --link-command
- * GBPS}, which runs {@code tc qdisc replace/del} in the namespace) while the cluster keeps running.
+ * ({@code --links}, Gbit/s, 0 = no limit) with overlap off and on. All runs of one model are one
+ * Spark application: the executors stay up, and the link rate changes between runs ({@code
+ * --link-command GBPS}, which runs {@code tc qdisc replace/del} in the namespace) while the cluster
+ * keeps running.
  *
- * <p>Each run trains {@code --epochs} epochs over a subset of Fashion-MNIST (steps x batch x workers
- * examples, as TFRecord shards, so every mode takes {@code --steps} steps per epoch) and is measured
- * over the epochs after the first. ResNet is DJL's {@code ResNetV1} with 50 layers on the images
- * zero-padded to 36x36: for images of height 28 or less DJL builds the 3-stage CIFAR-style net (1.7M
- * parameters at 110 or 164 layers, more only with hundreds of full-resolution layers; no 18-layer
- * variant), for 29..32 a full-resolution stem, and its 18- and 34-layer variants have 0.9M and 1.5M
- * parameters; ResNet-50 has 23.6M.
+ * <p>Each run trains {@code --epochs} epochs over a subset of Fashion-MNIST (steps x batch x
+ * workers examples, as TFRecord shards, so every mode takes {@code --steps} steps per epoch) and is
+ * measured over the epochs after the first. ResNet is DJL's {@code ResNetV1} with 50 layers on the
+ * images zero-padded to 36x36: for images of height 28 or less DJL builds the 3-stage CIFAR-style
+ * net (1.7M parameters at 110 or 164 layers, more only with hundreds of full-resolution layers; no
+ * 18-layer variant), for 29..32 a full-resolution stem, and its 18- and 34-layer variants have 0.9M
+ * and 1.5M parameters; ResNet-50 has 23.6M.
  *
- * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP --test-classes
- * DIR --link-command CMD [--namespace NAME] [--models mlp,cnn,resnet] [--links 1,2.5,0] [--modes
- * spark-1,spark-2] [--placements device,host] [--overlap off,on] [--epochs 2] [--steps N|model=N,...]
- * [--batch N|model=N,...] [--rounds 1] [--bucket-mb MB] [--java-options "..."]}. The submitted
- * driver runs {@code ScalingBenchmark driver ...}.
+ * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP
+ * --test-classes DIR --link-command CMD [--namespace NAME] [--models mlp,cnn,resnet] [--links
+ * 1,2.5,0] [--modes spark-1,spark-2] [--placements device,host] [--overlap off,on] [--epochs 2]
+ * [--steps N|model=N,...] [--batch N|model=N,...] [--rounds 1] [--bucket-mb MB] [--java-options
+ * "..."]}. The submitted driver runs {@code ScalingBenchmark driver ...}.
  */
 public final class ScalingBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet");
+
   /**
    * Per-worker batch per model. ResNet: 32, the smallest batch whose backward (about 0.55 s on one
-   * core here) is as long as its gradient exchange at 2.5 Gbit/s (each of the 2 ranks sends its 94 MB
-   * over the one shared link: 0.6 s), so that overlap can reach the efficiency target at all; at 16
-   * the exchange alone is longer than the whole 1-worker step and the efficiency stays below about
-   * 0.55 however well it is hidden.
+   * core here) is as long as its gradient exchange at 2.5 Gbit/s (each of the 2 ranks sends its 94
+   * MB over the one shared link: 0.6 s), so that overlap can reach the efficiency target at all; at
+   * 16 the exchange alone is longer than the whole 1-worker step and the efficiency stays below
+   * about 0.55 however well it is hidden.
    */
   private static final Map<String, Integer> BATCH = Map.of("mlp", 64, "cnn", 64, "resnet", 32);
-  /** Steps per epoch per model: a run of 2 epochs takes seconds (MLP) to tens of seconds (ResNet). */
+
+  /**
+   * Steps per epoch per model: a run of 2 epochs takes seconds (MLP) to tens of seconds (ResNet).
+   */
   private static final Map<String, Integer> STEPS = Map.of("mlp", 300, "cnn", 40, "resnet", 6);
+
   private static final int RESNET_LAYERS = 50;
   private static final int RESNET_SIDE = 36;
   private static final float LEARNING_RATE = 1e-3f;
-  /** Shards of each data subset: one file per worker with 2 workers (FILE sharding), both with 1. */
+
+  /**
+   * Shards of each data subset: one file per worker with 2 workers (FILE sharding), both with 1.
+   */
   private static final int SHARDS = 2;
 
   private ScalingBenchmark() {}
@@ -109,7 +118,9 @@ public final class ScalingBenchmark {
     return switch (model) {
       case "mlp", "cnn" -> TrainBenchmark.spec(model);
       case "resnet" -> new ResNetSpec(new long[] {1, RESNET_SIDE, RESNET_SIDE}, RESNET_LAYERS, 10);
-      default -> throw new IllegalArgumentException("Invalid model '" + model + "': expected mlp, cnn or resnet");
+      default ->
+          throw new IllegalArgumentException(
+              "Invalid model '" + model + "': expected mlp, cnn or resnet");
     };
   }
 
@@ -117,8 +128,14 @@ public final class ScalingBenchmark {
     return switch (model) {
       case "mlp" -> "MLP 784-256-128-10";
       case "cnn" -> "CNN CnnSpec.of(1, 28, 28, 10)";
-      default -> "ResNet-" + RESNET_LAYERS + " (DJL ResNetV1) on " + RESNET_SIDE + "x" + RESNET_SIDE
-          + " (28x28 zero-padded)";
+      default ->
+          "ResNet-"
+              + RESNET_LAYERS
+              + " (DJL ResNetV1) on "
+              + RESNET_SIDE
+              + "x"
+              + RESNET_SIDE
+              + " (28x28 zero-padded)";
     };
   }
 
@@ -171,13 +188,22 @@ public final class ScalingBenchmark {
     Path work = Path.of(o.getOrDefault("work", "target/bench/scaling")).toAbsolutePath();
     Path out = Path.of(o.getOrDefault("out", "target/bench/scaling.jsonl")).toAbsolutePath();
     String linkCommand = required(o, "link-command");
-    List<String> models = list(o, "models", "mlp,cnn,resnet", MODELS::contains, "mlp, cnn or resnet");
-    List<String> links = list(o, "links", "1,2.5,0", ScalingBenchmark::isRate, "rates in Gbit/s >= 0 (0 = no limit)");
-    List<String> modes = list(o, "modes", "spark-1,spark-2", Set.of("spark-1", "spark-2")::contains,
-        "spark-1 or spark-2");
-    List<String> placements = list(o, "placements", "device,host", Set.of("device", "host")::contains,
-        "device or host");
-    List<String> overlaps = list(o, "overlap", "off,on", Set.of("off", "on")::contains, "off or on");
+    List<String> models =
+        list(o, "models", "mlp,cnn,resnet", MODELS::contains, "mlp, cnn or resnet");
+    List<String> links =
+        list(
+            o, "links", "1,2.5,0", ScalingBenchmark::isRate, "rates in Gbit/s >= 0 (0 = no limit)");
+    List<String> modes =
+        list(
+            o,
+            "modes",
+            "spark-1,spark-2",
+            Set.of("spark-1", "spark-2")::contains,
+            "spark-1 or spark-2");
+    List<String> placements =
+        list(o, "placements", "device,host", Set.of("device", "host")::contains, "device or host");
+    List<String> overlaps =
+        list(o, "overlap", "off,on", Set.of("off", "on")::contains, "off or on");
     int epochs = positive(o, "epochs", "2");
     int rounds = positive(o, "rounds", "1");
     Map<String, Integer> batch = perModel(o, "batch", BATCH);
@@ -186,22 +212,39 @@ public final class ScalingBenchmark {
       positive(o, "bucket-mb", null);
     }
     if (epochs < 2) {
-      System.out.println("note: --epochs 1 measures the first epoch, JIT and native warm-up included");
+      System.out.println(
+          "note: --epochs 1 measures the first epoch, JIT and native warm-up included");
     }
     String namespace = o.getOrDefault("namespace", "(this one)");
 
-    System.out.println("The link: the loopback of network namespace " + namespace + ", rate-limited with tc tbf;"
-        + " all traffic between the cluster's processes (Spark RPC, jars, the ring all-reduce over TCP) shares it,"
-        + " both directions together.");
+    System.out.println(
+        "The link: the loopback of network namespace "
+            + namespace
+            + ", rate-limited with tc tbf;"
+            + " all traffic between the cluster's processes (Spark RPC, jars, the ring all-reduce over TCP) shares it,"
+            + " both directions together.");
     double[] check = linkCheck(linkCommand);
-    System.out.printf(Locale.ROOT, "Link check at 1 Gbit/s: one TCP stream %.3f Gbit/s; two at once %.3f Gbit/s in"
-        + " total.%n", check[0], check[1]);
+    System.out.printf(
+        Locale.ROOT,
+        "Link check at 1 Gbit/s: one TCP stream %.3f Gbit/s; two at once %.3f Gbit/s in"
+            + " total.%n",
+        check[0],
+        check[1]);
 
     List<Setup> setups = setups(data, work, models, batch, steps);
     for (Setup s : setups) {
-      System.out.printf(Locale.ROOT, "Model %-6s %s: %,d parameters (%.1f MB as FP32); per-worker batch %d, %d steps"
-          + " per epoch, %d epochs, measured over epochs 2..%d%n", s.model(), describe(s.model()), s.params(),
-          s.params() * 4 / 1e6, s.batch(), s.steps(), epochs, epochs);
+      System.out.printf(
+          Locale.ROOT,
+          "Model %-6s %s: %,d parameters (%.1f MB as FP32); per-worker batch %d, %d steps"
+              + " per epoch, %d epochs, measured over epochs 2..%d%n",
+          s.model(),
+          describe(s.model()),
+          s.params(),
+          s.params() * 4 / 1e6,
+          s.batch(),
+          s.steps(),
+          epochs,
+          epochs);
     }
     int workers = modes.contains("spark-2") ? 2 : 1;
     Files.createDirectories(out.getParent());
@@ -210,43 +253,66 @@ public final class ScalingBenchmark {
     Path runDir = work.resolve("cluster-scaling");
     deleteRecursively(runDir);
     List<String> javaOptions = javaOptions(o);
-    try (StandaloneCluster cluster = StandaloneCluster.builder()
-        .setSparkHome(Path.of(required(o, "spark-home"))).setWorkDir(runDir)
-        .optWorkers(workers).optCoresPerWorker(1).optMemoryPerWorker("3g")
-        .optJavaOptions(javaOptions)
-        .build().start();
-        PrintStream json = new PrintStream(Files.newOutputStream(out, StandardOpenOption.CREATE,
-            StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
-      Path appJar = BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-scaling-app.jar"));
-      System.out.println("Cluster: " + workers + " worker(s) x 1 core at " + cluster.masterUrl()
-          + ", ring all-reduce over TCP (optRingSharedMemory(false))");
+    try (StandaloneCluster cluster =
+            StandaloneCluster.builder()
+                .setSparkHome(Path.of(required(o, "spark-home")))
+                .setWorkDir(runDir)
+                .optWorkers(workers)
+                .optCoresPerWorker(1)
+                .optMemoryPerWorker("3g")
+                .optJavaOptions(javaOptions)
+                .build()
+                .start();
+        PrintStream json =
+            new PrintStream(
+                Files.newOutputStream(out, StandardOpenOption.CREATE, StandardOpenOption.APPEND),
+                true,
+                StandardCharsets.UTF_8)) {
+      Path appJar =
+          BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-scaling-app.jar"));
+      System.out.println(
+          "Cluster: "
+              + workers
+              + " worker(s) x 1 core at "
+              + cluster.masterUrl()
+              + ", ring all-reduce over TCP (optRingSharedMemory(false))");
       for (Setup setup : setups) {
         List<Run> plan = plan(modes, links, placements, overlaps, rounds);
         // The application starts on an unlimited link (its jars travel to the executors over it).
         setLink(linkCommand, "0");
         Path results = runDir.resolve("results-" + setup.model() + ".jsonl");
         Files.deleteIfExists(results);
-        StandaloneCluster.Submission.Builder submission = StandaloneCluster.submission()
-            .optName("scaling-" + setup.model())
-            .setMainClass(ScalingBenchmark.class.getName())
-            .setAppJar(appJar)
-            .addJars(appJars(o))
-            .optDriverHeap("2g")
-            .conf("spark.executor.extraJavaOptions", String.join(" ", javaOptions))
-            .conf("spark.executor.memory", "2g")
-            .conf("spark.executor.cores", "1")
-            .conf("spark.task.cpus", "1")
-            .conf("spark.cores.max", Integer.toString(workers))
-            .conf("spark.barrier.sync.timeout", "600s")
-            .args(driverArgs(o, setup, epochs, plan, results, linkCommand));
+        StandaloneCluster.Submission.Builder submission =
+            StandaloneCluster.submission()
+                .optName("scaling-" + setup.model())
+                .setMainClass(ScalingBenchmark.class.getName())
+                .setAppJar(appJar)
+                .addJars(appJars(o))
+                .optDriverHeap("2g")
+                .conf("spark.executor.extraJavaOptions", String.join(" ", javaOptions))
+                .conf("spark.executor.memory", "2g")
+                .conf("spark.executor.cores", "1")
+                .conf("spark.task.cpus", "1")
+                .conf("spark.cores.max", Integer.toString(workers))
+                .conf("spark.barrier.sync.timeout", "600s")
+                .args(driverArgs(o, setup, epochs, plan, results, linkCommand));
         if (System.getenv("OMP_WAIT_POLICY") != null) {
           submission.conf("spark.executorEnv.OMP_WAIT_POLICY", System.getenv("OMP_WAIT_POLICY"));
         }
         long t0 = System.nanoTime();
         StandaloneCluster.Application app = cluster.submit(submission.build());
-        System.err.println("scaling-" + setup.model() + ": " + plan.size() + " runs, driver pid " + app.pid()
-            + ", log " + app.log());
-        int exit = app.waitFor(Duration.ofMinutes(Long.parseLong(o.getOrDefault("app-timeout-min", "60"))));
+        System.err.println(
+            "scaling-"
+                + setup.model()
+                + ": "
+                + plan.size()
+                + " runs, driver pid "
+                + app.pid()
+                + ", log "
+                + app.log());
+        int exit =
+            app.waitFor(
+                Duration.ofMinutes(Long.parseLong(o.getOrDefault("app-timeout-min", "60"))));
         List<Map<String, Object>> modelRows = new ArrayList<>();
         if (Files.exists(results)) {
           for (String line : Files.readAllLines(results, StandardCharsets.UTF_8)) {
@@ -255,12 +321,26 @@ public final class ScalingBenchmark {
             }
           }
         }
-        System.err.printf(Locale.ROOT, "scaling-%s: %d of %d runs in %.0f s%n", setup.model(), modelRows.size(),
-            plan.size(), (System.nanoTime() - t0) / 1e9);
+        System.err.printf(
+            Locale.ROOT,
+            "scaling-%s: %d of %d runs in %.0f s%n",
+            setup.model(),
+            modelRows.size(),
+            plan.size(),
+            (System.nanoTime() - t0) / 1e9);
         if (exit != 0 || modelRows.size() < plan.size()) {
           failed++;
-          System.err.println("scaling-" + setup.model() + ": the driver exited with " + exit + " after "
-              + modelRows.size() + " of " + plan.size() + " runs; its log ends:\n" + app.logTail(40));
+          System.err.println(
+              "scaling-"
+                  + setup.model()
+                  + ": the driver exited with "
+                  + exit
+                  + " after "
+                  + modelRows.size()
+                  + " of "
+                  + plan.size()
+                  + " runs; its log ends:\n"
+                  + app.logTail(40));
         }
         for (Map<String, Object> row : finish(setup, modelRows, epochs, check[0])) {
           json.println(toJson(row));
@@ -274,7 +354,8 @@ public final class ScalingBenchmark {
       try {
         setLink(linkCommand, "0");
       } catch (Exception e) {
-        System.err.println("Could not remove the link's limit (the script deletes the namespace anyway): " + e);
+        System.err.println(
+            "Could not remove the link's limit (the script deletes the namespace anyway): " + e);
       }
     }
     printTable(rows);
@@ -288,9 +369,15 @@ public final class ScalingBenchmark {
    * as {@value #SHARDS} TFRecord shards, for 1 and for 2 workers, so that both take {@code steps}
    * steps per epoch.
    */
-  private static List<Setup> setups(Path data, Path work, List<String> models, Map<String, Integer> batch,
-      Map<String, Integer> steps) throws IOException {
-    InMemoryDataset train = idx(data.resolve("train-images-idx3-ubyte.gz"), data.resolve("train-labels-idx1-ubyte.gz"));
+  private static List<Setup> setups(
+      Path data,
+      Path work,
+      List<String> models,
+      Map<String, Integer> batch,
+      Map<String, Integer> steps)
+      throws IOException {
+    InMemoryDataset train =
+        idx(data.resolve("train-images-idx3-ubyte.gz"), data.resolve("train-labels-idx1-ubyte.gz"));
     List<Setup> setups = new ArrayList<>();
     for (String m : models) {
       int b = batch.get(m);
@@ -298,8 +385,13 @@ public final class ScalingBenchmark {
       Path[] dirs = new Path[2];
       for (int w = 1; w <= 2; w++) {
         int examples = b * s * w;
-        dirs[w - 1] = subsetTFRecords(train, examples, side(m), SHARDS,
-            work.resolve("data/fashion-mnist-" + side(m) + "px-first-" + examples));
+        dirs[w - 1] =
+            subsetTFRecords(
+                train,
+                examples,
+                side(m),
+                SHARDS,
+                work.resolve("data/fashion-mnist-" + side(m) + "px-first-" + examples));
       }
       setups.add(new Setup(m, parameterCount(spec(m)), b, s, dirs[0], dirs[1]));
     }
@@ -311,8 +403,12 @@ public final class ScalingBenchmark {
    * then spark-2 per link speed, placement and overlap — a link's runs together, so the rate
    * changes once per link speed.
    */
-  private static List<Run> plan(List<String> modes, List<String> links, List<String> placements,
-      List<String> overlaps, int rounds) {
+  private static List<Run> plan(
+      List<String> modes,
+      List<String> links,
+      List<String> placements,
+      List<String> overlaps,
+      int rounds) {
     List<Run> plan = new ArrayList<>();
     for (int round = 1; round <= rounds; round++) {
       if (modes.contains("spark-1")) {
@@ -333,13 +429,33 @@ public final class ScalingBenchmark {
     return plan;
   }
 
-  private static String[] driverArgs(Map<String, String> o, Setup s, int epochs, List<Run> plan, Path results,
+  private static String[] driverArgs(
+      Map<String, String> o,
+      Setup s,
+      int epochs,
+      List<Run> plan,
+      Path results,
       String linkCommand) {
-    List<String> a = new ArrayList<>(List.of("driver", "--model", s.model(), "--batch", Integer.toString(s.batch()),
-        "--epochs", Integer.toString(epochs), "--train-1", s.data1().toString(),
-        "--train-2", s.data2().toString(), "--results", results.toString(),
-        "--link-command", linkCommand,
-        "--plan", String.join(",", plan.stream().map(Run::encode).toList())));
+    List<String> a =
+        new ArrayList<>(
+            List.of(
+                "driver",
+                "--model",
+                s.model(),
+                "--batch",
+                Integer.toString(s.batch()),
+                "--epochs",
+                Integer.toString(epochs),
+                "--train-1",
+                s.data1().toString(),
+                "--train-2",
+                s.data2().toString(),
+                "--results",
+                results.toString(),
+                "--link-command",
+                linkCommand,
+                "--plan",
+                String.join(",", plan.stream().map(Run::encode).toList())));
     if (o.containsKey("bucket-mb")) {
       a.add("--bucket-mb");
       a.add(o.get("bucket-mb"));
@@ -349,11 +465,11 @@ public final class ScalingBenchmark {
 
   /**
    * The JSON lines of one model: the driver's figures with the model's settings, and each spark-2
-   * run's scaling efficiency against spark-1 of the same placement and round (the median of spark-1's
-   * rounds when that round has none).
+   * run's scaling efficiency against spark-1 of the same placement and round (the median of
+   * spark-1's rounds when that round has none).
    */
-  private static List<Map<String, Object>> finish(Setup s, List<Map<String, Object>> driverRows, int epochs,
-      double linkCheck) {
+  private static List<Map<String, Object>> finish(
+      Setup s, List<Map<String, Object>> driverRows, int epochs, double linkCheck) {
     List<Map<String, Object>> out = new ArrayList<>();
     for (Map<String, Object> d : driverRows) {
       Map<String, Object> r = new LinkedHashMap<>();
@@ -371,9 +487,19 @@ public final class ScalingBenchmark {
         base = spark1Rate(driverRows, d.get("placement"), d.get("round"));
       }
       r.put("scaling_efficiency", two ? num(d, "samples_per_s") / (2 * base) : Double.NaN);
-      for (String k : List.of("data_wait_fraction", "compute_fraction", "exposed_comm_fraction", "optimizer_fraction",
-          "overlap_ratio", "comm_to_backward", "step_ms", "backward_ms", "communication_ms", "exposed_comm_ms",
-          "optimizer_ms")) {
+      for (String k :
+          List.of(
+              "data_wait_fraction",
+              "compute_fraction",
+              "exposed_comm_fraction",
+              "optimizer_fraction",
+              "overlap_ratio",
+              "comm_to_backward",
+              "step_ms",
+              "backward_ms",
+              "communication_ms",
+              "exposed_comm_ms",
+              "optimizer_ms")) {
         r.put(k, d.getOrDefault(k, Double.NaN));
       }
       r.put("batch", s.batch());
@@ -399,7 +525,9 @@ public final class ScalingBenchmark {
   private static double spark1Rate(List<Map<String, Object>> rows, Object placement, Object round) {
     List<Double> all = new ArrayList<>();
     for (Map<String, Object> r : rows) {
-      if ("spark-1".equals(r.get("mode")) && placement.equals(r.get("placement")) && !r.containsKey("error")) {
+      if ("spark-1".equals(r.get("mode"))
+          && placement.equals(r.get("placement"))
+          && !r.containsKey("error")) {
         if (r.get("round").equals(round)) {
           return num(r, "samples_per_s");
         }
@@ -412,7 +540,9 @@ public final class ScalingBenchmark {
   // ---------------------------------------------------------------------------------------------
   // the link
 
-  /** Runs {@code linkCommand GBPS} (in this namespace: sets or removes the loopback's tbf qdisc). */
+  /**
+   * Runs {@code linkCommand GBPS} (in this namespace: sets or removes the loopback's tbf qdisc).
+   */
   static void setLink(String linkCommand, String gbps) throws IOException, InterruptedException {
     List<String> cmd = new ArrayList<>(List.of(linkCommand.trim().split("\\s+")));
     cmd.add(gbps);
@@ -423,17 +553,26 @@ public final class ScalingBenchmark {
     }
     if (!p.waitFor(30, TimeUnit.SECONDS)) {
       p.destroyForcibly();
-      throw new IllegalStateException("Setting the link to " + gbps + " Gbit/s did not finish in 30 s: " + cmd);
+      throw new IllegalStateException(
+          "Setting the link to " + gbps + " Gbit/s did not finish in 30 s: " + cmd);
     }
     if (p.exitValue() != 0) {
-      throw new IllegalStateException("Setting the link to " + gbps + " Gbit/s failed (exit " + p.exitValue() + "): "
-          + cmd + ": " + new String(output, StandardCharsets.UTF_8).trim());
+      throw new IllegalStateException(
+          "Setting the link to "
+              + gbps
+              + " Gbit/s failed (exit "
+              + p.exitValue()
+              + "): "
+              + cmd
+              + ": "
+              + new String(output, StandardCharsets.UTF_8).trim());
     }
   }
 
   /**
-   * Sets the link to 1 Gbit/s and measures TCP over 127.0.0.1 for 1.5 s with one stream, then with two
-   * at once (they share the queue); removes the limit again. Gbit/s of payload: {one, two in total}.
+   * Sets the link to 1 Gbit/s and measures TCP over 127.0.0.1 for 1.5 s with one stream, then with
+   * two at once (they share the queue); removes the limit again. Gbit/s of payload: {one, two in
+   * total}.
    */
   static double[] linkCheck(String linkCommand) throws Exception {
     setLink(linkCommand, "1");
@@ -456,31 +595,37 @@ public final class ScalingBenchmark {
         sockets.add(client);
         sockets.add(peer);
         peer.setSoTimeout(10_000);
-        threads.add(new Thread(() -> {
-          byte[] buf = new byte[1 << 16];
-          try (InputStream in = peer.getInputStream()) {
-            for (int r; (r = in.read(buf)) > 0; ) {
-              received.addAndGet(r);
-            }
-          } catch (IOException e) {
-            // the reader ends when the writer closes (or the socket times out)
-          }
-        }, "link-check-reader-" + i));
+        threads.add(
+            new Thread(
+                () -> {
+                  byte[] buf = new byte[1 << 16];
+                  try (InputStream in = peer.getInputStream()) {
+                    for (int r; (r = in.read(buf)) > 0; ) {
+                      received.addAndGet(r);
+                    }
+                  } catch (IOException e) {
+                    // the reader ends when the writer closes (or the socket times out)
+                  }
+                },
+                "link-check-reader-" + i));
       }
       long t0 = System.nanoTime();
       long end = t0 + TimeUnit.MILLISECONDS.toNanos(millis);
       for (int i = 0; i < n; i++) {
         Socket client = sockets.get(2 * i);
-        threads.add(new Thread(() -> {
-          byte[] buf = new byte[1 << 16];
-          try (OutputStream os = client.getOutputStream()) {
-            while (System.nanoTime() < end) {
-              os.write(buf);
-            }
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-        }, "link-check-writer-" + i));
+        threads.add(
+            new Thread(
+                () -> {
+                  byte[] buf = new byte[1 << 16];
+                  try (OutputStream os = client.getOutputStream()) {
+                    while (System.nanoTime() < end) {
+                      os.write(buf);
+                    }
+                  } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                  }
+                },
+                "link-check-writer-" + i));
       }
       threads.forEach(Thread::start);
       for (Thread t : threads) {
@@ -524,20 +669,26 @@ public final class ScalingBenchmark {
         r.put("load_avg_before", loadAverage());
         long t0 = System.nanoTime();
         try {
-          DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train-" + workers))
-              .optFormat(DatasetSpec.Format.TFRECORD).addFeature("pixels", featureShape(model))
-              .setLabel("label", DatasetSpec.LabelType.INT).build();
-          DistributedTrainer.Builder builder = DistributedTrainer.builder()
-              .setTrainingData(train, PipelineOptions.builder().optBatchSize(batch).optSeed(7).build())
-              .setModel(spec)
-              .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-              .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
-              .setNumWorkers(workers)
-              .optEpochs(epochs)
-              .optSeed(1)
-              .optRingSharedMemory(false)
-              .optOverlap(run.overlap())
-              .optOptimizerPlacement(OptimizerPlacement.parse("placement", run.placement()));
+          DatasetSpec train =
+              DatasetSpec.builder()
+                  .addPath(required(o, "train-" + workers))
+                  .optFormat(DatasetSpec.Format.TFRECORD)
+                  .addFeature("pixels", featureShape(model))
+                  .setLabel("label", DatasetSpec.LabelType.INT)
+                  .build();
+          DistributedTrainer.Builder builder =
+              DistributedTrainer.builder()
+                  .setTrainingData(
+                      train, PipelineOptions.builder().optBatchSize(batch).optSeed(7).build())
+                  .setModel(spec)
+                  .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+                  .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
+                  .setNumWorkers(workers)
+                  .optEpochs(epochs)
+                  .optSeed(1)
+                  .optRingSharedMemory(false)
+                  .optOverlap(run.overlap())
+                  .optOptimizerPlacement(OptimizerPlacement.parse("placement", run.placement()));
           if (o.containsKey("bucket-mb")) {
             builder.optFusionBucketBytes(Integer.parseInt(o.get("bucket-mb")) << 20);
           }
@@ -555,7 +706,11 @@ public final class ScalingBenchmark {
         r.put("wall_s", (System.nanoTime() - t0) / 1e9);
         r.put("load_avg_after", loadAverage());
         r.put("time", Instant.now().toString());
-        Files.writeString(results, toJson(r) + "\n", StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+        Files.writeString(
+            results,
+            toJson(r) + "\n",
+            StandardCharsets.UTF_8,
+            StandardOpenOption.CREATE,
             StandardOpenOption.APPEND);
       }
     } finally {
@@ -564,8 +719,8 @@ public final class ScalingBenchmark {
   }
 
   /**
-   * A run's figures over the epochs after the first (all of them when there is one): samples/s,
-   * the step-time fractions, and the overlap figures from the summed seconds.
+   * A run's figures over the epochs after the first (all of them when there is one): samples/s, the
+   * step-time fractions, and the overlap figures from the summed seconds.
    */
   static Map<String, Object> figures(List<EpochMetrics> all) {
     List<EpochMetrics> measured = all.size() > 1 ? all.subList(1, all.size()) : all;
@@ -616,29 +771,63 @@ public final class ScalingBenchmark {
 
   private static void printTable(List<Map<String, Object>> rows) {
     System.out.println();
-    System.out.printf(Locale.ROOT, "%-6s %11s %-7s %-7s %-9s %6s %10s %6s %6s %7s %7s %7s %7s %8s %8s%n", "model",
-        "params", "mode", "overlap", "placement", "link", "samples/s", "eff", "wait", "compute", "exposed",
-        "optim", "overlap", "comm/bwd", "step_ms");
+    System.out.printf(
+        Locale.ROOT,
+        "%-6s %11s %-7s %-7s %-9s %6s %10s %6s %6s %7s %7s %7s %7s %8s %8s%n",
+        "model",
+        "params",
+        "mode",
+        "overlap",
+        "placement",
+        "link",
+        "samples/s",
+        "eff",
+        "wait",
+        "compute",
+        "exposed",
+        "optim",
+        "overlap",
+        "comm/bwd",
+        "step_ms");
     for (Map<String, Object> r : rows) {
       boolean one = "spark-1".equals(r.get("mode"));
       if (r.containsKey("error")) {
-        System.out.printf(Locale.ROOT, "%-6s %11s %-7s %-7s %-9s %6s FAILED: %s%n", r.get("model"),
-            String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()), r.get("mode"),
-            Boolean.TRUE.equals(r.get("overlap")) ? "on" : "off", r.get("placement"),
-            one ? "any" : link(r), r.get("error"));
+        System.out.printf(
+            Locale.ROOT,
+            "%-6s %11s %-7s %-7s %-9s %6s FAILED: %s%n",
+            r.get("model"),
+            String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()),
+            r.get("mode"),
+            Boolean.TRUE.equals(r.get("overlap")) ? "on" : "off",
+            r.get("placement"),
+            one ? "any" : link(r),
+            r.get("error"));
         continue;
       }
-      System.out.printf(Locale.ROOT, "%-6s %11s %-7s %-7s %-9s %6s %10.0f %6s %6.3f %7.3f %7.3f %7.3f %7s %8s %8.1f%n",
-          r.get("model"), String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()), r.get("mode"),
-          Boolean.TRUE.equals(r.get("overlap")) ? "on" : "off", r.get("placement"), one ? "any" : link(r),
-          num(r, "samples_per_s"), fmt(num(r, "scaling_efficiency"), "%.3f"), num(r, "data_wait_fraction"),
-          num(r, "compute_fraction"), num(r, "exposed_comm_fraction"), num(r, "optimizer_fraction"),
-          fmt(num(r, "overlap_ratio"), "%.3f"), fmt(num(r, "comm_to_backward"), "%.3f"), num(r, "step_ms"));
+      System.out.printf(
+          Locale.ROOT,
+          "%-6s %11s %-7s %-7s %-9s %6s %10.0f %6s %6.3f %7.3f %7.3f %7.3f %7s %8s %8.1f%n",
+          r.get("model"),
+          String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()),
+          r.get("mode"),
+          Boolean.TRUE.equals(r.get("overlap")) ? "on" : "off",
+          r.get("placement"),
+          one ? "any" : link(r),
+          num(r, "samples_per_s"),
+          fmt(num(r, "scaling_efficiency"), "%.3f"),
+          num(r, "data_wait_fraction"),
+          num(r, "compute_fraction"),
+          num(r, "exposed_comm_fraction"),
+          num(r, "optimizer_fraction"),
+          fmt(num(r, "overlap_ratio"), "%.3f"),
+          fmt(num(r, "comm_to_backward"), "%.3f"),
+          num(r, "step_ms"));
     }
-    System.out.println("link: Gbit/s of the namespace's loopback (unl = no limit; spark-1 ran unlimited, no ring"
-        + " traffic); eff = samples/s / (2 x spark-1's, same model and placement); wait, compute, exposed"
-        + " (communication the training thread waited for), optim: fractions of step time; overlap = (communication"
-        + " - exposed) / min(communication, backward); comm/bwd = communication / backward.");
+    System.out.println(
+        "link: Gbit/s of the namespace's loopback (unl = no limit; spark-1 ran unlimited, no ring"
+            + " traffic); eff = samples/s / (2 x spark-1's, same model and placement); wait, compute, exposed"
+            + " (communication the training thread waited for), optim: fractions of step time; overlap = (communication"
+            + " - exposed) / min(communication, backward); comm/bwd = communication / backward.");
   }
 
   /** The three targets, each on the median of its configuration's rounds. */
@@ -647,11 +836,13 @@ public final class ScalingBenchmark {
     System.out.println();
     System.out.println("Targets (medians over rounds):");
 
-    System.out.println("  1. overlap ratio >= 0.7 wherever communication >= 1/3 of backward (spark-2, overlap on):");
+    System.out.println(
+        "  1. overlap ratio >= 0.7 wherever communication >= 1/3 of backward (spark-2, overlap on):");
     int n = 0;
     int met = 0;
-    for (Map<String, Object> key : configurations(ok, r -> "spark-2".equals(r.get("mode"))
-        && Boolean.TRUE.equals(r.get("overlap")))) {
+    for (Map<String, Object> key :
+        configurations(
+            ok, r -> "spark-2".equals(r.get("mode")) && Boolean.TRUE.equals(r.get("overlap")))) {
       List<Map<String, Object>> runs = same(ok, key);
       double ctb = median(runs.stream().map(r -> num(r, "comm_to_backward")).toList());
       if (!(ctb >= 1.0 / 3)) {
@@ -660,34 +851,61 @@ public final class ScalingBenchmark {
       double ratio = median(runs.stream().map(r -> num(r, "overlap_ratio")).toList());
       n++;
       met += ratio >= 0.7 ? 1 : 0;
-      System.out.printf(Locale.ROOT, "     %-6s %-6s %4s Gbit/s: comm/backward %.2f, overlap ratio %s: %s%n",
-          key.get("model"), key.get("placement"), link(key), ctb, fmt(ratio, "%.3f"), ratio >= 0.7 ? "met" : "NOT MET");
+      System.out.printf(
+          Locale.ROOT,
+          "     %-6s %-6s %4s Gbit/s: comm/backward %.2f, overlap ratio %s: %s%n",
+          key.get("model"),
+          key.get("placement"),
+          link(key),
+          ctb,
+          fmt(ratio, "%.3f"),
+          ratio >= 0.7 ? "met" : "NOT MET");
     }
     if (n == 0) {
-      System.out.println("     not evaluated: no overlap-on spark-2 run had communication >= 1/3 of backward"
-          + " (communication and backward seconds are 0 where the trainer does not measure them)");
+      System.out.println(
+          "     not evaluated: no overlap-on spark-2 run had communication >= 1/3 of backward"
+              + " (communication and backward seconds are 0 where the trainer does not measure them)");
     } else {
       System.out.printf(Locale.ROOT, "     %d of %d: %s%n", met, n, met == n ? "met" : "NOT MET");
     }
 
-    System.out.println("  2. ResNet 2-worker scaling efficiency at 2.5 Gbit/s >= 0.8 (overlap on):");
+    System.out.println(
+        "  2. ResNet 2-worker scaling efficiency at 2.5 Gbit/s >= 0.8 (overlap on):");
     boolean any = false;
-    for (Map<String, Object> key : configurations(ok, r -> "resnet".equals(r.get("model"))
-        && "spark-2".equals(r.get("mode")) && link(r).equals("2.5"))) {
+    for (Map<String, Object> key :
+        configurations(
+            ok,
+            r ->
+                "resnet".equals(r.get("model"))
+                    && "spark-2".equals(r.get("mode"))
+                    && link(r).equals("2.5"))) {
       any = true;
       double eff = median(same(ok, key).stream().map(r -> num(r, "scaling_efficiency")).toList());
       boolean on = Boolean.TRUE.equals(key.get("overlap"));
-      System.out.printf(Locale.ROOT, "     resnet %-6s overlap %-3s: efficiency %s%s%n", key.get("placement"),
-          on ? "on" : "off", fmt(eff, "%.3f"), on ? (eff >= 0.8 ? ": met" : ": NOT MET") : " (for comparison)");
+      System.out.printf(
+          Locale.ROOT,
+          "     resnet %-6s overlap %-3s: efficiency %s%s%n",
+          key.get("placement"),
+          on ? "on" : "off",
+          fmt(eff, "%.3f"),
+          on ? (eff >= 0.8 ? ": met" : ": NOT MET") : " (for comparison)");
     }
     if (!any) {
-      System.out.println("     not run (needs --models resnet, --links 2.5, --modes spark-1,spark-2)");
+      System.out.println(
+          "     not run (needs --models resnet, --links 2.5, --modes spark-1,spark-2)");
     }
 
-    System.out.println("  3. CNN at 1 Gbit/s: with overlap strictly faster than without (per placement):");
+    System.out.println(
+        "  3. CNN at 1 Gbit/s: with overlap strictly faster than without (per placement):");
     any = false;
-    for (Map<String, Object> key : configurations(ok, r -> "cnn".equals(r.get("model"))
-        && "spark-2".equals(r.get("mode")) && link(r).equals("1") && Boolean.TRUE.equals(r.get("overlap")))) {
+    for (Map<String, Object> key :
+        configurations(
+            ok,
+            r ->
+                "cnn".equals(r.get("model"))
+                    && "spark-2".equals(r.get("mode"))
+                    && link(r).equals("1")
+                    && Boolean.TRUE.equals(r.get("overlap")))) {
       Map<String, Object> off = new LinkedHashMap<>(key);
       off.put("overlap", false);
       List<Map<String, Object>> offRuns = same(ok, off);
@@ -697,8 +915,14 @@ public final class ScalingBenchmark {
       any = true;
       double on = median(same(ok, key).stream().map(r -> num(r, "samples_per_s")).toList());
       double without = median(offRuns.stream().map(r -> num(r, "samples_per_s")).toList());
-      System.out.printf(Locale.ROOT, "     cnn %-6s: %.0f samples/s with overlap, %.0f without (%+.1f%%): %s%n",
-          key.get("placement"), on, without, 100 * (on / without - 1), on > without ? "met" : "NOT MET");
+      System.out.printf(
+          Locale.ROOT,
+          "     cnn %-6s: %.0f samples/s with overlap, %.0f without (%+.1f%%): %s%n",
+          key.get("placement"),
+          on,
+          without,
+          100 * (on / without - 1),
+          on > without ? "met" : "NOT MET");
     }
     if (!any) {
       System.out.println("     not run (needs --models cnn, --links 1, --overlap off,on)");
@@ -706,8 +930,8 @@ public final class ScalingBenchmark {
   }
 
   /** The distinct (model, mode, overlap, placement, link) of the rows that pass {@code filter}. */
-  private static List<Map<String, Object>> configurations(List<Map<String, Object>> rows,
-      Predicate<Map<String, Object>> filter) {
+  private static List<Map<String, Object>> configurations(
+      List<Map<String, Object>> rows, Predicate<Map<String, Object>> filter) {
     List<Map<String, Object>> keys = new ArrayList<>();
     for (Map<String, Object> r : rows) {
       if (filter.test(r)) {
@@ -729,7 +953,8 @@ public final class ScalingBenchmark {
     return k;
   }
 
-  private static List<Map<String, Object>> same(List<Map<String, Object>> rows, Map<String, Object> key) {
+  private static List<Map<String, Object>> same(
+      List<Map<String, Object>> rows, Map<String, Object> key) {
     return rows.stream().filter(r -> key(r).equals(key)).toList();
   }
 
@@ -744,7 +969,12 @@ public final class ScalingBenchmark {
   }
 
   private static double median(List<Double> values) {
-    double[] v = values.stream().filter(x -> !Double.isNaN(x)).mapToDouble(Double::doubleValue).sorted().toArray();
+    double[] v =
+        values.stream()
+            .filter(x -> !Double.isNaN(x))
+            .mapToDouble(Double::doubleValue)
+            .sorted()
+            .toArray();
     if (v.length == 0) {
       return Double.NaN;
     }
@@ -763,13 +993,14 @@ public final class ScalingBenchmark {
   // ---------------------------------------------------------------------------------------------
   // arguments
 
-  private static List<String> list(Map<String, String> o, String name, String dflt, Predicate<String> valid,
-      String allowed) {
+  private static List<String> list(
+      Map<String, String> o, String name, String dflt, Predicate<String> valid, String allowed) {
     List<String> values = new ArrayList<>();
     for (String v : o.getOrDefault(name, dflt).split(",")) {
       v = v.trim();
       if (!valid.test(v)) {
-        throw new IllegalArgumentException("Invalid --" + name + " '" + v + "': expected " + allowed);
+        throw new IllegalArgumentException(
+            "Invalid --" + name + " '" + v + "': expected " + allowed);
       }
       if (!values.contains(v)) {
         values.add(v);
@@ -799,11 +1030,13 @@ public final class ScalingBenchmark {
     } catch (NumberFormatException e) {
       // reported below
     }
-    throw new IllegalArgumentException("Invalid --" + name + " '" + v + "': expected an integer > 0");
+    throw new IllegalArgumentException(
+        "Invalid --" + name + " '" + v + "': expected an integer > 0");
   }
 
   /** {@code N} (every model) and/or {@code model=N} entries, over the defaults. */
-  private static Map<String, Integer> perModel(Map<String, String> o, String name, Map<String, Integer> defaults) {
+  private static Map<String, Integer> perModel(
+      Map<String, String> o, String name, Map<String, Integer> defaults) {
     Map<String, Integer> m = new LinkedHashMap<>(defaults);
     if (!o.containsKey(name)) {
       return m;
@@ -813,8 +1046,13 @@ public final class ScalingBenchmark {
       String model = kv.length == 2 ? kv[0].trim() : null;
       String value = kv[kv.length - 1].trim();
       if (model != null && !MODELS.contains(model)) {
-        throw new IllegalArgumentException("Invalid --" + name + " '" + item + "': expected N or model=N with model"
-            + " mlp, cnn or resnet");
+        throw new IllegalArgumentException(
+            "Invalid --"
+                + name
+                + " '"
+                + item
+                + "': expected N or model=N with model"
+                + " mlp, cnn or resnet");
       }
       int n = positive(Map.of(name, value), name, null);
       if (model == null) {

@@ -19,8 +19,10 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import dev.sparktrainer.cluster.StandaloneCluster;
+import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DatasetSpec;
@@ -35,58 +37,58 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
-import ai.djl.training.optimizer.Optimizer;
-import dev.sparktrainer.collective.WirePrecision;
-import java.nio.file.StandardOpenOption;
-import java.util.Comparator;
 
 /**
- * bin/bench-train: samples/s of a plain single-process DJL training loop (the baseline) vs the Spark
- * trainer with 1 worker and with 2 workers in a Spark standalone cluster of separate executor JVMs,
- * on Fashion-MNIST; the step-time split and the test accuracy after the run. Not a test.
+ * bin/bench-train: samples/s of a plain single-process DJL training loop (the baseline) vs the
+ * Spark trainer with 1 worker and with 2 workers in a Spark standalone cluster of separate executor
+ * JVMs, on Fashion-MNIST; the step-time split and the test accuracy after the run. Not a test.
  *
  * <ul>
- *   <li>{@code plain-djl}: DJL's own {@code Trainer} and Adam in this JVM on the IDX data in memory,
- *       all cores (PyTorch intra-op threads = cores).
+ *   <li>{@code plain-djl}: DJL's own {@code Trainer} and Adam in this JVM on the IDX data in
+ *       memory, all cores (PyTorch intra-op threads = cores).
  *   <li>{@code spark-1}: the trainer on a standalone cluster of one worker offering all cores, one
  *       executor JVM running the one training task ({@code spark.task.cpus} = cores).
  *   <li>{@code spark-2}: two workers of cores/2 each, two executor JVMs, one training task each:
  *       the same total cores.
- *   <li>{@code spark-2-tcp}: spark-2 with the ring on loopback TCP ({@code optRingSharedMemory(false)})
- *       rather than shared memory: what the same-host transport saves. JSON: {@code "mode":"spark-2",
- *       "ring_transport":"tcp"}.
- *   <li>{@code spark-2-mem} (MLP): spark-2 with the data in memory ({@code InMemoryDataset}, batches
- *       made on the training thread): no pipeline threads competing with training for the cores.
- *   <li>{@code spark-2-bf16}: spark-2 with the gradients on the wire as bfloat16
- *       ({@code optGradientPrecision(BF16)}): half the all-reduce bytes. Its JSON lines say
- *       {@code "mode":"spark-2","gradient_precision":"bf16"}.
+ *   <li>{@code spark-2-tcp}: spark-2 with the ring on loopback TCP ({@code
+ *       optRingSharedMemory(false)}) rather than shared memory: what the same-host transport saves.
+ *       JSON: {@code "mode":"spark-2", "ring_transport":"tcp"}.
+ *   <li>{@code spark-2-mem} (MLP): spark-2 with the data in memory ({@code InMemoryDataset},
+ *       batches made on the training thread): no pipeline threads competing with training for the
+ *       cores.
+ *   <li>{@code spark-2-bf16}: spark-2 with the gradients on the wire as bfloat16 ({@code
+ *       optGradientPrecision(BF16)}): half the all-reduce bytes. Its JSON lines say {@code
+ *       "mode":"spark-2","gradient_precision":"bf16"}.
  * </ul>
  *
  * <p>The Spark modes read the data as TFRecord shards (converted once from the IDX files with the
  * project's writer) through the input pipeline: {@code setTrainingData(DatasetSpec,
  * PipelineOptions)}. A run's throughput is measured over the epochs after the first (the first pays
- * for JIT and native warm-up) and excludes validation. Each model runs several rounds of all modes in
- * turn; every run is a JSON line, and the table shows each mode's fastest run (on a machine shared
- * with other work, the least disturbed one) next to the median of its rounds.
+ * for JIT and native warm-up) and excludes validation. Each model runs several rounds of all modes
+ * in turn; every run is a JSON line, and the table shows each mode's fastest run (on a machine
+ * shared with other work, the least disturbed one) next to the median of its rounds.
  *
- * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP --test-classes
- * DIR [--epochs N] [--cnn-epochs N] [--rounds N] [--cnn-rounds N] [--batch 64] [--models mlp,cnn]
- * [--modes plain-djl,spark-1,spark-2,spark-2-bf16] [--cores N] [--java-options "..."]}. The submitted driver runs
- * {@code TrainBenchmark driver ...}.
+ * <p>Args: {@code --data DIR --work DIR --out FILE --spark-home DIR --app-classpath CP
+ * --test-classes DIR [--epochs N] [--cnn-epochs N] [--rounds N] [--cnn-rounds N] [--batch 64]
+ * [--models mlp,cnn] [--modes plain-djl,spark-1,spark-2,spark-2-bf16] [--cores N] [--java-options
+ * "..."]}. The submitted driver runs {@code TrainBenchmark driver ...}.
  */
 public final class TrainBenchmark {
   /** Per-worker batch (and the plain loop's batch) unless {@code --batch} says otherwise. */
   private static final String BATCH = "64";
+
   private static final float LEARNING_RATE = 1e-3f;
 
   private TrainBenchmark() {}
@@ -104,24 +106,38 @@ public final class TrainBenchmark {
     int cnnEpochs = Integer.parseInt(o.getOrDefault("cnn-epochs", "2"));
     int rounds = Integer.parseInt(o.getOrDefault("rounds", "3"));
     int cnnRounds = Integer.parseInt(o.getOrDefault("cnn-rounds", "2"));
-    int cores = Integer.parseInt(o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
+    int cores =
+        Integer.parseInt(
+            o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
     List<String> models = List.of(o.getOrDefault("models", "mlp,cnn").split(","));
-    List<String> modes = List.of(o.getOrDefault("modes", "plain-djl,spark-1,spark-2,spark-2-tcp,spark-2-mem,spark-2-bf16").split(","));
+    List<String> modes =
+        List.of(
+            o.getOrDefault(
+                    "modes", "plain-djl,spark-1,spark-2,spark-2-tcp,spark-2-mem,spark-2-bf16")
+                .split(","));
 
     Path tfrecords = convertToTFRecords(data, work.resolve("fashion-mnist-tfrecord"));
     InMemoryDataset train = null;
     InMemoryDataset test = null;
     if (modes.contains("plain-djl")) {
-      train = idx(data.resolve("train-images-idx3-ubyte.gz"), data.resolve("train-labels-idx1-ubyte.gz"));
-      test = idx(data.resolve("t10k-images-idx3-ubyte.gz"), data.resolve("t10k-labels-idx1-ubyte.gz"));
+      train =
+          idx(
+              data.resolve("train-images-idx3-ubyte.gz"),
+              data.resolve("train-labels-idx1-ubyte.gz"));
+      test =
+          idx(data.resolve("t10k-images-idx3-ubyte.gz"), data.resolve("t10k-labels-idx1-ubyte.gz"));
     }
     Files.createDirectories(out.getParent());
     List<Map<String, Object>> rows = new ArrayList<>();
-    try (PrintStream json = new PrintStream(Files.newOutputStream(out, StandardOpenOption.CREATE,
-        StandardOpenOption.APPEND), true, StandardCharsets.UTF_8)) {
+    try (PrintStream json =
+        new PrintStream(
+            Files.newOutputStream(out, StandardOpenOption.CREATE, StandardOpenOption.APPEND),
+            true,
+            StandardCharsets.UTF_8)) {
       for (String model : models) {
         int e = model.equals("cnn") ? cnnEpochs : epochs;
-        // Rounds of every mode in turn: load from outside (a shared machine) falls on all modes alike.
+        // Rounds of every mode in turn: load from outside (a shared machine) falls on all modes
+        // alike.
         for (int round = 1; round <= (model.equals("cnn") ? cnnRounds : rounds); round++) {
           for (String mode : modes) {
             if (mode.equals("spark-2-mem") && !model.equals("mlp")) {
@@ -139,26 +155,46 @@ public final class TrainBenchmark {
     printTable(rows);
   }
 
-  private static Map<String, Object> run(Map<String, String> o, Path work, Path tfrecords, InMemoryDataset train,
-      InMemoryDataset test, String model, String mode, int epochs, int cores) throws Exception {
+  private static Map<String, Object> run(
+      Map<String, String> o,
+      Path work,
+      Path tfrecords,
+      InMemoryDataset train,
+      InMemoryDataset test,
+      String model,
+      String mode,
+      int epochs,
+      int cores)
+      throws Exception {
     double load0 = loadAverage();
     long t0 = System.nanoTime();
-    Map<String, Object> r = switch (mode) {
-      case "plain-djl" -> plain(spec(model), train, test, epochs, cores, batch(o));
-      case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores, "fp32", "auto");
-      case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "auto");
-      case "spark-2-bf16" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16", "auto");
-      case "spark-2-tcp" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "tcp");
-      case "spark-2-mem" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "memory");
-      default -> throw new IllegalArgumentException(
-          "Invalid mode '" + mode + "': expected plain-djl, spark-1, spark-2, spark-2-bf16, spark-2-tcp or spark-2-mem");
-    };
+    Map<String, Object> r =
+        switch (mode) {
+          case "plain-djl" -> plain(spec(model), train, test, epochs, cores, batch(o));
+          case "spark-1" -> cluster(o, work, tfrecords, model, epochs, 1, cores, "fp32", "auto");
+          case "spark-2" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "auto");
+          case "spark-2-bf16" ->
+              cluster(o, work, tfrecords, model, epochs, 2, cores, "bf16", "auto");
+          case "spark-2-tcp" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "tcp");
+          case "spark-2-mem" ->
+              cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "memory");
+          default ->
+              throw new IllegalArgumentException(
+                  "Invalid mode '"
+                      + mode
+                      + "': expected plain-djl, spark-1, spark-2, spark-2-bf16, spark-2-tcp or spark-2-mem");
+        };
     Map<String, Object> row = new LinkedHashMap<>();
     // spark-2-bf16 is spark-2 with gradients on the wire as bfloat16 (--gradient-precision bf16).
     row.put("mode", mode.startsWith("spark-2") ? "spark-2" : mode);
-    row.put("gradient_precision", mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
-    // spark-2-tcp is spark-2 with the ring on loopback TCP (--ring-transport tcp) instead of shared memory.
-    row.put("ring_transport", mode.equals("spark-2-tcp") ? "tcp" : mode.startsWith("spark-2") ? "shm" : "none");
+    row.put(
+        "gradient_precision",
+        mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
+    // spark-2-tcp is spark-2 with the ring on loopback TCP (--ring-transport tcp) instead of shared
+    // memory.
+    row.put(
+        "ring_transport",
+        mode.equals("spark-2-tcp") ? "tcp" : mode.startsWith("spark-2") ? "shm" : "none");
     row.put("model", model);
     row.putAll(r);
     row.put("epochs", epochs);
@@ -176,7 +212,8 @@ public final class TrainBenchmark {
     return switch (model) {
       case "mlp" -> MlpSpec.of(784, 10, 256, 128);
       case "cnn" -> CnnSpec.of(1, 28, 28, 10);
-      default -> throw new IllegalArgumentException("Invalid model '" + model + "': expected mlp or cnn");
+      default ->
+          throw new IllegalArgumentException("Invalid model '" + model + "': expected mlp or cnn");
     };
   }
 
@@ -184,15 +221,21 @@ public final class TrainBenchmark {
   // plain-djl: the baseline
 
   /** DJL's own Trainer and Adam in one process over the in-memory data, the same batches. */
-  private static Map<String, Object> plain(ModelSpec spec, InMemoryDataset train, InMemoryDataset test, int epochs,
-      int cores, int batch) {
+  private static Map<String, Object> plain(
+      ModelSpec spec,
+      InMemoryDataset train,
+      InMemoryDataset test,
+      int epochs,
+      int cores,
+      int batch) {
     BarrierTrainingTask.setIntraOpThreads(cores);
     try (Model model = Model.newInstance("plain");
         NDManager manager = NDManager.newBaseManager()) {
       model.setBlock(spec.newBlock());
-      DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-          .optOptimizer(Optimizer.adam()
-              .optLearningRateTracker(Tracker.fixed(LEARNING_RATE)).build());
+      DefaultTrainingConfig config =
+          new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+              .optOptimizer(
+                  Optimizer.adam().optLearningRateTracker(Tracker.fixed(LEARNING_RATE)).build());
       try (Trainer trainer = model.newTrainer(config);
           BatchSource src = train.trainBatches(batch, 1, true).create(0, 1, manager)) {
         trainer.initialize(spec.batchInputShapes(1));
@@ -264,65 +307,118 @@ public final class TrainBenchmark {
   // ---------------------------------------------------------------------------------------------
   // spark-1 / spark-2: a standalone cluster of separate JVMs, the driver submitted with SparkSubmit
 
-  private static Map<String, Object> cluster(Map<String, String> o, Path work, Path tfrecords, String model,
-      int epochs, int workers, int cores, String gradientPrecision, String variant) throws Exception {
+  private static Map<String, Object> cluster(
+      Map<String, String> o,
+      Path work,
+      Path tfrecords,
+      String model,
+      int epochs,
+      int workers,
+      int cores,
+      String gradientPrecision,
+      String variant)
+      throws Exception {
     // variant: "auto" (shared memory, the input pipeline), "tcp" (the ring on TCP) or "memory" (the
     // data in memory, batches made on the training thread: no pipeline threads at all).
     String ringTransport = "tcp".equals(variant) ? "tcp" : "auto";
     if (cores % workers != 0) {
-      throw new IllegalArgumentException("Invalid cores " + cores + ": expected a multiple of " + workers);
+      throw new IllegalArgumentException(
+          "Invalid cores " + cores + ": expected a multiple of " + workers);
     }
     int coresPerWorker = cores / workers;
     Path sparkHome = Path.of(required(o, "spark-home"));
     List<Path> jars = appJars(o);
-    Path appJar = BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-train-app.jar"));
+    Path appJar =
+        BenchSupport.appJar(required(o, "test-classes"), work.resolve("bench-train-app.jar"));
     List<String> javaOptions = javaOptions(o);
-    String name = "spark-" + workers + "-" + model + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
-        + ("auto".equals(variant) ? "" : "-" + variant);
+    String name =
+        "spark-"
+            + workers
+            + "-"
+            + model
+            + ("fp32".equals(gradientPrecision) ? "" : "-" + gradientPrecision)
+            + ("auto".equals(variant) ? "" : "-" + variant);
     Path runDir = work.resolve("cluster-" + name);
     deleteRecursively(runDir);
     Path result = runDir.resolve("result.json");
-    try (StandaloneCluster cluster = StandaloneCluster.builder()
-        .setSparkHome(sparkHome).setWorkDir(runDir)
-        .optWorkers(workers).optCoresPerWorker(coresPerWorker).optMemoryPerWorker("3g")
-        .optJavaOptions(javaOptions)
-        .build().start()) {
-      StandaloneCluster.Submission.Builder submission = StandaloneCluster.submission()
-          .optName(name)
-          .setMainClass(TrainBenchmark.class.getName())
-          .setAppJar(appJar)
-          .addJars(jars)
-          .optDriverHeap("2g")
-          .conf("spark.executor.extraJavaOptions", String.join(" ", javaOptions))
-          .conf("spark.executor.memory", "2g")
-          .conf("spark.executor.cores", Integer.toString(coresPerWorker))
-          .conf("spark.task.cpus", Integer.toString(coresPerWorker))
-          .conf("spark.cores.max", Integer.toString(cores))
-          .conf("spark.barrier.sync.timeout", "600s")
-          .args("driver", "--train", tfrecords.resolve("train").toString(),
-              "--test", tfrecords.resolve("test").toString(), "--model", model,
-              "--workers", Integer.toString(workers), "--epochs", Integer.toString(epochs),
-              "--batch", Integer.toString(batch(o)), "--result", result.toString(),
-              "--gradient-precision", gradientPrecision, "--ring-transport", ringTransport,
-              "--data-source", "memory".equals(variant) ? "memory" : "tfrecord",
-              "--data", o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"));
+    try (StandaloneCluster cluster =
+        StandaloneCluster.builder()
+            .setSparkHome(sparkHome)
+            .setWorkDir(runDir)
+            .optWorkers(workers)
+            .optCoresPerWorker(coresPerWorker)
+            .optMemoryPerWorker("3g")
+            .optJavaOptions(javaOptions)
+            .build()
+            .start()) {
+      StandaloneCluster.Submission.Builder submission =
+          StandaloneCluster.submission()
+              .optName(name)
+              .setMainClass(TrainBenchmark.class.getName())
+              .setAppJar(appJar)
+              .addJars(jars)
+              .optDriverHeap("2g")
+              .conf("spark.executor.extraJavaOptions", String.join(" ", javaOptions))
+              .conf("spark.executor.memory", "2g")
+              .conf("spark.executor.cores", Integer.toString(coresPerWorker))
+              .conf("spark.task.cpus", Integer.toString(coresPerWorker))
+              .conf("spark.cores.max", Integer.toString(cores))
+              .conf("spark.barrier.sync.timeout", "600s")
+              .args(
+                  "driver",
+                  "--train",
+                  tfrecords.resolve("train").toString(),
+                  "--test",
+                  tfrecords.resolve("test").toString(),
+                  "--model",
+                  model,
+                  "--workers",
+                  Integer.toString(workers),
+                  "--epochs",
+                  Integer.toString(epochs),
+                  "--batch",
+                  Integer.toString(batch(o)),
+                  "--result",
+                  result.toString(),
+                  "--gradient-precision",
+                  gradientPrecision,
+                  "--ring-transport",
+                  ringTransport,
+                  "--data-source",
+                  "memory".equals(variant) ? "memory" : "tfrecord",
+                  "--data",
+                  o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"));
       if (System.getenv("OMP_WAIT_POLICY") != null) {
         // What the plain run's JVM has, set the Spark way for the executors.
         submission.conf("spark.executorEnv.OMP_WAIT_POLICY", System.getenv("OMP_WAIT_POLICY"));
       }
       StandaloneCluster.Application app = cluster.submit(submission.build());
-      System.err.println(name + ": " + workers + " executor JVM(s) x " + coresPerWorker + " core(s) at "
-          + cluster.masterUrl() + ", driver pid " + app.pid() + ", log " + app.log());
+      System.err.println(
+          name
+              + ": "
+              + workers
+              + " executor JVM(s) x "
+              + coresPerWorker
+              + " core(s) at "
+              + cluster.masterUrl()
+              + ", driver pid "
+              + app.pid()
+              + ", log "
+              + app.log());
       int exit = app.waitFor(Duration.ofMinutes(60));
       if (exit != 0 || !Files.exists(result)) {
-        throw new IllegalStateException(name + ": the driver exited with " + exit + "; its log ends:\n"
-            + app.logTail(40));
+        throw new IllegalStateException(
+            name + ": the driver exited with " + exit + "; its log ends:\n" + app.logTail(40));
       }
     }
     Map<String, Object> r = new LinkedHashMap<>(parseFlatJson(Files.readString(result)));
-    r.put("cluster", "standalone: " + workers + " executor JVM(s) x " + coresPerWorker + " core(s)");
-    r.put("data", "memory".equals(variant) ? "IDX in memory, batches on the training thread"
-        : "TFRecord shards via the input pipeline");
+    r.put(
+        "cluster", "standalone: " + workers + " executor JVM(s) x " + coresPerWorker + " core(s)");
+    r.put(
+        "data",
+        "memory".equals(variant)
+            ? "IDX in memory, batches on the training thread"
+            : "TFRecord shards via the input pipeline");
     return r;
   }
 
@@ -333,20 +429,30 @@ public final class TrainBenchmark {
     int epochs = Integer.parseInt(required(o, "epochs"));
     ModelSpec spec = spec(model);
     long[] shape = model.equals("cnn") ? new long[] {1, 28, 28} : new long[] {784};
-    DatasetSpec train = DatasetSpec.builder().addPath(required(o, "train")).optFormat(DatasetSpec.Format.TFRECORD)
-        .addFeature("pixels", shape).setLabel("label", DatasetSpec.LabelType.INT).build();
+    DatasetSpec train =
+        DatasetSpec.builder()
+            .addPath(required(o, "train"))
+            .optFormat(DatasetSpec.Format.TFRECORD)
+            .addFeature("pixels", shape)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
     DatasetSpec test = train.toBuilder().setPaths(List.of(required(o, "test"))).build();
     PipelineOptions options = PipelineOptions.builder().optBatchSize(batch(o)).optSeed(7).build();
     PipelineOptions eval = PipelineOptions.builder().optBatchSize(500).build();
     InMemoryDataset[] memory = null;
     if ("memory".equals(o.get("data-source"))) {
       if (!model.equals("mlp")) {
-        throw new IllegalArgumentException("--data-source memory is for the MLP (flat 784-value examples)");
+        throw new IllegalArgumentException(
+            "--data-source memory is for the MLP (flat 784-value examples)");
       }
       Path idx = Path.of(required(o, "data"));
-      memory = new InMemoryDataset[] {
-          idx(idx.resolve("train-images-idx3-ubyte.gz"), idx.resolve("train-labels-idx1-ubyte.gz")),
-          idx(idx.resolve("t10k-images-idx3-ubyte.gz"), idx.resolve("t10k-labels-idx1-ubyte.gz"))};
+      memory =
+          new InMemoryDataset[] {
+            idx(
+                idx.resolve("train-images-idx3-ubyte.gz"),
+                idx.resolve("train-labels-idx1-ubyte.gz")),
+            idx(idx.resolve("t10k-images-idx3-ubyte.gz"), idx.resolve("t10k-labels-idx1-ubyte.gz"))
+          };
     }
     SparkSession spark = SparkSession.builder().appName("bench-train").getOrCreate();
     try {
@@ -354,20 +460,24 @@ public final class TrainBenchmark {
       if (memory == null) {
         builder.setTrainingData(train, options).optValidationData(test, eval);
       } else {
-        builder.setTrainingData(memory[0].trainBatches(batch(o), 7, true)).optValidationData(memory[1].evalBatches(500));
+        builder
+            .setTrainingData(memory[0].trainBatches(batch(o), 7, true))
+            .optValidationData(memory[1].evalBatches(500));
       }
-      TrainedModel m = builder
-          .setModel(spec)
-          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-          .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
-          .setNumWorkers(workers)
-          .optEpochs(epochs)
-          .optSeed(1)
-          .optGradientPrecision(WirePrecision.valueOf(
-              o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
-          .optRingSharedMemory(!"tcp".equals(o.getOrDefault("ring-transport", "auto")))
-          .build()
-          .fit(spark);
+      TrainedModel m =
+          builder
+              .setModel(spec)
+              .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+              .setOptimizer(OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build())
+              .setNumWorkers(workers)
+              .optEpochs(epochs)
+              .optSeed(1)
+              .optGradientPrecision(
+                  WirePrecision.valueOf(
+                      o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
+              .optRingSharedMemory(!"tcp".equals(o.getOrDefault("ring-transport", "auto")))
+              .build()
+              .fit(spark);
       List<EpochMetrics> all = m.history().epochs();
       List<EpochMetrics> measured = all.size() > 1 ? all.subList(1, all.size()) : all;
       double samples = 0;
@@ -420,48 +530,88 @@ public final class TrainBenchmark {
     }
     Map<String, Map<String, Object>> best = new LinkedHashMap<>();
     Map<String, Double> median = new LinkedHashMap<>();
-    byKey.forEach((k, runs) -> {
-      double[] v = runs.stream().mapToDouble(TrainBenchmark::rate).sorted().toArray();
-      median.put(k, v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2);
-      best.put(k, runs.stream().max(Comparator.comparingDouble(TrainBenchmark::rate)).orElseThrow());
-    });
-    System.out.printf(Locale.ROOT, "%-5s %-14s %-38s %4s %10s %10s %9s %8s %6s %9s %8s %9s%n", "model", "mode",
-        "cluster", "runs", "samples/s", "median", "vs plain", "test_acc", "wait", "allreduce", "compute",
+    byKey.forEach(
+        (k, runs) -> {
+          double[] v = runs.stream().mapToDouble(TrainBenchmark::rate).sorted().toArray();
+          median.put(
+              k, v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2);
+          best.put(
+              k, runs.stream().max(Comparator.comparingDouble(TrainBenchmark::rate)).orElseThrow());
+        });
+    System.out.printf(
+        Locale.ROOT,
+        "%-5s %-14s %-38s %4s %10s %10s %9s %8s %6s %9s %8s %9s%n",
+        "model",
+        "mode",
+        "cluster",
+        "runs",
+        "samples/s",
+        "median",
+        "vs plain",
+        "test_acc",
+        "wait",
+        "allreduce",
+        "compute",
         "optimizer");
-    best.forEach((k, r) -> {
-      Map<String, Object> base = best.get(r.get("model") + " plain-djl");
-      double ratio = base == null ? Double.NaN : rate(r) / rate(base);
-      System.out.printf(Locale.ROOT, "%-5s %-14s %-38s %4d %10.0f %10.0f %8.2fx %8.4f %6.3f %9.3f %8.3f %9.3f%n",
-          r.get("model"), label(r), r.get("cluster"), byKey.get(k).size(), rate(r), median.get(k), ratio,
-          num(r, "test_accuracy"), num(r, "wait_fraction"), num(r, "allreduce_fraction"),
-          num(r, "compute_fraction"), num(r, "optimizer_fraction"));
-    });
-    System.out.println("Targets (MLP): spark-1 >= 0.90x plain-djl; spark-2 wait + allreduce <= 0.10 of step time;"
-        + " test accuracy >= 0.88.");
+    best.forEach(
+        (k, r) -> {
+          Map<String, Object> base = best.get(r.get("model") + " plain-djl");
+          double ratio = base == null ? Double.NaN : rate(r) / rate(base);
+          System.out.printf(
+              Locale.ROOT,
+              "%-5s %-14s %-38s %4d %10.0f %10.0f %8.2fx %8.4f %6.3f %9.3f %8.3f %9.3f%n",
+              r.get("model"),
+              label(r),
+              r.get("cluster"),
+              byKey.get(k).size(),
+              rate(r),
+              median.get(k),
+              ratio,
+              num(r, "test_accuracy"),
+              num(r, "wait_fraction"),
+              num(r, "allreduce_fraction"),
+              num(r, "compute_fraction"),
+              num(r, "optimizer_fraction"));
+        });
+    System.out.println(
+        "Targets (MLP): spark-1 >= 0.90x plain-djl; spark-2 wait + allreduce <= 0.10 of step time;"
+            + " test accuracy >= 0.88.");
     Map<String, Object> base = best.get("mlp plain-djl");
-    best.forEach((k, r) -> {
-      if (!r.get("model").equals("mlp")) {
-        return;
-      }
-      double acc = num(r, "test_accuracy");
-      StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "  mlp %-14s test accuracy %.4f: %s",
-          label(r), acc, acc >= 0.88 ? "met" : "MISSED"));
-      if (r.get("mode").equals("spark-1") && base != null) {
-        double ratio = rate(r) / rate(base);
-        sb.append(String.format(Locale.ROOT, "; %.2fx plain-djl: %s", ratio, ratio >= 0.9 ? "met" : "MISSED"));
-      }
-      if (r.get("mode").equals("spark-2")) {
-        double f = num(r, "wait_fraction") + num(r, "allreduce_fraction");
-        sb.append(String.format(Locale.ROOT, "; wait + allreduce %.3f: %s", f, f <= 0.10 ? "met" : "MISSED"));
-      }
-      System.out.println(sb);
-    });
+    best.forEach(
+        (k, r) -> {
+          if (!r.get("model").equals("mlp")) {
+            return;
+          }
+          double acc = num(r, "test_accuracy");
+          StringBuilder sb =
+              new StringBuilder(
+                  String.format(
+                      Locale.ROOT,
+                      "  mlp %-14s test accuracy %.4f: %s",
+                      label(r),
+                      acc,
+                      acc >= 0.88 ? "met" : "MISSED"));
+          if (r.get("mode").equals("spark-1") && base != null) {
+            double ratio = rate(r) / rate(base);
+            sb.append(
+                String.format(
+                    Locale.ROOT, "; %.2fx plain-djl: %s", ratio, ratio >= 0.9 ? "met" : "MISSED"));
+          }
+          if (r.get("mode").equals("spark-2")) {
+            double f = num(r, "wait_fraction") + num(r, "allreduce_fraction");
+            sb.append(
+                String.format(
+                    Locale.ROOT, "; wait + allreduce %.3f: %s", f, f <= 0.10 ? "met" : "MISSED"));
+          }
+          System.out.println(sb);
+        });
   }
 
   /** The mode, with the gradient precision when it is not FP32 (spark-2/bf16). */
   private static String label(Map<String, Object> r) {
     Object p = r.get("gradient_precision");
-    return r.get("mode") + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "")
+    return r.get("mode")
+        + ("bf16".equals(p) || "fp16".equals(p) ? "/" + p : "")
         + ("tcp".equals(r.get("ring_transport")) ? "/tcp" : "")
         + (String.valueOf(r.get("data")).startsWith("IDX in memory,") ? "/mem" : "");
   }

@@ -8,13 +8,14 @@ import java.util.Arrays;
  * It reads its leading {@code --inject-ring-connect-delay RANK:MILLIS} and {@code
  * --inject-checkpoint-rename-delay STEP:MILLIS} arguments, installs them as the {@link
  * FaultInjection} every trainer of this driver starts from (shipped to the executors in the job's
- * configuration), and runs {@link SparkTrainerCli#main} with the rest. It is in this package because
- * {@code FaultInjection} is package-private; it is submitted from its own small jar, loaded by the
- * same class loader as the application jar.
+ * configuration), and runs {@link SparkTrainerCli#main} with the rest. It is in this package
+ * because {@code FaultInjection} is package-private; it is submitted from its own small jar, loaded
+ * by the same class loader as the application jar.
  */
 public final class FaultInjectingCli {
   /** Runs a ring-connect delay of {@code RANK:MILLIS}. */
   public static final String RING_CONNECT_DELAY = "--inject-ring-connect-delay";
+
   /** Runs a checkpoint-rename delay of {@code STEP:MILLIS}. */
   public static final String CHECKPOINT_RENAME_DELAY = "--inject-checkpoint-rename-delay";
 
@@ -29,15 +30,22 @@ public final class FaultInjectingCli {
       }
       String[] v = args[i + 1].split(":");
       if (v.length != 2) {
-        throw new IllegalArgumentException("Invalid " + args[i] + " '" + args[i + 1] + "': expected N:MILLIS");
+        throw new IllegalArgumentException(
+            "Invalid " + args[i] + " '" + args[i + 1] + "': expected N:MILLIS");
       }
       long n = Long.parseLong(v[0]);
       long millis = Long.parseLong(v[1]);
       switch (args[i]) {
         case RING_CONNECT_DELAY -> faults = faults.withRingConnectDelay(Math.toIntExact(n), millis);
         case CHECKPOINT_RENAME_DELAY -> faults = faults.withCheckpointRenameDelay(n, millis);
-        default -> throw new IllegalArgumentException("Unknown fault " + args[i] + ": expected "
-            + RING_CONNECT_DELAY + " or " + CHECKPOINT_RENAME_DELAY);
+        default ->
+            throw new IllegalArgumentException(
+                "Unknown fault "
+                    + args[i]
+                    + ": expected "
+                    + RING_CONNECT_DELAY
+                    + " or "
+                    + CHECKPOINT_RENAME_DELAY);
       }
     }
     FaultInjection.installForTests(faults);

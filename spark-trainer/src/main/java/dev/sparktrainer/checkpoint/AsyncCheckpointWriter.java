@@ -3,10 +3,10 @@ package dev.sparktrainer.checkpoint;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.util.Objects;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.concurrent.CancellationException;
 
 /**
  * Writes snapshots to a {@link CheckpointStore} on a background thread, off the training loop's
@@ -15,35 +15,44 @@ import java.util.concurrent.CancellationException;
  * <p>At most one snapshot waits behind the write in flight: a newer one replaces it (newest wins),
  * and the older one is logged as superseded — the store is slower than the checkpoint interval, and
  * writing every snapshot would only make the queue, and the memory it holds, grow. So the writer
- * holds at most two snapshots (in flight and waiting), and {@link #submit} never waits for the store.
+ * holds at most two snapshots (in flight and waiting), and {@link #submit} never waits for the
+ * store.
  *
  * <p>No failure vanishes: a write that fails is logged when it happens and reported, once, by the
  * next call of {@link #submit}, {@link #awaitIdle} or {@link #close} (whichever comes first), as an
- * {@link IOException} naming the step and the directory, with the store's error as its cause (further
- * failures before that call are attached to it as suppressed). After reporting, the writer goes on:
- * whether a failed checkpoint stops the training is the caller's decision.
+ * {@link IOException} naming the step and the directory, with the store's error as its cause
+ * (further failures before that call are attached to it as suppressed). After reporting, the writer
+ * goes on: whether a failed checkpoint stops the training is the caller's decision.
  *
  * <p>Meant to be called from the training thread; every method is also safe to call concurrently.
  */
 public final class AsyncCheckpointWriter implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger(AsyncCheckpointWriter.class.getName());
+
   /** How often {@link #awaitIdle} says it is still waiting. */
   private static final long PROGRESS_LOG_NANOS = TimeUnit.SECONDS.toNanos(60);
+
   /** How long {@link #close} waits for the idle thread to end. */
   private static final long JOIN_MILLIS = 10_000;
 
   private final CheckpointStore store;
   private final Thread thread;
   private final ReentrantLock lock = new ReentrantLock();
+
   /** Signalled whenever the fields below change. */
   private final Condition changed = lock.newCondition();
+
   // Guarded by lock.
   private CheckpointState waiting;
   private CheckpointState inFlight;
   private IOException unreported;
   private boolean closed;
-  /** Set by {@link #abort}: the write in flight stops before its rename, nothing more is written. */
+
+  /**
+   * Set by {@link #abort}: the write in flight stops before its rename, nothing more is written.
+   */
   private volatile boolean aborted;
+
   private long written;
   private long superseded;
   private long failed;
@@ -64,8 +73,8 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
    * <p>The snapshot is written later, on another thread: its arrays must not be modified after this
    * call.
    *
-   * @throws IOException naming the step and the directory, the store's error attached, if an earlier
-   *     write failed (reported once); {@code snapshot} is not queued then
+   * @throws IOException naming the step and the directory, the store's error attached, if an
+   *     earlier write failed (reported once); {@code snapshot} is not queued then
    * @throws IllegalStateException if the writer is closed
    */
   public void submit(CheckpointState snapshot) throws IOException {
@@ -73,15 +82,24 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
     lock.lock();
     try {
       if (closed) {
-        throw new IllegalStateException("The checkpoint writer for " + store.directory() + " is closed");
+        throw new IllegalStateException(
+            "The checkpoint writer for " + store.directory() + " is closed");
       }
       throwUnreported();
       if (waiting != null) {
         superseded++;
-        LOG.log(System.Logger.Level.WARNING, "Checkpoint of step " + waiting.step() + " superseded by step "
-            + snapshot.step() + " before it was written: the store " + store.directory()
-            + " is slower than the checkpoint interval"
-            + (inFlight != null ? " (step " + inFlight.step() + " is still being written)" : ""));
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "Checkpoint of step "
+                + waiting.step()
+                + " superseded by step "
+                + snapshot.step()
+                + " before it was written: the store "
+                + store.directory()
+                + " is slower than the checkpoint interval"
+                + (inFlight != null
+                    ? " (step " + inFlight.step() + " is still being written)"
+                    : ""));
       }
       waiting = snapshot;
       changed.signalAll();
@@ -91,9 +109,9 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
   }
 
   /**
-   * Waits until every submitted snapshot is written (or superseded); rethrows a failed write's error.
-   * Says in the log every minute what it is still waiting for (a store that hangs is bounded by its
-   * own timeouts).
+   * Waits until every submitted snapshot is written (or superseded); rethrows a failed write's
+   * error. Says in the log every minute what it is still waiting for (a store that hangs is bounded
+   * by its own timeouts).
    *
    * @throws IOException naming the step and the directory, the store's error attached, if a write
    *     failed (reported once)
@@ -107,20 +125,34 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
       while (waiting != null || inFlight != null) {
         if (!thread.isAlive()) {
           // Cannot happen (the thread catches everything), but a dead thread must not mean a hang.
-          throw new IOException("The checkpoint writer thread for " + store.directory() + " has stopped with "
-              + describePending() + " unwritten");
+          throw new IOException(
+              "The checkpoint writer thread for "
+                  + store.directory()
+                  + " has stopped with "
+                  + describePending()
+                  + " unwritten");
         }
         try {
           changed.await(1, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
-          throw new InterruptedIOException("Interrupted while waiting for " + describePending() + " to be written to "
-              + store.directory());
+          throw new InterruptedIOException(
+              "Interrupted while waiting for "
+                  + describePending()
+                  + " to be written to "
+                  + store.directory());
         }
         long now = System.nanoTime();
         if (now - nextLog >= 0 && (waiting != null || inFlight != null)) {
-          LOG.log(System.Logger.Level.WARNING, "Still waiting for " + describePending() + " to be written to "
-              + store.directory() + " (" + TimeUnit.NANOSECONDS.toSeconds(now - start) + " s)");
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "Still waiting for "
+                  + describePending()
+                  + " to be written to "
+                  + store.directory()
+                  + " ("
+                  + TimeUnit.NANOSECONDS.toSeconds(now - start)
+                  + " s)");
           nextLog = now + PROGRESS_LOG_NANOS;
         }
       }
@@ -150,7 +182,9 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
     }
   }
 
-  /** Writes that failed (each is reported by {@link #submit}, {@link #awaitIdle} or {@link #close}). */
+  /**
+   * Writes that failed (each is reported by {@link #submit}, {@link #awaitIdle} or {@link #close}).
+   */
   public long failed() {
     lock.lock();
     try {
@@ -169,7 +203,8 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
     try {
       awaitIdle();
     } catch (InterruptedIOException e) {
-      // The task is being killed (Spark interrupts it when the stage fails): it will not wait for the
+      // The task is being killed (Spark interrupts it when the stage fails): it will not wait for
+      // the
       // write in flight, so that write must not complete, or prune the directory, behind the retry.
       abort();
       throw e;
@@ -189,8 +224,13 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
           Thread.currentThread().interrupt();
         }
         if (thread.isAlive()) {
-          LOG.log(System.Logger.Level.WARNING, "The checkpoint writer thread for " + store.directory()
-              + " did not end within " + JOIN_MILLIS + " ms of close; leaving it (a daemon)");
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "The checkpoint writer thread for "
+                  + store.directory()
+                  + " did not end within "
+                  + JOIN_MILLIS
+                  + " ms of close; leaving it (a daemon)");
         }
       }
     }
@@ -198,9 +238,10 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
 
   /**
    * The training attempt failed: drop the snapshot waiting, and stop the one in flight before its
-   * rename (its temporary file is deleted). A failed attempt's checkpoint must not complete, or prune
-   * the directory, while the next attempt (Spark's stage retry) resumes from and writes into it. Then
-   * {@link #close} returns as soon as the write in flight has stopped; failures are not reported.
+   * rename (its temporary file is deleted). A failed attempt's checkpoint must not complete, or
+   * prune the directory, while the next attempt (Spark's stage retry) resumes from and writes into
+   * it. Then {@link #close} returns as soon as the write in flight has stopped; failures are not
+   * reported.
    */
   public void abort() {
     lock.lock();
@@ -247,9 +288,18 @@ public final class AsyncCheckpointWriter implements AutoCloseable {
           written++;
         } else {
           failed++;
-          IOException e = new IOException("Checkpoint of step " + next.step() + " to " + store.directory()
-              + " failed: " + error, error);
-          LOG.log(System.Logger.Level.WARNING, e.getMessage() + " (reported to the training loop on its next call)",
+          IOException e =
+              new IOException(
+                  "Checkpoint of step "
+                      + next.step()
+                      + " to "
+                      + store.directory()
+                      + " failed: "
+                      + error,
+                  error);
+          LOG.log(
+              System.Logger.Level.WARNING,
+              e.getMessage() + " (reported to the training loop on its next call)",
               error);
           if (unreported == null) {
             unreported = e;

@@ -16,28 +16,36 @@ import org.apache.hadoop.fs.ChecksumException;
 import org.apache.hadoop.fs.FSDataInputStream;
 
 /**
- * The checkpoint file format, version 2: see {@link CheckpointStore} for the layout. Everything goes
- * through one bounded buffer of {@value #BUFFER_BYTES} bytes in each direction: neither side ever
- * holds a {@code byte[]} of a whole array or of the whole state, so a checkpoint may be any size.
+ * The checkpoint file format, version 2: see {@link CheckpointStore} for the layout. Everything
+ * goes through one bounded buffer of {@value #BUFFER_BYTES} bytes in each direction: neither side
+ * ever holds a {@code byte[]} of a whole array or of the whole state, so a checkpoint may be any
+ * size.
  */
 final class CheckpointFormat {
   /** The format this class writes and reads. */
   static final int VERSION = 2;
+
   /** The first and the last four bytes of a file: ASCII {@code STCK}. */
   static final byte[] MAGIC = {'S', 'T', 'C', 'K'};
+
   /** Magic, version, step. */
   static final int HEADER_BYTES = 16;
+
   /** Manifest offset, manifest length, manifest CRC, magic. */
   static final int FOOTER_BYTES = 20;
+
   /** Step, metadata offset, length and CRC, array count. */
   static final int MANIFEST_FIXED_BYTES = 28;
+
   /** Name length, offset, count, CRC: an entry without its name. */
   private static final int ENTRY_FIXED_BYTES = 20;
+
   /** The buffer between the arrays and the stream. */
   static final int BUFFER_BYTES = 1 << 20;
+
   /**
-   * The first eight bytes of a format 1 file (one {@code byte[]} of the whole state): magic
-   * {@code 0x53544b31} and version 1, both big-endian.
+   * The first eight bytes of a format 1 file (one {@code byte[]} of the whole state): magic {@code
+   * 0x53544b31} and version 1, both big-endian.
    */
   private static final long V1_PREFIX = 0x53544b31_00000001L;
 
@@ -46,7 +54,8 @@ final class CheckpointFormat {
   /**
    * Writes {@code state} to {@code out} (not closed) and returns the number of bytes written.
    *
-   * @throws IllegalArgumentException if the manifest would not fit in one array (billions of arrays)
+   * @throws IllegalArgumentException if the manifest would not fit in one array (billions of
+   *     arrays)
    */
   static long write(OutputStream out, CheckpointState state) throws IOException {
     List<StateArray> arrays = state.arrays();
@@ -80,8 +89,12 @@ final class CheckpointFormat {
       sink.int32(crcs[i]);
     }
     if (manifestBytes > Integer.MAX_VALUE - 16) {
-      throw new IllegalArgumentException("Checkpoint of step " + state.step() + " has too many arrays ("
-          + count + ") for its manifest");
+      throw new IllegalArgumentException(
+          "Checkpoint of step "
+              + state.step()
+              + " has too many arrays ("
+              + count
+              + ") for its manifest");
     }
 
     long manifestOffset = sink.position();
@@ -110,9 +123,10 @@ final class CheckpointFormat {
   }
 
   /**
-   * Reads and verifies the checkpoint in {@code in}, a file of {@code length} bytes named {@code file}
-   * whose name says it holds {@code expectedStep}: first the header, the footer and the manifest (a
-   * truncated file fails there, without reading its arrays), then every record from the start.
+   * Reads and verifies the checkpoint in {@code in}, a file of {@code length} bytes named {@code
+   * file} whose name says it holds {@code expectedStep}: first the header, the footer and the
+   * manifest (a truncated file fails there, without reading its arrays), then every record from the
+   * start.
    *
    * @throws CorruptCheckpointException if the file is provably bad (reading it again cannot help)
    * @throws IncompatibleCheckpointException if it was written in format 1
@@ -124,27 +138,37 @@ final class CheckpointFormat {
       return readVerified(in, length, file, expectedStep);
     } catch (EOFException e) {
       // The file is shorter than its length said (it changed under us) or than its records say.
-      throw new CorruptCheckpointException(file, -1, "truncated: end of file reached early (" + e.getMessage() + ")",
-          e);
+      throw new CorruptCheckpointException(
+          file, -1, "truncated: end of file reached early (" + e.getMessage() + ")", e);
     } catch (ChecksumException e) {
-      // Hadoop's own checksum (the .crc side file of LocalFileSystem, HDFS block checksums on every replica).
-      throw new CorruptCheckpointException(file, e.getPos(), "the file system's checksum does not verify ("
-          + e.getMessage() + ")", e);
+      // Hadoop's own checksum (the .crc side file of LocalFileSystem, HDFS block checksums on every
+      // replica).
+      throw new CorruptCheckpointException(
+          file,
+          e.getPos(),
+          "the file system's checksum does not verify (" + e.getMessage() + ")",
+          e);
     }
   }
 
-  private static CheckpointState readVerified(FSDataInputStream in, long length, String file, long expectedStep)
-      throws IOException {
+  private static CheckpointState readVerified(
+      FSDataInputStream in, long length, String file, long expectedStep) throws IOException {
     if (length < 8) {
-      throw new CorruptCheckpointException(file, -1, "truncated: " + length + " bytes, shorter than a header");
+      throw new CorruptCheckpointException(
+          file, -1, "truncated: " + length + " bytes, shorter than a header");
     }
     byte[] header = new byte[(int) Math.min(HEADER_BYTES, length)];
     in.readFully(0, header, 0, header.length);
     ByteBuffer h = ByteBuffer.wrap(header);
     if (h.getLong(0) == V1_PREFIX) {
-      throw new IncompatibleCheckpointException("Checkpoint " + file + " was written by an older version of "
-          + "spark-trainer (checkpoint format 1), which this version (format " + VERSION + ") cannot read. "
-          + "Resume with the version that wrote it, or delete the checkpoints in its directory to start afresh.");
+      throw new IncompatibleCheckpointException(
+          "Checkpoint "
+              + file
+              + " was written by an older version of "
+              + "spark-trainer (checkpoint format 1), which this version (format "
+              + VERSION
+              + ") cannot read. "
+              + "Resume with the version that wrote it, or delete the checkpoints in its directory to start afresh.");
     }
     if (!Arrays.equals(header, 0, MAGIC.length, MAGIC, 0, MAGIC.length)) {
       throw new CorruptCheckpointException(file, 0, "bad magic number: not a checkpoint file");
@@ -152,35 +176,54 @@ final class CheckpointFormat {
     h.order(ByteOrder.LITTLE_ENDIAN);
     int version = h.getInt(4);
     if (version != VERSION) {
-      throw new CorruptCheckpointException(file, 4, "unsupported format version " + version + " (this version reads "
-          + VERSION + ")");
+      throw new CorruptCheckpointException(
+          file,
+          4,
+          "unsupported format version " + version + " (this version reads " + VERSION + ")");
     }
     long minimum = HEADER_BYTES + 8L + MANIFEST_FIXED_BYTES + FOOTER_BYTES;
     if (length < minimum) {
-      throw new CorruptCheckpointException(file, -1, "truncated: " + length + " bytes, shorter than the smallest "
-          + "checkpoint (" + minimum + ")");
+      throw new CorruptCheckpointException(
+          file,
+          -1,
+          "truncated: "
+              + length
+              + " bytes, shorter than the smallest "
+              + "checkpoint ("
+              + minimum
+              + ")");
     }
     long step = h.getLong(8);
     if (step != expectedStep) {
-      throw new CorruptCheckpointException(file, 8, "the header says step " + step + ", the file name step "
-          + expectedStep);
+      throw new CorruptCheckpointException(
+          file, 8, "the header says step " + step + ", the file name step " + expectedStep);
     }
 
     long footerOffset = length - FOOTER_BYTES;
     byte[] footerBytes = new byte[FOOTER_BYTES];
     in.readFully(footerOffset, footerBytes, 0, FOOTER_BYTES);
-    if (!Arrays.equals(footerBytes, FOOTER_BYTES - MAGIC.length, FOOTER_BYTES, MAGIC, 0, MAGIC.length)) {
-      throw new CorruptCheckpointException(file, footerOffset, "no footer: the write did not complete or the file "
-          + "was truncated");
+    if (!Arrays.equals(
+        footerBytes, FOOTER_BYTES - MAGIC.length, FOOTER_BYTES, MAGIC, 0, MAGIC.length)) {
+      throw new CorruptCheckpointException(
+          file,
+          footerOffset,
+          "no footer: the write did not complete or the file " + "was truncated");
     }
     ByteBuffer footer = ByteBuffer.wrap(footerBytes).order(ByteOrder.LITTLE_ENDIAN);
     long manifestOffset = footer.getLong();
     int manifestLength = footer.getInt();
     int manifestCrc = footer.getInt();
-    if (manifestLength < MANIFEST_FIXED_BYTES || manifestOffset < HEADER_BYTES
+    if (manifestLength < MANIFEST_FIXED_BYTES
+        || manifestOffset < HEADER_BYTES
         || manifestOffset != footerOffset - manifestLength) {
-      throw new CorruptCheckpointException(file, footerOffset, "the footer puts a manifest of " + manifestLength
-          + " bytes at byte " + manifestOffset + ", which does not end where the footer starts");
+      throw new CorruptCheckpointException(
+          file,
+          footerOffset,
+          "the footer puts a manifest of "
+              + manifestLength
+              + " bytes at byte "
+              + manifestOffset
+              + ", which does not end where the footer starts");
     }
     byte[] manifestBytes = new byte[manifestLength];
     in.readFully(manifestOffset, manifestBytes, 0, manifestLength);
@@ -202,42 +245,61 @@ final class CheckpointFormat {
     long at = src.position();
     int metadataLength = src.int32();
     if (metadataLength != manifest.metadataLength) {
-      throw new CorruptCheckpointException(file, at, "metadata length " + metadataLength + ", the manifest says "
-          + manifest.metadataLength);
+      throw new CorruptCheckpointException(
+          file,
+          at,
+          "metadata length " + metadataLength + ", the manifest says " + manifest.metadataLength);
     }
     byte[] metadata = new byte[metadataLength];
     CRC32C metadataCrc = new CRC32C();
     src.bytes(metadata, metadataCrc);
     at = src.position();
     int storedMetadataCrc = src.int32();
-    if ((int) metadataCrc.getValue() != manifest.metadataCrc || storedMetadataCrc != manifest.metadataCrc) {
+    if ((int) metadataCrc.getValue() != manifest.metadataCrc
+        || storedMetadataCrc != manifest.metadataCrc) {
       throw new CorruptCheckpointException(file, HEADER_BYTES + 4, "metadata CRC-32C mismatch");
     }
 
     List<StateArray> arrays = new ArrayList<>(manifest.names.length);
     for (int i = 0; i < manifest.names.length; i++) {
-      String what = "array " + i + " ('" + new String(manifest.names[i], StandardCharsets.UTF_8) + "')";
+      String what =
+          "array " + i + " ('" + new String(manifest.names[i], StandardCharsets.UTF_8) + "')";
       at = src.position();
       if (at != manifest.offsets[i]) {
-        throw new CorruptCheckpointException(file, at, what + " is at byte " + manifest.offsets[i]
-            + " in the manifest");
+        throw new CorruptCheckpointException(
+            file, at, what + " is at byte " + manifest.offsets[i] + " in the manifest");
       }
       int nameLength = src.int32();
       if (nameLength != manifest.names[i].length) {
-        throw new CorruptCheckpointException(file, at, what + ": its record has a name of " + nameLength
-            + " bytes, the manifest of " + manifest.names[i].length);
+        throw new CorruptCheckpointException(
+            file,
+            at,
+            what
+                + ": its record has a name of "
+                + nameLength
+                + " bytes, the manifest of "
+                + manifest.names[i].length);
       }
       byte[] name = new byte[nameLength];
       src.bytes(name, null);
       if (!Arrays.equals(name, manifest.names[i])) {
-        throw new CorruptCheckpointException(file, at + 4, what + ": its record names it '"
-            + new String(name, StandardCharsets.UTF_8) + "'");
+        throw new CorruptCheckpointException(
+            file,
+            at + 4,
+            what + ": its record names it '" + new String(name, StandardCharsets.UTF_8) + "'");
       }
       at = src.position();
       int count = src.int32();
       if (count != manifest.counts[i]) {
-        throw new CorruptCheckpointException(file, at, what + ": its record has " + count + " floats, the "
-            + "manifest " + manifest.counts[i]);
+        throw new CorruptCheckpointException(
+            file,
+            at,
+            what
+                + ": its record has "
+                + count
+                + " floats, the "
+                + "manifest "
+                + manifest.counts[i]);
       }
       float[] values = new float[count];
       long dataOffset = src.position();
@@ -245,17 +307,20 @@ final class CheckpointFormat {
       at = src.position();
       int storedCrc = src.int32();
       if (dataCrc != manifest.crcs[i]) {
-        throw new CorruptCheckpointException(file, dataOffset, what + ": data CRC-32C mismatch (" + count
-            + " floats)");
+        throw new CorruptCheckpointException(
+            file, dataOffset, what + ": data CRC-32C mismatch (" + count + " floats)");
       }
       if (storedCrc != manifest.crcs[i]) {
-        throw new CorruptCheckpointException(file, at, what + ": the record's CRC differs from the manifest's");
+        throw new CorruptCheckpointException(
+            file, at, what + ": the record's CRC differs from the manifest's");
       }
       arrays.add(new StateArray(new String(name, StandardCharsets.UTF_8), values));
     }
     if (src.position() != manifestOffset) {
-      throw new CorruptCheckpointException(file, src.position(), "the records end here, the manifest starts at byte "
-          + manifestOffset);
+      throw new CorruptCheckpointException(
+          file,
+          src.position(),
+          "the records end here, the manifest starts at byte " + manifestOffset);
     }
     return new CheckpointState(step, metadata, arrays);
   }
@@ -269,24 +334,36 @@ final class CheckpointFormat {
     int[] counts;
     int[] crcs;
 
-    static Manifest parse(byte[] bytes, long manifestOffset, long step, String file) throws CorruptCheckpointException {
+    static Manifest parse(byte[] bytes, long manifestOffset, long step, String file)
+        throws CorruptCheckpointException {
       ByteBuffer b = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
       Manifest m = new Manifest();
       try {
         long manifestStep = b.getLong();
         if (manifestStep != step) {
-          throw bad(file, manifestOffset, "the manifest says step " + manifestStep + ", the header step " + step);
+          throw bad(
+              file,
+              manifestOffset,
+              "the manifest says step " + manifestStep + ", the header step " + step);
         }
         long metadataOffset = b.getLong();
         m.metadataLength = b.getInt();
         m.metadataCrc = b.getInt();
         int count = b.getInt();
         if (metadataOffset != HEADER_BYTES || m.metadataLength < 0) {
-          throw bad(file, manifestOffset, "the manifest puts " + m.metadataLength + " metadata bytes at byte "
-              + metadataOffset);
+          throw bad(
+              file,
+              manifestOffset,
+              "the manifest puts "
+                  + m.metadataLength
+                  + " metadata bytes at byte "
+                  + metadataOffset);
         }
         if (count < 0 || count > b.remaining() / ENTRY_FIXED_BYTES) {
-          throw bad(file, manifestOffset, "the manifest lists " + count + " arrays in " + bytes.length + " bytes");
+          throw bad(
+              file,
+              manifestOffset,
+              "the manifest lists " + count + " arrays in " + bytes.length + " bytes");
         }
         m.names = new byte[count][];
         m.offsets = new long[count];
@@ -297,7 +374,10 @@ final class CheckpointFormat {
         for (int i = 0; i < count; i++) {
           int nameLength = b.getInt();
           if (nameLength < 0 || nameLength > b.remaining()) {
-            throw bad(file, manifestOffset, "manifest entry " + i + " has a name of " + nameLength + " bytes");
+            throw bad(
+                file,
+                manifestOffset,
+                "manifest entry " + i + " has a name of " + nameLength + " bytes");
           }
           m.names[i] = new byte[nameLength];
           b.get(m.names[i]);
@@ -305,8 +385,17 @@ final class CheckpointFormat {
           m.counts[i] = b.getInt();
           m.crcs[i] = b.getInt();
           if (m.offsets[i] != next || m.counts[i] < 0) {
-            throw bad(file, manifestOffset, "manifest entry " + i + " puts " + m.counts[i] + " floats at byte "
-                + m.offsets[i] + ", the previous record ends at byte " + next);
+            throw bad(
+                file,
+                manifestOffset,
+                "manifest entry "
+                    + i
+                    + " puts "
+                    + m.counts[i]
+                    + " floats at byte "
+                    + m.offsets[i]
+                    + ", the previous record ends at byte "
+                    + next);
           }
           next = m.offsets[i] + 4 + nameLength + 4 + 4L * m.counts[i] + 4;
         }
@@ -314,8 +403,10 @@ final class CheckpointFormat {
           throw bad(file, manifestOffset, b.remaining() + " bytes after the last manifest entry");
         }
         if (next != manifestOffset) {
-          throw bad(file, manifestOffset, "the manifest's records end at byte " + next
-              + ", not where the manifest starts");
+          throw bad(
+              file,
+              manifestOffset,
+              "the manifest's records end at byte " + next + ", not where the manifest starts");
         }
       } catch (BufferUnderflowException e) {
         throw bad(file, manifestOffset, "the manifest ends in the middle of an entry");
@@ -404,6 +495,7 @@ final class CheckpointFormat {
     private final FSDataInputStream in;
     private final String file;
     private final ByteBuffer buf = ByteBuffer.allocate(BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+
     /** Bytes read from the stream into the buffer so far. */
     private long filled;
 

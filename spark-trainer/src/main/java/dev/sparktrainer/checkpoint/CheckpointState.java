@@ -39,7 +39,14 @@ public record CheckpointState(long step, byte[] metadata, List<StateArray> array
 
   @Override
   public String toString() {
-    return "CheckpointState[step " + step + ", " + metadata.length + " metadata bytes, " + arrays.size()
-        + " arrays, " + arrayBytes() + " array bytes]";
+    return "CheckpointState[step "
+        + step
+        + ", "
+        + metadata.length
+        + " metadata bytes, "
+        + arrays.size()
+        + " arrays, "
+        + arrayBytes()
+        + " array bytes]";
   }
 }

@@ -12,6 +12,8 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.CancellationException;
+import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import java.util.function.LongConsumer;
 import java.util.regex.Matcher;
@@ -22,22 +24,22 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import java.util.concurrent.CancellationException;
-import java.util.function.BooleanSupplier;
 
 /**
- * A directory of checkpoints on a Hadoop FileSystem ({@code file:}, {@code hdfs:}, {@code s3a:}, ...).
+ * A directory of checkpoints on a Hadoop FileSystem ({@code file:}, {@code hdfs:}, {@code s3a:},
+ * ...).
  *
  * <h2>Files</h2>
  *
- * <p>Each checkpoint is one file {@code ckpt-<step>.bin} (the step zero-padded to 19 digits, so names
- * sort by step). It is written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by the
- * underscore) and renamed into place, so a reader never sees a partial checkpoint under its final name.
- * After a write, all but the newest {@code keep} checkpoints up to its step are deleted (one of a
- * later step, which the run restarted before because it was corrupt, is left to be replaced), and so
- * are temporary files of this or earlier steps that a writer killed before its rename left behind.
- * {@link #write} is synchronous and does not retry (a failure goes to its caller, which can write the
- * next checkpoint); {@link AsyncCheckpointWriter} takes it off the training thread.
+ * <p>Each checkpoint is one file {@code ckpt-<step>.bin} (the step zero-padded to 19 digits, so
+ * names sort by step). It is written as {@code _tmp-<step>-<uuid>} (hidden from Hadoop listings by
+ * the underscore) and renamed into place, so a reader never sees a partial checkpoint under its
+ * final name. After a write, all but the newest {@code keep} checkpoints up to its step are deleted
+ * (one of a later step, which the run restarted before because it was corrupt, is left to be
+ * replaced), and so are temporary files of this or earlier steps that a writer killed before its
+ * rename left behind. {@link #write} is synchronous and does not retry (a failure goes to its
+ * caller, which can write the next checkpoint); {@link AsyncCheckpointWriter} takes it off the
+ * training thread.
  *
  * <h2>Format (version 2)</h2>
  *
@@ -58,24 +60,24 @@ import java.util.function.BooleanSupplier;
  *           magic "STCK"                                                              (20 bytes)
  * </pre>
  *
- * <p>Arrays are written and read through one buffer of 1 MiB: neither side ever holds a {@code byte[]}
- * of a whole array or of the whole state. A reader first checks the header, the footer and the
- * manifest (so a truncated file fails at once, without reading its arrays), then reads every record
- * and checks it against the manifest: its offset, name, count and data CRC.
+ * <p>Arrays are written and read through one buffer of 1 MiB: neither side ever holds a {@code
+ * byte[]} of a whole array or of the whole state. A reader first checks the header, the footer and
+ * the manifest (so a truncated file fails at once, without reading its arrays), then reads every
+ * record and checks it against the manifest: its offset, name, count and data CRC.
  *
  * <h2>Which checkpoint {@link #latest()} restores</h2>
  *
  * <p>The newest one that verifies. A checkpoint that is provably bad (bad magic, unsupported
  * version, a CRC mismatch, truncation, a missing footer, a manifest inconsistent with the records)
- * is skipped with a warning naming the file and the reason, in favour of the previous one. Any other
- * failure (an unreachable store, a permission error, a timeout) proves nothing about the checkpoint:
- * it is retried (4 attempts in all, waiting 0.5, 1 and 2 s between them), then thrown, naming the
- * file. Falling back to an older checkpoint, or to none, because of a transient error would silently
- * throw away the user's progress. A file in format 1 (written by an older version of spark-trainer)
- * is not skipped either: {@link IncompatibleCheckpointException}. A file deleted between the listing
- * and its reading (replaced by a re-run of its step, or pruned by another writer) is skipped. {@link
- * #latest(Consumer)} tells its caller each checkpoint it skipped and why ({@link SkippedCheckpoint}),
- * so that the trainer can record it in the run's history.
+ * is skipped with a warning naming the file and the reason, in favour of the previous one. Any
+ * other failure (an unreachable store, a permission error, a timeout) proves nothing about the
+ * checkpoint: it is retried (4 attempts in all, waiting 0.5, 1 and 2 s between them), then thrown,
+ * naming the file. Falling back to an older checkpoint, or to none, because of a transient error
+ * would silently throw away the user's progress. A file in format 1 (written by an older version of
+ * spark-trainer) is not skipped either: {@link IncompatibleCheckpointException}. A file deleted
+ * between the listing and its reading (replaced by a re-run of its step, or pruned by another
+ * writer) is skipped. {@link #latest(Consumer)} tells its caller each checkpoint it skipped and why
+ * ({@link SkippedCheckpoint}), so that the trainer can record it in the run's history.
  *
  * <p>{@link #withBeforeRename} runs a hook between writing the temporary file and renaming it (the
  * trainer's fault injection, testing only, pauses there so that a test can kill a process while a
@@ -85,6 +87,7 @@ public final class CheckpointStore {
   private static final System.Logger LOG = System.getLogger(CheckpointStore.class.getName());
   private static final Pattern NAME = Pattern.compile("ckpt-(\\d{19})\\.bin");
   private static final Pattern TEMP = Pattern.compile("_tmp-(\\d+)-.*");
+
   /** Waits between attempts to read, for a failure that does not prove a checkpoint bad. */
   private static final long[] RETRY_DELAYS_MILLIS = {500, 1000, 2000};
 
@@ -92,6 +95,7 @@ public final class CheckpointStore {
   private final Configuration conf;
   private final int keep;
   private final long[] retryDelaysMillis;
+
   /** Run with the step before each rename (see {@link #withBeforeRename}); a no-op by default. */
   private final LongConsumer beforeRename;
 
@@ -108,7 +112,11 @@ public final class CheckpointStore {
     this(dir, conf, keep, retryDelaysMillis, step -> {});
   }
 
-  private CheckpointStore(String dir, Configuration conf, int keep, long[] retryDelaysMillis,
+  private CheckpointStore(
+      String dir,
+      Configuration conf,
+      int keep,
+      long[] retryDelaysMillis,
       LongConsumer beforeRename) {
     if (keep < 1) {
       throw new IllegalArgumentException("Invalid keepCheckpoints " + keep + ": expected >= 1");
@@ -123,8 +131,8 @@ public final class CheckpointStore {
   /**
    * This store with {@code hook} run on the writing thread, given the step, after a checkpoint's
    * temporary file is complete and before it is renamed into place (the trainer's fault injection
-   * pauses there; testing only). An {@link UncheckedIOException} it throws is rethrown as its cause;
-   * the temporary file is deleted then, as for any failed write.
+   * pauses there; testing only). An {@link UncheckedIOException} it throws is rethrown as its
+   * cause; the temporary file is deleted then, as for any failed write.
    */
   public CheckpointStore withBeforeRename(LongConsumer hook) {
     return new CheckpointStore(dir.toString(), conf, keep, retryDelaysMillis, hook);
@@ -141,9 +149,9 @@ public final class CheckpointStore {
   }
 
   /**
-   * Writes {@code state} atomically (streamed to a temporary file, then renamed), then deletes the old
-   * checkpoints beyond {@code keep} (see the class comment). A checkpoint of the same step is replaced
-   * (a re-run after a retry).
+   * Writes {@code state} atomically (streamed to a temporary file, then renamed), then deletes the
+   * old checkpoints beyond {@code keep} (see the class comment). A checkpoint of the same step is
+   * replaced (a re-run after a retry).
    *
    * @throws IOException if it cannot be written (not retried: the caller may write the next one);
    *     nothing is left under the final name then
@@ -153,9 +161,9 @@ public final class CheckpointStore {
   }
 
   /**
-   * {@link #write(CheckpointState)}, giving up before the rename (the temporary file deleted, nothing
-   * pruned) when {@code cancelled} says so: the writer of an attempt that failed must not complete a
-   * checkpoint, or prune, while the next attempt writes into the same directory.
+   * {@link #write(CheckpointState)}, giving up before the rename (the temporary file deleted,
+   * nothing pruned) when {@code cancelled} says so: the writer of an attempt that failed must not
+   * complete a checkpoint, or prune, while the next attempt writes into the same directory.
    *
    * @throws java.util.concurrent.CancellationException if cancelled
    */
@@ -178,7 +186,11 @@ public final class CheckpointStore {
       }
       if (cancelled.getAsBoolean()) {
         throw new CancellationException(
-            "Checkpoint of step " + step + " to " + dir + " abandoned: its training attempt failed");
+            "Checkpoint of step "
+                + step
+                + " to "
+                + dir
+                + " abandoned: its training attempt failed");
       }
       if (fs.exists(target)) {
         fs.delete(target, false); // a re-run of the same step (after a retry) replaces it
@@ -192,7 +204,8 @@ public final class CheckpointStore {
         try {
           fs.delete(tmp, false);
         } catch (IOException e) {
-          LOG.log(System.Logger.Level.WARNING, "Cannot delete temporary checkpoint " + tmp + ": " + e);
+          LOG.log(
+              System.Logger.Level.WARNING, "Cannot delete temporary checkpoint " + tmp + ": " + e);
         }
       }
     }
@@ -201,15 +214,15 @@ public final class CheckpointStore {
 
   /**
    * Deletes the checkpoints of steps up to {@code written} beyond the newest {@code keep} of them,
-   * and temporary files of steps up to {@code written}: what a writer killed before its rename left (a
-   * complete checkpoint of that step or a later one now exists, so they are never needed). The live
-   * writer is rank 0 of the current attempt; a straggler of an earlier attempt whose file goes away
-   * only fails its own rename.
+   * and temporary files of steps up to {@code written}: what a writer killed before its rename left
+   * (a complete checkpoint of that step or a later one now exists, so they are never needed). The
+   * live writer is rank 0 of the current attempt; a straggler of an earlier attempt whose file goes
+   * away only fails its own rename.
    *
-   * <p>Checkpoints of later steps are left alone: one exists when the run restarted before it, because
-   * {@link #latest} skipped it as corrupt (or from a straggler). Counting them would delete the run's
-   * new, good checkpoints as soon as they are written, until it passes the bad ones' steps; a bad one
-   * is replaced when the run writes its step again.
+   * <p>Checkpoints of later steps are left alone: one exists when the run restarted before it,
+   * because {@link #latest} skipped it as corrupt (or from a straggler). Counting them would delete
+   * the run's new, good checkpoints as soon as they are written, until it passes the bad ones'
+   * steps; a bad one is replaced when the run writes its step again.
    */
   private void prune(FileSystem fs, long written) {
     try {
@@ -227,8 +240,11 @@ public final class CheckpointStore {
       for (FileStatus st : fs.listStatus(dir)) {
         Matcher m = TEMP.matcher(st.getPath().getName());
         if (st.isFile() && m.matches() && Long.parseLong(m.group(1)) <= written) {
-          LOG.log(System.Logger.Level.INFO, "Deleting " + st.getPath()
-              + ": an incomplete checkpoint left by a writer that stopped before its rename");
+          LOG.log(
+              System.Logger.Level.INFO,
+              "Deleting "
+                  + st.getPath()
+                  + ": an incomplete checkpoint left by a writer that stopped before its rename");
           fs.delete(st.getPath(), false);
         }
       }
@@ -239,8 +255,8 @@ public final class CheckpointStore {
   }
 
   /**
-   * Steps of the checkpoints in the directory, ascending, from their names (not verified). A listing
-   * that fails is retried as reads are.
+   * Steps of the checkpoints in the directory, ascending, from their names (not verified). A
+   * listing that fails is retried as reads are.
    */
   public List<Long> steps() throws IOException {
     FileSystem fs = dir.getFileSystem(conf);
@@ -269,7 +285,8 @@ public final class CheckpointStore {
    *
    * @throws IOException naming the file and the cause when a checkpoint cannot be read for a reason
    *     that does not prove it bad, after 4 attempts
-   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format 1
+   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format
+   *     1
    */
   public Optional<CheckpointState> latest() throws IOException {
     return latest(skipped -> {});
@@ -282,10 +299,13 @@ public final class CheckpointStore {
    * returns. See the class comment for what is skipped and what is retried.
    *
    * @throws IOException naming the file and the cause when a checkpoint cannot be read for a reason
-   *     that does not prove it bad, after 4 attempts (what was skipped before it was still reported)
-   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format 1
+   *     that does not prove it bad, after 4 attempts (what was skipped before it was still
+   *     reported)
+   * @throws IncompatibleCheckpointException if the newest readable candidate was written in format
+   *     1
    */
-  public Optional<CheckpointState> latest(Consumer<SkippedCheckpoint> onSkipped) throws IOException {
+  public Optional<CheckpointState> latest(Consumer<SkippedCheckpoint> onSkipped)
+      throws IOException {
     FileSystem fs = dir.getFileSystem(conf);
     List<Long> steps = withRetries("list the checkpoints in", dir, () -> steps(fs));
     for (int i = steps.size() - 1; i >= 0; i--) {
@@ -296,12 +316,17 @@ public final class CheckpointStore {
         if (state != null) {
           return Optional.of(state);
         }
-        String reason = "deleted since the directory was listed (replaced, or pruned by another writer)";
+        String reason =
+            "deleted since the directory was listed (replaced, or pruned by another writer)";
         LOG.log(System.Logger.Level.WARNING, "Skipping checkpoint " + p + ": " + reason);
         onSkipped.accept(new SkippedCheckpoint(p.toString(), reason));
       } catch (CorruptCheckpointException e) {
-        LOG.log(System.Logger.Level.WARNING, e.getMessage()
-            + (i > 0 ? "; skipping it for the previous one" : "; skipping it (there is no older one)"));
+        LOG.log(
+            System.Logger.Level.WARNING,
+            e.getMessage()
+                + (i > 0
+                    ? "; skipping it for the previous one"
+                    : "; skipping it (there is no older one)"));
         onSkipped.accept(new SkippedCheckpoint(p.toString(), e.summary()));
       }
     }
@@ -315,7 +340,8 @@ public final class CheckpointStore {
   }
 
   /** The checkpoint in {@code p}, or null if it no longer exists. */
-  private static CheckpointState readIfPresent(FileSystem fs, Path p, long step) throws IOException {
+  private static CheckpointState readIfPresent(FileSystem fs, Path p, long step)
+      throws IOException {
     try {
       return read(fs, p, step);
     } catch (FileNotFoundException e) {
@@ -342,9 +368,9 @@ public final class CheckpointStore {
   }
 
   /**
-   * Runs {@code call}, retrying a failure that proves nothing about the checkpoint (all but a corrupt
-   * or incompatible one, and an interruption; a timeout is retried) after the configured waits, then
-   * throwing it with {@code what} and {@code path} in the message.
+   * Runs {@code call}, retrying a failure that proves nothing about the checkpoint (all but a
+   * corrupt or incompatible one, and an interruption; a timeout is retried) after the configured
+   * waits, then throwing it with {@code what} and {@code path} in the message.
    */
   private <T> T withRetries(String what, Path path, IoCall<T> call) throws IOException {
     for (int attempt = 1; ; attempt++) {
@@ -360,17 +386,30 @@ public final class CheckpointStore {
           throw e;
         }
         if (attempt > retryDelaysMillis.length) {
-          throw new IOException("Cannot " + what + " " + path + " (" + attempt + " attempts): " + e, e);
+          throw new IOException(
+              "Cannot " + what + " " + path + " (" + attempt + " attempts): " + e, e);
         }
         long delay = retryDelaysMillis[attempt - 1];
-        LOG.log(System.Logger.Level.WARNING, "Cannot " + what + " " + path + " (attempt " + attempt + " of "
-            + (retryDelaysMillis.length + 1) + "), retrying in " + delay + " ms: " + e);
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "Cannot "
+                + what
+                + " "
+                + path
+                + " (attempt "
+                + attempt
+                + " of "
+                + (retryDelaysMillis.length + 1)
+                + "), retrying in "
+                + delay
+                + " ms: "
+                + e);
         try {
           Thread.sleep(delay);
         } catch (InterruptedException ie) {
           Thread.currentThread().interrupt();
-          InterruptedIOException interrupted = new InterruptedIOException("Interrupted while retrying to " + what
-              + " " + path);
+          InterruptedIOException interrupted =
+              new InterruptedIOException("Interrupted while retrying to " + what + " " + path);
           interrupted.addSuppressed(e);
           throw interrupted;
         }
@@ -390,7 +429,8 @@ public final class CheckpointStore {
     try {
       FileSystem fs = d.getFileSystem(conf);
       if (fs.exists(d) && !fs.getFileStatus(d).isDirectory()) {
-        throw new IllegalArgumentException("Invalid " + option + " '" + dir + "': it is a file, expected a directory");
+        throw new IllegalArgumentException(
+            "Invalid " + option + " '" + dir + "': it is a file, expected a directory");
       }
       fs.mkdirs(d);
       try (DataOutputStream out = fs.create(probe, true)) {

@@ -3,8 +3,8 @@ package dev.sparktrainer.checkpoint;
 import java.io.IOException;
 
 /**
- * A checkpoint file that is provably bad: bad magic, unsupported version, a CRC mismatch, truncation,
- * or a manifest inconsistent with the records. Reading it again cannot help, so {@link
+ * A checkpoint file that is provably bad: bad magic, unsupported version, a CRC mismatch,
+ * truncation, or a manifest inconsistent with the records. Reading it again cannot help, so {@link
  * CheckpointStore#latest()} skips it for the previous checkpoint; any other {@link IOException} is
  * not proof of anything (the store may be unreachable for a while) and is retried instead.
  */
@@ -24,12 +24,17 @@ final class CorruptCheckpointException extends IOException {
   }
 
   CorruptCheckpointException(String file, long offset, String reason, Throwable cause) {
-    super("Corrupt checkpoint " + file + (offset >= 0 ? " at byte " + offset : "") + ": " + reason, cause);
+    super(
+        "Corrupt checkpoint " + file + (offset >= 0 ? " at byte " + offset : "") + ": " + reason,
+        cause);
     this.offset = offset;
     this.reason = reason;
   }
 
-  /** What is wrong and where, without the file: {@code corrupt at byte N: reason} or {@code corrupt: reason}. */
+  /**
+   * What is wrong and where, without the file: {@code corrupt at byte N: reason} or {@code corrupt:
+   * reason}.
+   */
   String summary() {
     return "corrupt" + (offset >= 0 ? " at byte " + offset : "") + ": " + reason;
   }

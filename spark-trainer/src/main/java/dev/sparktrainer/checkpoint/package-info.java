@@ -13,9 +13,9 @@
  * <p>The rules on reading: a checkpoint that is provably bad (CRC mismatch, truncated, no footer,
  * inconsistent manifest) is skipped with a warning for the previous one, and reported to the caller
  * ({@link dev.sparktrainer.checkpoint.SkippedCheckpoint}: the trainer records it in the run's
- * history); any other failure (the store unreachable for a while, a timeout) is retried, then thrown
- * — never a silent restart from an older checkpoint; a checkpoint written by an older version is an
- * error ({@link dev.sparktrainer.checkpoint.IncompatibleCheckpointException}).
+ * history); any other failure (the store unreachable for a while, a timeout) is retried, then
+ * thrown — never a silent restart from an older checkpoint; a checkpoint written by an older
+ * version is an error ({@link dev.sparktrainer.checkpoint.IncompatibleCheckpointException}).
  *
  * <p>{@link dev.sparktrainer.checkpoint.AsyncCheckpointWriter} writes snapshots on a background
  * thread, one at a time, newest wins, so that the training loop never waits for the store; a failed

@@ -18,11 +18,20 @@ abstract class Command {
   Flags flags() {
     Flags f = new Flags(name);
     define(f);
-    f.add("master", Kind.STRING, "URL", null,
+    f.add(
+        "master",
+        Kind.STRING,
+        "URL",
+        null,
         "Spark master: without it, an embedded local Spark in this process (CPU); local[N] runs embedded too;"
             + " any other URL (spark://, yarn, k8s://) submits through $SPARK_HOME/bin/spark-submit");
     f.add("conf", Kind.LIST, "KEY=VALUE", null, "a Spark configuration entry (repeatable)");
-    f.add("config", Kind.STRING, "FILE", null, "a YAML file of options (same names, without the dashes)");
+    f.add(
+        "config",
+        Kind.STRING,
+        "FILE",
+        null,
+        "a YAML file of options (same names, without the dashes)");
     f.add("verbose", Kind.BOOL, null, null, "print stack traces and Spark's own warnings");
     return f;
   }

@@ -11,6 +11,7 @@ import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.ml.SpecStrings;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -32,11 +33,13 @@ import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.NumericType;
-import org.apache.spark.sql.types.StructType;
-import java.io.PrintStream;
 import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 
-/** Checks of the data on the driver, before any training or inference job: paths, format, columns, labels. */
+/**
+ * Checks of the data on the driver, before any training or inference job: paths, format, columns,
+ * labels.
+ */
 final class DataChecks {
   private DataChecks() {}
 
@@ -70,21 +73,28 @@ final class DataChecks {
         try {
           out.add(new FeatureArg(p.substring(0, colon), SpecStrings.shape(p.substring(colon + 1))));
         } catch (IllegalArgumentException e) {
-          throw new CliException("Invalid " + source + " '" + value + "': " + e.getMessage()
-              + " after the column name (COLUMN or COLUMN:SHAPE, e.g. pixels or pixels:1x28x28)");
+          throw new CliException(
+              "Invalid "
+                  + source
+                  + " '"
+                  + value
+                  + "': "
+                  + e.getMessage()
+                  + " after the column name (COLUMN or COLUMN:SHAPE, e.g. pixels or pixels:1x28x28)");
         }
       }
     }
     if (out.isEmpty()) {
-      throw new CliException("Invalid " + source + " '" + value + "': expected COLUMN[:SHAPE][,COLUMN[:SHAPE]...]");
+      throw new CliException(
+          "Invalid " + source + " '" + value + "': expected COLUMN[:SHAPE][,COLUMN[:SHAPE]...]");
     }
     return out;
   }
 
   /**
    * Lists the data files under {@code paths} (files, directories read recursively, globs; names
-   * starting with {@code _} or {@code .} skipped) and settles the format: {@code explicit} if given,
-   * Parquet if every file ends in {@code .parquet}, TFRecord otherwise.
+   * starting with {@code _} or {@code .} skipped) and settles the format: {@code explicit} if
+   * given, Parquet if every file ends in {@code .parquet}, TFRecord otherwise.
    */
   static Files list(List<String> paths, String flag, String explicit, Configuration conf) {
     List<FileStatus> files = new ArrayList<>();
@@ -117,8 +127,13 @@ final class DataChecks {
         throw new CliException("Cannot read " + p + " (" + flag + "): " + e.getMessage());
       }
       if (files.size() == before) {
-        throw new CliException("No data at " + p + " (" + flag + "): it holds no data files (expected TFRecord or"
-            + " Parquet files; names starting with _ or . are skipped)");
+        throw new CliException(
+            "No data at "
+                + p
+                + " ("
+                + flag
+                + "): it holds no data files (expected TFRecord or"
+                + " Parquet files; names starting with _ or . are skipped)");
       }
     }
     for (FileStatus f : files) {
@@ -128,8 +143,10 @@ final class DataChecks {
   }
 
   private static boolean hidden(Path root, Path file) {
-    String rel = file.toUri().getPath().substring(Math.min(file.toUri().getPath().length(),
-        root.toUri().getPath().length()));
+    String rel =
+        file.toUri()
+            .getPath()
+            .substring(Math.min(file.toUri().getPath().length(), root.toUri().getPath().length()));
     for (String part : rel.split("/")) {
       if (part.startsWith("_") || part.startsWith(".")) {
         return true;
@@ -138,7 +155,8 @@ final class DataChecks {
     return false;
   }
 
-  private static DatasetSpec.Format format(List<FileStatus> files, List<String> paths, String flag, String explicit) {
+  private static DatasetSpec.Format format(
+      List<FileStatus> files, List<String> paths, String flag, String explicit) {
     if (explicit != null) {
       try {
         return DatasetSpec.Format.parse(explicit);
@@ -152,26 +170,47 @@ final class DataChecks {
       if (name.endsWith(".parquet")) {
         parquet++;
       } else if (name.endsWith(".csv") || name.endsWith(".csv.gz") || name.endsWith(".json")) {
-        throw new CliException("The data at " + String.join(",", paths) + " (" + flag + ") holds " + name
-            + ": expected TFRecord or Parquet files (convert CSV with: spark-trainer convert --input ...)");
+        throw new CliException(
+            "The data at "
+                + String.join(",", paths)
+                + " ("
+                + flag
+                + ") holds "
+                + name
+                + ": expected TFRecord or Parquet files (convert CSV with: spark-trainer convert --input ...)");
       }
     }
     if (parquet > 0 && parquet < files.size()) {
-      throw new CliException("The data at " + String.join(",", paths) + " (" + flag + ") mixes Parquet and other"
-          + " files: give --format tfrecord or parquet, or separate them");
+      throw new CliException(
+          "The data at "
+              + String.join(",", paths)
+              + " ("
+              + flag
+              + ") mixes Parquet and other"
+              + " files: give --format tfrecord or parquet, or separate them");
     }
     return parquet > 0 ? DatasetSpec.Format.PARQUET : DatasetSpec.Format.TFRECORD;
   }
 
-  /** The data as a DataFrame (schema inferred on the driver: TFRecord samples the first records). */
+  /**
+   * The data as a DataFrame (schema inferred on the driver: TFRecord samples the first records).
+   */
   static Dataset<Row> read(SparkSession spark, Files data, String flag) {
     try {
       String[] p = data.paths().toArray(new String[0]);
-      return data.format() == DatasetSpec.Format.PARQUET ? spark.read().parquet(p)
+      return data.format() == DatasetSpec.Format.PARQUET
+          ? spark.read().parquet(p)
           : spark.read().format("tfrecord").load(p);
     } catch (RuntimeException e) {
-      throw new CliException("Cannot read the data at " + String.join(",", data.paths()) + " (" + flag + ") as "
-          + data.format().name().toLowerCase(Locale.ROOT) + ": " + firstLine(e));
+      throw new CliException(
+          "Cannot read the data at "
+              + String.join(",", data.paths())
+              + " ("
+              + flag
+              + ") as "
+              + data.format().name().toLowerCase(Locale.ROOT)
+              + ": "
+              + firstLine(e));
     }
   }
 
@@ -189,25 +228,38 @@ final class DataChecks {
       boolean list = t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType;
       boolean vector = t.sameType(SQLDataTypes.VectorType());
       if (!scalar && !list && !vector) {
-        throw new CliException("Feature column '" + f.name() + "' in " + where + " has type " + t.simpleString()
-            + ": expected numbers (a float or int64 list in TFRecord; a number, array of numbers or ml Vector in"
-            + " Parquet)");
+        throw new CliException(
+            "Feature column '"
+                + f.name()
+                + "' in "
+                + where
+                + " has type "
+                + t.simpleString()
+                + ": expected numbers (a float or int64 list in TFRecord; a number, array of numbers or ml Vector in"
+                + " Parquet)");
       }
       if (f.shape() != null) {
         shapes[i] = f.shape();
       } else if (scalar) {
         shapes[i] = new long[] {1};
       } else {
-        List<Row> first = df.select(col(f.name())).where(col(f.name()).isNotNull()).limit(1).collectAsList();
+        List<Row> first =
+            df.select(col(f.name())).where(col(f.name()).isNotNull()).limit(1).collectAsList();
         if (first.isEmpty()) {
-          throw new CliException("Feature column '" + f.name() + "' in " + where + " has no values");
+          throw new CliException(
+              "Feature column '" + f.name() + "' in " + where + " has no values");
         }
         Object v = first.get(0).get(0);
         int size = v instanceof Vector ? ((Vector) v).size() : first.get(0).getList(0).size();
         if (size == 0) {
-          throw new CliException("Feature column '" + f.name() + "' in " + where
-              + " is empty in its first record: expected values (or give its shape: --features "
-              + f.name() + ":SHAPE)");
+          throw new CliException(
+              "Feature column '"
+                  + f.name()
+                  + "' in "
+                  + where
+                  + " is empty in its first record: expected values (or give its shape: --features "
+                  + f.name()
+                  + ":SHAPE)");
         }
         shapes[i] = new long[] {size};
       }
@@ -215,57 +267,127 @@ final class DataChecks {
     return shapes;
   }
 
-  /** Checks the label column's type; {@code classes} > 0: values must be class indices 0..classes-1. */
-  static void label(Dataset<Row> df, String label, int classes, boolean binary, String where, boolean scan,
+  /**
+   * Checks the label column's type; {@code classes} > 0: values must be class indices 0..classes-1.
+   */
+  static void label(
+      Dataset<Row> df,
+      String label,
+      int classes,
+      boolean binary,
+      String where,
+      boolean scan,
       PrintStream notes) {
     DataType t = column(df.schema(), label, "label", where).dataType();
     if (!(t instanceof NumericType) && !t.typeName().equals("boolean")) {
-      throw new CliException("Label column '" + label + "' in " + where + " has type " + t.simpleString()
-          + ": expected one number per record" + (classes > 0 ? " (a class index 0.." + (classes - 1) + ")" : ""));
+      throw new CliException(
+          "Label column '"
+              + label
+              + "' in "
+              + where
+              + " has type "
+              + t.simpleString()
+              + ": expected one number per record"
+              + (classes > 0 ? " (a class index 0.." + (classes - 1) + ")" : ""));
     }
     if (!scan || (classes <= 0 && !binary)) {
       return;
     }
-    boolean fractional = t instanceof FloatType || t instanceof DoubleType || t instanceof DecimalType;
+    boolean fractional =
+        t instanceof FloatType || t instanceof DoubleType || t instanceof DecimalType;
     var c = col(label);
-    Row r = df.agg(min(c), max(c), count(when(c.isNull(), 1)),
-        fractional ? sum(when(c.notEqual(org.apache.spark.sql.functions.round(c, 0)), 1)) : count(when(c.isNull(), 1)))
-        .head();
+    Row r =
+        df.agg(
+                min(c),
+                max(c),
+                count(when(c.isNull(), 1)),
+                fractional
+                    ? sum(when(c.notEqual(org.apache.spark.sql.functions.round(c, 0)), 1))
+                    : count(when(c.isNull(), 1)))
+            .head();
     if (r.getLong(2) > 0) {
-      throw new CliException("Label column '" + label + "' in " + where + " is missing in " + r.getLong(2)
-          + " records: expected a label in every record");
+      throw new CliException(
+          "Label column '"
+              + label
+              + "' in "
+              + where
+              + " is missing in "
+              + r.getLong(2)
+              + " records: expected a label in every record");
     }
     if (r.isNullAt(0)) {
       throw new CliException("No records in " + where);
     }
     if (fractional && !r.isNullAt(3) && ((Number) r.get(3)).longValue() > 0) {
-      throw new CliException("Label column '" + label + "' in " + where + " has non-integer values: expected class"
-          + " indices 0.." + (classes - 1));
+      throw new CliException(
+          "Label column '"
+              + label
+              + "' in "
+              + where
+              + " has non-integer values: expected class"
+              + " indices 0.."
+              + (classes - 1));
     }
     double lo = ((Number) r.get(0)).doubleValue();
     double hi = ((Number) r.get(1)).doubleValue();
     if (binary) {
       if (lo < 0 || hi > 1) {
-        throw new CliException("Label column '" + label + "' in " + where + " has values " + fmt(lo) + ".." + fmt(hi)
-            + ": expected 0 or 1 for the sigmoid_binary_cross_entropy loss");
+        throw new CliException(
+            "Label column '"
+                + label
+                + "' in "
+                + where
+                + " has values "
+                + fmt(lo)
+                + ".."
+                + fmt(hi)
+                + ": expected 0 or 1 for the sigmoid_binary_cross_entropy loss");
       }
       return;
     }
     if (lo < 0 || hi >= classes) {
-      throw new CliException("--num-classes " + classes + " does not match the labels: '" + label + "' in " + where
-          + " has values " + fmt(lo) + ".." + fmt(hi) + ": expected --num-classes " + Math.max(classes, (long) hi + 1)
-          + (lo < 0 ? " and labels from 0" : "") + " (labels are class indices 0..K-1)");
+      throw new CliException(
+          "--num-classes "
+              + classes
+              + " does not match the labels: '"
+              + label
+              + "' in "
+              + where
+              + " has values "
+              + fmt(lo)
+              + ".."
+              + fmt(hi)
+              + ": expected --num-classes "
+              + Math.max(classes, (long) hi + 1)
+              + (lo < 0 ? " and labels from 0" : "")
+              + " (labels are class indices 0..K-1)");
     }
     if (hi + 1 < classes && notes != null) {
-      notes.println("note: '" + label + "' in " + where + " only uses classes " + fmt(lo) + ".." + fmt(hi) + " of "
-          + classes);
+      notes.println(
+          "note: '"
+              + label
+              + "' in "
+              + where
+              + " only uses classes "
+              + fmt(lo)
+              + ".."
+              + fmt(hi)
+              + " of "
+              + classes);
     }
   }
 
   static StructField column(StructType schema, String name, String what, String where) {
     if (!Arrays.asList(schema.fieldNames()).contains(name)) {
-      throw new CliException("No " + what + " column '" + name + "' in " + where + ": its columns are "
-          + String.join(", ", schema.fieldNames()));
+      throw new CliException(
+          "No "
+              + what
+              + " column '"
+              + name
+              + "' in "
+              + where
+              + ": its columns are "
+              + String.join(", ", schema.fieldNames()));
     }
     return schema.apply(name);
   }

@@ -11,7 +11,9 @@ import java.util.Map;
 /** {@code evaluate}: loss and accuracy of a saved model on labelled data, as JSON on stdout. */
 final class EvaluateCommand extends ModelCommand {
   EvaluateCommand() {
-    super("evaluate", "--model DIR/model --data PATH [options]",
+    super(
+        "evaluate",
+        "--model DIR/model --data PATH [options]",
         "Evaluates a trained model on labelled data with distributed batch inference and prints the metrics\n"
             + "as JSON: {\"loss\": ..., \"accuracy\": ..., \"count\": ...} (the model's training loss; for l2 also\n"
             + "\"mse\", \"mae\" and \"r2\", accuracy null). A model trained with --normalize normalizes the data first.");
@@ -20,23 +22,47 @@ final class EvaluateCommand extends ModelCommand {
   @Override
   void define(Flags f) {
     defineCommon(f);
-    f.add("label", Kind.STRING, "COL", null, "label column (default: the one the model was trained on)");
+    f.add(
+        "label",
+        Kind.STRING,
+        "COL",
+        null,
+        "label column (default: the one the model was trained on)");
     f.add("output", Kind.STRING, "FILE", null, "also write the JSON to FILE (any Hadoop FS)");
   }
 
   @Override
   int run(Flags f, CliContext ctx) throws Exception {
     Input in = load(f, ctx);
-    String label = f.given("label") ? f.string("label") : in.inputs() == null ? null : in.inputs().label();
+    String label =
+        f.given("label") ? f.string("label") : in.inputs() == null ? null : in.inputs().label();
     if (label == null) {
-      throw new CliException("Missing --label for evaluate: the model does not record its label column");
+      throw new CliException(
+          "Missing --label for evaluate: the model does not record its label column");
     }
     LossSpec loss = in.model().loss();
     int classes = loss == LossSpec.SOFTMAX_CROSS_ENTROPY ? Math.toIntExact(outputs(in)) : 0;
-    DataChecks.label(in.data(), label, classes, loss == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY, in.where(), true, ctx.err);
-    in.data().sparkSession().sparkContext().setJobDescription("spark-trainer: evaluate " + f.string("model"));
-    Map<String, Double> m = BatchInference.evaluate(in.data(), in.model(), in.features(), label,
-        f.integer("batch-size"), in.inputMap(), in.inputs() == null ? null : in.inputs().shapes());
+    DataChecks.label(
+        in.data(),
+        label,
+        classes,
+        loss == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY,
+        in.where(),
+        true,
+        ctx.err);
+    in.data()
+        .sparkSession()
+        .sparkContext()
+        .setJobDescription("spark-trainer: evaluate " + f.string("model"));
+    Map<String, Double> m =
+        BatchInference.evaluate(
+            in.data(),
+            in.model(),
+            in.features(),
+            label,
+            f.integer("batch-size"),
+            in.inputMap(),
+            in.inputs() == null ? null : in.inputs().shapes());
     Map<String, Object> json = new LinkedHashMap<>();
     json.put("loss", m.get("loss"));
     json.put("accuracy", m.get("accuracy"));
@@ -51,7 +77,9 @@ final class EvaluateCommand extends ModelCommand {
     String text = Json.value(json);
     ctx.out.println(text);
     if (f.given("output")) {
-      TrainCommand.write(f.string("output"), (text + "\n").getBytes(StandardCharsets.UTF_8),
+      TrainCommand.write(
+          f.string("output"),
+          (text + "\n").getBytes(StandardCharsets.UTF_8),
           ctx.spark().sparkContext().hadoopConfiguration());
     }
     return 0;
@@ -62,7 +90,10 @@ final class EvaluateCommand extends ModelCommand {
     Map<String, String> p = in.model().spec().toProperties();
     String o = p.get("outputs");
     if (o == null) {
-      throw new CliException("Cannot evaluate a model of type " + p.get("type") + ": its number of outputs is unknown");
+      throw new CliException(
+          "Cannot evaluate a model of type "
+              + p.get("type")
+              + ": its number of outputs is unknown");
     }
     return Long.parseLong(o);
   }

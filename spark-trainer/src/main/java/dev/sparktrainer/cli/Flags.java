@@ -20,9 +20,9 @@ import org.yaml.snakeyaml.error.YAMLException;
 /**
  * The flags of one command, parsed once into typed values: {@code --name value}, {@code
  * --name=value}, boolean switches, repeatable flags and positional arguments; then a YAML config
- * file ({@code --config}) with the same keys fills in what the command line did not set (the command
- * line wins), then defaults. Every problem is a {@link CliException} with one line naming the flag,
- * the value and what is expected.
+ * file ({@code --config}) with the same keys fills in what the command line did not set (the
+ * command line wins), then defaults. Every problem is a {@link CliException} with one line naming
+ * the flag, the value and what is expected.
  */
 final class Flags {
   /** Kinds of values, each with its parser and the words used in messages. */
@@ -42,7 +42,8 @@ final class Flags {
   }
 
   /** One flag: its name (without {@code --}), kind, metavariable, help and default. */
-  record Flag(String name, Kind kind, String meta, String help, String defaultValue, boolean required) {}
+  record Flag(
+      String name, Kind kind, String meta, String help, String defaultValue, boolean required) {}
 
   private final String command;
   private final Map<String, Flag> flags = new LinkedHashMap<>();
@@ -74,7 +75,9 @@ final class Flags {
     return flags.values();
   }
 
-  /** Parses the command line (after the command word); returns false if {@code --help} was asked. */
+  /**
+   * Parses the command line (after the command word); returns false if {@code --help} was asked.
+   */
   boolean parse(String[] args, Collection<String> knownElsewhere) {
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -83,8 +86,15 @@ final class Flags {
       }
       if (!a.startsWith("--") || a.equals("--")) {
         if (positional.size() >= positionalNames.size()) {
-          throw new CliException("Unexpected argument '" + a + "' for " + command + ": expected --flag value pairs"
-              + (positionalNames.isEmpty() ? "" : " after " + String.join(" ", positionalNames)));
+          throw new CliException(
+              "Unexpected argument '"
+                  + a
+                  + "' for "
+                  + command
+                  + ": expected --flag value pairs"
+                  + (positionalNames.isEmpty()
+                      ? ""
+                      : " after " + String.join(" ", positionalNames)));
         }
         positional.add(a);
         continue;
@@ -104,8 +114,12 @@ final class Flags {
         if (f.kind() == Kind.BOOL && (i + 1 >= args.length || !isBool(args[i + 1]))) {
           value = "true";
         } else if (i + 1 >= args.length || args[i + 1].startsWith("--")) {
-          throw new CliException("Missing value for --" + name + ": expected " + f.kind().expected
-              + (f.meta() == null ? "" : " (" + f.meta() + ")"));
+          throw new CliException(
+              "Missing value for --"
+                  + name
+                  + ": expected "
+                  + f.kind().expected
+                  + (f.meta() == null ? "" : " (" + f.meta() + ")"));
         } else {
           value = args[++i];
         }
@@ -125,9 +139,12 @@ final class Flags {
         best = candidate;
       }
     }
-    String hint = best != null && bestDistance <= Math.max(2, name.length() / 3) ? ": did you mean --" + best + "?"
-        : knownElsewhere.contains(name) ? ": it is not an option of " + command
-        : ": see spark-trainer " + command + " --help";
+    String hint =
+        best != null && bestDistance <= Math.max(2, name.length() / 3)
+            ? ": did you mean --" + best + "?"
+            : knownElsewhere.contains(name)
+                ? ": it is not an option of " + command
+                : ": see spark-trainer " + command + " --help";
     return new CliException("Unknown option --" + name + " for " + command + hint);
   }
 
@@ -137,10 +154,13 @@ final class Flags {
 
   /** {@code file}: the config file the value came from, null for the command line. */
   private void set(Flag f, String raw, String file) {
-    Object v = convert(f, raw, file == null ? "--" + f.name() : f.name(), file == null ? "" : " in " + file);
+    Object v =
+        convert(
+            f, raw, file == null ? "--" + f.name() : f.name(), file == null ? "" : " in " + file);
     if (f.kind() == Kind.LIST) {
       @SuppressWarnings("unchecked")
-      List<String> list = (List<String>) values.computeIfAbsent(f.name(), k -> new ArrayList<String>());
+      List<String> list =
+          (List<String>) values.computeIfAbsent(f.name(), k -> new ArrayList<String>());
       list.add((String) v);
     } else {
       values.put(f.name(), v);
@@ -169,21 +189,29 @@ final class Flags {
           return Boolean.parseBoolean(v);
         default:
           if (v.isEmpty()) {
-            throw new CliException("Invalid " + label + " ''" + where + ": expected " + f.kind().expected
-                + (f.meta() == null ? "" : " (" + f.meta() + ")"));
+            throw new CliException(
+                "Invalid "
+                    + label
+                    + " ''"
+                    + where
+                    + ": expected "
+                    + f.kind().expected
+                    + (f.meta() == null ? "" : " (" + f.meta() + ")"));
           }
           return v;
       }
     } catch (NumberFormatException e) {
-      throw new CliException("Invalid " + label + " '" + raw + "'" + where + ": expected " + f.kind().expected);
+      throw new CliException(
+          "Invalid " + label + " '" + raw + "'" + where + ": expected " + f.kind().expected);
     }
   }
 
   /**
-   * Fills in values from a YAML config file: a map whose keys are this command's flag names (without
-   * {@code --}); lists become comma-separated values (or repeated values for repeatable flags), a
-   * map under {@code conf} becomes {@code --conf key=value} entries. Keys of other commands are
-   * ignored (one file can serve train, evaluate and predict); any other key is an error.
+   * Fills in values from a YAML config file: a map whose keys are this command's flag names
+   * (without {@code --}); lists become comma-separated values (or repeated values for repeatable
+   * flags), a map under {@code conf} becomes {@code --conf key=value} entries. Keys of other
+   * commands are ignored (one file can serve train, evaluate and predict); any other key is an
+   * error.
    */
   void applyConfig(String file, Collection<String> knownElsewhere) {
     Object doc;
@@ -194,15 +222,18 @@ final class Flags {
     } catch (IOException e) {
       throw new CliException("Invalid --config '" + file + "': cannot read it: " + e.getMessage());
     } catch (YAMLException e) {
-      throw new CliException("Invalid --config '" + file + "': not valid YAML: "
-          + e.getMessage().replace('\n', ' '));
+      throw new CliException(
+          "Invalid --config '" + file + "': not valid YAML: " + e.getMessage().replace('\n', ' '));
     }
     if (doc == null) {
       return;
     }
     if (!(doc instanceof Map)) {
-      throw new CliException("Invalid --config '" + file + "': expected a map of option: value, got "
-          + doc.getClass().getSimpleName().toLowerCase(Locale.ROOT));
+      throw new CliException(
+          "Invalid --config '"
+              + file
+              + "': expected a map of option: value, got "
+              + doc.getClass().getSimpleName().toLowerCase(Locale.ROOT));
     }
     for (Map.Entry<?, ?> e : ((Map<?, ?>) doc).entrySet()) {
       String key = String.valueOf(e.getKey());
@@ -211,8 +242,16 @@ final class Flags {
         if (knownElsewhere.contains(key)) {
           continue;
         }
-        throw new CliException("Unknown key '" + key + "' in config file " + file + ": expected option names of "
-            + command + " without the dashes (see spark-trainer " + command + " --help)");
+        throw new CliException(
+            "Unknown key '"
+                + key
+                + "' in config file "
+                + file
+                + ": expected option names of "
+                + command
+                + " without the dashes (see spark-trainer "
+                + command
+                + " --help)");
       }
       if (sources.containsKey(key)) {
         continue; // the command line wins
@@ -241,7 +280,8 @@ final class Flags {
         }
         set(f, String.join(",", items), source);
       } else if (v instanceof Map) {
-        throw new CliException("Invalid " + key + " in " + file + ": expected " + f.kind().expected + ", got a map");
+        throw new CliException(
+            "Invalid " + key + " in " + file + ": expected " + f.kind().expected + ", got a map");
       } else {
         set(f, String.valueOf(v), source);
       }
@@ -252,17 +292,27 @@ final class Flags {
   void checkRequired() {
     for (Flag f : flags.values()) {
       if (f.required() && !values.containsKey(f.name())) {
-        throw new CliException("Missing --" + f.name() + " for " + command + ": expected " + f.help());
+        throw new CliException(
+            "Missing --" + f.name() + " for " + command + ": expected " + f.help());
       }
     }
     if (positional.size() < positionalNames.size()) {
-      throw new CliException("Missing " + positionalNames.get(positional.size()) + " for " + command
-          + ": usage: spark-trainer " + command + " " + String.join(" ", positionalNames) + " [options]");
+      throw new CliException(
+          "Missing "
+              + positionalNames.get(positional.size())
+              + " for "
+              + command
+              + ": usage: spark-trainer "
+              + command
+              + " "
+              + String.join(" ", positionalNames)
+              + " [options]");
     }
   }
 
   boolean has(String name) {
-    return values.containsKey(name) || (flags.get(name) != null && flags.get(name).defaultValue() != null);
+    return values.containsKey(name)
+        || (flags.get(name) != null && flags.get(name).defaultValue() != null);
   }
 
   boolean given(String name) {
@@ -335,17 +385,24 @@ final class Flags {
       } else {
         sb.append(" ".repeat(width - l.length()));
       }
-      String text = f.help() + (f.required() ? " (required)"
-          : f.defaultValue() != null ? " (default " + f.defaultValue() + ")" : "");
+      String text =
+          f.help()
+              + (f.required()
+                  ? " (required)"
+                  : f.defaultValue() != null ? " (default " + f.defaultValue() + ")" : "");
       sb.append("  ").append(wrap(text, 100 - width - 4, " ".repeat(width + 4))).append('\n');
     }
     sb.append("  --help").append(" ".repeat(Math.max(1, width - 6))).append("  this help\n");
-    sb.append("\nEvery option can also be given in a YAML file (--config FILE) under the same name without the\n"
-        + "dashes; options on the command line win.\n");
+    sb.append(
+        "\nEvery option can also be given in a YAML file (--config FILE) under the same name without the\n"
+            + "dashes; options on the command line win.\n");
     return sb.toString();
   }
 
-  /** Word-wraps {@code text} to {@code width} columns, continuation lines indented by {@code indent}. */
+  /**
+   * Word-wraps {@code text} to {@code width} columns, continuation lines indented by {@code
+   * indent}.
+   */
   static String wrap(String text, int width, String indent) {
     StringBuilder out = new StringBuilder();
     int col = 0;
@@ -364,7 +421,9 @@ final class Flags {
   }
 
   private static String label(Flag f) {
-    return "--" + f.name() + (f.kind() == Kind.BOOL ? "" : " " + (f.meta() == null ? "VALUE" : f.meta()));
+    return "--"
+        + f.name()
+        + (f.kind() == Kind.BOOL ? "" : " " + (f.meta() == null ? "VALUE" : f.meta()));
   }
 
   static int distance(String a, String b) {

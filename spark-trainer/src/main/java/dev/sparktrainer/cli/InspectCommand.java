@@ -6,22 +6,24 @@ import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.FeatureStatistics;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.ml.BatchInference;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import org.apache.spark.ml.linalg.Vector;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.StructField;
-import dev.sparktrainer.ml.BatchInference;
-import java.util.ArrayList;
-import java.util.Arrays;
 import scala.collection.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /** {@code inspect PATH}: a dataset's inferred schema, record count and first records. */
 final class InspectCommand extends Command {
   InspectCommand() {
-    super("inspect", "PATH [options]",
+    super(
+        "inspect",
+        "PATH [options]",
         "Shows a TFRecord (or Parquet) dataset: its files, the schema Spark infers, the number of records,\n"
             + "the first few records (long lists abbreviated) and each numeric feature's mean, std, min and max\n"
             + "(computed as train --normalize does: one distributed pass, the pipeline's own decoding).");
@@ -30,46 +32,88 @@ final class InspectCommand extends Command {
   @Override
   void define(Flags f) {
     f.positional("PATH");
-    f.add("format", Kind.STRING, "FORMAT", null, "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+    f.add(
+        "format",
+        Kind.STRING,
+        "FORMAT",
+        null,
+        "tfrecord or parquet (default: parquet if every file ends in .parquet)");
     f.add("records", Kind.INT, "N", "5", "how many records to show");
-    f.add("record-type", Kind.STRING, "TYPE", "Example", "TFRecord payload: Example, SequenceExample or ByteArray");
+    f.add(
+        "record-type",
+        Kind.STRING,
+        "TYPE",
+        "Example",
+        "TFRecord payload: Example, SequenceExample or ByteArray");
     f.add("no-count", Kind.BOOL, null, null, "do not count the records (a full scan)");
-    f.add("features", Kind.STRING, "COL[,COL...]", null, "columns to compute statistics of (default: every column of"
-        + " numbers, lists of numbers or ml Vectors)");
+    f.add(
+        "features",
+        Kind.STRING,
+        "COL[,COL...]",
+        null,
+        "columns to compute statistics of (default: every column of"
+            + " numbers, lists of numbers or ml Vectors)");
     f.add("no-stats", Kind.BOOL, null, null, "do not compute feature statistics (a full scan)");
   }
 
   @Override
   void validate(Flags f, CliContext ctx) {
     if (f.integer("records") < 0) {
-      throw new CliException("Invalid " + f.source("records") + " " + f.integer("records") + ": expected >= 0");
+      throw new CliException(
+          "Invalid " + f.source("records") + " " + f.integer("records") + ": expected >= 0");
     }
     String rt = f.string("record-type");
     if (!List.of("example", "sequenceexample", "bytearray").contains(rt.toLowerCase(Locale.ROOT))) {
-      throw new CliException("Invalid " + f.source("record-type") + " '" + rt
-          + "': expected Example, SequenceExample or ByteArray");
+      throw new CliException(
+          "Invalid "
+              + f.source("record-type")
+              + " '"
+              + rt
+              + "': expected Example, SequenceExample or ByteArray");
     }
-    DataChecks.list(DataChecks.paths(f.positional(0)), "PATH", f.given("format") ? f.string("format") : null,
+    DataChecks.list(
+        DataChecks.paths(f.positional(0)),
+        "PATH",
+        f.given("format") ? f.string("format") : null,
         ctx.hadoopConf());
   }
 
   @Override
   int run(Flags f, CliContext ctx) {
     String path = f.positional(0);
-    DataChecks.Files files = DataChecks.list(DataChecks.paths(path), "PATH", f.given("format") ? f.string("format")
-        : null, ctx.spark().sparkContext().hadoopConfiguration());
+    DataChecks.Files files =
+        DataChecks.list(
+            DataChecks.paths(path),
+            "PATH",
+            f.given("format") ? f.string("format") : null,
+            ctx.spark().sparkContext().hadoopConfiguration());
     Dataset<Row> df;
     try {
-      df = files.format() == DatasetSpec.Format.PARQUET
-          ? ctx.spark().read().parquet(DataChecks.paths(path).toArray(new String[0]))
-          : ctx.spark().read().format("tfrecord").option("recordType", f.string("record-type"))
-              .load(DataChecks.paths(path).toArray(new String[0]));
+      df =
+          files.format() == DatasetSpec.Format.PARQUET
+              ? ctx.spark().read().parquet(DataChecks.paths(path).toArray(new String[0]))
+              : ctx.spark()
+                  .read()
+                  .format("tfrecord")
+                  .option("recordType", f.string("record-type"))
+                  .load(DataChecks.paths(path).toArray(new String[0]));
     } catch (RuntimeException e) {
-      throw new CliException("Cannot read " + path + " as " + files.format().name().toLowerCase(Locale.ROOT) + ": "
-          + DataChecks.firstLine(e));
+      throw new CliException(
+          "Cannot read "
+              + path
+              + " as "
+              + files.format().name().toLowerCase(Locale.ROOT)
+              + ": "
+              + DataChecks.firstLine(e));
     }
-    ctx.out.printf(Locale.ROOT, "Path:    %s (%d %s file%s, %s)%n", path, files.files().size(),
-        files.format().name().toLowerCase(Locale.ROOT), files.files().size() == 1 ? "" : "s", bytes(files.bytes()));
+    ctx.out.printf(
+        Locale.ROOT,
+        "Path:    %s (%d %s file%s, %s)%n",
+        path,
+        files.files().size(),
+        files.format().name().toLowerCase(Locale.ROOT),
+        files.files().size() == 1 ? "" : "s",
+        bytes(files.bytes()));
     if (!f.bool("no-count")) {
       ctx.spark().sparkContext().setJobDescription("spark-trainer: inspect " + path);
       ctx.out.printf(Locale.ROOT, "Records: %d%n", df.count());
@@ -87,7 +131,10 @@ final class InspectCommand extends Command {
         StringBuilder sb = new StringBuilder("  {");
         StructField[] fields = df.schema().fields();
         for (int i = 0; i < fields.length; i++) {
-          sb.append(i == 0 ? "" : ", ").append(fields[i].name()).append(": ").append(show(r.get(i)));
+          sb.append(i == 0 ? "" : ", ")
+              .append(fields[i].name())
+              .append(": ")
+              .append(show(r.get(i)));
         }
         ctx.out.println(sb.append('}'));
       }
@@ -102,7 +149,8 @@ final class InspectCommand extends Command {
    * Each numeric feature value's mean, std, min and max, with {@link FeatureStatistics} over the
    * data planned as training plans it.
    */
-  private static void statistics(Flags f, CliContext ctx, DataChecks.Files files, Dataset<Row> df, String path) {
+  private static void statistics(
+      Flags f, CliContext ctx, DataChecks.Files files, Dataset<Row> df, String path) {
     List<DataChecks.FeatureArg> features = new ArrayList<>();
     if (f.given("features")) {
       features.addAll(DataChecks.features(f.string("features"), f.source("features")));
@@ -120,16 +168,24 @@ final class InspectCommand extends Command {
     FeatureStatistics st;
     try {
       long[][] shapes = DataChecks.featureShapes(df, features, path);
-      DatasetSpec.Builder spec = DatasetSpec.builder().optFormat(files.format()).setPaths(files.paths()).noLabel();
+      DatasetSpec.Builder spec =
+          DatasetSpec.builder().optFormat(files.format()).setPaths(files.paths()).noLabel();
       for (int i = 0; i < shapes.length; i++) {
         spec.addFeature(features.get(i).name(), shapes[i]);
       }
-      ctx.spark().sparkContext().setJobDescription("spark-trainer: inspect " + path + " (feature statistics)");
-      DatasetPlan plan = DatasetPlanner.plan(spec.build(), PipelineOptions.builder().optBatchSize(1).build(),
-          ctx.spark());
+      ctx.spark()
+          .sparkContext()
+          .setJobDescription("spark-trainer: inspect " + path + " (feature statistics)");
+      DatasetPlan plan =
+          DatasetPlanner.plan(
+              spec.build(), PipelineOptions.builder().optBatchSize(1).build(), ctx.spark());
       st = FeatureStatistics.compute(plan, ctx.spark());
-    } catch (Exception e) { // a CliException from the column checks, or a failed job (SparkException, thrown unchecked)
-      String why = "Cannot compute the feature statistics of " + path + ": " + DataChecks.firstLine(e);
+    } catch (
+        Exception
+            e) { // a CliException from the column checks, or a failed job (SparkException, thrown
+      // unchecked)
+      String why =
+          "Cannot compute the feature statistics of " + path + ": " + DataChecks.firstLine(e);
       if (f.given("features")) {
         throw new CliException(why);
       }
@@ -138,13 +194,20 @@ final class InspectCommand extends Command {
       return;
     }
     ctx.out.printf(Locale.ROOT, "Feature statistics (%d records):%n", st.count());
-    ctx.out.printf(Locale.ROOT, "  %-24s %14s %14s %14s %14s%n", "feature", "mean", "std", "min", "max");
+    ctx.out.printf(
+        Locale.ROOT, "  %-24s %14s %14s %14s %14s%n", "feature", "mean", "std", "min", "max");
     int at = 0;
     int[] widths = st.widths();
     for (int c = 0; c < widths.length; c++) {
       int shown = widths[c] <= STATS_PER_COLUMN + 1 ? widths[c] : STATS_PER_COLUMN;
       for (int j = 0; j < shown; j++) {
-        row(ctx, st.describe(at + j).replace("'", ""), st.mean(at + j), st.std(at + j), st.min(at + j), st.max(at + j));
+        row(
+            ctx,
+            st.describe(at + j).replace("'", ""),
+            st.mean(at + j),
+            st.std(at + j),
+            st.min(at + j),
+            st.max(at + j));
       }
       if (shown < widths[c]) { // the rest as one: their values pooled
         double mean = 0;
@@ -158,14 +221,20 @@ final class InspectCommand extends Command {
           lo = Math.min(lo, st.min(j));
           hi = Math.max(hi, st.max(j));
         }
-        row(ctx, st.names().get(c) + "[" + shown + ".." + (widths[c] - 1) + "]", mean,
-            Math.sqrt(Math.max(0, square - mean * mean)), lo, hi);
+        row(
+            ctx,
+            st.names().get(c) + "[" + shown + ".." + (widths[c] - 1) + "]",
+            mean,
+            Math.sqrt(Math.max(0, square - mean * mean)),
+            lo,
+            hi);
       }
       at += widths[c];
     }
   }
 
-  private static void row(CliContext ctx, String name, double mean, double std, double min, double max) {
+  private static void row(
+      CliContext ctx, String name, double mean, double std, double min, double max) {
     ctx.out.printf(Locale.ROOT, "  %-24s %14.6g %14.6g %14.6g %14.6g%n", name, mean, std, min, max);
   }
 

@@ -1,6 +1,7 @@
 package dev.sparktrainer.cli;
 
 import dev.sparktrainer.cli.Flags.Kind;
+import dev.sparktrainer.data.ImageAugment;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.IOException;
 import java.util.List;
@@ -9,7 +10,6 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import dev.sparktrainer.data.ImageAugment;
 
 /** What {@code evaluate} and {@code predict} share: a saved model, data, the feature columns. */
 abstract class ModelCommand extends Command {
@@ -18,21 +18,46 @@ abstract class ModelCommand extends Command {
   }
 
   void defineCommon(Flags f) {
-    f.required("model", Kind.STRING, "DIR", "a model directory written by train (DIR/model) or TrainedModel.save");
-    f.required("data", Kind.STRING, "PATH", "data: files, directories or globs, comma-separated (any Hadoop FS)");
-    f.add("features", Kind.STRING, "COL[,COL...]", null, "feature column(s) (default: those the model was trained on)");
-    f.add("format", Kind.STRING, "FORMAT", null, "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+    f.required(
+        "model",
+        Kind.STRING,
+        "DIR",
+        "a model directory written by train (DIR/model) or TrainedModel.save");
+    f.required(
+        "data",
+        Kind.STRING,
+        "PATH",
+        "data: files, directories or globs, comma-separated (any Hadoop FS)");
+    f.add(
+        "features",
+        Kind.STRING,
+        "COL[,COL...]",
+        null,
+        "feature column(s) (default: those the model was trained on)");
+    f.add(
+        "format",
+        Kind.STRING,
+        "FORMAT",
+        null,
+        "tfrecord or parquet (default: parquet if every file ends in .parquet)");
     f.add("batch-size", Kind.INT, "ROWS", "256", "rows per inference batch");
   }
 
   @Override
   void validate(Flags f, CliContext ctx) {
     if (f.integer("batch-size") < 1) {
-      throw new CliException("Invalid " + f.source("batch-size") + " " + f.integer("batch-size")
-          + ": expected at least 1");
+      throw new CliException(
+          "Invalid "
+              + f.source("batch-size")
+              + " "
+              + f.integer("batch-size")
+              + ": expected at least 1");
     }
     checkModelDir(f.string("model"), ctx.hadoopConf());
-    DataChecks.list(DataChecks.paths(f.string("data")), f.source("data"), f.given("format") ? f.string("format") : null,
+    DataChecks.list(
+        DataChecks.paths(f.string("data")),
+        f.source("data"),
+        f.given("format") ? f.string("format") : null,
         ctx.hadoopConf());
   }
 
@@ -45,15 +70,26 @@ abstract class ModelCommand extends Command {
       }
       if (!fs.exists(new Path(d, "model.properties")) || !fs.exists(new Path(d, "model.params"))) {
         if (fs.exists(new Path(d, "model/model.params"))) {
-          throw new CliException("No model at " + dir + " (--model): it is a training output directory; use "
-              + new Path(d, "model"));
+          throw new CliException(
+              "No model at "
+                  + dir
+                  + " (--model): it is a training output directory; use "
+                  + new Path(d, "model"));
         }
-        throw new CliException("No model at " + dir + " (--model): expected model.properties and model.params"
-            + " (the model/ directory written by train)");
+        throw new CliException(
+            "No model at "
+                + dir
+                + " (--model): expected model.properties and model.params"
+                + " (the model/ directory written by train)");
       }
       if (!fs.exists(new Path(d, TrainedModel.MARKER))) {
-        throw new CliException("No complete model at " + dir + " (--model): " + TrainedModel.MARKER + " is missing"
-            + " (a save that did not finish, or a model saved by a spark-trainer version before completion markers)");
+        throw new CliException(
+            "No complete model at "
+                + dir
+                + " (--model): "
+                + TrainedModel.MARKER
+                + " is missing"
+                + " (a save that did not finish, or a model saved by a spark-trainer version before completion markers)");
       }
     } catch (IOException e) {
       throw new CliException("Cannot read --model " + dir + ": " + e.getMessage());
@@ -61,8 +97,16 @@ abstract class ModelCommand extends Command {
   }
 
   /** The loaded model, the data and the feature columns to use, all checked. */
-  record Input(TrainedModel model, ModelInputs inputs, Dataset<Row> data, List<String> features, String where) {
-    /** The per-channel normalization the model was trained with (train --augment normalize:...), or null. */
+  record Input(
+      TrainedModel model,
+      ModelInputs inputs,
+      Dataset<Row> data,
+      List<String> features,
+      String where) {
+    /**
+     * The per-channel normalization the model was trained with (train --augment normalize:...), or
+     * null.
+     */
     ImageAugment inputMap() {
       return inputs == null ? null : inputs.inputMap(features);
     }
@@ -75,20 +119,31 @@ abstract class ModelCommand extends Command {
     ModelInputs inputs = ModelInputs.load(dir, conf);
     List<String> features;
     if (f.given("features")) {
-      features = DataChecks.features(f.string("features"), f.source("features")).stream()
-          .map(DataChecks.FeatureArg::name).toList();
+      features =
+          DataChecks.features(f.string("features"), f.source("features")).stream()
+              .map(DataChecks.FeatureArg::name)
+              .toList();
     } else if (inputs != null) {
       features = inputs.featureNames();
     } else {
-      throw new CliException("Missing --features for " + name + ": the model at " + dir
-          + " does not record its feature columns (it was not written by train)");
+      throw new CliException(
+          "Missing --features for "
+              + name
+              + ": the model at "
+              + dir
+              + " does not record its feature columns (it was not written by train)");
     }
-    DataChecks.Files files = DataChecks.list(DataChecks.paths(f.string("data")), f.source("data"),
-        f.given("format") ? f.string("format") : null, conf);
+    DataChecks.Files files =
+        DataChecks.list(
+            DataChecks.paths(f.string("data")),
+            f.source("data"),
+            f.given("format") ? f.string("format") : null,
+            conf);
     Dataset<Row> df = DataChecks.read(ctx.spark(), files, f.source("data"));
     String where = f.string("data");
-    long[][] shapes = DataChecks.featureShapes(df, features.stream()
-        .map(n -> new DataChecks.FeatureArg(n, null)).toList(), where);
+    long[][] shapes =
+        DataChecks.featureShapes(
+            df, features.stream().map(n -> new DataChecks.FeatureArg(n, null)).toList(), where);
     var expected = model.spec().inputShapes();
     long total = 0;
     for (long[] s : shapes) {
@@ -103,8 +158,17 @@ abstract class ModelCommand extends Command {
       want += s.size();
     }
     if (total != want) {
-      throw new CliException("The feature columns " + features + " of " + where + " hold " + total
-          + " values per record: the model at " + dir + " expects " + want);
+      throw new CliException(
+          "The feature columns "
+              + features
+              + " of "
+              + where
+              + " hold "
+              + total
+              + " values per record: the model at "
+              + dir
+              + " expects "
+              + want);
     }
     return new Input(model, inputs, df, features, where);
   }

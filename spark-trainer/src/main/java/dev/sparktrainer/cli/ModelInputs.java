@@ -1,5 +1,8 @@
 package dev.sparktrainer.cli;
 
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.ml.SpecStrings;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.ArrayList;
@@ -8,15 +11,13 @@ import java.util.Properties;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.ml.SpecStrings;
-import java.io.ByteArrayOutputStream;
 
 /**
- * {@code inputs.properties} next to a model written by {@code train}: the feature columns with their
- * shapes, the label column, the data format, the number of classes and the per-channel normalization
- * of image features ({@code train --augment normalize:...}, or null) — so {@code evaluate} and {@code
- * predict} need only {@code --model} and {@code --data}, and feed the model what it was trained on.
+ * {@code inputs.properties} next to a model written by {@code train}: the feature columns with
+ * their shapes, the label column, the data format, the number of classes and the per-channel
+ * normalization of image features ({@code train --augment normalize:...}, or null) — so {@code
+ * evaluate} and {@code predict} need only {@code --model} and {@code --data}, and feed the model
+ * what it was trained on.
  */
 record ModelInputs(String features, String label, String format, int numClasses, String normalize) {
   static final String FILE = "inputs.properties";
@@ -38,7 +39,9 @@ record ModelInputs(String features, String label, String format, int numClasses,
     return out.toByteArray();
   }
 
-  /** What {@link #save} wrote, or null if the directory has no such file (a model saved by the API). */
+  /**
+   * What {@link #save} wrote, or null if the directory has no such file (a model saved by the API).
+   */
   static ModelInputs load(String modelDir, Configuration conf) throws IOException {
     Path f = new Path(modelDir, FILE);
     FileSystem fs = f.getFileSystem(conf);
@@ -49,21 +52,30 @@ record ModelInputs(String features, String label, String format, int numClasses,
     try (InputStream in = fs.open(f)) {
       p.load(in);
     }
-    return new ModelInputs(p.getProperty("features"), p.getProperty("label"), p.getProperty("format", "tfrecord"),
-        Integer.parseInt(p.getProperty("numClasses", "0")), p.getProperty("normalize"));
+    return new ModelInputs(
+        p.getProperty("features"),
+        p.getProperty("label"),
+        p.getProperty("format", "tfrecord"),
+        Integer.parseInt(p.getProperty("numClasses", "0")),
+        p.getProperty("normalize"));
   }
 
   /**
-   * The normalization evaluate and predict apply to the feature columns, or null; {@code columns} are
-   * the feature columns used (the recorded ones unless --features named others).
+   * The normalization evaluate and predict apply to the feature columns, or null; {@code columns}
+   * are the feature columns used (the recorded ones unless --features named others).
    */
   ImageAugment inputMap(List<String> columns) {
     if (normalize == null) {
       return null;
     }
     if (!columns.equals(featureNames())) {
-      throw new CliException("The model was trained on " + featureNames() + " normalized per channel (" + normalize
-          + "): evaluate and predict need those feature columns, not " + columns);
+      throw new CliException(
+          "The model was trained on "
+              + featureNames()
+              + " normalized per channel ("
+              + normalize
+              + "): evaluate and predict need those feature columns, not "
+              + columns);
     }
     return ImageAugment.parse(normalize, ImageAugment.Layout.CHW);
   }

@@ -33,7 +33,9 @@ final class Outputs {
     try {
       Class<?> configurator = Class.forName("org.apache.logging.log4j.core.config.Configurator");
       Class<?> level = Class.forName("org.apache.logging.log4j.Level");
-      configurator.getMethod("setLevel", String.class, level).invoke(null, logger, level.getField("WARN").get(null));
+      configurator
+          .getMethod("setLevel", String.class, level)
+          .invoke(null, logger, level.getField("WARN").get(null));
     } catch (ReflectiveOperationException | LinkageError e) {
       // another logging backend: its configuration decides
     }

@@ -1,5 +1,6 @@
 package dev.sparktrainer.cli;
 
+import dev.sparktrainer.train.TrainingFailedException;
 import java.io.File;
 import java.io.PrintStream;
 import java.net.URISyntaxException;
@@ -16,7 +17,6 @@ import org.apache.logging.log4j.Level;
 import org.apache.logging.log4j.core.config.Configurator;
 import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
-import dev.sparktrainer.train.TrainingFailedException;
 
 /**
  * The command line: {@code spark-trainer COMMAND [options]} with commands {@code train}, {@code
@@ -28,15 +28,17 @@ import dev.sparktrainer.train.TrainingFailedException;
  * --master spark://...} (or yarn, k8s://...) outside spark-submit it checks the options, then hands
  * the same command to {@code $SPARK_HOME/bin/spark-submit} with the shaded jar.
  *
- * <p>Exit codes: 0 success, 1 failure while running (the message names the cause), 2 bad input:
- * an unknown option, a missing column, a column of the wrong type, a path without data, labels that
- * do not match {@code --num-classes}... — one line on stderr, before Spark starts any job.
+ * <p>Exit codes: 0 success, 1 failure while running (the message names the cause), 2 bad input: an
+ * unknown option, a missing column, a column of the wrong type, a path without data, labels that do
+ * not match {@code --num-classes}... — one line on stderr, before Spark starts any job.
  */
 public final class SparkTrainerCli {
   /** Success. */
   public static final int EXIT_OK = 0;
+
   /** The command failed while running. */
   public static final int EXIT_FAILURE = 1;
+
   /** Bad input: nothing was run. */
   public static final int EXIT_USAGE = 2;
 
@@ -56,8 +58,13 @@ public final class SparkTrainerCli {
     this.out = out;
     this.err = err;
     this.env = env;
-    for (Command c : List.of(new TrainCommand(), new EvaluateCommand(), new PredictCommand(), new InspectCommand(),
-        new ConvertCommand())) {
+    for (Command c :
+        List.of(
+            new TrainCommand(),
+            new EvaluateCommand(),
+            new PredictCommand(),
+            new InspectCommand(),
+            new ConvertCommand())) {
       commands.put(c.name, c);
     }
   }
@@ -66,9 +73,12 @@ public final class SparkTrainerCli {
     int code = new SparkTrainerCli(System.out, System.err, System.getenv()).run(args);
     System.out.flush();
     if (code == EXIT_OK && underSparkSubmit()) {
-      // Success under spark-submit is a normal return: YARN's cluster-mode ApplicationMaster reports an
-      // application whose main calls System.exit, even System.exit(0), as FAILED ("Shutdown hook called
-      // before final status was reported"). run() has stopped the session it started (YarnTrainingIT).
+      // Success under spark-submit is a normal return: YARN's cluster-mode ApplicationMaster
+      // reports an
+      // application whose main calls System.exit, even System.exit(0), as FAILED ("Shutdown hook
+      // called
+      // before final status was reported"). run() has stopped the session it started
+      // (YarnTrainingIT).
       return;
     }
     System.exit(code);
@@ -82,7 +92,10 @@ public final class SparkTrainerCli {
     if (System.getProperty("java.awt.headless") == null) {
       System.setProperty("java.awt.headless", "true");
     }
-    if (args.length == 0 || args[0].equals("--help") || args[0].equals("-h") || args[0].equals("help")) {
+    if (args.length == 0
+        || args[0].equals("--help")
+        || args[0].equals("-h")
+        || args[0].equals("help")) {
       (args.length == 0 ? err : out).print(usage());
       return args.length == 0 ? EXIT_USAGE : EXIT_OK;
     }
@@ -92,8 +105,15 @@ public final class SparkTrainerCli {
     }
     Command command = commands.get(args[0]);
     if (command == null) {
-      return fail(EXIT_USAGE, "Unknown command '" + args[0] + "': expected one of " + String.join(", ",
-          commands.keySet()) + " (spark-trainer --help)", null, false);
+      return fail(
+          EXIT_USAGE,
+          "Unknown command '"
+              + args[0]
+              + "': expected one of "
+              + String.join(", ", commands.keySet())
+              + " (spark-trainer --help)",
+          null,
+          false);
     }
     Flags flags = command.flags();
     boolean verbose = Arrays.asList(args).contains("--verbose");
@@ -110,7 +130,8 @@ public final class SparkTrainerCli {
       flags.checkRequired();
       for (String c : flags.list("conf")) {
         if (c.indexOf('=') <= 0) {
-          throw new CliException("Invalid --conf '" + c + "': expected KEY=VALUE (e.g. spark.executor.memory=4g)");
+          throw new CliException(
+              "Invalid --conf '" + c + "': expected KEY=VALUE (e.g. spark.executor.memory=4g)");
         }
       }
       Flags f = flags;
@@ -127,7 +148,8 @@ public final class SparkTrainerCli {
       return fail(EXIT_FAILURE, failure(e), e, verbose);
     } finally {
       if (ctx != null && ctx.ownsSession()) {
-        ctx.spark().stop(); // under spark-submit too: main then returns (see main) with nothing running
+        ctx.spark()
+            .stop(); // under spark-submit too: main then returns (see main) with nothing running
       }
     }
   }
@@ -142,10 +164,13 @@ public final class SparkTrainerCli {
     return code;
   }
 
-  /** The most telling message of a failure: the root cause, with what wrapped it if that says more. */
+  /**
+   * The most telling message of a failure: the root cause, with what wrapped it if that says more.
+   */
   static String failure(Throwable e) {
     if (e instanceof TrainingFailedException) {
-      return DataChecks.firstLine(e); // leads with the failed task's own error (rank, peer, address)
+      return DataChecks.firstLine(
+          e); // leads with the failed task's own error (rank, peer, address)
     }
     if (!(e instanceof SparkException) && e.getCause() instanceof SparkException) {
       // The trainer's own error about a failed Spark job (a task failure it would not retry): its
@@ -189,8 +214,10 @@ public final class SparkTrainerCli {
     }
     if (!underSparkSubmit()) {
       int cores = Runtime.getRuntime().availableProcessors();
-      String master = f.given("master") ? f.string("master")
-          : "local[" + Math.max(command.slots(f), cores) + "]";
+      String master =
+          f.given("master")
+              ? f.string("master")
+              : "local[" + Math.max(command.slots(f), cores) + "]";
       b.master(master)
           .config("spark.driver.host", "127.0.0.1")
           .config("spark.driver.bindAddress", "127.0.0.1")
@@ -198,11 +225,13 @@ public final class SparkTrainerCli {
           .config("spark.sql.shuffle.partitions", String.valueOf(Math.max(2, command.slots(f))));
     }
     // Spark's cleaner removes a collected broadcast from every executor and, by default, waits for
-    // each reply (up to spark.rpc.askTimeout, 120 s), and stopping the context waits for it: after a
+    // each reply (up to spark.rpc.askTimeout, 120 s), and stopping the context waits for it: after
+    // a
     // training failure caused by a frozen executor the driver would hang that long before exiting.
     // Without the wait, cleanup is the same and a failed run ends at once. A user's setting wins.
     if (System.getProperty(CLEANER_BLOCKING) == null
-        && f.list("conf").stream().noneMatch(c -> c.substring(0, c.indexOf('=')).trim().equals(CLEANER_BLOCKING))) {
+        && f.list("conf").stream()
+            .noneMatch(c -> c.substring(0, c.indexOf('=')).trim().equals(CLEANER_BLOCKING))) {
       b.config(CLEANER_BLOCKING, "false");
     }
     for (String c : f.list("conf")) {
@@ -213,7 +242,8 @@ public final class SparkTrainerCli {
     if (!f.bool("verbose")) {
       spark.sparkContext().setLogLevel("WARN");
     } else {
-      // What bin/log4j2.properties keeps off the console (the ring's per-link lines, Spark's notices).
+      // What bin/log4j2.properties keeps off the console (the ring's per-link lines, Spark's
+      // notices).
       Configurator.setLevel("dev.sparktrainer.collective", Level.INFO);
       Configurator.setLevel("org.apache.spark.util.SparkStringUtils", Level.WARN);
     }
@@ -251,8 +281,12 @@ public final class SparkTrainerCli {
         cmd.add(a);
       }
     }
-    err.println("Submitting to " + flags.string("master") + ": "
-        + String.join(" ", cmd.stream().map(a -> a.contains(" ") ? "'" + a + "'" : a).toList()));
+    err.println(
+        "Submitting to "
+            + flags.string("master")
+            + ": "
+            + String.join(
+                " ", cmd.stream().map(a -> a.contains(" ") ? "'" + a + "'" : a).toList()));
     ProcessBuilder pb = new ProcessBuilder(cmd).inheritIO();
     Process p = pb.start();
     return p.waitFor();
@@ -265,8 +299,11 @@ public final class SparkTrainerCli {
       if (f.canExecute()) {
         return f.getPath();
       }
-      throw new CliException("SPARK_HOME=" + home + " has no executable bin/spark-submit: expected a Spark"
-          + " installation (to submit to --master)");
+      throw new CliException(
+          "SPARK_HOME="
+              + home
+              + " has no executable bin/spark-submit: expected a Spark"
+              + " installation (to submit to --master)");
     }
     String path = env.getOrDefault("PATH", "");
     for (String dir : path.split(File.pathSeparator)) {
@@ -275,35 +312,49 @@ public final class SparkTrainerCli {
         return f.getPath();
       }
     }
-    throw new CliException("--master needs Spark's spark-submit: set SPARK_HOME or put spark-submit on the PATH"
-        + " (or leave out --master to run on the embedded local Spark)");
+    throw new CliException(
+        "--master needs Spark's spark-submit: set SPARK_HOME or put spark-submit on the PATH"
+            + " (or leave out --master to run on the embedded local Spark)");
   }
 
-  /** The shaded jar: SPARK_TRAINER_JAR, this jar if it is the shaded one, or the one built next to it. */
+  /**
+   * The shaded jar: SPARK_TRAINER_JAR, this jar if it is the shaded one, or the one built next to
+   * it.
+   */
   private String shadedJar() {
     String explicit = env.get("SPARK_TRAINER_JAR");
     if (explicit != null && !explicit.isBlank()) {
       if (!new File(explicit).isFile()) {
-        throw new CliException("SPARK_TRAINER_JAR=" + explicit + " is not a file: expected the shaded"
-            + " spark-trainer-<version>-all.jar");
+        throw new CliException(
+            "SPARK_TRAINER_JAR="
+                + explicit
+                + " is not a file: expected the shaded"
+                + " spark-trainer-<version>-all.jar");
       }
       return explicit;
     }
     try {
-      File self = new File(SparkTrainerCli.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+      File self =
+          new File(
+              SparkTrainerCli.class.getProtectionDomain().getCodeSource().getLocation().toURI());
       if (self.isFile() && self.getName().endsWith("-all.jar")) {
         return self.getPath();
       }
-      File dir = self.isFile() ? self.getParentFile() : self.getParentFile(); // target/ for target/classes
-      File[] found = dir == null ? null : dir.listFiles((d, n) -> n.startsWith("spark-trainer-") && n.endsWith("-all.jar"));
+      File dir =
+          self.isFile() ? self.getParentFile() : self.getParentFile(); // target/ for target/classes
+      File[] found =
+          dir == null
+              ? null
+              : dir.listFiles((d, n) -> n.startsWith("spark-trainer-") && n.endsWith("-all.jar"));
       if (found != null && found.length > 0) {
         return found[0].getPath();
       }
     } catch (URISyntaxException | SecurityException | NullPointerException e) {
       LOG.log(System.Logger.Level.DEBUG, "Cannot locate this jar: " + e);
     }
-    throw new CliException("No shaded jar to submit: build it (mvn -pl spark-trainer -am package -DskipTests)"
-        + " or set SPARK_TRAINER_JAR to spark-trainer-<version>-all.jar");
+    throw new CliException(
+        "No shaded jar to submit: build it (mvn -pl spark-trainer -am package -DskipTests)"
+            + " or set SPARK_TRAINER_JAR to spark-trainer-<version>-all.jar");
   }
 
   private static String version() {
@@ -314,22 +365,29 @@ public final class SparkTrainerCli {
   /** The overview printed by {@code --help}. */
   String usage() {
     StringBuilder sb = new StringBuilder();
-    sb.append("Usage: spark-trainer COMMAND [options]   (spark-trainer COMMAND --help for its options)\n\n");
-    sb.append("Distributed deep-learning training on Spark (synchronous data parallelism, DJL/PyTorch).\n\n");
+    sb.append(
+        "Usage: spark-trainer COMMAND [options]   (spark-trainer COMMAND --help for its options)\n\n");
+    sb.append(
+        "Distributed deep-learning training on Spark (synchronous data parallelism, DJL/PyTorch).\n\n");
     sb.append("Commands:\n");
-    Map<String, String> summaries = Map.of(
-        "train", "train a model with N synchronous workers: model, metrics.json, TensorBoard logs, plot",
-        "evaluate", "loss and accuracy of a trained model on labelled data, as JSON",
-        "predict", "distributed batch inference: Parquet with prediction and probability columns",
-        "inspect", "a TFRecord dataset's schema, record count and first records",
-        "convert", "CSV or Parquet to sharded TFRecord files (optionally a train/test split)");
+    Map<String, String> summaries =
+        Map.of(
+            "train",
+                "train a model with N synchronous workers: model, metrics.json, TensorBoard logs, plot",
+            "evaluate", "loss and accuracy of a trained model on labelled data, as JSON",
+            "predict",
+                "distributed batch inference: Parquet with prediction and probability columns",
+            "inspect", "a TFRecord dataset's schema, record count and first records",
+            "convert", "CSV or Parquet to sharded TFRecord files (optionally a train/test split)");
     for (Command c : commands.values()) {
-      sb.append(String.format(Locale.ROOT, "  %-9s %s%n", c.name, summaries.getOrDefault(c.name, "")));
+      sb.append(
+          String.format(Locale.ROOT, "  %-9s %s%n", c.name, summaries.getOrDefault(c.name, "")));
     }
-    sb.append("\nWithout --master every command runs on an embedded local Spark in this process (CPU);\n"
-        + "with --master spark://HOST:PORT (or yarn, k8s://...) it is submitted through spark-submit.\n"
-        + "Options can also come from a YAML file: --config FILE (same names without dashes; flags win).\n"
-        + "Exit codes: 0 success, 1 failure while running, 2 bad input (nothing was run).\n");
+    sb.append(
+        "\nWithout --master every command runs on an embedded local Spark in this process (CPU);\n"
+            + "with --master spark://HOST:PORT (or yarn, k8s://...) it is submitted through spark-submit.\n"
+            + "Options can also come from a YAML file: --config FILE (same names without dashes; flags win).\n"
+            + "Exit codes: 0 success, 1 failure while running, 2 bad input (nothing was run).\n");
     return new String(sb.toString().getBytes(StandardCharsets.UTF_8), StandardCharsets.UTF_8);
   }
 }

@@ -1,5 +1,6 @@
 package dev.sparktrainer.collective;
 
+import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.SocketTimeoutException;
@@ -10,7 +11,6 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.util.function.Consumer;
-import java.io.Closeable;
 
 /**
  * A plain TCP link: a non-blocking channel with one selector per direction, so reads and writes
@@ -24,8 +24,10 @@ final class ChannelLink extends Link {
   private final Selector writeSelector;
   private final ByteBuffer[] pair = new ByteBuffer[2];
   private volatile boolean aborted;
+
   /** Selector waits, per direction (each counted by its one thread); for tests. */
   long readWaits;
+
   long writeWaits;
 
   ChannelLink(SocketChannel ch, int peerRank, String peerAddress) throws IOException {

@@ -14,7 +14,12 @@ public class CollectiveException extends RuntimeException {
   private final String operation;
 
   CollectiveException(
-      String message, int rank, int peerRank, String peerAddress, String operation, Throwable cause) {
+      String message,
+      int rank,
+      int peerRank,
+      String peerAddress,
+      String operation,
+      Throwable cause) {
     super(message, cause);
     this.rank = rank;
     this.peerRank = peerRank;

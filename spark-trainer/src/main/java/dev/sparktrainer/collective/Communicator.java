@@ -16,10 +16,10 @@ import javax.net.ssl.SSLContext;
  * the same host carry their data through shared memory unless {@link Builder#optSharedMemory} says
  * otherwise or TLS is on ({@link #rightTransport()}, {@link #leftTransport()}).
  *
- * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to the
- * right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link RingListener},
- * both authenticated with the {@link JobSecret}. Afterwards the ring and its buffers are reused by
- * every operation: the steady-state per-step path allocates nothing.
+ * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to
+ * the right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link
+ * RingListener}, both authenticated with the {@link JobSecret}. Afterwards the ring and its buffers
+ * are reused by every operation: the steady-state per-step path allocates nothing.
  *
  * <p>All ranks must call the same operations in the same order with buffers of the same size; a
  * mismatch is detected from the frame headers and fails with a clear error. Every operation has a
@@ -58,8 +58,10 @@ public final class Communicator implements AutoCloseable {
   private final int rejectedConnections;
   private final Link left;
   private final Link right;
+
   /** Null with one rank. */
   private final FrameChannel channel;
+
   private final Operands operands = new Operands();
   private final RingAllReduce ringAllReduce;
   private final SmallAllReduce smallAllReduce;
@@ -93,7 +95,8 @@ public final class Communicator implements AutoCloseable {
     this.channel =
         links == null
             ? null
-            : new FrameChannel(rank, left, right, config.secret.jobId(), config.chunkBytes, operationTimeoutNanos);
+            : new FrameChannel(
+                rank, left, right, config.secret.jobId(), config.chunkBytes, operationTimeoutNanos);
     RingContext ctx = new RingContext(rank, size, config.chunkBytes, channel);
     this.ringAllReduce = new RingAllReduce(ctx, config.wirePrecision);
     this.allGather = new RingAllGather(ctx);
@@ -101,11 +104,15 @@ public final class Communicator implements AutoCloseable {
     this.broadcast = new RingBroadcast(ctx);
     this.barrier = new RingBarrier(ctx, smallAllReduce);
     if (channel != null) {
-      channel.start(); // last: a failure above leaves no thread behind (the builder aborts the links)
+      channel
+          .start(); // last: a failure above leaves no thread behind (the builder aborts the links)
     }
   }
 
-  /** A builder: {@code setRank}, {@code setPeers}, {@code setSecret} and (N > 1) {@code setListener}. */
+  /**
+   * A builder: {@code setRank}, {@code setPeers}, {@code setSecret} and (N > 1) {@code
+   * setListener}.
+   */
   public static Builder builder() {
     return new Builder();
   }
@@ -141,7 +148,9 @@ public final class Communicator implements AutoCloseable {
   // ---------------------------------------------------------------------------------------------
   // all-reduce
 
-  /** Reduces {@code data} element-wise across ranks, in place; every rank ends with identical bits. */
+  /**
+   * Reduces {@code data} element-wise across ranks, in place; every rank ends with identical bits.
+   */
   public void allReduce(float[] data, ReduceOp op) {
     allReduce(data, 0, data.length, op);
   }
@@ -190,8 +199,8 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Reduces the elements between {@code buffer}'s position and limit in place, without copying them
-   * (a direct buffer goes to the socket as is). Position and limit are left unchanged; the byte count
-   * must be a multiple of the element size.
+   * (a direct buffer goes to the socket as is). Position and limit are left unchanged; the byte
+   * count must be a multiple of the element size.
    */
   public void allReduce(ByteBuffer buffer, ElementType type, ReduceOp op) {
     Objects.requireNonNull(type, "type");
@@ -216,7 +225,8 @@ public final class Communicator implements AutoCloseable {
   }
 
   /** Small messages take the latency-optimal path, the rest the bandwidth-optimal ring. */
-  private void reduce(ByteBuffer buf, int base, int count, ElementType type, ReduceOp op) throws IOException {
+  private void reduce(ByteBuffer buf, int base, int count, ElementType type, ReduceOp op)
+      throws IOException {
     Objects.requireNonNull(op, "op");
     if (size == 1) {
       return; // the sum, min, max and mean of one value is that value
@@ -340,16 +350,33 @@ public final class Communicator implements AutoCloseable {
   private void begin(String name, ElementType type, ReduceOp op, long count) {
     if (!busy.compareAndSet(false, true)) {
       throw new IllegalStateException(
-          "rank " + rank + ": " + name + " called while " + opName + " is running: a Communicator"
+          "rank "
+              + rank
+              + ": "
+              + name
+              + " called while "
+              + opName
+              + " is running: a Communicator"
               + " runs one operation at a time");
     }
     CollectiveException f = failure;
     if (f != null) {
       busy.set(false);
       throw new CollectiveException(
-          "rank " + rank + " of " + size + ": " + name + " on a communicator broken by an earlier"
-              + " failure: " + f.getMessage(),
-          rank, f.peerRank(), f.peerAddress(), name, f);
+          "rank "
+              + rank
+              + " of "
+              + size
+              + ": "
+              + name
+              + " on a communicator broken by an earlier"
+              + " failure: "
+              + f.getMessage(),
+          rank,
+          f.peerRank(),
+          f.peerAddress(),
+          name,
+          f);
     }
     if (closed) {
       busy.set(false);
@@ -381,9 +408,12 @@ public final class Communicator implements AutoCloseable {
     return sb.toString();
   }
 
-  /** Turns any failure inside an operation into the exception the caller sees, and breaks the ring. */
+  /**
+   * Turns any failure inside an operation into the exception the caller sees, and breaks the ring.
+   */
   private RuntimeException fail(Exception e) {
-    if (e instanceof IllegalArgumentException || e instanceof NullPointerException
+    if (e instanceof IllegalArgumentException
+        || e instanceof NullPointerException
         || e instanceof IndexOutOfBoundsException) {
       return (RuntimeException) e; // bad arguments: nothing was sent, the ring is intact
     }
@@ -406,8 +436,14 @@ public final class Communicator implements AutoCloseable {
       detail = e.getMessage();
       long unsent = channel == null ? 0 : channel.unsent();
       if (peer == left && unsent > 0) {
-        detail += "; meanwhile " + unsent + " frame(s) to rank " + right.peerRank + " at " + right.peerAddress
-            + " were not accepted (is it reading?)";
+        detail +=
+            "; meanwhile "
+                + unsent
+                + " frame(s) to rank "
+                + right.peerRank
+                + " at "
+                + right.peerAddress
+                + " were not accepted (is it reading?)";
       }
     } else {
       detail = e.toString();
@@ -450,11 +486,15 @@ public final class Communicator implements AutoCloseable {
     }
     try {
       if (!channel.close(10_000)) {
-        LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": the sender thread did not stop within 10 s");
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "rank " + rank + ": the sender thread did not stop within 10 s");
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      LOG.log(System.Logger.Level.WARNING, "rank " + rank + ": interrupted while stopping the sender thread");
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "rank " + rank + ": interrupted while stopping the sender thread");
     }
   }
 
@@ -469,9 +509,9 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
-   * Connections this rank's listener dropped while forming the ring: callers that did not prove
-   * the job secret, including those still silent when the ring formed (the first 10 logged with
-   * their remote address and why, the rest counted in one line).
+   * Connections this rank's listener dropped while forming the ring: callers that did not prove the
+   * job secret, including those still silent when the ring formed (the first 10 logged with their
+   * remote address and why, the rest counted in one line).
    */
   public int rejectedConnections() {
     return rejectedConnections;
@@ -499,9 +539,9 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
-   * How many times this rank's threads have blocked in a selector (plain and shared-memory links), for tests: the JDK's
-   * epoll selector boxes the descriptor of every ready key, 16 bytes each once descriptors exceed 127,
-   * so that much allocation per wait is the JDK's, not this package's.
+   * How many times this rank's threads have blocked in a selector (plain and shared-memory links),
+   * for tests: the JDK's epoll selector boxes the descriptor of every ready key, 16 bytes each once
+   * descriptors exceed 127, so that much allocation per wait is the JDK's, not this package's.
    */
   long selectorWaits() {
     return channel == null ? 0 : channel.selectorWaits();
@@ -539,8 +579,8 @@ public final class Communicator implements AutoCloseable {
   // builder
 
   /**
-   * Builds a {@link Communicator}: {@code setX} for required values, {@code optX} for optional ones,
-   * validated in {@link #build()}, which connects the ring ({@link RingConnector}).
+   * Builds a {@link Communicator}: {@code setX} for required values, {@code optX} for optional
+   * ones, validated in {@link #build()}, which connects the ring ({@link RingConnector}).
    */
   public static final class Builder {
     private int rank = -1;
@@ -650,10 +690,10 @@ public final class Communicator implements AutoCloseable {
 
     /**
      * Exchange data with a neighbour on the same host through a memory-mapped file (owner-only, in
-     * {@link #optSharedMemoryDirectory}) instead of the TCP socket, which then only carries wake-ups.
-     * Used for a link when both ends allow it, the peer's address is on this host, neither end uses
-     * TLS, and the peer can open the file this rank created; otherwise the link stays on TCP. Default
-     * true.
+     * {@link #optSharedMemoryDirectory}) instead of the TCP socket, which then only carries
+     * wake-ups. Used for a link when both ends allow it, the peer's address is on this host,
+     * neither end uses TLS, and the peer can open the file this rank created; otherwise the link
+     * stays on TCP. Default true.
      */
     public Builder optSharedMemory(boolean sharedMemory) {
       this.sharedMemory = sharedMemory;
@@ -666,7 +706,9 @@ public final class Communicator implements AutoCloseable {
       return this;
     }
 
-    /** Bytes of the shared-memory ring towards the right neighbour: a power of two. Default 4 MiB. */
+    /**
+     * Bytes of the shared-memory ring towards the right neighbour: a power of two. Default 4 MiB.
+     */
     public Builder optSharedMemoryBytes(int ringBytes) {
       this.sharedMemoryBytes = ringBytes;
       return this;
@@ -678,7 +720,6 @@ public final class Communicator implements AutoCloseable {
       return this;
     }
 
-
     /**
      * Validates the configuration and forms the ring: connects to rank + 1 (retrying with
      * exponential backoff while it is not listening yet) and accepts rank - 1, both authenticated.
@@ -689,9 +730,22 @@ public final class Communicator implements AutoCloseable {
     public Communicator build() {
       RingConfig config =
           new RingConfig(
-              rank, peers, secret, listener, connectTimeout, operationTimeout, handshakeTimeout, chunkBytes,
-              smallMessageBytes, wirePrecision, sslContext, tlsNeedClientAuth, sharedMemory,
-              sharedMemoryDirectory, sharedMemoryBytes, sharedMemoryServerView);
+              rank,
+              peers,
+              secret,
+              listener,
+              connectTimeout,
+              operationTimeout,
+              handshakeTimeout,
+              chunkBytes,
+              smallMessageBytes,
+              wirePrecision,
+              sslContext,
+              tlsNeedClientAuth,
+              sharedMemory,
+              sharedMemoryDirectory,
+              sharedMemoryBytes,
+              sharedMemoryServerView);
       if (config.size() == 1) {
         if (listener != null) {
           listener.close();

@@ -1,6 +1,8 @@
 package dev.sparktrainer.collective;
 
-/** Element types the collectives reduce. Buffers hold them little-endian (DJL's and x86's order). */
+/**
+ * Element types the collectives reduce. Buffers hold them little-endian (DJL's and x86's order).
+ */
 public enum ElementType {
   /** IEEE 754 binary32, {@code float}. */
   FLOAT32(4),

@@ -15,13 +15,13 @@ import java.util.function.Consumer;
 
 /**
  * One rank's frames on the ring: it sends frames to the right neighbour (through the {@link Sender}
- * queue) and receives them from the left one, checking each header before the payload is trusted, and
- * waits for either within the running operation's deadline. Every failure is a {@link LinkException}
- * naming the neighbour it concerns (a {@link ProtocolException} for a wrong frame).
+ * queue) and receives them from the left one, checking each header before the payload is trusted,
+ * and waits for either within the running operation's deadline. Every failure is a {@link
+ * LinkException} naming the neighbour it concerns (a {@link ProtocolException} for a wrong frame).
  *
- * <p>Like Gloo's transport pair, it knows frames and links, not algorithms: the collectives are built
- * on {@link #send}, {@link #receive} and {@link #flush}. Only the owning communicator's caller thread
- * uses it, one operation at a time; {@link #close(long)} may come from any thread.
+ * <p>Like Gloo's transport pair, it knows frames and links, not algorithms: the collectives are
+ * built on {@link #send}, {@link #receive} and {@link #flush}. Only the owning communicator's
+ * caller thread uses it, one operation at a time; {@link #close(long)} may come from any thread.
  */
 final class FrameChannel {
   /**
@@ -30,6 +30,7 @@ final class FrameChannel {
    * into and out of the sockets and the reduction run in parallel (throughput).
    */
   static final long CALLER_DRIVEN_MAX_BYTES = 4 << 20;
+
   /**
    * How long the caller's thread polls for a small frame before it blocks in the selector: a
    * neighbour that is running answers within about the time a blocked thread needs to be woken up.
@@ -37,6 +38,7 @@ final class FrameChannel {
    * for.
    */
   static final long SPIN_NANOS = 20_000;
+
   /** Frames up to this size are waited for with {@link #SPIN_NANOS} of polling first. */
   static final int SPIN_MAX_FRAME_BYTES = 64 * 1024;
 
@@ -47,25 +49,33 @@ final class FrameChannel {
   private final long jobId;
   private final long operationTimeoutNanos;
   private final Sender sender;
-  private final ByteBuffer header = ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
+  private final ByteBuffer header =
+      ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
   private final ByteBuffer[] recvPair = new ByteBuffer[2];
+
   /**
    * Both plain links, for the caller's thread to wait on either (it writes queued frames while it
    * waits to receive); null with TLS or shared memory, where the sender thread writes.
    */
   private final Selector duplex;
+
   private final SelectionKey duplexLeft;
   private final SelectionKey duplexRight;
+
   /** Waits in {@link #duplex}; for tests. */
   private long duplexWaits;
+
   private long recvSeq;
+
   /** {@code recvSeq} for other threads (tests watch progress with it). */
   private volatile long framesReceived;
+
   private long deadline;
   private volatile boolean closed;
 
   /** The links stay open until {@link #close(long)}; {@link #start()} starts the sender thread. */
-  FrameChannel(int rank, Link left, Link right, long jobId, int chunkBytes, long operationTimeoutNanos) {
+  FrameChannel(
+      int rank, Link left, Link right, long jobId, int chunkBytes, long operationTimeoutNanos) {
     this.left = left;
     this.right = right;
     this.jobId = jobId;
@@ -89,8 +99,11 @@ final class FrameChannel {
     this.duplex = selector;
     this.duplexLeft = leftKey;
     this.duplexRight = rightKey;
-    // A sender failure wakes the caller's thread (blocked reading the left link) and tells the peers at once.
-    this.sender = new Sender(right, jobId, chunkBytes, Communicator.threadName(rank, "sender"), this::abortLinks);
+    // A sender failure wakes the caller's thread (blocked reading the left link) and tells the
+    // peers at once.
+    this.sender =
+        new Sender(
+            right, jobId, chunkBytes, Communicator.threadName(rank, "sender"), this::abortLinks);
   }
 
   /** Starts the sender thread: once, before the first operation. */
@@ -106,7 +119,10 @@ final class FrameChannel {
     return right;
   }
 
-  /** Starts an operation: its deadline, and the caller-driven writer until {@link #chooseWriter} says otherwise. */
+  /**
+   * Starts an operation: its deadline, and the caller-driven writer until {@link #chooseWriter}
+   * says otherwise.
+   */
   void begin(long deadline) {
     this.deadline = deadline;
     sender.setDeadline(deadline);
@@ -171,13 +187,15 @@ final class FrameChannel {
   }
 
   /** {@link #receive} on plain links: one thread drives both non-blocking sockets. */
-  private void pumpUntilReceived(int tag, int length, ByteBuffer dst, boolean scratch) throws IOException {
+  private void pumpUntilReceived(int tag, int length, ByteBuffer dst, boolean scratch)
+      throws IOException {
     SocketChannel in = left.channel();
     recvPair[0] = header;
     recvPair[1] = dst;
     boolean headerChecked = false;
     // Small frames poll a little before blocking: the neighbour's frame usually arrives within the
-    // time a blocked thread needs to be woken up and rescheduled. Large ones block at once, to leave
+    // time a blocked thread needs to be woken up and rescheduled. Large ones block at once, to
+    // leave
     // the cores to the ranks that copy.
     long spinUntil = length <= SPIN_MAX_FRAME_BYTES ? 0 : Long.MIN_VALUE;
     try {
@@ -241,11 +259,16 @@ final class FrameChannel {
     long ms = Link.millisLeft(deadline);
     if (ms == 0) {
       throw receiving
-          ? new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from",
+          ? new LinkException(
+              left,
+              "timed out after " + timeoutMillis() + " ms waiting for data from",
               new SocketTimeoutException())
           : new LinkException(
               right,
-              "timed out after " + timeoutMillis() + " ms sending (" + unsent()
+              "timed out after "
+                  + timeoutMillis()
+                  + " ms sending ("
+                  + unsent()
                   + " frames unsent; is it reading?) to",
               new SocketTimeoutException());
     }
@@ -275,12 +298,17 @@ final class FrameChannel {
     }
     short version = header.getShort(4);
     if (version != Wire.VERSION) {
-      throw new ProtocolException(left, "frame of protocol version " + version + ", this rank speaks " + Wire.VERSION);
+      throw new ProtocolException(
+          left, "frame of protocol version " + version + ", this rank speaks " + Wire.VERSION);
     }
     long frameJob = header.getLong(8);
     if (frameJob != jobId) {
       throw new ProtocolException(
-          left, "frame of foreign job " + Long.toHexString(frameJob) + ", expected job " + Long.toHexString(jobId));
+          left,
+          "frame of foreign job "
+              + Long.toHexString(frameJob)
+              + ", expected job "
+              + Long.toHexString(jobId));
     }
     long seq = header.getLong(16);
     if (seq != recvSeq) {
@@ -290,14 +318,22 @@ final class FrameChannel {
     if (frameTag != tag) {
       throw new ProtocolException(
           left,
-          "expected a " + Wire.describe(tag) + " frame, got " + Wire.describe(frameTag)
+          "expected a "
+              + Wire.describe(tag)
+              + " frame, got "
+              + Wire.describe(frameTag)
               + " (do all ranks call the same collectives in the same order?)");
     }
     int frameLength = header.getInt(28);
     if (frameLength != length) {
       throw new ProtocolException(
           left,
-          "frame payload of " + frameLength + " bytes, expected " + length + " for " + Wire.describe(tag)
+          "frame payload of "
+              + frameLength
+              + " bytes, expected "
+              + length
+              + " for "
+              + Wire.describe(tag)
               + " (do all ranks pass buffers of the same size?)");
     }
     recvSeq++;
@@ -308,7 +344,8 @@ final class FrameChannel {
     try {
       left.readFully(dst, deadline);
     } catch (SocketTimeoutException e) {
-      throw new LinkException(left, "timed out after " + timeoutMillis() + " ms waiting for data from", e);
+      throw new LinkException(
+          left, "timed out after " + timeoutMillis() + " ms waiting for data from", e);
     } catch (EOFException e) {
       throw new LinkException(left, "connection closed by", e);
     } catch (IOException e) {
@@ -316,7 +353,9 @@ final class FrameChannel {
     }
   }
 
-  /** Waits until the first {@code frames} frames queued are written (a mark from {@link #queued()}). */
+  /**
+   * Waits until the first {@code frames} frames queued are written (a mark from {@link #queued()}).
+   */
   void awaitSent(long frames) throws IOException {
     if (sender.callerDriven()) {
       while (sender.sent() < frames) {
@@ -329,7 +368,11 @@ final class FrameChannel {
     if (!sender.awaitSent(frames, deadline)) {
       throw new LinkException(
           right,
-          "timed out after " + timeoutMillis() + " ms sending (" + unsent() + " frames unsent; is it reading?) to",
+          "timed out after "
+              + timeoutMillis()
+              + " ms sending ("
+              + unsent()
+              + " frames unsent; is it reading?) to",
           null);
     }
     Throwable f = sender.failure();
@@ -346,7 +389,10 @@ final class FrameChannel {
 
   private LinkException senderFailure(Throwable f) {
     if (f instanceof SocketTimeoutException) {
-      return new LinkException(right, "timed out after " + timeoutMillis() + " ms sending (the peer is not reading) to", f);
+      return new LinkException(
+          right,
+          "timed out after " + timeoutMillis() + " ms sending (the peer is not reading) to",
+          f);
     }
     if (f instanceof IOException) {
       return new LinkException(right, "connection lost (" + f + ") while sending to", f);
@@ -382,7 +428,10 @@ final class FrameChannel {
     return sender.stop(millis);
   }
 
-  /** Times this rank's threads have blocked in a selector; for tests (see {@link Communicator#selectorWaits()}). */
+  /**
+   * Times this rank's threads have blocked in a selector; for tests (see {@link
+   * Communicator#selectorWaits()}).
+   */
   long selectorWaits() {
     long waits = duplexWaits;
     for (Link l : new Link[] {left, right}) {

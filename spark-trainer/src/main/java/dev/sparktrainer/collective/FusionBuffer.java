@@ -12,7 +12,8 @@ import java.util.Objects;
  * back to back into a reused direct buffer, reduced, and unpacked in place; an array larger than a
  * bucket spans several. Every rank must pass arrays of the same lengths in the same order.
  *
- * <p>Not thread-safe; one per communicator. The bucket is allocated once, in {@link Builder#build()}.
+ * <p>Not thread-safe; one per communicator. The bucket is allocated once, in {@link
+ * Builder#build()}.
  */
 public final class FusionBuffer {
   /** Default bucket size, 64 MiB. */
@@ -105,7 +106,13 @@ public final class FusionBuffer {
       ByteBuffer b = buffers.get(i);
       if (b.remaining() % type.bytes() != 0) {
         throw new IllegalArgumentException(
-            "Invalid buffer " + i + ": " + b.remaining() + " bytes is not a whole number of " + type + " elements");
+            "Invalid buffer "
+                + i
+                + ": "
+                + b.remaining()
+                + " bytes is not a whole number of "
+                + type
+                + " elements");
       }
       if (b.isReadOnly()) {
         throw new IllegalArgumentException("Invalid buffer " + i + ": read-only");

@@ -3,8 +3,8 @@ package dev.sparktrainer.collective;
 import java.nio.ByteBuffer;
 
 /**
- * FP32 to and from bfloat16 / IEEE binary16, round to nearest even (Java 17 has no
- * {@code Float.floatToFloat16}). Buffers are little-endian; positions are byte offsets.
+ * FP32 to and from bfloat16 / IEEE binary16, round to nearest even (Java 17 has no {@code
+ * Float.floatToFloat16}). Buffers are little-endian; positions are byte offsets.
  */
 final class HalfFloats {
   private HalfFloats() {}
@@ -79,7 +79,8 @@ final class HalfFloats {
   }
 
   /** {@code n} floats at {@code src[spos..]} to 16-bit values at {@code dst[dpos..]}. */
-  static void encode(ByteBuffer src, int spos, ByteBuffer dst, int dpos, int n, WirePrecision wire) {
+  static void encode(
+      ByteBuffer src, int spos, ByteBuffer dst, int dpos, int n, WirePrecision wire) {
     if (wire == WirePrecision.BF16) {
       for (int i = 0; i < n; i++) {
         dst.putShort(dpos + 2 * i, toBf16(src.getFloat(spos + 4 * i)));
@@ -92,7 +93,8 @@ final class HalfFloats {
   }
 
   /** {@code n} 16-bit values at {@code src[spos..]} to floats at {@code dst[dpos..]}. */
-  static void decode(ByteBuffer src, int spos, ByteBuffer dst, int dpos, int n, WirePrecision wire) {
+  static void decode(
+      ByteBuffer src, int spos, ByteBuffer dst, int dpos, int n, WirePrecision wire) {
     if (wire == WirePrecision.BF16) {
       for (int i = 0; i < n; i++) {
         dst.putFloat(dpos + 4 * i, fromBf16(src.getShort(spos + 2 * i)));

@@ -2,18 +2,19 @@ package dev.sparktrainer.collective;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
-import java.net.SocketTimeoutException;
 
 /**
  * Mutual authentication of a new connection, before any data flows: each side sends a fresh nonce
  * and proves the job secret with HMAC-SHA256 over both nonces, both ranks, the job id, a direction
- * label (so one side's proof cannot be reflected back as the other's) and the link's channel binding
- * ({@link Link#channelBinding()}: empty on plain TCP; with TLS, a hash of the two certificates of
- * this TLS connection, so that proofs relayed between two TLS connections do not verify).
+ * label (so one side's proof cannot be reflected back as the other's) and the link's channel
+ * binding ({@link Link#channelBinding()}: empty on plain TCP; with TLS, a hash of the two
+ * certificates of this TLS connection, so that proofs relayed between two TLS connections do not
+ * verify).
  *
  * <pre>
  * client -> server  HELLO     magic version type jobId fromRank toRank worldSize nonceC
@@ -35,8 +36,10 @@ final class Handshake {
   static final int ACCEPT_BYTES = 8;
 
   private static final SecureRandom RANDOM = new SecureRandom();
-  private static final byte[] SERVER_LABEL = "spark-trainer ring server".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] CLIENT_LABEL = "spark-trainer ring client".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] SERVER_LABEL =
+      "spark-trainer ring server".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] CLIENT_LABEL =
+      "spark-trainer ring client".getBytes(StandardCharsets.US_ASCII);
 
   /** The peer is not an authenticated member of this ring. */
   static final class HandshakeException extends IOException {
@@ -50,7 +53,8 @@ final class Handshake {
   private Handshake() {}
 
   /** Client side: this rank connected to {@code serverRank}. */
-  static void client(Link link, JobSecret secret, int myRank, int serverRank, int worldSize, long deadline)
+  static void client(
+      Link link, JobSecret secret, int myRank, int serverRank, int worldSize, long deadline)
       throws IOException {
     long jobId = secret.jobId();
     byte[] nonceC = nonce();
@@ -65,14 +69,17 @@ final class Handshake {
     byte[] macS = new byte[MAC_BYTES];
     challenge.get(nonceS).get(macS);
     byte[] binding = link.channelBinding();
-    if (!MessageDigest.isEqual(macS, mac(secret, SERVER_LABEL, jobId, serverRank, myRank, nonceC, nonceS, binding))) {
+    if (!MessageDigest.isEqual(
+        macS, mac(secret, SERVER_LABEL, jobId, serverRank, myRank, nonceC, nonceS, binding))) {
       throw new HandshakeException(
           "the peer failed to prove the job secret (not a peer of this job"
               + (binding.length > 0 ? ", or a relay between two TLS connections)" : ")"));
     }
     ByteBuffer response = ByteBuffer.allocate(RESPONSE_BYTES);
     response.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(RESPONSE);
-    response.put(mac(secret, CLIENT_LABEL, jobId, myRank, serverRank, nonceS, nonceC, binding)).flip();
+    response
+        .put(mac(secret, CLIENT_LABEL, jobId, myRank, serverRank, nonceS, nonceC, binding))
+        .flip();
     link.writeFully(response, null, deadline);
     ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
     try {
@@ -88,7 +95,12 @@ final class Handshake {
    * peer sends it at once), the rest of the exchange by {@code deadline}.
    */
   static void server(
-      Link link, JobSecret secret, int myRank, int expectedClient, int worldSize, long helloDeadline,
+      Link link,
+      JobSecret secret,
+      int myRank,
+      int expectedClient,
+      int worldSize,
+      long helloDeadline,
       long deadline)
       throws IOException {
     long jobId = secret.jobId();
@@ -97,7 +109,10 @@ final class Handshake {
       readMessage(link, hello, HELLO, Math.min(helloDeadline, deadline), "hello");
     } catch (SocketTimeoutException e) {
       throw new HandshakeException(
-          "no complete hello within the pre-authentication deadline (" + hello.position() + " of " + HELLO_BYTES
+          "no complete hello within the pre-authentication deadline ("
+              + hello.position()
+              + " of "
+              + HELLO_BYTES
               + " bytes)");
     }
     long peerJob = hello.getLong();
@@ -112,8 +127,18 @@ final class Handshake {
     }
     if (to != myRank || world != worldSize || from != expectedClient) {
       throw new HandshakeException(
-          "claims to be rank " + from + " of " + world + " connecting to rank " + to
-              + ", expected rank " + expectedClient + " of " + worldSize + " connecting to rank " + myRank);
+          "claims to be rank "
+              + from
+              + " of "
+              + world
+              + " connecting to rank "
+              + to
+              + ", expected rank "
+              + expectedClient
+              + " of "
+              + worldSize
+              + " connecting to rank "
+              + myRank);
     }
     byte[] nonceS = nonce();
     byte[] binding = link.channelBinding();
@@ -125,7 +150,8 @@ final class Handshake {
     readMessage(link, response, RESPONSE, deadline, "the response");
     byte[] macC = new byte[MAC_BYTES];
     response.get(macC);
-    if (!MessageDigest.isEqual(macC, mac(secret, CLIENT_LABEL, jobId, from, myRank, nonceS, nonceC, binding))) {
+    if (!MessageDigest.isEqual(
+        macC, mac(secret, CLIENT_LABEL, jobId, from, myRank, nonceS, nonceC, binding))) {
       throw new HandshakeException("wrong proof of the job secret");
     }
     ByteBuffer accept = ByteBuffer.allocate(ACCEPT_BYTES);
@@ -142,14 +168,19 @@ final class Handshake {
     short actualType = buf.getShort();
     if (magic != Wire.MAGIC) {
       throw new HandshakeException(
-          "not a spark-trainer ring peer (bad magic 0x" + Integer.toHexString(magic) + " in " + what + ")");
+          "not a spark-trainer ring peer (bad magic 0x"
+              + Integer.toHexString(magic)
+              + " in "
+              + what
+              + ")");
     }
     if (version != Wire.VERSION) {
       throw new HandshakeException(
           "protocol version " + version + ", this rank speaks " + Wire.VERSION);
     }
     if (actualType != type) {
-      throw new HandshakeException("expected " + what + " (type " + type + "), got type " + actualType);
+      throw new HandshakeException(
+          "expected " + what + " (type " + type + "), got type " + actualType);
     }
   }
 
@@ -160,9 +191,16 @@ final class Handshake {
   }
 
   static byte[] mac(
-      JobSecret secret, byte[] label, long jobId, int prover, int verifier, byte[] n1, byte[] n2,
+      JobSecret secret,
+      byte[] label,
+      long jobId,
+      int prover,
+      int verifier,
+      byte[] n1,
+      byte[] n2,
       byte[] binding) {
-    ByteBuffer m = ByteBuffer.allocate(label.length + 8 + 8 + n1.length + n2.length + 4 + binding.length);
+    ByteBuffer m =
+        ByteBuffer.allocate(label.length + 8 + 8 + n1.length + n2.length + 4 + binding.length);
     m.put(label).putLong(jobId).putInt(prover).putInt(verifier).put(n1).put(n2);
     m.putInt(binding.length).put(binding);
     return secret.hmac(m.array());

@@ -3,18 +3,18 @@ package dev.sparktrainer.collective;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.HexFormat;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
-import java.security.MessageDigest;
 
 /**
  * A training job's shared secret. The driver makes one with {@link #generate()} and ships it to the
  * tasks (e.g. as {@link #toHex()}); every ring connection proves knowledge of it with an
- * HMAC-SHA256 challenge-response before any data flows, and every frame carries the {@link #jobId()}
- * derived from it, so connections from another job are told apart.
+ * HMAC-SHA256 challenge-response before any data flows, and every frame carries the {@link
+ * #jobId()} derived from it, so connections from another job are told apart.
  *
  * <p>{@link #toString()} never prints the secret.
  */

@@ -18,7 +18,9 @@ abstract class Link implements Closeable {
     this.peerAddress = peerAddress;
   }
 
-  /** Fills {@code dst}'s remaining bytes or throws (EOF, timeout at {@code deadlineNanos}, closed). */
+  /**
+   * Fills {@code dst}'s remaining bytes or throws (EOF, timeout at {@code deadlineNanos}, closed).
+   */
   abstract void readFully(ByteBuffer dst, long deadlineNanos) throws IOException;
 
   /** Writes the remaining bytes of {@code a} then {@code b} (which may be null). */

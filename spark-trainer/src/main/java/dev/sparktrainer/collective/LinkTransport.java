@@ -1,6 +1,8 @@
 package dev.sparktrainer.collective;
 
-/** How the data to or from one ring neighbour travels (see {@link Communicator#rightTransport()}). */
+/**
+ * How the data to or from one ring neighbour travels (see {@link Communicator#rightTransport()}).
+ */
 public enum LinkTransport {
   /** A plain TCP connection. */
   TCP,

@@ -24,6 +24,7 @@ final class Operands {
     private ByteBuffer owner;
     ByteBuffer send;
     ByteBuffer recv;
+
     /** Typed access for the reduction kernels. */
     final Reductions.View reduce = new Reductions.View();
 
@@ -56,7 +57,9 @@ final class Operands {
   ByteBuffer work(long bytes) {
     if (bytes > Integer.MAX_VALUE - 16) {
       throw new IllegalArgumentException(
-          "Invalid length: " + bytes + " bytes exceeds one operation's limit of 2 GB; split it (see FusionBuffer)");
+          "Invalid length: "
+              + bytes
+              + " bytes exceeds one operation's limit of 2 GB; split it (see FusionBuffer)");
     }
     if (work == null || work.capacity() < bytes) {
       work = ByteBuffer.allocateDirect((int) Math.max(bytes, 64)).order(ByteOrder.LITTLE_ENDIAN);

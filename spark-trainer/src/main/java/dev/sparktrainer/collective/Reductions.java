@@ -12,10 +12,11 @@ import java.nio.LongBuffer;
  *
  * <p>Why blocks of primitive arrays: C2 does not vectorize loops of absolute {@code ByteBuffer} or
  * {@code FloatBuffer} accesses on direct memory (each one is a scoped, bounds-checked Unsafe call),
- * but it does vectorize plain loops over {@code float[]}. So each kernel copies a cache-sized block of
- * both operands into scratch arrays (a memcpy), combines them there and copies the result back, which
- * runs several times faster than element-wise buffer access. The result bits are exactly those of the
- * scalar loop: the same IEEE operation on the same operands, {@code acc} first, in place.
+ * but it does vectorize plain loops over {@code float[]}. So each kernel copies a cache-sized block
+ * of both operands into scratch arrays (a memcpy), combines them there and copies the result back,
+ * which runs several times faster than element-wise buffer access. The result bits are exactly
+ * those of the scalar loop: the same IEEE operation on the same operands, {@code acc} first, in
+ * place.
  */
 final class Reductions {
   /** Bytes of one operand block: both blocks stay in L1 while they are combined. */
@@ -35,7 +36,9 @@ final class Reductions {
     private DoubleBuffer doubles;
     private LongBuffer longs;
 
-    /** Points this view at {@code buffer}, for elements at byte offsets congruent to {@code base}. */
+    /**
+     * Points this view at {@code buffer}, for elements at byte offsets congruent to {@code base}.
+     */
     View on(ByteBuffer buffer, int base) {
       int phase = base & 7;
       if (buffer != owner || phase != origin) {
@@ -66,20 +69,48 @@ final class Reductions {
   }
 
   /**
-   * {@code acc[i] = acc[i] op in[i]} for {@code n} elements; then, if {@code divisor} is not 0 (MEAN's
-   * last step), {@code acc[i] /= divisor}, which gives the same bits as a separate division pass.
+   * {@code acc[i] = acc[i] op in[i]} for {@code n} elements; then, if {@code divisor} is not 0
+   * (MEAN's last step), {@code acc[i] /= divisor}, which gives the same bits as a separate division
+   * pass.
    */
   static void reduce(
-      ElementType type, ReduceOp op, View acc, int apos, View in, int ipos, int n, int divisor, Scratch s) {
+      ElementType type,
+      ReduceOp op,
+      View acc,
+      int apos,
+      View in,
+      int ipos,
+      int n,
+      int divisor,
+      Scratch s) {
     switch (type) {
       case FLOAT32:
-        reduceF32(op, acc.floats, acc.index(apos, 2), in.floats, in.index(ipos, 2), n, divisor, s.fa, s.fb);
+        reduceF32(
+            op,
+            acc.floats,
+            acc.index(apos, 2),
+            in.floats,
+            in.index(ipos, 2),
+            n,
+            divisor,
+            s.fa,
+            s.fb);
         break;
       case FLOAT64:
-        reduceF64(op, acc.doubles, acc.index(apos, 3), in.doubles, in.index(ipos, 3), n, divisor, s.da, s.db);
+        reduceF64(
+            op,
+            acc.doubles,
+            acc.index(apos, 3),
+            in.doubles,
+            in.index(ipos, 3),
+            n,
+            divisor,
+            s.da,
+            s.db);
         break;
       case INT64:
-        reduceI64(op, acc.longs, acc.index(apos, 3), in.longs, in.index(ipos, 3), n, divisor, s.la, s.lb);
+        reduceI64(
+            op, acc.longs, acc.index(apos, 3), in.longs, in.index(ipos, 3), n, divisor, s.la, s.lb);
         break;
       default:
         throw new AssertionError(type);
@@ -87,7 +118,15 @@ final class Reductions {
   }
 
   private static void reduceF32(
-      ReduceOp op, FloatBuffer acc, int ai, FloatBuffer in, int ii, int n, int divisor, float[] a, float[] b) {
+      ReduceOp op,
+      FloatBuffer acc,
+      int ai,
+      FloatBuffer in,
+      int ii,
+      int n,
+      int divisor,
+      float[] a,
+      float[] b) {
     for (int done = 0; done < n; ) {
       int m = Math.min(a.length, n - done);
       acc.get(ai + done, a, 0, m);
@@ -142,7 +181,15 @@ final class Reductions {
   }
 
   private static void reduceF64(
-      ReduceOp op, DoubleBuffer acc, int ai, DoubleBuffer in, int ii, int n, int divisor, double[] a, double[] b) {
+      ReduceOp op,
+      DoubleBuffer acc,
+      int ai,
+      DoubleBuffer in,
+      int ii,
+      int n,
+      int divisor,
+      double[] a,
+      double[] b) {
     for (int done = 0; done < n; ) {
       int m = Math.min(a.length, n - done);
       acc.get(ai + done, a, 0, m);
@@ -195,7 +242,15 @@ final class Reductions {
   }
 
   private static void reduceI64(
-      ReduceOp op, LongBuffer acc, int ai, LongBuffer in, int ii, int n, int divisor, long[] a, long[] b) {
+      ReduceOp op,
+      LongBuffer acc,
+      int ai,
+      LongBuffer in,
+      int ii,
+      int n,
+      int divisor,
+      long[] a,
+      long[] b) {
     for (int done = 0; done < n; ) {
       int m = Math.min(a.length, n - done);
       acc.get(ai + done, a, 0, m);
@@ -247,7 +302,14 @@ final class Reductions {
    * divisor} unless it is 0.
    */
   static void reduceHalf(
-      ReduceOp op, WirePrecision wire, ByteBuffer acc, int apos, ByteBuffer in, int ipos, int n, int divisor) {
+      ReduceOp op,
+      WirePrecision wire,
+      ByteBuffer acc,
+      int apos,
+      ByteBuffer in,
+      int ipos,
+      int n,
+      int divisor) {
     float d = divisor;
     for (int i = 0; i < n; i++) {
       int a = apos + (i << 2);

@@ -25,11 +25,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>One selector thread accepts and holds each new connection until its first bytes arrive: a
  * caller that sends nothing within {@link #PRE_AUTH_TIMEOUT} is dropped there, having cost no
  * thread. Callers that spoke are authenticated concurrently by at most {@link #HANDSHAKE_THREADS}
- * threads; each must complete its HELLO within {@link #PRE_AUTH_TIMEOUT} of its link being up (after
- * the TLS handshake with TLS), and the rest of the handshake within the handshake timeout. At most
- * {@link #MAX_UNAUTHENTICATED} callers are held at once; beyond that the longest-waiting silent one
- * is dropped. So strangers queued ahead of the neighbour, idle or half-spoken, delay it by about a
- * second, not by a handshake timeout each.
+ * threads; each must complete its HELLO within {@link #PRE_AUTH_TIMEOUT} of its link being up
+ * (after the TLS handshake with TLS), and the rest of the handshake within the handshake timeout.
+ * At most {@link #MAX_UNAUTHENTICATED} callers are held at once; beyond that the longest-waiting
+ * silent one is dropped. So strangers queued ahead of the neighbour, idle or half-spoken, delay it
+ * by about a second, not by a handshake timeout each.
  */
 final class RingAcceptor implements Runnable {
   /**
@@ -38,10 +38,13 @@ final class RingAcceptor implements Runnable {
    * peer sends its HELLO as soon as it has connected.
    */
   static final Duration PRE_AUTH_TIMEOUT = Duration.ofSeconds(1);
+
   /** Connections authenticated at once while the ring forms. */
   static final int HANDSHAKE_THREADS = 4;
+
   /** Unauthenticated connections held at once while the ring forms. */
   static final int MAX_UNAUTHENTICATED = 64;
+
   /** Rejected connections logged one by one; the rest are counted in one line. */
   static final int MAX_LOGGED_REJECTIONS = 10;
 
@@ -57,10 +60,13 @@ final class RingAcceptor implements Runnable {
   volatile Link link;
   volatile CollectiveException error;
   private final AtomicInteger rejected = new AtomicInteger();
+
   /** Connections being authenticated, queued or running (closed when the acceptor ends). */
   private final Set<SocketChannel> authenticating = ConcurrentHashMap.newKeySet();
+
   /** Connections that have not sent anything yet, oldest first; the selector thread's only. */
   private final ArrayDeque<Silent> silent = new ArrayDeque<>();
+
   private volatile Selector selector;
   private boolean stopped; // guarded by this
 
@@ -116,7 +122,10 @@ final class RingAcceptor implements Runnable {
       server.register(sel, SelectionKey.OP_ACCEPT);
       pool =
           new ThreadPoolExecutor(
-              HANDSHAKE_THREADS, HANDSHAKE_THREADS, 1, TimeUnit.SECONDS,
+              HANDSHAKE_THREADS,
+              HANDSHAKE_THREADS,
+              1,
+              TimeUnit.SECONDS,
               new LinkedBlockingQueue<>(),
               task -> {
                 Thread t = new Thread(task, Communicator.threadName(c.rank, "handshake"));
@@ -129,18 +138,38 @@ final class RingAcceptor implements Runnable {
         if (isStopped() || !server.isOpen()) {
           error =
               new CollectiveException(
-                  prefix + "stopped waiting for rank " + leftRank + " at " + leftAddress + ": listener closed",
-                  c.rank, leftRank, leftAddress, "connect", null);
+                  prefix
+                      + "stopped waiting for rank "
+                      + leftRank
+                      + " at "
+                      + leftAddress
+                      + ": listener closed",
+                  c.rank,
+                  leftRank,
+                  leftAddress,
+                  "connect",
+                  null);
           return;
         }
         long now = System.nanoTime();
         if (now - deadline >= 0) {
           error =
               new CollectiveException(
-                  prefix + "no authenticated connection from rank " + leftRank + " at " + leftAddress
-                      + " within " + c.connectTimeout.toMillis() + " ms (" + rejected.get()
+                  prefix
+                      + "no authenticated connection from rank "
+                      + leftRank
+                      + " at "
+                      + leftAddress
+                      + " within "
+                      + c.connectTimeout.toMillis()
+                      + " ms ("
+                      + rejected.get()
                       + " other connection(s) rejected)",
-                  c.rank, leftRank, leftAddress, "connect", null);
+                  c.rank,
+                  leftRank,
+                  leftAddress,
+                  "connect",
+                  null);
           return;
         }
         while (!silent.isEmpty() && now - silent.peekFirst().expires >= 0) {
@@ -164,12 +193,26 @@ final class RingAcceptor implements Runnable {
     } catch (ClosedChannelException e) {
       error =
           new CollectiveException(
-              prefix + "stopped waiting for rank " + leftRank + " at " + leftAddress + ": listener closed",
-              c.rank, leftRank, leftAddress, "connect", e);
+              prefix
+                  + "stopped waiting for rank "
+                  + leftRank
+                  + " at "
+                  + leftAddress
+                  + ": listener closed",
+              c.rank,
+              leftRank,
+              leftAddress,
+              "connect",
+              e);
     } catch (IOException | RuntimeException e) {
       error =
           new CollectiveException(
-              prefix + "accepting rank " + leftRank + " failed: " + e, c.rank, leftRank, leftAddress, "connect", e);
+              prefix + "accepting rank " + leftRank + " failed: " + e,
+              c.rank,
+              leftRank,
+              leftAddress,
+              "connect",
+              e);
     } finally {
       stop();
       String why = link != null ? "the ring formed without it" : "the listener stopped";
@@ -184,7 +227,8 @@ final class RingAcceptor implements Runnable {
         }
         try {
           if (!pool.awaitTermination(10, TimeUnit.SECONDS)) {
-            LOG.log(System.Logger.Level.WARNING, prefix + "handshake threads did not end within 10 s");
+            LOG.log(
+                System.Logger.Level.WARNING, prefix + "handshake threads did not end within 10 s");
           }
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
@@ -194,8 +238,12 @@ final class RingAcceptor implements Runnable {
       if (suppressed > 0) {
         LOG.log(
             System.Logger.Level.WARNING,
-            prefix + "dropped " + suppressed + " more unauthenticated connection(s) while waiting for rank "
-                + leftRank + " (not logged one by one)");
+            prefix
+                + "dropped "
+                + suppressed
+                + " more unauthenticated connection(s) while waiting for rank "
+                + leftRank
+                + " (not logged one by one)");
       }
     }
   }
@@ -204,7 +252,8 @@ final class RingAcceptor implements Runnable {
    * Handles the selected keys: accepts new connections, and moves those that spoke from the
    * selector to {@code spoke}. True if it cancelled keys (the caller deregisters them).
    */
-  private boolean collect(Selector sel, ServerSocketChannel server, List<Silent> spoke) throws IOException {
+  private boolean collect(Selector sel, ServerSocketChannel server, List<Silent> spoke)
+      throws IOException {
     boolean cancelled = false;
     boolean accept = false;
     for (Iterator<SelectionKey> it = sel.selectedKeys().iterator(); it.hasNext(); ) {
@@ -235,10 +284,17 @@ final class RingAcceptor implements Runnable {
           if (oldest != null) {
             oldest.key.cancel();
             cancelled = true;
-            drop(oldest.ch, oldest.remote, "more than " + MAX_UNAUTHENTICATED
-                + " unauthenticated connections at once (it was the longest silent)");
+            drop(
+                oldest.ch,
+                oldest.remote,
+                "more than "
+                    + MAX_UNAUTHENTICATED
+                    + " unauthenticated connections at once (it was the longest silent)");
           } else {
-            drop(ch, remote, "more than " + MAX_UNAUTHENTICATED + " unauthenticated connections at once");
+            drop(
+                ch,
+                remote,
+                "more than " + MAX_UNAUTHENTICATED + " unauthenticated connections at once");
             continue;
           }
         }
@@ -266,8 +322,10 @@ final class RingAcceptor implements Runnable {
       long handshakeDeadline = Math.min(deadline, System.nanoTime() + c.handshakeTimeout.toNanos());
       candidate = RingConnector.openLink(c, ch, false, leftRank, leftAddress, handshakeDeadline);
       long helloDeadline = System.nanoTime() + preAuthNanos;
-      Handshake.server(candidate, c.secret, c.rank, leftRank, c.size(), helloDeadline, handshakeDeadline);
-      candidate = ShmNegotiation.server(candidate, c.shm, c.secret.jobId(), c.rank, handshakeDeadline);
+      Handshake.server(
+          candidate, c.secret, c.rank, leftRank, c.size(), helloDeadline, handshakeDeadline);
+      candidate =
+          ShmNegotiation.server(candidate, c.shm, c.secret.jobId(), c.rank, handshakeDeadline);
       synchronized (this) {
         if (link == null && !stopped) {
           authenticating.remove(ch); // before it is published: the acceptor closes what is left
@@ -301,8 +359,13 @@ final class RingAcceptor implements Runnable {
     if (rejected.incrementAndGet() <= MAX_LOGGED_REJECTIONS) {
       LOG.log(
           System.Logger.Level.WARNING,
-          prefix + "dropped an unauthenticated connection from " + remote + " while waiting for rank "
-              + leftRank + ": " + why);
+          prefix
+              + "dropped an unauthenticated connection from "
+              + remote
+              + " while waiting for rank "
+              + leftRank
+              + ": "
+              + why);
     }
   }
 }

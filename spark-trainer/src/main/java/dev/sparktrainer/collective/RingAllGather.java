@@ -8,10 +8,10 @@ import java.util.Collections;
 import java.util.List;
 
 /**
- * Ring all-gather (Gloo's {@code allgather_ring}): in N-1 steps every rank forwards to the right what
- * it received from the left the step before, so each rank's data travels the ring once. Two forms:
- * equal slots of this rank's gather buffer ({@link #gatherSlots}, which the small all-reduce and the
- * barrier build on), and byte arrays of any length per rank ({@link #run}).
+ * Ring all-gather (Gloo's {@code allgather_ring}): in N-1 steps every rank forwards to the right
+ * what it received from the left the step before, so each rank's data travels the ring once. Two
+ * forms: equal slots of this rank's gather buffer ({@link #gatherSlots}, which the small all-reduce
+ * and the barrier build on), and byte arrays of any length per rank ({@link #run}).
  */
 final class RingAllGather {
   private final RingContext ctx;
@@ -74,7 +74,8 @@ final class RingAllGather {
       for (int k = 0; k < size; k++) {
         long length = gather.getLong(8 * k);
         if (length < 0 || length > Integer.MAX_VALUE - 8) {
-          throw new ProtocolException(ctx.left(), "rank " + k + "'s all-gather length " + length + " is out of range");
+          throw new ProtocolException(
+              ctx.left(), "rank " + k + "'s all-gather length " + length + " is out of range");
         }
         if (k != rank) {
           out[k] = new byte[(int) length];

@@ -5,24 +5,28 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * The bandwidth-optimal all-reduce: ring reduce-scatter then ring all-gather, pipelined in frames of
- * the context's chunk size (Gloo's {@code allreduce_ring}). Each rank sends and receives 2(N-1)/N of
- * the data. FLOAT32 payloads may travel in half precision ({@link WirePrecision}).
+ * The bandwidth-optimal all-reduce: ring reduce-scatter then ring all-gather, pipelined in frames
+ * of the context's chunk size (Gloo's {@code allreduce_ring}). Each rank sends and receives
+ * 2(N-1)/N of the data. FLOAT32 payloads may travel in half precision ({@link WirePrecision}).
  */
 final class RingAllReduce {
   private final RingContext ctx;
   private final WirePrecision wirePrecision;
+
   /** Receives each reduce-scatter frame before it is accumulated (and half-precision frames). */
   private final ByteBuffer stage;
+
   private final Reductions.View stageView = new Reductions.View();
   private final Reductions.Scratch scratch = new Reductions.Scratch();
+
   /** Frames queued by the end of each reduce-scatter step. */
   private final long[] marks;
 
   RingAllReduce(RingContext ctx, WirePrecision wirePrecision) {
     this.ctx = ctx;
     this.wirePrecision = wirePrecision;
-    this.stage = ByteBuffer.allocateDirect(ctx.size > 1 ? ctx.chunkBytes : 8).order(ByteOrder.LITTLE_ENDIAN);
+    this.stage =
+        ByteBuffer.allocateDirect(ctx.size > 1 ? ctx.chunkBytes : 8).order(ByteOrder.LITTLE_ENDIAN);
     stageView.on(stage, 0);
     this.marks = new long[ctx.size];
   }
@@ -36,10 +40,11 @@ final class RingAllReduce {
   }
 
   /**
-   * Reduces {@code count} elements from byte offset {@code base} of the buffer that {@code sendView},
-   * {@code recvView} and {@code target} are views of (N > 1). Segment k is first sent by rank k,
-   * accumulated by k+1, k+2, ... in that order and finished by its owner k-1, which then distributes
-   * it verbatim: every element is reduced once, in one fixed order, so all ranks hold identical bits.
+   * Reduces {@code count} elements from byte offset {@code base} of the buffer that {@code
+   * sendView}, {@code recvView} and {@code target} are views of (N > 1). Segment k is first sent by
+   * rank k, accumulated by k+1, k+2, ... in that order and finished by its owner k-1, which then
+   * distributes it verbatim: every element is reduced once, in one fixed order, so all ranks hold
+   * identical bits.
    */
   void run(
       ByteBuffer sendView,
@@ -65,7 +70,8 @@ final class RingAllReduce {
     int tagRs = Wire.reduceTag(Wire.OP_REDUCE_SCATTER, type, op, wire);
     int tagAg = Wire.reduceTag(Wire.OP_ALL_GATHER, type, op, wire);
 
-    // Reduce-scatter. Step s: send segment (rank - s), receive and accumulate segment (rank - s - 1).
+    // Reduce-scatter. Step s: send segment (rank - s), receive and accumulate segment (rank - s -
+    // 1).
     int own = rank;
     for (int off = 0, len = segmentLength(own, q, rem); off < len; off += chunkElems) {
       int n = Math.min(chunkElems, len - off);
@@ -101,7 +107,8 @@ final class RingAllReduce {
       marks[s + 1] = ch.queued();
     }
 
-    // All-gather. Step s: receive final segment (rank - s), forward it unless it completed the circle.
+    // All-gather. Step s: receive final segment (rank - s), forward it unless it completed the
+    // circle.
     for (int s = 0; s < size - 1; s++) {
       // Segment (rank - s) was sent in reduce-scatter step s; it must be on the wire before it is
       // overwritten (the right neighbour has read all of it before it reaches its all-gather).

@@ -25,7 +25,8 @@ final class RingBarrier {
     count.putLong(0, 1);
     small.run(count, 0, 1, ElementType.INT64, ReduceOp.SUM, Wire.OP_BARRIER);
     if (count.getLong(0) != ctx.size) {
-      throw new ProtocolException(ctx.left(), "barrier counted " + count.getLong(0) + " ranks, expected " + ctx.size);
+      throw new ProtocolException(
+          ctx.left(), "barrier counted " + count.getLong(0) + " ranks, expected " + ctx.size);
     }
   }
 }

@@ -11,6 +11,7 @@ import java.nio.ByteOrder;
  */
 final class RingBroadcast {
   private final RingContext ctx;
+
   /** The length that precedes a {@link #bytes} broadcast. */
   private final ByteBuffer length = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
 
@@ -19,7 +20,8 @@ final class RingBroadcast {
   }
 
   /** Replaces {@code bytes} at {@code base} of the buffer both views show with {@code root}'s. */
-  void run(ByteBuffer sendView, ByteBuffer recvView, int base, int bytes, int root) throws IOException {
+  void run(ByteBuffer sendView, ByteBuffer recvView, int base, int bytes, int root)
+      throws IOException {
     if (ctx.size == 1) {
       return;
     }

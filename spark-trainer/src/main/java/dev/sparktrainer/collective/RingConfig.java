@@ -8,8 +8,8 @@ import java.util.function.UnaryOperator;
 import javax.net.ssl.SSLContext;
 
 /**
- * A {@link Communicator.Builder}'s settings, validated: what the {@link RingConnector} forms the ring
- * with and the communicator runs with. Immutable.
+ * A {@link Communicator.Builder}'s settings, validated: what the {@link RingConnector} forms the
+ * ring with and the communicator runs with. Immutable.
  */
 final class RingConfig {
   final int rank;
@@ -26,7 +26,9 @@ final class RingConfig {
   final boolean tlsNeedClientAuth;
   final ShmNegotiation.Settings shm;
 
-  /** @throws IllegalArgumentException naming the first invalid setting */
+  /**
+   * @throws IllegalArgumentException naming the first invalid setting
+   */
   RingConfig(
       int rank,
       List<String> peers,
@@ -45,27 +47,40 @@ final class RingConfig {
       int sharedMemoryBytes,
       UnaryOperator<Path> sharedMemoryServerView) {
     if (peers == null || peers.isEmpty()) {
-      throw new IllegalArgumentException("Invalid peers: setPeers with every rank's host:port is required");
+      throw new IllegalArgumentException(
+          "Invalid peers: setPeers with every rank's host:port is required");
     }
     for (String p : peers) {
       PeerAddress.parse(p);
     }
     if (rank < 0 || rank >= peers.size()) {
       throw new IllegalArgumentException(
-          "Invalid rank " + rank + ": expected 0.." + (peers.size() - 1) + " (" + peers.size() + " peers)");
+          "Invalid rank "
+              + rank
+              + ": expected 0.."
+              + (peers.size() - 1)
+              + " ("
+              + peers.size()
+              + " peers)");
     }
     Objects.requireNonNull(secret, "secret: setSecret is required");
     if (peers.size() > 1) {
       if (listener == null) {
-        throw new IllegalArgumentException("Invalid listener: setListener is required with more than one rank");
+        throw new IllegalArgumentException(
+            "Invalid listener: setListener is required with more than one rank");
       }
       if (!listener.isOpen()) {
         throw new IllegalArgumentException("Invalid listener " + listener + ": it is closed");
       }
       if (!listener.address().equals(peers.get(rank))) {
         throw new IllegalArgumentException(
-            "Invalid peers: peers[" + rank + "] is '" + peers.get(rank) + "' but this rank's listener is at '"
-                + listener.address() + "'");
+            "Invalid peers: peers["
+                + rank
+                + "] is '"
+                + peers.get(rank)
+                + "' but this rank's listener is at '"
+                + listener.address()
+                + "'");
       }
     }
     checkPositive("connectTimeout", connectTimeout);
@@ -94,12 +109,15 @@ final class RingConfig {
     this.wirePrecision = wirePrecision;
     this.sslContext = sslContext;
     this.tlsNeedClientAuth = tlsNeedClientAuth;
-    this.shm = new ShmNegotiation.Settings(sharedMemory, sharedMemoryDirectory, sharedMemoryBytes, sharedMemoryServerView);
+    this.shm =
+        new ShmNegotiation.Settings(
+            sharedMemory, sharedMemoryDirectory, sharedMemoryBytes, sharedMemoryServerView);
   }
 
   private static void checkPositive(String name, Duration d) {
     if (d == null || d.isNegative() || d.isZero()) {
-      throw new IllegalArgumentException("Invalid " + name + " " + d + ": expected a positive duration");
+      throw new IllegalArgumentException(
+          "Invalid " + name + " " + d + ": expected a positive duration");
     }
   }
 

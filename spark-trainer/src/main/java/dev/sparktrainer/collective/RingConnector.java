@@ -12,8 +12,9 @@ import java.nio.channels.SocketChannel;
 /**
  * Forms one rank's place in the ring (Gloo's rendezvous and pair set-up): connects to the right
  * neighbour (rank + 1), retrying with exponential backoff while it is not listening yet, while a
- * {@link RingAcceptor} accepts the left neighbour (rank - 1) on the {@link RingListener}. Both links
- * are authenticated ({@link Handshake}) and then agree on their transport ({@link ShmNegotiation}).
+ * {@link RingAcceptor} accepts the left neighbour (rank - 1) on the {@link RingListener}. Both
+ * links are authenticated ({@link Handshake}) and then agree on their transport ({@link
+ * ShmNegotiation}).
  */
 final class RingConnector {
   /** Both authenticated links of a formed ring, and how many strangers the listener dropped. */
@@ -67,9 +68,19 @@ final class RingConnector {
       acceptThread.join(Link.millisLeft(deadline) + 1000);
       if (acceptThread.isAlive()) {
         throw new CollectiveException(
-            c.prefix() + "no authenticated connection from rank " + leftRank + " at " + c.peers.get(leftRank)
-                + " within " + c.connectTimeout.toMillis() + " ms",
-            rank, leftRank, c.peers.get(leftRank), "connect", null);
+            c.prefix()
+                + "no authenticated connection from rank "
+                + leftRank
+                + " at "
+                + c.peers.get(leftRank)
+                + " within "
+                + c.connectTimeout.toMillis()
+                + " ms",
+            rank,
+            leftRank,
+            c.peers.get(leftRank),
+            "connect",
+            null);
       }
       if (acceptor.error != null) {
         throw acceptor.error;
@@ -80,7 +91,12 @@ final class RingConnector {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new CollectiveException(
-          "rank " + rank + " of " + size + ": interrupted while forming the ring", rank, -1, null, "connect", e);
+          "rank " + rank + " of " + size + ": interrupted while forming the ring",
+          rank,
+          -1,
+          null,
+          "connect",
+          e);
     } finally {
       c.listener.close(); // no one else may connect later
       acceptor.stop(); // ends a still-running accept loop
@@ -115,15 +131,29 @@ final class RingConnector {
       long ms = Link.millisLeft(deadline);
       if (ms == 0) {
         throw new CollectiveException(
-            c.prefix() + "cannot connect to rank " + rightRank + " at " + address + " within "
-                + c.connectTimeout.toMillis() + " ms (" + attempts + " attempts"
-                + (last == null ? "" : ", last: " + last) + ")",
-            c.rank, rightRank, address, "connect", last);
+            c.prefix()
+                + "cannot connect to rank "
+                + rightRank
+                + " at "
+                + address
+                + " within "
+                + c.connectTimeout.toMillis()
+                + " ms ("
+                + attempts
+                + " attempts"
+                + (last == null ? "" : ", last: " + last)
+                + ")",
+            c.rank,
+            rightRank,
+            address,
+            "connect",
+            last);
       }
       SocketChannel ch = null;
       try {
         attempts++;
-        InetSocketAddress target = new InetSocketAddress(unresolved.getHostString(), unresolved.getPort());
+        InetSocketAddress target =
+            new InetSocketAddress(unresolved.getHostString(), unresolved.getPort());
         ch = SocketChannel.open();
         ch.socket().connect(target, (int) Math.min(Integer.MAX_VALUE, ms));
       } catch (ConnectException | NoRouteToHostException | SocketTimeoutException e) {
@@ -139,7 +169,11 @@ final class RingConnector {
         Communicator.closeQuietly(ch);
         throw new CollectiveException(
             c.prefix() + "cannot connect to rank " + rightRank + " at " + address + ": " + e,
-            c.rank, rightRank, address, "connect", e);
+            c.rank,
+            rightRank,
+            address,
+            "connect",
+            e);
       }
       Link link = null;
       try {
@@ -154,9 +188,12 @@ final class RingConnector {
           Communicator.closeQuietly(ch);
         }
         // The acceptor drops a caller whose HELLO is late (its pre-authentication deadline): on an
-        // overloaded host that can be an honest, slow peer. Try again a few times before calling it a
+        // overloaded host that can be an honest, slow peer. Try again a few times before calling it
+        // a
         // refusal; a wrong secret or TLS mismatch is refused every time and still fails here.
-        if (e instanceof EOFException && ++refusals < MAX_REFUSALS && Link.millisLeft(deadline) > 0) {
+        if (e instanceof EOFException
+            && ++refusals < MAX_REFUSALS
+            && Link.millisLeft(deadline) > 0) {
           last = (EOFException) e;
           Thread.sleep(Math.min(backoffMillis, Link.millisLeft(deadline)));
           backoffMillis = Math.min(backoffMillis * 2, 1000);
@@ -168,18 +205,30 @@ final class RingConnector {
                     + " or a different peers list?)"
                 : e.getMessage();
         throw new CollectiveException(
-            c.prefix() + "authentication with rank " + rightRank + " at " + address + " failed: " + why,
-            c.rank, rightRank, address, "connect", e);
+            c.prefix()
+                + "authentication with rank "
+                + rightRank
+                + " at "
+                + address
+                + " failed: "
+                + why,
+            c.rank,
+            rightRank,
+            address,
+            "connect",
+            e);
       }
     }
   }
 
   /** A connected socket as a link: plain TCP, or TLS when the configuration has a context. */
-  static Link openLink(RingConfig c, SocketChannel ch, boolean client, int peerRank, String address, long deadline)
+  static Link openLink(
+      RingConfig c, SocketChannel ch, boolean client, int peerRank, String address, long deadline)
       throws IOException {
     ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
     if (c.sslContext != null) {
-      return TlsLink.open(ch, c.sslContext, client, c.tlsNeedClientAuth, peerRank, address, deadline);
+      return TlsLink.open(
+          ch, c.sslContext, client, c.tlsNeedClientAuth, peerRank, address, deadline);
     }
     return new ChannelLink(ch, peerRank, address);
   }

@@ -14,8 +14,8 @@ import java.util.Objects;
  *
  * <p>It binds the advertised address, not every interface, unless {@link
  * Builder#optBindAllInterfaces(boolean)} says so, on an ephemeral port unless one is given. The
- * {@link Communicator} built with it accepts its left neighbour on it and then closes it; until then
- * it may be closed by the caller (idempotent).
+ * {@link Communicator} built with it accepts its left neighbour on it and then closes it; until
+ * then it may be closed by the caller (idempotent).
  */
 public final class RingListener implements AutoCloseable {
   private final ServerSocketChannel server;
@@ -70,7 +70,10 @@ public final class RingListener implements AutoCloseable {
       server.close();
     } catch (IOException e) {
       System.getLogger(RingListener.class.getName())
-          .log(System.Logger.Level.WARNING, "Closing the ring listener on " + address + " failed", e);
+          .log(
+              System.Logger.Level.WARNING,
+              "Closing the ring listener on " + address + " failed",
+              e);
     }
   }
 
@@ -118,9 +121,11 @@ public final class RingListener implements AutoCloseable {
     /** Binds the socket. */
     public RingListener build() {
       Objects.requireNonNull(host, "host");
-      String bare = host.startsWith("[") && host.endsWith("]") ? host.substring(1, host.length() - 1) : host;
+      String bare =
+          host.startsWith("[") && host.endsWith("]") ? host.substring(1, host.length() - 1) : host;
       if (bare.isEmpty()) {
-        throw new IllegalArgumentException("Invalid host '': expected this executor's host name or address");
+        throw new IllegalArgumentException(
+            "Invalid host '': expected this executor's host name or address");
       }
       if (port < 0 || port > 65535) {
         throw new IllegalArgumentException("Invalid port " + port + ": expected 0..65535");

@@ -3,6 +3,7 @@ package dev.sparktrainer.collective;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.Serializable;
+import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
@@ -11,14 +12,13 @@ import java.util.Objects;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
-import java.net.InetAddress;
 
 /**
- * TLS for the ring's sockets as a serializable recipe: key store and trust store files that exist on
- * every executor (shipped with {@code --files}, mounted from a Kubernetes secret, or provisioned on
- * the nodes), read where the ring is formed. Every frame is then encrypted and integrity-protected,
- * and each side checks the other's certificate against the trust store (mutual TLS); the HMAC
- * handshake with the job's secret still runs inside.
+ * TLS for the ring's sockets as a serializable recipe: key store and trust store files that exist
+ * on every executor (shipped with {@code --files}, mounted from a Kubernetes secret, or provisioned
+ * on the nodes), read where the ring is formed. Every frame is then encrypted and
+ * integrity-protected, and each side checks the other's certificate against the trust store (mutual
+ * TLS); the HMAC handshake with the job's secret still runs inside.
  *
  * <pre>{@code
  * RingTls tls = RingTls.builder()
@@ -29,8 +29,8 @@ import java.net.InetAddress;
  * }</pre>
  *
  * <p>Passwords travel to the tasks inside the task closure, as the job's ring secret does: enable
- * {@code spark.authenticate} and {@code spark.network.crypto.enabled} (or {@code spark.ssl.rpc.enabled})
- * so that Spark's own traffic is encrypted too.
+ * {@code spark.authenticate} and {@code spark.network.crypto.enabled} (or {@code
+ * spark.ssl.rpc.enabled}) so that Spark's own traffic is encrypted too.
  */
 public final class RingTls implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -64,39 +64,63 @@ public final class RingTls implements Serializable {
   }
 
   /**
-   * Loads the stores and makes the context. Errors name the file and what was wrong with it (missing,
-   * wrong password, not a key store of the type).
+   * Loads the stores and makes the context. Errors name the file and what was wrong with it
+   * (missing, wrong password, not a key store of the type).
    */
   public SSLContext sslContext() {
     try {
       KeyStore ks = load(keyStore, keyStorePassword, "key store");
-      KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+      KeyManagerFactory kmf =
+          KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
       kmf.init(ks, keyStorePassword.toCharArray());
-      KeyStore ts = trustStore.equals(keyStore) && Objects.equals(trustStorePassword, keyStorePassword)
-          ? ks : load(trustStore, trustStorePassword, "trust store");
-      TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+      KeyStore ts =
+          trustStore.equals(keyStore) && Objects.equals(trustStorePassword, keyStorePassword)
+              ? ks
+              : load(trustStore, trustStorePassword, "trust store");
+      TrustManagerFactory tmf =
+          TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
       tmf.init(ts);
       SSLContext ctx = SSLContext.getInstance("TLS");
       ctx.init(kmf.getKeyManagers(), tmf.getTrustManagers(), null);
       return ctx;
     } catch (GeneralSecurityException e) {
-      throw new IllegalArgumentException("Ring TLS: cannot use key store " + keyStore + " / trust store "
-          + trustStore + ": " + e.getMessage(), e);
+      throw new IllegalArgumentException(
+          "Ring TLS: cannot use key store "
+              + keyStore
+              + " / trust store "
+              + trustStore
+              + ": "
+              + e.getMessage(),
+          e);
     }
   }
 
   private KeyStore load(String path, String password, String what) throws GeneralSecurityException {
     Path p = Path.of(path).toAbsolutePath();
     if (!Files.isRegularFile(p)) {
-      throw new IllegalArgumentException("Ring TLS " + what + " " + p + " does not exist on this host ("
-          + hostName() + "): ship it with --files or provision it on every executor");
+      throw new IllegalArgumentException(
+          "Ring TLS "
+              + what
+              + " "
+              + p
+              + " does not exist on this host ("
+              + hostName()
+              + "): ship it with --files or provision it on every executor");
     }
     KeyStore ks = KeyStore.getInstance(keyStoreType);
     try (InputStream in = Files.newInputStream(p)) {
       ks.load(in, password.toCharArray());
     } catch (IOException e) {
-      throw new IllegalArgumentException("Ring TLS " + what + " " + p + ": cannot read it as " + keyStoreType
-          + " (wrong password or type?): " + e.getMessage(), e);
+      throw new IllegalArgumentException(
+          "Ring TLS "
+              + what
+              + " "
+              + p
+              + ": cannot read it as "
+              + keyStoreType
+              + " (wrong password or type?): "
+              + e.getMessage(),
+          e);
     }
     return ks;
   }
@@ -111,7 +135,13 @@ public final class RingTls implements Serializable {
 
   @Override
   public String toString() {
-    return "RingTls{keyStore=" + keyStore + ", trustStore=" + trustStore + ", type=" + keyStoreType + "}";
+    return "RingTls{keyStore="
+        + keyStore
+        + ", trustStore="
+        + trustStore
+        + ", type="
+        + keyStoreType
+        + "}";
   }
 
   /** Builder: {@code setX} required, {@code optX} optional. */
@@ -155,8 +185,8 @@ public final class RingTls implements Serializable {
         throw new IllegalArgumentException("Ring TLS: the trust store's password is required");
       }
       if (!keyStoreType.equals("PKCS12") && !keyStoreType.equals("JKS")) {
-        throw new IllegalArgumentException("Invalid ring TLS key store type '" + keyStoreType
-            + "': expected PKCS12 or JKS");
+        throw new IllegalArgumentException(
+            "Invalid ring TLS key store type '" + keyStoreType + "': expected PKCS12 or JKS");
       }
       return new RingTls(this);
     }

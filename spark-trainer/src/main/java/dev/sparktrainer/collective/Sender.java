@@ -1,10 +1,10 @@
 package dev.sparktrainer.collective;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.util.concurrent.locks.LockSupport;
-import java.io.IOException;
 
 /**
  * The queue of frames for the right neighbour, and who writes them.
@@ -14,13 +14,13 @@ import java.io.IOException;
  * operation, while the queue is idle, one of two writers drains it:
  *
  * <ul>
- *   <li>Caller-driven ({@link #setCallerDriven}, plain non-blocking links only): the caller's thread,
- *       whenever it would otherwise wait for its left neighbour or for the queue to drain, calls
- *       {@link #pump} to write as much as the socket takes. No hand-off and no wake-up per frame,
- *       which is what small and medium operations' latency is made of.
- *   <li>Threaded: the sender thread writes while the caller's thread receives and reduces, so a large
- *       operation copies, sends and reduces in parallel; hand-offs use {@link LockSupport}. TLS links,
- *       whose writes block, always use it.
+ *   <li>Caller-driven ({@link #setCallerDriven}, plain non-blocking links only): the caller's
+ *       thread, whenever it would otherwise wait for its left neighbour or for the queue to drain,
+ *       calls {@link #pump} to write as much as the socket takes. No hand-off and no wake-up per
+ *       frame, which is what small and medium operations' latency is made of.
+ *   <li>Threaded: the sender thread writes while the caller's thread receives and reduces, so a
+ *       large operation copies, sends and reduces in parallel; hand-offs use {@link LockSupport}.
+ *       TLS links, whose writes block, always use it.
  * </ul>
  *
  * The steady state allocates nothing either way.
@@ -28,8 +28,8 @@ import java.io.IOException;
 final class Sender implements Runnable {
   /**
    * Polls this many times (yielding the core to whoever is runnable) before parking: cheap latency
-   * for back-to-back frames. Not {@code Thread.onSpinWait()}: on a virtual machine a PAUSE loop makes
-   * the host take the virtual CPU away, which costs more than the wake-up it tries to save.
+   * for back-to-back frames. Not {@code Thread.onSpinWait()}: on a virtual machine a PAUSE loop
+   * makes the host take the virtual CPU away, which costs more than the wake-up it tries to save.
    */
   private static final int SPINS = 50;
 
@@ -40,8 +40,10 @@ final class Sender implements Runnable {
       ByteBuffer.allocateDirect(Wire.HEADER_BYTES).order(ByteOrder.BIG_ENDIAN);
   private final ByteBuffer encoded;
   private final Thread thread;
+
   /** Caller-driven: the thread leaves the queue alone. Changed only while the queue is idle. */
   private volatile boolean pumping;
+
   // The frame the caller is writing: header then payload.
   private final ByteBuffer[] writing = new ByteBuffer[2];
   private boolean inFrame;
@@ -61,12 +63,15 @@ final class Sender implements Runnable {
   private volatile boolean stopping;
   private volatile Thread waiter;
 
-  /** A threaded sender until {@link #setCallerDriven} says otherwise; {@link #start()} its thread. */
+  /**
+   * A threaded sender until {@link #setCallerDriven} says otherwise; {@link #start()} its thread.
+   */
   Sender(Link link, long jobId, int maxEncodedBytes, String threadName, Runnable onFailure) {
     this.link = link;
     this.jobId = jobId;
     this.onFailure = onFailure;
-    this.encoded = ByteBuffer.allocateDirect(Math.max(16, maxEncodedBytes)).order(ByteOrder.LITTLE_ENDIAN);
+    this.encoded =
+        ByteBuffer.allocateDirect(Math.max(16, maxEncodedBytes)).order(ByteOrder.LITTLE_ENDIAN);
     this.thread = new Thread(this, threadName);
     thread.setDaemon(true);
     ensureCapacity(64);
@@ -188,8 +193,8 @@ final class Sender implements Runnable {
   }
 
   /**
-   * Waits until {@code frames} frames are written. Returns false at the deadline; returns true early
-   * if the sender failed (the caller checks {@link #failure()}).
+   * Waits until {@code frames} frames are written. Returns false at the deadline; returns true
+   * early if the sender failed (the caller checks {@link #failure()}).
    */
   boolean awaitSent(long frames, long deadlineNanos) {
     while (done < frames) {

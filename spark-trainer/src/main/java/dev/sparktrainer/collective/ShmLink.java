@@ -1,9 +1,13 @@
 package dev.sparktrainer.collective;
 
+import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
+import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.lang.invoke.VarHandle;
+import java.lang.reflect.Field;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -19,13 +23,9 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.EnumSet;
-import java.io.Closeable;
-import java.lang.invoke.MethodHandle;
-import java.lang.invoke.MethodType;
-import java.lang.reflect.Field;
-import java.security.MessageDigest;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -36,25 +36,27 @@ import java.util.function.Consumer;
  * connection kept open beside them for two things only: one-byte wake-ups ("doorbells") for a side
  * that went to sleep waiting, and noticing that the peer died (its end of the socket closes).
  *
- * <p>File layout: a 4 KiB header (magic, the two ring capacities, the creator's 16-byte nonce, and per
- * ring four longs on cache lines of their own: {@code head} = bytes written, {@code tail} = bytes read,
- * reader waiting, writer waiting), then ring 0's data (creator to acceptor), then ring 1's (acceptor
- * to creator). Capacities are powers of two.
+ * <p>File layout: a 4 KiB header (magic, the two ring capacities, the creator's 16-byte nonce, and
+ * per ring four longs on cache lines of their own: {@code head} = bytes written, {@code tail} =
+ * bytes read, reader waiting, writer waiting), then ring 0's data (creator to acceptor), then ring
+ * 1's (acceptor to creator). Capacities are powers of two.
  *
- * <p>Waiting: a few polls, then {@link Thread#yield()} for {@link #YIELD_NANOS}, then the waiting side
- * raises its flag and blocks in a selector on the TCP socket; the other side, after moving {@code
- * head} or {@code tail}, rings the doorbell if it sees the flag (both sides use sequentially consistent
- * accesses for the index and the flag, so one of them always sees the other's write). A dead peer's
- * socket becomes readable at end of stream, which wakes the sleeper too. No PAUSE spin loops (see
- * Sender's SPINS).
+ * <p>Waiting: a few polls, then {@link Thread#yield()} for {@link #YIELD_NANOS}, then the waiting
+ * side raises its flag and blocks in a selector on the TCP socket; the other side, after moving
+ * {@code head} or {@code tail}, rings the doorbell if it sees the flag (both sides use sequentially
+ * consistent accesses for the index and the flag, so one of them always sees the other's write). A
+ * dead peer's socket becomes readable at end of stream, which wakes the sleeper too. No PAUSE spin
+ * loops (see Sender's SPINS).
  */
 final class ShmLink extends Link {
   /** "STRCSHM1". */
   static final long MAGIC = 0x535452435348_4d31L;
+
   static final int NONCE_BYTES = 16;
   static final int HEADER_BYTES = 4096;
   static final int MIN_CAPACITY = 4096;
   static final int MAX_CAPACITY = 1 << 30;
+
   /** The ring nobody but tests uses (the ring only sends to the right): kept small. */
   static final int REVERSE_CAPACITY = 64 * 1024;
 
@@ -68,8 +70,10 @@ final class ShmLink extends Link {
 
   /** Polls before yielding. */
   static final int POLLS = 16;
+
   /** How long to yield before sleeping: about a context switch or two on a busy machine. */
   static final long YIELD_NANOS = 60_000;
+
   /** A sleeper re-checks its ring at least this often even without a doorbell. */
   static final long MAX_SLEEP_MILLIS = 5;
 
@@ -91,14 +95,18 @@ final class ShmLink extends Link {
   private final ByteBuffer writeBell = ByteBuffer.allocateDirect(1);
   private final String description;
   private volatile boolean aborted;
+
   /**
-   * Threads inside readFully/writeFully (2 each) plus bit 0 once aborted: the mapping is unmapped when
-   * both hold, so no copy can touch an unmapped page.
+   * Threads inside readFully/writeFully (2 each) plus bit 0 once aborted: the mapping is unmapped
+   * when both hold, so no copy can touch an unmapped page.
    */
   private final AtomicLong lease = new AtomicLong();
+
   private final AtomicBoolean unmapped = new AtomicBoolean();
+
   /** Times a side went to sleep in its selector (each counted by its one thread); for tests. */
   long readSleeps;
+
   long writeSleeps;
 
   private ShmLink(ChannelLink tcp, MappedByteBuffer mapping, boolean creator, String description)
@@ -151,9 +159,9 @@ final class ShmLink extends Link {
   }
 
   /**
-   * Creates {@code file} (owner read/write only, must not exist), allocates every page of it (so that a
-   * full tmpfs fails here with an IOException, not later with SIGBUS on a mapped page), maps it and
-   * writes the header with a fresh nonce. Deletes the file on failure.
+   * Creates {@code file} (owner read/write only, must not exist), allocates every page of it (so
+   * that a full tmpfs fails here with an IOException, not later with SIGBUS on a mapped page), maps
+   * it and writes the header with a fresh nonce. Deletes the file on failure.
    */
   static Segment create(Path file, int capacity0, int capacity1) throws IOException {
     checkCapacity(capacity0);
@@ -163,7 +171,8 @@ final class ShmLink extends Link {
     try (FileChannel fc =
         FileChannel.open(
             file,
-            EnumSet.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE),
+            EnumSet.of(
+                StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE),
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")))) {
       ByteBuffer zeros = ByteBuffer.allocateDirect(256 * 1024);
       for (long at = 0; at < size; ) {
@@ -196,7 +205,8 @@ final class ShmLink extends Link {
       throw new IOException("no such regular file: " + file);
     }
     try (FileChannel fc =
-        FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
+        FileChannel.open(
+            file, StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
       long size = fc.size();
       if (size < HEADER_BYTES) {
         throw new IOException(file + " is too small (" + size + " bytes) to be a ring segment");
@@ -213,7 +223,8 @@ final class ShmLink extends Link {
       long c0 = header.getLong(OFF_CAPACITY0);
       long c1 = header.getLong(OFF_CAPACITY1);
       if (!validCapacity(c0) || !validCapacity(c1) || size != fileBytes((int) c0, (int) c1)) {
-        throw new IOException(file + ": inconsistent ring capacities " + c0 + "/" + c1 + " for " + size + " bytes");
+        throw new IOException(
+            file + ": inconsistent ring capacities " + c0 + "/" + c1 + " for " + size + " bytes");
       }
       MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, size);
       m.order(ByteOrder.nativeOrder());
@@ -227,14 +238,19 @@ final class ShmLink extends Link {
   }
 
   /** The acceptor's end. */
-  static ShmLink acceptor(ChannelLink tcp, MappedByteBuffer mapping, String description) throws IOException {
+  static ShmLink acceptor(ChannelLink tcp, MappedByteBuffer mapping, String description)
+      throws IOException {
     return new ShmLink(tcp, mapping, false, description);
   }
 
   static void checkCapacity(int capacity) {
     if (!validCapacity(capacity)) {
       throw new IllegalArgumentException(
-          "Invalid shared memory ring size " + capacity + ": expected a power of two in " + MIN_CAPACITY + ".."
+          "Invalid shared memory ring size "
+              + capacity
+              + ": expected a power of two in "
+              + MIN_CAPACITY
+              + ".."
               + MAX_CAPACITY);
     }
   }
@@ -256,11 +272,15 @@ final class ShmLink extends Link {
     private final int base;
     private final int capacity;
     private final int mask;
+
     /** Producer side: bytes written (only the producer moves head); and the last tail it saw. */
     private long head;
+
     private long seenTail;
+
     /** Consumer side: bytes read; and the last head it saw. */
     private long tail;
+
     private long seenHead;
 
     Ring(MappedByteBuffer mapping, int control, int base, int capacity) {
@@ -278,7 +298,9 @@ final class ShmLink extends Link {
       this.seenHead = head;
     }
 
-    /** Producer: copies what fits of {@code a} then {@code b} (may be null); returns bytes copied. */
+    /**
+     * Producer: copies what fits of {@code a} then {@code b} (may be null); returns bytes copied.
+     */
     int write(ByteBuffer a, ByteBuffer b) {
       long free = capacity - (head - seenTail);
       if (free == 0) {
@@ -421,7 +443,11 @@ final class ShmLink extends Link {
       long now = System.nanoTime();
       if (now - deadlineNanos >= 0) {
         throw new SocketTimeoutException(
-            "timed out waiting for data from rank " + peerRank + " at " + peerAddress + " (shared memory)");
+            "timed out waiting for data from rank "
+                + peerRank
+                + " at "
+                + peerAddress
+                + " (shared memory)");
       }
       if (yieldingSince == 0) {
         yieldingSince = now;
@@ -454,7 +480,10 @@ final class ShmLink extends Link {
       long now = System.nanoTime();
       if (now - deadlineNanos >= 0) {
         throw new SocketTimeoutException(
-            "timed out sending to rank " + peerRank + " at " + peerAddress
+            "timed out sending to rank "
+                + peerRank
+                + " at "
+                + peerAddress
                 + " (shared memory): the peer is not reading");
       }
       if (yieldingSince == 0) {
@@ -469,8 +498,9 @@ final class ShmLink extends Link {
   }
 
   /**
-   * Raises this side's waiting flag, re-checks the ring, and blocks in the selector until a doorbell,
-   * the peer's end of stream, {@link #abort()}, {@link #MAX_SLEEP_MILLIS} or the deadline.
+   * Raises this side's waiting flag, re-checks the ring, and blocks in the selector until a
+   * doorbell, the peer's end of stream, {@link #abort()}, {@link #MAX_SLEEP_MILLIS} or the
+   * deadline.
    */
   private void sleep(boolean reading, long deadlineNanos) throws IOException {
     Ring ring = reading ? in : out;
@@ -513,7 +543,11 @@ final class ShmLink extends Link {
       }
       if (n < 0) {
         throw new EOFException(
-            "connection closed by the peer (rank " + peerRank + " at " + peerAddress + ", shared memory)");
+            "connection closed by the peer (rank "
+                + peerRank
+                + " at "
+                + peerAddress
+                + ", shared memory)");
       }
       if (n < probe.capacity()) {
         return;
@@ -567,7 +601,8 @@ final class ShmLink extends Link {
     tcp.abort();
     closeQuietly(readSelector);
     closeQuietly(writeSelector);
-    // Unmapped now if no thread is inside a read or write, else by the last one to leave. The file's
+    // Unmapped now if no thread is inside a read or write, else by the last one to leave. The
+    // file's
     // name is already gone: with both ends unmapped, its memory is freed.
     if (lease.getAndUpdate(v -> v | 1) == 0) {
       unmap(mapping, unmapped);
@@ -582,7 +617,8 @@ final class ShmLink extends Link {
       Field f = unsafeClass.getDeclaredField("theUnsafe");
       f.setAccessible(true);
       return MethodHandles.lookup()
-          .findVirtual(unsafeClass, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
+          .findVirtual(
+              unsafeClass, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
           .bindTo(f.get(null));
     } catch (ReflectiveOperationException | RuntimeException e) {
       return null; // left to the garbage collector
@@ -591,8 +627,8 @@ final class ShmLink extends Link {
 
   /**
    * Unmaps {@code mapping} now (once), rather than whenever the garbage collector gets to it: tmpfs
-   * memory is freed only when every mapping of the deleted file is gone. The caller guarantees that no
-   * thread touches it any more.
+   * memory is freed only when every mapping of the deleted file is gone. The caller guarantees that
+   * no thread touches it any more.
    */
   static void unmap(MappedByteBuffer mapping, AtomicBoolean once) {
     if (INVOKE_CLEANER == null || !once.compareAndSet(false, true)) {
@@ -610,7 +646,10 @@ final class ShmLink extends Link {
     unmap(mapping, new AtomicBoolean());
   }
 
-  /** Whether this link's mapping is gone (after {@link #abort()} and its last reader or writer); for tests. */
+  /**
+   * Whether this link's mapping is gone (after {@link #abort()} and its last reader or writer); for
+   * tests.
+   */
   boolean unmapped() {
     return unmapped.get();
   }

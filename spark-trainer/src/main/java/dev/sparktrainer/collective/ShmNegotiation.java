@@ -15,13 +15,13 @@ import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.time.Instant;
-import java.util.Arrays;
 
 /**
  * Upgrades a freshly authenticated link to shared memory when both ends agree, right after the
@@ -36,17 +36,18 @@ import java.util.Arrays;
  * The client (the rank that connected) offers only over a plain link to a peer whose address is on
  * this host, with shared memory enabled and a segment created in the directory. The server accepts
  * only if it has shared memory enabled too and can open that file and find the client's nonce in it
- * (the same file, not a namesake in another container's {@code /dev/shm}); it then deletes the file's
- * name, and the client deletes it in every case once answered, so nothing outlives the processes.
+ * (the same file, not a namesake in another container's {@code /dev/shm}); it then deletes the
+ * file's name, and the client deletes it in every case once answered, so nothing outlives the
+ * processes.
  *
  * <p>The server opens an offered path only if it is confined to its own segment directory: an
  * absolute, normalized path (no {@code ..}) whose parent's real path is the directory's real path
  * (no symlinked directory on the way), a name of this code's pattern ({@link #NAME}) for this job
- * and for this link (offering rank to this rank), a regular file (not a link, opened with
- * {@code NOFOLLOW_LINKS}) owned by this user. Anything else is declined, logged as a warning naming
- * the path, and the link stays on TCP. Segment names carry the creating process's id, so that a
- * process killed between creating a segment and its answer leaves a name that the next communicator
- * set-up on the host recognises as stale and deletes ({@link #sweepStale}).
+ * and for this link (offering rank to this rank), a regular file (not a link, opened with {@code
+ * NOFOLLOW_LINKS}) owned by this user. Anything else is declined, logged as a warning naming the
+ * path, and the link stays on TCP. Segment names carry the creating process's id, so that a process
+ * killed between creating a segment and its answer leaves a name that the next communicator set-up
+ * on the host recognises as stale and deletes ({@link #sweepStale}).
  */
 final class ShmNegotiation {
   static final short OFFER = 5;
@@ -54,13 +55,16 @@ final class ShmNegotiation {
   static final int MAX_OFFER_BYTES = ShmLink.NONCE_BYTES + 4096;
   static final int MAX_REASON_BYTES = 1024;
   static final String FILE_PREFIX = "spark-trainer-ring-";
+
   /**
-   * A segment's name: {@code spark-trainer-ring-<job id>-p<creating pid>-r<from rank>-r<to rank>-<16
-   * random hex digits>}.
+   * A segment's name: {@code spark-trainer-ring-<job id>-p<creating pid>-r<from rank>-r<to
+   * rank>-<16 random hex digits>}.
    */
   static final Pattern NAME =
       Pattern.compile(
-          Pattern.quote(FILE_PREFIX) + "([0-9a-f]{1,16})-p([0-9]{1,18})-r([0-9]{1,9})-r([0-9]{1,9})-[0-9a-f]{16}");
+          Pattern.quote(FILE_PREFIX)
+              + "([0-9a-f]{1,16})-p([0-9]{1,18})-r([0-9]{1,9})-r([0-9]{1,9})-[0-9a-f]{16}");
+
   /**
    * Segments younger than this are never swept, even if their pid looks dead: a name lives only for
    * one negotiation, and a /dev/shm shared with another pid namespace (a container) holds live
@@ -76,6 +80,7 @@ final class ShmNegotiation {
     final boolean enabled;
     final Path directory;
     final int ringBytes;
+
     /** Test hook: the path the server opens for an offered path (identity outside tests). */
     final UnaryOperator<Path> serverView;
 
@@ -92,7 +97,8 @@ final class ShmNegotiation {
   /** Client side: offers shared memory if it can; returns the link to use from now on. */
   static Link client(Link link, Settings s, long jobId, int myRank, int worldSize, long deadline)
       throws IOException {
-    String route = "rank " + myRank + " -> rank " + link.peerRank + " at " + link.peerAddress + ": ";
+    String route =
+        "rank " + myRank + " -> rank " + link.peerRank + " at " + link.peerAddress + ": ";
     String why = null;
     ShmLink.Segment segment = null;
     boolean handedOver = false;
@@ -107,15 +113,19 @@ final class ShmNegotiation {
     } else {
       byte[] suffix = new byte[8];
       RANDOM.nextBytes(suffix);
-      Path file = s.directory.resolve(segmentName(jobId, ProcessHandle.current().pid(), myRank, link.peerRank, suffix));
+      Path file =
+          s.directory.resolve(
+              segmentName(jobId, ProcessHandle.current().pid(), myRank, link.peerRank, suffix));
       try {
-        segment = ShmLink.create(file, s.ringBytes, Math.min(s.ringBytes, ShmLink.REVERSE_CAPACITY));
+        segment =
+            ShmLink.create(file, s.ringBytes, Math.min(s.ringBytes, ShmLink.REVERSE_CAPACITY));
       } catch (IOException | RuntimeException e) {
         why = "TCP (cannot create a shared memory segment in " + s.directory + ": " + e + ")";
       }
     }
     try {
-      byte[] path = segment == null ? new byte[0] : segment.path.toString().getBytes(StandardCharsets.UTF_8);
+      byte[] path =
+          segment == null ? new byte[0] : segment.path.toString().getBytes(StandardCharsets.UTF_8);
       int length = segment == null ? 0 : ShmLink.NONCE_BYTES + path.length;
       if (length > MAX_OFFER_BYTES) {
         throw new IOException("shared memory path too long: " + segment.path);
@@ -136,20 +146,25 @@ final class ShmNegotiation {
       boolean accepted = head.get() == 1;
       int reasonLength = head.getShort() & 0xffff;
       if (reasonLength > MAX_REASON_BYTES) {
-        throw new Handshake.HandshakeException("shared memory answer with a " + reasonLength + "-byte reason");
+        throw new Handshake.HandshakeException(
+            "shared memory answer with a " + reasonLength + "-byte reason");
       }
       ByteBuffer reason = ByteBuffer.allocate(reasonLength);
       link.readFully(reason, deadline);
       if (!accepted) {
         LOG.log(
             System.Logger.Level.INFO,
-            route + "TCP (the peer declined shared memory: "
-                + new String(reason.array(), StandardCharsets.UTF_8) + ")");
+            route
+                + "TCP (the peer declined shared memory: "
+                + new String(reason.array(), StandardCharsets.UTF_8)
+                + ")");
         return link;
       }
-      ShmLink shm = ShmLink.creator((ChannelLink) link, segment, describe(s.directory, s.ringBytes));
+      ShmLink shm =
+          ShmLink.creator((ChannelLink) link, segment, describe(s.directory, s.ringBytes));
       handedOver = true;
-      LOG.log(System.Logger.Level.INFO, route + "shared memory (same host; " + shm.description() + ")");
+      LOG.log(
+          System.Logger.Level.INFO, route + "shared memory (same host; " + shm.description() + ")");
       return shm;
     } finally {
       if (segment != null) {
@@ -162,13 +177,23 @@ final class ShmNegotiation {
   }
 
   static String segmentName(long jobId, long pid, int fromRank, int toRank, byte[] suffix) {
-    return FILE_PREFIX + Long.toHexString(jobId) + "-p" + pid + "-r" + fromRank + "-r" + toRank + "-"
+    return FILE_PREFIX
+        + Long.toHexString(jobId)
+        + "-p"
+        + pid
+        + "-r"
+        + fromRank
+        + "-r"
+        + toRank
+        + "-"
         + HexFormat.of().formatHex(suffix);
   }
 
   /** Server side: reads the client's offer and answers it; returns the link to use from now on. */
-  static Link server(Link link, Settings s, long jobId, int myRank, long deadline) throws IOException {
-    String route = "rank " + myRank + " <- rank " + link.peerRank + " at " + link.peerAddress + ": ";
+  static Link server(Link link, Settings s, long jobId, int myRank, long deadline)
+      throws IOException {
+    String route =
+        "rank " + myRank + " <- rank " + link.peerRank + " at " + link.peerAddress + ": ";
     ByteBuffer head = ByteBuffer.allocate(12);
     readFrame(link, head, OFFER, deadline, "the shared memory offer");
     int length = head.getInt();
@@ -204,7 +229,9 @@ final class ShmNegotiation {
         MappedByteBuffer mapping = ShmLink.open(path, nonce);
         deleteName(path); // both ends hold the mapping now; the name is no longer needed
         try {
-          shm = ShmLink.acceptor((ChannelLink) link, mapping, describe(path.getParent(), mapping.getLong(8)));
+          shm =
+              ShmLink.acceptor(
+                  (ChannelLink) link, mapping, describe(path.getParent(), mapping.getLong(8)));
         } catch (IOException | RuntimeException e) {
           ShmLink.unmap(mapping);
           throw e;
@@ -231,15 +258,17 @@ final class ShmNegotiation {
           route + link.transport() + " (declined shared memory: " + why + ")");
       return link;
     }
-    LOG.log(System.Logger.Level.INFO, route + "shared memory (same host; " + shm.description() + ")");
+    LOG.log(
+        System.Logger.Level.INFO, route + "shared memory (same host; " + shm.description() + ")");
     return shm;
   }
 
   /**
-   * The file to open for an {@code offered} path, confined to this rank's segment directory (see the
-   * class comment); throws naming what is wrong otherwise.
+   * The file to open for an {@code offered} path, confined to this rank's segment directory (see
+   * the class comment); throws naming what is wrong otherwise.
    */
-  static Path confine(String offered, Settings s, long jobId, int fromRank, int toRank) throws IOException {
+  static Path confine(String offered, Settings s, long jobId, int fromRank, int toRank)
+      throws IOException {
     Path path = s.serverView.apply(Path.of(offered));
     if (!path.isAbsolute() || !path.equals(path.normalize()) || path.getFileName() == null) {
       throw new IOException("not an absolute, normalized path (no '.' or '..')");
@@ -247,14 +276,22 @@ final class ShmNegotiation {
     String name = path.getFileName().toString();
     Matcher m = NAME.matcher(name);
     if (!m.matches()) {
-      throw new IOException("not a shared memory segment's name (" + FILE_PREFIX + "<job>-p<pid>-r<from>-r<to>-<random>)");
+      throw new IOException(
+          "not a shared memory segment's name ("
+              + FILE_PREFIX
+              + "<job>-p<pid>-r<from>-r<to>-<random>)");
     }
     if (!m.group(1).equals(Long.toHexString(jobId))
         || !m.group(3).equals(Integer.toString(fromRank))
         || !m.group(4).equals(Integer.toString(toRank))) {
       throw new IOException(
-          "a segment of another job or link (expected job " + Long.toHexString(jobId) + ", rank " + fromRank
-              + " to rank " + toRank + ")");
+          "a segment of another job or link (expected job "
+              + Long.toHexString(jobId)
+              + ", rank "
+              + fromRank
+              + " to rank "
+              + toRank
+              + ")");
     }
     Path directory;
     Path parent;
@@ -262,19 +299,27 @@ final class ShmNegotiation {
       directory = s.directory.toRealPath();
       parent = path.getParent().toRealPath();
     } catch (IOException e) {
-      throw new IOException("outside this rank's segment directory " + s.directory + " (" + e + ")", e);
+      throw new IOException(
+          "outside this rank's segment directory " + s.directory + " (" + e + ")", e);
     }
     if (!parent.equals(directory)) {
-      throw new IOException("outside this rank's segment directory " + directory + " (its directory is really " + parent + ")");
+      throw new IOException(
+          "outside this rank's segment directory "
+              + directory
+              + " (its directory is really "
+              + parent
+              + ")");
     }
     Path file = directory.resolve(name);
-    Map<String, Object> attrs = Files.readAttributes(file, "unix:uid,isRegularFile", LinkOption.NOFOLLOW_LINKS);
+    Map<String, Object> attrs =
+        Files.readAttributes(file, "unix:uid,isRegularFile", LinkOption.NOFOLLOW_LINKS);
     if (!Boolean.TRUE.equals(attrs.get("isRegularFile"))) {
       throw new IOException("not a regular file (a link?)");
     }
     Integer uid = currentUid();
     if (uid == null || !uid.equals(attrs.get("uid"))) {
-      throw new IOException("owned by uid " + attrs.get("uid") + ", not by this process's uid " + uid);
+      throw new IOException(
+          "owned by uid " + attrs.get("uid") + ", not by this process's uid " + uid);
     }
     return file;
   }
@@ -292,8 +337,8 @@ final class ShmNegotiation {
    * Deletes segments in {@code directory} left by processes that died between creating them and the
    * peer's answer (a {@code kill -9} at the wrong moment): only names of this code's {@link #NAME}
    * pattern, regular files owned by this user, whose creating process is not alive ({@link
-   * ProcessHandle#of}) and that are older than {@link #STALE_AGE}. Best effort: never throws; returns
-   * how many it deleted, each logged.
+   * ProcessHandle#of}) and that are older than {@link #STALE_AGE}. Best effort: never throws;
+   * returns how many it deleted, each logged.
    */
   static int sweepStale(Path directory) {
     if (!Files.isDirectory(directory)) {
@@ -317,22 +362,33 @@ final class ShmNegotiation {
         }
         try {
           Map<String, Object> attrs =
-              Files.readAttributes(file, "unix:uid,isRegularFile,lastModifiedTime", LinkOption.NOFOLLOW_LINKS);
-          if (!Boolean.TRUE.equals(attrs.get("isRegularFile")) || !uid.equals(attrs.get("uid"))
+              Files.readAttributes(
+                  file, "unix:uid,isRegularFile,lastModifiedTime", LinkOption.NOFOLLOW_LINKS);
+          if (!Boolean.TRUE.equals(attrs.get("isRegularFile"))
+              || !uid.equals(attrs.get("uid"))
               || ((FileTime) attrs.get("lastModifiedTime")).compareTo(cutoff) > 0) {
             continue;
           }
           if (Files.deleteIfExists(file)) {
             swept++;
-            LOG.log(System.Logger.Level.INFO, "deleted the stale shared memory segment " + file
-                + " (its creating process " + pid + " is gone)");
+            LOG.log(
+                System.Logger.Level.INFO,
+                "deleted the stale shared memory segment "
+                    + file
+                    + " (its creating process "
+                    + pid
+                    + " is gone)");
           }
         } catch (IOException | RuntimeException e) {
-          LOG.log(System.Logger.Level.WARNING, "cannot sweep the stale shared memory segment " + file + ": " + e);
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "cannot sweep the stale shared memory segment " + file + ": " + e);
         }
       }
     } catch (IOException | RuntimeException e) {
-      LOG.log(System.Logger.Level.WARNING, "cannot look for stale shared memory segments in " + directory + ": " + e);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "cannot look for stale shared memory segments in " + directory + ": " + e);
     }
     return swept;
   }
@@ -356,14 +412,27 @@ final class ShmNegotiation {
     short actual = buf.getShort();
     if (magic != Wire.MAGIC || version != Wire.VERSION || actual != type) {
       throw new Handshake.HandshakeException(
-          "expected " + what + " (type " + type + " of protocol version " + Wire.VERSION + "), got magic 0x"
-              + Integer.toHexString(magic) + " version " + version + " type " + actual);
+          "expected "
+              + what
+              + " (type "
+              + type
+              + " of protocol version "
+              + Wire.VERSION
+              + "), got magic 0x"
+              + Integer.toHexString(magic)
+              + " version "
+              + version
+              + " type "
+              + actual);
     }
   }
 
   private static String describe(Path directory, long ringBytes) {
-    return (ringBytes >= (1 << 20) && ringBytes % (1 << 20) == 0 ? (ringBytes >> 20) + " MiB" : (ringBytes >> 10) + " KiB")
-        + " ring in " + directory;
+    return (ringBytes >= (1 << 20) && ringBytes % (1 << 20) == 0
+            ? (ringBytes >> 20) + " MiB"
+            : (ringBytes >> 10) + " KiB")
+        + " ring in "
+        + directory;
   }
 
   private static byte[] truncate(byte[] b) {
@@ -374,7 +443,8 @@ final class ShmNegotiation {
     try {
       Files.deleteIfExists(path);
     } catch (IOException e) {
-      LOG.log(System.Logger.Level.WARNING, "cannot delete the shared memory file " + path + ": " + e);
+      LOG.log(
+          System.Logger.Level.WARNING, "cannot delete the shared memory file " + path + ": " + e);
     }
   }
 }

@@ -24,7 +24,8 @@ final class SmallAllReduce {
    * Reduces {@code count} elements at byte offset {@code base} of {@code buf} in place (N > 1);
    * {@code opcode} names the operation in the frame tags (a barrier is a small all-reduce too).
    */
-  void run(ByteBuffer buf, int base, int count, ElementType type, ReduceOp op, int opcode) throws IOException {
+  void run(ByteBuffer buf, int base, int count, ElementType type, ReduceOp op, int opcode)
+      throws IOException {
     int size = ctx.size;
     int bytes = count * type.bytes();
     ByteBuffer slots = gather.slots((long) size * bytes);

@@ -4,35 +4,35 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetSocketAddress;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.channels.AsynchronousCloseException;
 import java.nio.channels.SocketChannel;
-import javax.net.ssl.SSLContext;
-import javax.net.ssl.SSLSocket;
-import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateEncodingException;
+import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLPeerUnverifiedException;
 import javax.net.ssl.SSLSession;
+import javax.net.ssl.SSLSocket;
 
 /**
- * A TLS link: an {@link SSLSocket} layered on a blocking channel. Reads wait with {@code SO_TIMEOUT};
- * a write blocked by a peer that stops reading is ended by the operation's deadline, which aborts the
- * link (closing the raw socket unblocks the writer).
+ * A TLS link: an {@link SSLSocket} layered on a blocking channel. Reads wait with {@code
+ * SO_TIMEOUT}; a write blocked by a peer that stops reading is ended by the operation's deadline,
+ * which aborts the link (closing the raw socket unblocks the writer).
  *
  * <p>Channel binding ({@link #channelBinding()}): Java 17's JSSE exposes neither RFC 5705/8446
  * keying-material exporters nor the Finished messages ({@code tls-unique}), so the handshake's HMAC
- * proofs cannot be bound to this connection's secrets. They are bound to what both ends see alike and
- * a relay cannot forge: the client's and the server's leaf certificates of this TLS connection. A
- * relay that terminates TLS with each rank presents its own certificate to both, so rank A proves
- * "A to relay" while rank B expects "relay to B", and the proofs do not verify. Not covered: a relay
- * that holds a rank's own private key (with one key shared by all ranks, whoever has that key store
- * is a rank); the session id and the TLS randoms are left out on purpose, since a relay can choose or
- * copy them on both of its connections.
+ * proofs cannot be bound to this connection's secrets. They are bound to what both ends see alike
+ * and a relay cannot forge: the client's and the server's leaf certificates of this TLS connection.
+ * A relay that terminates TLS with each rank presents its own certificate to both, so rank A proves
+ * "A to relay" while rank B expects "relay to B", and the proofs do not verify. Not covered: a
+ * relay that holds a rank's own private key (with one key shared by all ranks, whoever has that key
+ * store is a rank); the session id and the TLS randoms are left out on purpose, since a relay can
+ * choose or copy them on both of its connections.
  */
 final class TlsLink extends Link {
   private static final int SCRATCH = 64 * 1024;
@@ -46,7 +46,8 @@ final class TlsLink extends Link {
   private final byte[] binding;
   private volatile boolean aborted;
 
-  private TlsLink(SocketChannel raw, SSLSocket ssl, boolean client, int peerRank, String peerAddress)
+  private TlsLink(
+      SocketChannel raw, SSLSocket ssl, boolean client, int peerRank, String peerAddress)
       throws IOException {
     super(peerRank, peerAddress);
     this.raw = raw;
@@ -204,7 +205,8 @@ final class TlsLink extends Link {
   @Override
   void abort() {
     aborted = true;
-    // Close the raw socket only: SSLSocket.close() would try to send close_notify and could wait for
+    // Close the raw socket only: SSLSocket.close() would try to send close_notify and could wait
+    // for
     // a writer blocked on a peer that stopped reading.
     try {
       raw.close();

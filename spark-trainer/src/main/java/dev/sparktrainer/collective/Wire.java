@@ -5,12 +5,14 @@ import java.nio.ByteBuffer;
 /** The frame header every data frame starts with, and the operation tags it carries. */
 final class Wire {
   static final int MAGIC = 0x53545243; // "STRC"
+
   /**
    * 2: shared-memory negotiation after the handshake. (Binding the proofs to the TLS connection and
-   * the pid in segment names changed what is hashed and named, not the messages: every rank of a job
-   * runs the same build, and integration tests speak version 2 by hand.)
+   * the pid in segment names changed what is hashed and named, not the messages: every rank of a
+   * job runs the same build, and integration tests speak version 2 by hand.)
    */
   static final short VERSION = 2;
+
   /** magic(4) version(2) reserved(2) jobId(8) seq(8) tag(4) length(4). */
   static final int HEADER_BYTES = 32;
 
@@ -23,8 +25,14 @@ final class Wire {
   static final int OP_BARRIER = 7;
 
   private static final String[] OP_NAMES = {
-    "?", "reduce-scatter", "all-gather", "small all-reduce", "broadcast", "all-gather lengths",
-    "all-gather data", "barrier"
+    "?",
+    "reduce-scatter",
+    "all-gather",
+    "small all-reduce",
+    "broadcast",
+    "all-gather lengths",
+    "all-gather data",
+    "barrier"
   };
 
   private Wire() {}
@@ -52,7 +60,8 @@ final class Wire {
 
   static String describe(int tag) {
     int opcode = tag >>> 24;
-    String name = opcode > 0 && opcode < OP_NAMES.length ? OP_NAMES[opcode] : "unknown op " + opcode;
+    String name =
+        opcode > 0 && opcode < OP_NAMES.length ? OP_NAMES[opcode] : "unknown op " + opcode;
     if (opcode == OP_BROADCAST) {
       return name + " from root " + (tag & 0xffffff);
     }

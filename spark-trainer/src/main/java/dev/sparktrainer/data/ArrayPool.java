@@ -1,13 +1,13 @@
 package dev.sparktrainer.data;
 
-import java.util.concurrent.LinkedBlockingDeque;
 import java.util.Arrays;
+import java.util.concurrent.LinkedBlockingDeque;
 
 /**
- * Recycles the float arrays of decoded records between the reader threads and the batching
- * thread: a batch hands back all its records' arrays as one bundle, and a reader takes a whole
- * bundle at a time ({@link Taker}), so the steady state allocates and zeroes nothing and costs one
- * queue operation per batch, not per record. At most {@code bundles} bundles are kept. The pool is a
+ * Recycles the float arrays of decoded records between the reader threads and the batching thread:
+ * a batch hands back all its records' arrays as one bundle, and a reader takes a whole bundle at a
+ * time ({@link Taker}), so the steady state allocates and zeroes nothing and costs one queue
+ * operation per batch, not per record. At most {@code bundles} bundles are kept. The pool is a
  * stack: the arrays handed back last — just copied into a batch, still in cache — are reused first,
  * so a reader decodes into warm memory rather than into arrays that sat out a trip through the
  * shuffle buffer.

@@ -25,9 +25,9 @@ public interface BatchSource extends AutoCloseable {
    * For sources whose every epoch is one global order of records dealt to the workers in global
    * batches (the factory's {@code globalOrder()}), so that the records consumed by an epoch's first
    * steps are a prefix of that order whatever the number of workers and the batch size: this
-   * worker's batches of {@code epoch} after the first {@code
-   * consumedRecords} records of the epoch's order, the rest dealt as global batches of this layout;
-   * every worker gets the same number, {@link #stepsAfter}.
+   * worker's batches of {@code epoch} after the first {@code consumedRecords} records of the
+   * epoch's order, the rest dealt as global batches of this layout; every worker gets the same
+   * number, {@link #stepsAfter}.
    */
   default Iterator<Batch> epochAfter(int epoch, long consumedRecords) {
     throw new UnsupportedOperationException("this batch source has no global order");

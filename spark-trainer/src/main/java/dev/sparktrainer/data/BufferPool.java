@@ -5,7 +5,10 @@ import java.nio.ByteOrder;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** Recycles direct buffers of one size (batch columns), so the steady state allocates no native memory. */
+/**
+ * Recycles direct buffers of one size (batch columns), so the steady state allocates no native
+ * memory.
+ */
 final class BufferPool {
   private final int bytes;
   private final int capacity;

@@ -25,17 +25,19 @@ import org.apache.parquet.io.api.Binary;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 
 /**
- * A {@link ColumnReader} over one number leaf column chunk (INT32, INT64, FLOAT, DOUBLE) that decodes
- * a whole page at a time into primitive arrays: the repetition and definition levels by runs of the
- * RLE/bit-packed hybrid, dictionary ids the same way and then one gather from the dictionary, PLAIN
- * values by one bulk copy. parquet-mr's own {@code ColumnReaderImpl} decodes one value at a time
- * through several virtual calls each, which was three quarters of the Parquet reader's time.
+ * A {@link ColumnReader} over one number leaf column chunk (INT32, INT64, FLOAT, DOUBLE) that
+ * decodes a whole page at a time into primitive arrays: the repetition and definition levels by
+ * runs of the RLE/bit-packed hybrid, dictionary ids the same way and then one gather from the
+ * dictionary, PLAIN values by one bulk copy. parquet-mr's own {@code ColumnReaderImpl} decodes one
+ * value at a time through several virtual calls each, which was three quarters of the Parquet
+ * reader's time.
  *
  * <p>An encoding this class does not decode itself (levels in the deprecated BIT_PACKED encoding,
  * DELTA_BINARY_PACKED or BYTE_STREAM_SPLIT values) is decoded for that page by parquet-mr's own
  * values reader into the same arrays, so every file parquet-mr reads is read. {@link #readFloats}
- * moves one row's values into a {@link FloatSink} in runs ({@link ParquetColumns.Leaf} uses it); the
- * per-entry {@code ColumnReader} methods serve everything else (labels, vector fields, skipping).
+ * moves one row's values into a {@link FloatSink} in runs ({@link ParquetColumns.Leaf} uses it);
+ * the per-entry {@code ColumnReader} methods serve everything else (labels, vector fields,
+ * skipping).
  */
 final class BulkColumnReader implements ColumnReader {
   private final ColumnDescriptor desc;
@@ -44,6 +46,7 @@ final class BulkColumnReader implements ColumnReader {
   private final int maxDef;
   private final int maxRep;
   private final long total;
+
   /** Entries not yet loaded into the page arrays. */
   private long unloaded;
 
@@ -60,8 +63,10 @@ final class BulkColumnReader implements ColumnReader {
   private double[] doubles = new double[0];
   private long[] longs = new long[0];
   private int count;
+
   /** Whether every entry of the current page is a value (no nulls, no empty lists). */
   private boolean allPresent;
+
   private int pos;
   private int vpos;
 
@@ -124,7 +129,9 @@ final class BulkColumnReader implements ColumnReader {
 
   /** Whether this reader decodes columns of {@code t}. */
   static boolean supports(PrimitiveTypeName t) {
-    return t == PrimitiveTypeName.FLOAT || t == PrimitiveTypeName.DOUBLE || t == PrimitiveTypeName.INT32
+    return t == PrimitiveTypeName.FLOAT
+        || t == PrimitiveTypeName.DOUBLE
+        || t == PrimitiveTypeName.INT32
         || t == PrimitiveTypeName.INT64;
   }
 
@@ -133,8 +140,14 @@ final class BulkColumnReader implements ColumnReader {
   private void loadOnePage() {
     DataPage page = pages.readPage();
     if (page == null) {
-      throw new IllegalStateException("column " + String.join(".", desc.getPath()) + " ends after "
-          + (total - unloaded) + " of its " + total + " values");
+      throw new IllegalStateException(
+          "column "
+              + String.join(".", desc.getPath())
+              + " ends after "
+              + (total - unloaded)
+              + " of its "
+              + total
+              + " values");
     }
     int n = page.getValueCount();
     if (defs.length < n) {
@@ -143,35 +156,41 @@ final class BulkColumnReader implements ColumnReader {
       reps = new int[cap];
     }
     try {
-      page.accept(new DataPage.Visitor<Void>() {
-        @Override
-        public Void visit(DataPageV1 p) {
-          try {
-            ByteBufferInputStream in = ByteBufferInputStream.wrap(p.getBytes().toByteBuffer());
-            levelsV1(in, p.getRlEncoding(), ValuesType.REPETITION_LEVEL, maxRep, reps, n);
-            levelsV1(in, p.getDlEncoding(), ValuesType.DEFINITION_LEVEL, maxDef, defs, n);
-            values(in, p.getValueEncoding(), n);
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-          return null;
-        }
+      page.accept(
+          new DataPage.Visitor<Void>() {
+            @Override
+            public Void visit(DataPageV1 p) {
+              try {
+                ByteBufferInputStream in = ByteBufferInputStream.wrap(p.getBytes().toByteBuffer());
+                levelsV1(in, p.getRlEncoding(), ValuesType.REPETITION_LEVEL, maxRep, reps, n);
+                levelsV1(in, p.getDlEncoding(), ValuesType.DEFINITION_LEVEL, maxDef, defs, n);
+                values(in, p.getValueEncoding(), n);
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+              return null;
+            }
 
-        @Override
-        public Void visit(DataPageV2 p) {
-          try {
-            levelsV2(p.getRepetitionLevels(), maxRep, reps, n);
-            levelsV2(p.getDefinitionLevels(), maxDef, defs, n);
-            values(ByteBufferInputStream.wrap(p.getData().toByteBuffer()), p.getDataEncoding(), n);
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-          return null;
-        }
-      });
+            @Override
+            public Void visit(DataPageV2 p) {
+              try {
+                levelsV2(p.getRepetitionLevels(), maxRep, reps, n);
+                levelsV2(p.getDefinitionLevels(), maxDef, defs, n);
+                values(
+                    ByteBufferInputStream.wrap(p.getData().toByteBuffer()), p.getDataEncoding(), n);
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+              return null;
+            }
+          });
     } catch (UncheckedIOException e) {
-      throw new IllegalStateException("cannot decode a page of column " + String.join(".", desc.getPath())
-          + ": " + e.getCause().getMessage(), e);
+      throw new IllegalStateException(
+          "cannot decode a page of column "
+              + String.join(".", desc.getPath())
+              + ": "
+              + e.getCause().getMessage(),
+          e);
     }
     count = n;
     pos = 0;
@@ -179,7 +198,8 @@ final class BulkColumnReader implements ColumnReader {
     unloaded -= n;
   }
 
-  private void levelsV1(ByteBufferInputStream in, Encoding enc, ValuesType vt, int max, int[] out, int n)
+  private void levelsV1(
+      ByteBufferInputStream in, Encoding enc, ValuesType vt, int max, int[] out, int n)
       throws IOException {
     if (max == 0) {
       Arrays.fill(out, 0, n, 0);
@@ -203,7 +223,10 @@ final class BulkColumnReader implements ColumnReader {
     }
   }
 
-  /** Decodes the page's present values (entries at the maximum definition level) into the type's array. */
+  /**
+   * Decodes the page's present values (entries at the maximum definition level) into the type's
+   * array.
+   */
   private void values(ByteBufferInputStream in, Encoding enc, int n) throws IOException {
     int present = 0;
     for (int i = 0; i < n; i++) {
@@ -234,9 +257,16 @@ final class BulkColumnReader implements ColumnReader {
       b.position(b.position() + 1);
       try {
         if (type == PrimitiveTypeName.FLOAT && b.hasArray()) {
-          // Ids straight to floats, no id array (the common case: Spark's dictionary-encoded floats).
-          hybridGather(b.array(), b.arrayOffset() + b.position(), b.arrayOffset() + b.limit(), width, dictFloats,
-              floats, present);
+          // Ids straight to floats, no id array (the common case: Spark's dictionary-encoded
+          // floats).
+          hybridGather(
+              b.array(),
+              b.arrayOffset() + b.position(),
+              b.arrayOffset() + b.limit(),
+              width,
+              dictFloats,
+              floats,
+              present);
           return;
         }
         hybrid(b, width, ids, present);
@@ -261,8 +291,13 @@ final class BulkColumnReader implements ColumnReader {
         throw new IOException("a dictionary id beyond the dictionary", e);
       }
     } else if (enc == Encoding.PLAIN) {
-      ByteBuffer b = in.slice(present * (type == PrimitiveTypeName.FLOAT || type == PrimitiveTypeName.INT32 ? 4 : 8))
-          .order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer b =
+          in.slice(
+                  present
+                      * (type == PrimitiveTypeName.FLOAT || type == PrimitiveTypeName.INT32
+                          ? 4
+                          : 8))
+              .order(ByteOrder.LITTLE_ENDIAN);
       switch (type) {
         case FLOAT:
           b.asFloatBuffer().get(floats, 0, present);
@@ -342,7 +377,8 @@ final class BulkColumnReader implements ColumnReader {
     }
   }
 
-  private static void hybrid(byte[] a, int p, int lim, int width, int[] out, int n) throws IOException {
+  private static void hybrid(byte[] a, int p, int lim, int width, int[] out, int n)
+      throws IOException {
     BytePacker packer = PACKERS[width];
     int bytesPerRun = (width + 7) >>> 3;
     int i = 0;
@@ -353,7 +389,8 @@ final class BulkColumnReader implements ColumnReader {
       int x;
       do {
         if (p >= lim) {
-          throw new IOException("RLE/bit-packed levels or ids cut off after " + i + " of " + n + " values");
+          throw new IOException(
+              "RLE/bit-packed levels or ids cut off after " + i + " of " + n + " values");
         }
         x = a[p++];
         header |= (x & 0x7F) << shift;
@@ -362,7 +399,8 @@ final class BulkColumnReader implements ColumnReader {
       if ((header & 1) == 0) {
         int run = header >>> 1;
         if (p + bytesPerRun > lim) {
-          throw new IOException("an RLE run's value is cut off after " + i + " of " + n + " values");
+          throw new IOException(
+              "an RLE run's value is cut off after " + i + " of " + n + " values");
         }
         int v = 0;
         for (int k = 0; k < bytesPerRun; k++) {
@@ -378,11 +416,13 @@ final class BulkColumnReader implements ColumnReader {
             packer.unpack8Values(a, p, out, i);
             i += 8;
           } else {
-            // The last group: fewer values wanted, or cut short in the file (writers may drop its padding).
+            // The last group: fewer values wanted, or cut short in the file (writers may drop its
+            // padding).
             int k = Math.min(8, n - i);
             int need = (k * width + 7) >>> 3;
             if (p + need > lim) {
-              throw new IOException("bit-packed levels or ids cut off after " + i + " of " + n + " values");
+              throw new IOException(
+                  "bit-packed levels or ids cut off after " + i + " of " + n + " values");
             }
             byte[] pad = new byte[width];
             System.arraycopy(a, p, pad, 0, Math.min(width, lim - p));
@@ -397,8 +437,8 @@ final class BulkColumnReader implements ColumnReader {
   }
 
   /**
-   * {@link #hybrid} fused with the dictionary lookup: {@code out[i] = dict[id i]}, bit width 8 (up to
-   * 256 distinct values, the usual case) a byte at a time, other widths 8 ids at a time.
+   * {@link #hybrid} fused with the dictionary lookup: {@code out[i] = dict[id i]}, bit width 8 (up
+   * to 256 distinct values, the usual case) a byte at a time, other widths 8 ids at a time.
    */
   static void hybridGather(byte[] a, int p, int lim, int width, float[] dict, float[] out, int n)
       throws IOException {
@@ -466,8 +506,8 @@ final class BulkColumnReader implements ColumnReader {
   // --- a row at a time, in runs ---------------------------------------------------------------
 
   /**
-   * Moves the current row's values into {@code sink} (as floats) and advances to the next row;
-   * an entry below the maximum definition level goes to {@code absent} (which throws for a null).
+   * Moves the current row's values into {@code sink} (as floats) and advances to the next row; an
+   * entry below the maximum definition level goes to {@code absent} (which throws for a null).
    *
    * @return the entries consumed
    */
@@ -611,8 +651,9 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public int getInteger() {
-    return type == PrimitiveTypeName.FLOAT ? (int) floats[vpos] : type == PrimitiveTypeName.DOUBLE
-        ? (int) doubles[vpos] : Math.toIntExact(longs[vpos]);
+    return type == PrimitiveTypeName.FLOAT
+        ? (int) floats[vpos]
+        : type == PrimitiveTypeName.DOUBLE ? (int) doubles[vpos] : Math.toIntExact(longs[vpos]);
   }
 
   @Override
@@ -622,8 +663,9 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public long getLong() {
-    return type == PrimitiveTypeName.FLOAT ? (long) floats[vpos] : type == PrimitiveTypeName.DOUBLE
-        ? (long) doubles[vpos] : longs[vpos];
+    return type == PrimitiveTypeName.FLOAT
+        ? (long) floats[vpos]
+        : type == PrimitiveTypeName.DOUBLE ? (long) doubles[vpos] : longs[vpos];
   }
 
   @Override
@@ -633,14 +675,16 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public float getFloat() {
-    return type == PrimitiveTypeName.FLOAT ? floats[vpos] : type == PrimitiveTypeName.DOUBLE
-        ? (float) doubles[vpos] : longs[vpos];
+    return type == PrimitiveTypeName.FLOAT
+        ? floats[vpos]
+        : type == PrimitiveTypeName.DOUBLE ? (float) doubles[vpos] : longs[vpos];
   }
 
   @Override
   public double getDouble() {
-    return type == PrimitiveTypeName.FLOAT ? floats[vpos] : type == PrimitiveTypeName.DOUBLE
-        ? doubles[vpos] : longs[vpos];
+    return type == PrimitiveTypeName.FLOAT
+        ? floats[vpos]
+        : type == PrimitiveTypeName.DOUBLE ? doubles[vpos] : longs[vpos];
   }
 
   @Override

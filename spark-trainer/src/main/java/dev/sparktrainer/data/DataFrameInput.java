@@ -4,7 +4,10 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.UUID;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
@@ -20,23 +23,20 @@ import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import java.util.Locale;
-import java.util.Map;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.types.BooleanType;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Turns a DataFrame into files the pipeline streams, without collecting anything to the driver: a
- * plain scan of TFRecord or Parquet files (optionally selecting columns) is read from its own files;
- * anything else (joins, filters, SQL, feature engineering) is written once, with only the needed
- * columns, to Parquet shards in a staging directory, which {@link #close()} deletes.
+ * plain scan of TFRecord or Parquet files (optionally selecting columns) is read from its own
+ * files; anything else (joins, filters, SQL, feature engineering) is written once, with only the
+ * needed columns, to Parquet shards in a staging directory, which {@link #close()} deletes.
  */
 public final class DataFrameInput implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(DataFrameInput.class);
@@ -57,14 +57,16 @@ public final class DataFrameInput implements AutoCloseable {
    * @param stagingDir where a DataFrame that is not a plain file scan is written (any Hadoop path)
    * @throws IllegalArgumentException naming a missing column or a column of the wrong type
    */
-  public static DataFrameInput of(Dataset<Row> df, DatasetSpec columns, String stagingDir) throws IOException {
+  public static DataFrameInput of(Dataset<Row> df, DatasetSpec columns, String stagingDir)
+      throws IOException {
     checkColumns(df.schema(), columns);
     DatasetSpec.Format format = plainScanFormat(df.queryExecution().analyzed(), columns);
     if (format != null) {
       List<String> files = Arrays.asList(df.inputFiles());
       if (!files.isEmpty()) {
         LOG.info("Reading the DataFrame's {} {} files directly", files.size(), format);
-        return new DataFrameInput(columns.toBuilder().setPaths(files).optFormat(format).build(), null, null);
+        return new DataFrameInput(
+            columns.toBuilder().setPaths(files).optFormat(format).build(), null, null);
       }
     }
     List<Column> needed = new ArrayList<>();
@@ -77,18 +79,26 @@ public final class DataFrameInput implements AutoCloseable {
     Path dir = new Path(stagingDir, "staging-" + UUID.randomUUID());
     Configuration conf = df.sparkSession().sessionState().newHadoopConf();
     LOG.info("Staging the DataFrame to Parquet at {}", dir);
-    df.select(needed.toArray(new Column[0])).write().mode(SaveMode.ErrorIfExists).parquet(dir.toString());
+    df.select(needed.toArray(new Column[0]))
+        .write()
+        .mode(SaveMode.ErrorIfExists)
+        .parquet(dir.toString());
     return new DataFrameInput(
-        columns.toBuilder().setPaths(List.of(dir.toString())).optFormat(DatasetSpec.Format.PARQUET).build(),
-        dir, conf);
+        columns.toBuilder()
+            .setPaths(List.of(dir.toString()))
+            .optFormat(DatasetSpec.Format.PARQUET)
+            .build(),
+        dir,
+        conf);
   }
 
   /**
-   * Whether {@link #of} would stage {@code df} (it is not a plain scan of TFRecord or Parquet files),
-   * decided from its plan without running anything.
+   * Whether {@link #of} would stage {@code df} (it is not a plain scan of TFRecord or Parquet
+   * files), decided from its plan without running anything.
    */
   public static boolean needsStaging(Dataset<Row> df, DatasetSpec columns) {
-    return plainScanFormat(df.queryExecution().analyzed(), columns) == null || df.inputFiles().length == 0;
+    return plainScanFormat(df.queryExecution().analyzed(), columns) == null
+        || df.inputFiles().length == 0;
   }
 
   /** The spec to plan: the DataFrame's own files, or the staged Parquet shards. */
@@ -116,30 +126,49 @@ public final class DataFrameInput implements AutoCloseable {
     for (DatasetSpec.Feature f : spec.features()) {
       StructField field = field(schema, names, f.name(), "feature");
       DataType t = field.dataType();
-      boolean ok = f.encoding() == DatasetSpec.Encoding.IMAGE
-          ? t.typeName().equals("binary")
-          : t instanceof NumericType || t instanceof BooleanType
-              || (t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType)
-              || t.getClass().getName().equals("org.apache.spark.ml.linalg.VectorUDT");
+      boolean ok =
+          f.encoding() == DatasetSpec.Encoding.IMAGE
+              ? t.typeName().equals("binary")
+              : t instanceof NumericType
+                  || t instanceof BooleanType
+                  || (t instanceof ArrayType
+                      && ((ArrayType) t).elementType() instanceof NumericType)
+                  || t.getClass().getName().equals("org.apache.spark.ml.linalg.VectorUDT");
       if (!ok) {
-        throw new IllegalArgumentException("Feature column '" + f.name() + "' has type " + t.simpleString()
-            + (f.encoding() == DatasetSpec.Encoding.IMAGE ? ": expected binary (encoded images)"
-                : ": expected a number, an array of numbers or an ml Vector"));
+        throw new IllegalArgumentException(
+            "Feature column '"
+                + f.name()
+                + "' has type "
+                + t.simpleString()
+                + (f.encoding() == DatasetSpec.Encoding.IMAGE
+                    ? ": expected binary (encoded images)"
+                    : ": expected a number, an array of numbers or an ml Vector"));
       }
     }
     if (spec.label() != null) {
       DataType t = field(schema, names, spec.label(), "label").dataType();
       if (!(t instanceof NumericType) && !(t instanceof BooleanType)) {
-        throw new IllegalArgumentException("Label column '" + spec.label() + "' has type " + t.simpleString()
-            + ": expected a number");
+        throw new IllegalArgumentException(
+            "Label column '"
+                + spec.label()
+                + "' has type "
+                + t.simpleString()
+                + ": expected a number");
       }
     }
   }
 
-  private static StructField field(StructType schema, List<String> names, String name, String what) {
+  private static StructField field(
+      StructType schema, List<String> names, String name, String what) {
     if (!names.contains(name)) {
-      throw new IllegalArgumentException("No " + what + " column '" + name + "' in the DataFrame (columns: "
-          + String.join(", ", names) + ")");
+      throw new IllegalArgumentException(
+          "No "
+              + what
+              + " column '"
+              + name
+              + "' in the DataFrame (columns: "
+              + String.join(", ", names)
+              + ")");
     }
     return schema.apply(name);
   }
@@ -161,7 +190,8 @@ public final class DataFrameInput implements AutoCloseable {
         break;
       }
     }
-    if (p instanceof LogicalRelation && ((LogicalRelation) p).relation() instanceof HadoopFsRelation) {
+    if (p instanceof LogicalRelation
+        && ((LogicalRelation) p).relation() instanceof HadoopFsRelation) {
       HadoopFsRelation r = (HadoopFsRelation) ((LogicalRelation) p).relation();
       if (r.partitionSchema().nonEmpty()) {
         return null; // partition values live in paths, not in the files
@@ -170,8 +200,8 @@ public final class DataFrameInput implements AutoCloseable {
       if (format.equals("ParquetFileFormat")) {
         return DatasetSpec.Format.PARQUET;
       }
-      if (format.equals("TFRecordFileFormat") && plainTfRecordOptions(
-          CollectionConverters.asJava(r.options()))) {
+      if (format.equals("TFRecordFileFormat")
+          && plainTfRecordOptions(CollectionConverters.asJava(r.options()))) {
         return DatasetSpec.Format.TFRECORD;
       }
       return null;

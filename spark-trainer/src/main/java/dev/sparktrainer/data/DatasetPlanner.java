@@ -11,6 +11,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -23,11 +24,10 @@ import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.hadoop.util.functional.FutureIO;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.spark.SparkContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
-import java.util.UUID;
-import org.apache.spark.SparkContext;
 
 /**
  * Makes a {@link DatasetPlan} on the driver: expands paths and globs, lists directories
@@ -43,11 +43,14 @@ public final class DatasetPlanner {
   public static DatasetPlan plan(DatasetSpec spec, PipelineOptions options, Configuration conf)
       throws IOException {
     List<Split> splits = list(spec, options, conf);
-    ExecutorService pool = Executors.newFixedThreadPool(Math.min(8, Math.max(1, splits.size())), r -> {
-      Thread t = new Thread(r, "plan-count");
-      t.setDaemon(true);
-      return t;
-    });
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            Math.min(8, Math.max(1, splits.size())),
+            r -> {
+              Thread t = new Thread(r, "plan-count");
+              t.setDaemon(true);
+              return t;
+            });
     try {
       List<Future<Long>> counts = new ArrayList<>();
       for (Split s : splits) {
@@ -78,26 +81,34 @@ public final class DatasetPlanner {
     String tag = "spark-trainer-plan-" + UUID.randomUUID();
     String previousDescription = sc.getLocalProperty("spark.job.description");
     sc.addJobTag(tag);
-    sc.setJobDescription("spark-trainer: count records of " + splits.size() + " splits"
-        + (previousDescription == null ? "" : " (" + previousDescription + ")"));
+    sc.setJobDescription(
+        "spark-trainer: count records of "
+            + splits.size()
+            + " splits"
+            + (previousDescription == null ? "" : " (" + previousDescription + ")"));
     try {
       // A corrupt file is returned, not thrown: Spark would retry the task (spark.task.maxFailures)
-      // only to meet the same bytes again. Other I/O errors (a lost datanode) are thrown and retried.
-      List<Object> results = jsc.parallelize(splits, slices)
-          .map(s -> {
-            try {
-              return (Object) count(s, format, sconf.value());
-            } catch (TFRecordCorruptException e) {
-              return (Object) new TFRecordCorruptException(e.file(), e.offset(), e.what());
-            } catch (IOException e) {
-              throw new UncheckedIOException(e);
-            }
-          })
-          .collect();
+      // only to meet the same bytes again. Other I/O errors (a lost datanode) are thrown and
+      // retried.
+      List<Object> results =
+          jsc.parallelize(splits, slices)
+              .map(
+                  s -> {
+                    try {
+                      return (Object) count(s, format, sconf.value());
+                    } catch (TFRecordCorruptException e) {
+                      return (Object) new TFRecordCorruptException(e.file(), e.offset(), e.what());
+                    } catch (IOException e) {
+                      throw new UncheckedIOException(e);
+                    }
+                  })
+              .collect();
       List<Long> counts = new ArrayList<>(results.size());
       for (Object r : results) {
         if (r instanceof TFRecordCorruptException e) {
-          throw new TFRecordCorruptException(e.file(), e.offset(),
+          throw new TFRecordCorruptException(
+              e.file(),
+              e.offset(),
               e.what() + " (found while counting the records of the dataset)");
         }
         counts.add((Long) r);
@@ -117,13 +128,15 @@ public final class DatasetPlanner {
       }
     }
     if (out.isEmpty()) {
-      throw new IllegalArgumentException("No records in " + spec.paths() + " (" + splits.size() + " files or splits, all empty)");
+      throw new IllegalArgumentException(
+          "No records in " + spec.paths() + " (" + splits.size() + " files or splits, all empty)");
     }
     return new DatasetPlan(spec, out);
   }
 
   /** The files of the spec, split, in canonical order; counts not yet known. */
-  static List<Split> list(DatasetSpec spec, PipelineOptions options, Configuration conf) throws IOException {
+  static List<Split> list(DatasetSpec spec, PipelineOptions options, Configuration conf)
+      throws IOException {
     List<FileStatus> files = new ArrayList<>();
     for (String p : spec.paths()) {
       Path path = new Path(p);
@@ -159,13 +172,16 @@ public final class DatasetPlanner {
         continue; // the same file named twice
       }
       last = name;
-      boolean splittable = spec.format() == DatasetSpec.Format.TFRECORD
-          && TFRecordCompression.fromFileName(f.getPath().getName()).isSplittable();
+      boolean splittable =
+          spec.format() == DatasetSpec.Format.TFRECORD
+              && TFRecordCompression.fromFileName(f.getPath().getName()).isSplittable();
       long size = options.splitSizeBytes();
       String version = Split.fileVersion(f);
       if (splittable && f.getLen() > size) {
         for (long start = 0; start < f.getLen(); start += size) {
-          splits.add(new Split(splits.size(), name, start, Math.min(size, f.getLen() - start), -1, version));
+          splits.add(
+              new Split(
+                  splits.size(), name, start, Math.min(size, f.getLen() - start), -1, version));
         }
       } else {
         splits.add(new Split(splits.size(), name, 0, Long.MAX_VALUE, -1, version));
@@ -174,7 +190,10 @@ public final class DatasetPlanner {
     return splits;
   }
 
-  /** Skips hidden and metadata files ({@code _SUCCESS}, {@code .crc}, {@code _temporary/...}) under {@code root}. */
+  /**
+   * Skips hidden and metadata files ({@code _SUCCESS}, {@code .crc}, {@code _temporary/...}) under
+   * {@code root}.
+   */
   private static boolean visible(Path root, Path file) {
     for (Path p = file; p != null && !p.equals(root); p = p.getParent()) {
       String n = p.getName();
@@ -192,9 +211,15 @@ public final class DatasetPlanner {
         return r.getRecordCount();
       }
     }
-    try (TFRecordReader r = TFRecordFiles.open(path, s.start(), s.length(), conf,
-        TFRecordCompression.fromFileName(path.getName()), TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
-        CorruptRecordPolicy.FAILFAST)) {
+    try (TFRecordReader r =
+        TFRecordFiles.open(
+            path,
+            s.start(),
+            s.length(),
+            conf,
+            TFRecordCompression.fromFileName(path.getName()),
+            TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
+            CorruptRecordPolicy.FAILFAST)) {
       long n = 0;
       while (r.next()) {
         n++;

@@ -53,7 +53,10 @@ public final class DatasetSpec implements Serializable {
   public enum Encoding {
     /** Numbers: a scalar, a list, or a vector, reshaped to the column's shape. */
     NUMERIC,
-    /** An encoded image (PNG, JPEG, ...) decoded with ImageIO to [height, width, channels], scaled to 0..1. */
+    /**
+     * An encoded image (PNG, JPEG, ...) decoded with ImageIO to [height, width, channels], scaled
+     * to 0..1.
+     */
     IMAGE
   }
 
@@ -74,7 +77,8 @@ public final class DatasetSpec implements Serializable {
         n *= d;
       }
       if (n > Integer.MAX_VALUE / 4) {
-        throw new IllegalArgumentException("DatasetSpec: feature '" + name + "' has " + n + " values per example: too many");
+        throw new IllegalArgumentException(
+            "DatasetSpec: feature '" + name + "' has " + n + " values per example: too many");
       }
       this.size = (int) n;
     }
@@ -175,7 +179,9 @@ public final class DatasetSpec implements Serializable {
     private String label;
     private LabelType labelType = LabelType.INT;
 
-    /** A path: a file, a directory (read recursively, hidden and {@code _} files skipped) or a glob. */
+    /**
+     * A path: a file, a directory (read recursively, hidden and {@code _} files skipped) or a glob.
+     */
     public Builder addPath(String path) {
       paths.add(path);
       return this;
@@ -193,7 +199,10 @@ public final class DatasetSpec implements Serializable {
       return this;
     }
 
-    /** A numeric feature column with the shape of one example, e.g. {@code 784} or {@code 28, 28, 1}. */
+    /**
+     * A numeric feature column with the shape of one example, e.g. {@code 784} or {@code 28, 28,
+     * 1}.
+     */
     public Builder addFeature(String name, long... shape) {
       features.add(new Feature(name, shape.length == 0 ? new long[] {1} : shape, Encoding.NUMERIC));
       return this;
@@ -229,7 +238,10 @@ public final class DatasetSpec implements Serializable {
         for (long d : f.shape) {
           if (d <= 0) {
             throw new IllegalArgumentException(
-                "DatasetSpec: feature '" + f.name + "' has shape " + Arrays.toString(f.shape)
+                "DatasetSpec: feature '"
+                    + f.name
+                    + "' has shape "
+                    + Arrays.toString(f.shape)
                     + ": every dimension must be positive");
           }
         }
@@ -239,7 +251,8 @@ public final class DatasetSpec implements Serializable {
         names.add(f.name);
       }
       if (label != null && names.contains(label)) {
-        throw new IllegalArgumentException("DatasetSpec: column '" + label + "' is both a feature and the label");
+        throw new IllegalArgumentException(
+            "DatasetSpec: column '" + label + "' is both a feature and the label");
       }
       return new DatasetSpec(this);
     }

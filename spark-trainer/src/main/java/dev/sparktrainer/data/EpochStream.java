@@ -1,26 +1,26 @@
 package dev.sparktrainer.data;
 
 import java.io.IOException;
-import java.util.Random;
-import java.util.concurrent.TimeUnit;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 import java.util.Arrays;
+import java.util.Random;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.RunnableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One epoch of one worker: a producer thread runs interleave → shuffle buffer → batch into the
  * prefetch queue; the consumer takes ready batches. The batch stage — copying the batch's records
- * into its direct buffers, which for shuffled records means reading them back from main memory — runs
- * on a small pool of batcher threads, in parallel, and the queue holds the batches' futures in
- * order (tf.data's deterministic parallel map): the order never depends on thread timing. It yields exactly the shard's steps (minus the
- * skipped ones): a worker that runs out of records repeats its shard (PAD), one with more stops
- * early (TRUNCATE).
+ * into its direct buffers, which for shuffled records means reading them back from main memory —
+ * runs on a small pool of batcher threads, in parallel, and the queue holds the batches' futures in
+ * order (tf.data's deterministic parallel map): the order never depends on thread timing. It yields
+ * exactly the shard's steps (minus the skipped ones): a worker that runs out of records repeats its
+ * shard (PAD), one with more stops early (TRUNCATE).
  *
  * <p>When the consumer takes a batch whose copy no batcher has started yet (on a busy machine the
  * batchers may wait for a core), it makes the copy itself rather than wait for one to be scheduled.
@@ -33,7 +33,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (measurements, AUTOTUNE, read-ahead, close) is the same.
  */
 final class EpochStream implements AutoCloseable {
-  /** Reader threads that make whole batches themselves ({@link UnorderedReaders}, {@link PlannedReaders}). */
+  /**
+   * Reader threads that make whole batches themselves ({@link UnorderedReaders}, {@link
+   * PlannedReaders}).
+   */
   interface Readers {
     /** Stops the readers (the stream is closed) and waits for them. */
     void stop();
@@ -53,8 +56,10 @@ final class EpochStream implements AutoCloseable {
   private final AdjustableSemaphore permits;
   private final Thread producer;
   private final ExecutorService batcher;
+
   /** Instead of producer and batchers: readers that make the batches themselves. */
   private final Readers readers;
+
   private volatile boolean closed;
   private boolean ended;
   private Runnable afterProduced;
@@ -83,34 +88,35 @@ final class EpochStream implements AutoCloseable {
     if (ctx.unordered() || ctx.planned()) {
       this.producer = null;
       this.batcher = null;
-      UnorderedReaders.Sink sink = new UnorderedReaders.Sink() {
-        @Override
-        public void batch(HostBatch b) throws InterruptedException {
-          EpochStream.this.prefetch.put(b, false);
-        }
-
-        @Override
-        public void end() {
-          try {
-            EpochStream.this.prefetch.put(END, true);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return;
-          }
-          producedAll();
-        }
-
-        @Override
-        public void fail(Throwable t) {
-          if (!closed) {
-            try {
-              EpochStream.this.prefetch.put(new Failure(t), true);
-            } catch (InterruptedException e) {
-              Thread.currentThread().interrupt();
+      UnorderedReaders.Sink sink =
+          new UnorderedReaders.Sink() {
+            @Override
+            public void batch(HostBatch b) throws InterruptedException {
+              EpochStream.this.prefetch.put(b, false);
             }
-          }
-        }
-      };
+
+            @Override
+            public void end() {
+              try {
+                EpochStream.this.prefetch.put(END, true);
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+              }
+              producedAll();
+            }
+
+            @Override
+            public void fail(Throwable t) {
+              if (!closed) {
+                try {
+                  EpochStream.this.prefetch.put(new Failure(t), true);
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              }
+            }
+          };
       Readers r;
       if (ctx.unordered()) {
         r = new UnorderedReaders(ctx, epoch, skip, permits, sink);
@@ -119,16 +125,16 @@ final class EpochStream implements AutoCloseable {
           r = new PlannedReaders(ctx, epoch, skip, permits, sink);
         } catch (IOException | RuntimeException e) {
           sink.fail(e); // reported by take(), as a reader's failure would be
-          r = new Readers() {
-            @Override
-            public void stop() {
-            }
+          r =
+              new Readers() {
+                @Override
+                public void stop() {}
 
-            @Override
-            public boolean alive() {
-              return false;
-            }
-          };
+                @Override
+                public boolean alive() {
+                  return false;
+                }
+              };
         }
       }
       this.readers = r;
@@ -137,11 +143,14 @@ final class EpochStream implements AutoCloseable {
     this.readers = null;
     String prefix = "pipeline-r" + ctx.rank() + "-e" + epoch;
     AtomicInteger batchers = new AtomicInteger();
-    this.batcher = Executors.newFixedThreadPool(ctx.batchThreads(), r -> {
-      Thread t = new Thread(r, prefix + "-batch" + batchers.getAndIncrement());
-      t.setDaemon(true);
-      return t;
-    });
+    this.batcher =
+        Executors.newFixedThreadPool(
+            ctx.batchThreads(),
+            r -> {
+              Thread t = new Thread(r, prefix + "-batch" + batchers.getAndIncrement());
+              t.setDaemon(true);
+              return t;
+            });
     this.producer = new Thread(this::produce, prefix);
     producer.setDaemon(true);
     producer.start();
@@ -159,8 +168,15 @@ final class EpochStream implements AutoCloseable {
     Random rnd = new Random(Seeds.mix(o.seed(), epoch, ctx.rank(), 2));
     Record[] shuffle = new Record[Math.max(1, o.shuffleBuffer())];
     int held = 0;
-    try (Interleaver in = new Interleaver(order, o.cycleLength(), o.blockLength(), ctx.slotCapacity(),
-        permits, ctx.opener(epoch), "pipeline-r" + ctx.rank() + "-reader")) {
+    try (Interleaver in =
+        new Interleaver(
+            order,
+            o.cycleLength(),
+            o.blockLength(),
+            ctx.slotCapacity(),
+            permits,
+            ctx.opener(epoch),
+            "pipeline-r" + ctx.rank() + "-reader")) {
       boolean sourceDone = false;
       long fromThisPass = 0;
       while (emitted < target && !closed) {
@@ -201,8 +217,8 @@ final class EpochStream implements AutoCloseable {
               break; // every record read once; no padding
             }
             if (fromThisPass == 0) {
-              throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
-                  + target + " steps");
+              throw new IOException(
+                  "Worker " + ctx.rank() + " owns no records to fill its " + target + " steps");
             }
             in.restart(); // PAD: repeat the shard
             sourceDone = false;
@@ -250,8 +266,8 @@ final class EpochStream implements AutoCloseable {
   }
 
   /**
-   * Runs {@code r} once everything is read and the readers are closed: on the producer's thread when
-   * that happens, at once when it already has. Not run if the stream fails or is closed first.
+   * Runs {@code r} once everything is read and the readers are closed: on the producer's thread
+   * when that happens, at once when it already has. Not run if the stream fails or is closed first.
    */
   void afterProduced(Runnable r) {
     synchronized (this) {
@@ -284,7 +300,9 @@ final class EpochStream implements AutoCloseable {
     return permits.limit();
   }
 
-  /** Continues from another stream's tuning (a stream started ahead with a small queue takes over). */
+  /**
+   * Continues from another stream's tuning (a stream started ahead with a small queue takes over).
+   */
   void tune(int prefetchCapacity, int parallelism) {
     prefetch.setCapacity(Math.max(prefetch.capacity(), prefetchCapacity));
     permits.setLimit(parallelism);
@@ -317,8 +335,11 @@ final class EpochStream implements AutoCloseable {
     try {
       do {
         o = prefetch.poll(100, TimeUnit.MILLISECONDS);
-        if (o == null && !(producer != null ? producer.isAlive() : readers.alive()) && prefetch.size() == 0) {
-          throw new IOException("The input pipeline of worker " + ctx.rank() + " stopped without a result");
+        if (o == null
+            && !(producer != null ? producer.isAlive() : readers.alive())
+            && prefetch.size() == 0) {
+          throw new IOException(
+              "The input pipeline of worker " + ctx.rank() + " stopped without a result");
         }
       } while (o == null);
     } catch (InterruptedException e) {
@@ -337,7 +358,9 @@ final class EpochStream implements AutoCloseable {
     if (o instanceof Failure) {
       ended = true;
       Throwable t = ((Failure) o).error;
-      throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
+      throw t instanceof IOException
+          ? new IOException(t.getMessage(), t)
+          : new IOException(t.toString(), t);
     }
     HostBatch hb;
     if (o instanceof HostBatch) {
@@ -356,7 +379,9 @@ final class EpochStream implements AutoCloseable {
       } catch (ExecutionException e) {
         ended = true;
         Throwable t = e.getCause();
-        throw t instanceof IOException ? new IOException(t.getMessage(), t) : new IOException(t.toString(), t);
+        throw t instanceof IOException
+            ? new IOException(t.getMessage(), t)
+            : new IOException(t.toString(), t);
       }
     }
     now = System.nanoTime(); // waiting for the batch's copy is waiting for data too
@@ -372,7 +397,9 @@ final class EpochStream implements AutoCloseable {
     return hb;
   }
 
-  /** Grows prefetch depth and reader parallelism while the consumer waits more than 2% of the time. */
+  /**
+   * Grows prefetch depth and reader parallelism while the consumer waits more than 2% of the time.
+   */
   private void autotune() {
     double wait = windowTotal == 0 ? 0 : (double) windowWait / windowTotal;
     if (wait > 0.02) {
@@ -384,8 +411,9 @@ final class EpochStream implements AutoCloseable {
           && permits.limit() < ctx.maxParallelism()) {
         permits.setLimit(permits.limit() + 1);
       }
-      LOG.debug("AUTOTUNE worker {}: wait {}%, prefetch {}, parallelism {}", ctx.rank(),
-          Math.round(wait * 100), prefetch.capacity(), permits.limit());
+      LOG.debug(
+          "AUTOTUNE worker {}: wait {}%, prefetch {}, parallelism {}",
+          ctx.rank(), Math.round(wait * 100), prefetch.capacity(), permits.limit());
     }
     windowWait = 0;
     windowTotal = 0;
@@ -393,7 +421,8 @@ final class EpochStream implements AutoCloseable {
   }
 
   PipelineStats stats() {
-    return new PipelineStats(batches, records, waitNanos, consumerNanos, permits.limit(), prefetch.capacity());
+    return new PipelineStats(
+        batches, records, waitNanos, consumerNanos, permits.limit(), prefetch.capacity());
   }
 
   @Override

@@ -56,7 +56,8 @@ public final class Example {
         return c;
       }
     }
-    throw new IllegalArgumentException("No feature column '" + name + "': the columns are " + features);
+    throw new IllegalArgumentException(
+        "No feature column '" + name + "': the columns are " + features);
   }
 
   /** Where column {@code c} starts in {@link #values()}. */
@@ -86,8 +87,8 @@ public final class Example {
 
   private int check(int c, int i) {
     if (i < 0 || i >= size(c)) {
-      throw new IndexOutOfBoundsException("value " + i + " of column '" + features.get(c).name() + "' of "
-          + size(c) + " values");
+      throw new IndexOutOfBoundsException(
+          "value " + i + " of column '" + features.get(c).name() + "' of " + size(c) + " values");
     }
     return i;
   }
@@ -118,14 +119,17 @@ public final class Example {
     return rank;
   }
 
-  /** Which example of the worker's shard this is (the split's position in the shard, then the record's). */
+  /**
+   * Which example of the worker's shard this is (the split's position in the shard, then the
+   * record's).
+   */
   public long index() {
     return index;
   }
 
   /**
-   * A work array of at least {@code n} floats, owned by the calling reader thread and reused for the
-   * next example (its contents are not kept).
+   * A work array of at least {@code n} floats, owned by the calling reader thread and reused for
+   * the next example (its contents are not kept).
    */
   public float[] scratch(int n) {
     if (scratch.length < n) {

@@ -5,24 +5,24 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.SparkContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
-import java.util.Arrays;
-import org.apache.spark.SparkContext;
 
 /**
  * Count, mean, variance, minimum and maximum of every feature value (the spec's columns
- * concatenated, one entry per float an example feeds the model), in double precision. Each split
- * is accumulated with Welford's update and splits are merged with Chan et al.'s pairwise formula,
- * so the result does not lose precision to large means or many records (unlike sum and sum of
- * squares) and does not depend on how the records were split.
+ * concatenated, one entry per float an example feeds the model), in double precision. Each split is
+ * accumulated with Welford's update and splits are merged with Chan et al.'s pairwise formula, so
+ * the result does not lose precision to large means or many records (unlike sum and sum of squares)
+ * and does not depend on how the records were split.
  *
- * <p>{@link #compute(DatasetPlan, SparkSession)} is one distributed pass over a planned dataset:
- * a Spark task per split decodes its records with the pipeline's own readers (so the statistics
+ * <p>{@link #compute(DatasetPlan, SparkSession)} is one distributed pass over a planned dataset: a
+ * Spark task per split decodes its records with the pipeline's own readers (so the statistics
  * describe exactly the values the model sees) and only the per-split statistics come back.
  */
 public final class FeatureStatistics implements Serializable {
@@ -38,14 +38,16 @@ public final class FeatureStatistics implements Serializable {
 
   /** Empty statistics for the feature columns of {@code spec}. */
   public FeatureStatistics(DatasetSpec spec) {
-    this(spec.features().stream().map(DatasetSpec.Feature::name).toList(),
+    this(
+        spec.features().stream().map(DatasetSpec.Feature::name).toList(),
         spec.features().stream().mapToInt(DatasetSpec.Feature::size).toArray());
   }
 
   /** Empty statistics for columns {@code names} of {@code widths} values each. */
   public FeatureStatistics(List<String> names, int[] widths) {
     if (names.size() != widths.length) {
-      throw new IllegalArgumentException(names.size() + " feature names for " + widths.length + " widths");
+      throw new IllegalArgumentException(
+          names.size() + " feature names for " + widths.length + " widths");
     }
     this.names = List.copyOf(names);
     this.widths = widths.clone();
@@ -61,9 +63,18 @@ public final class FeatureStatistics implements Serializable {
     Arrays.fill(max, Double.NEGATIVE_INFINITY);
   }
 
-  /** Statistics from stored values (a saved model); {@code std} is the population standard deviation. */
-  public static FeatureStatistics of(List<String> names, int[] widths, long count, double[] mean, double[] std,
-      double[] min, double[] max) {
+  /**
+   * Statistics from stored values (a saved model); {@code std} is the population standard
+   * deviation.
+   */
+  public static FeatureStatistics of(
+      List<String> names,
+      int[] widths,
+      long count,
+      double[] mean,
+      double[] std,
+      double[] min,
+      double[] max) {
     FeatureStatistics s = new FeatureStatistics(names, widths);
     int n = s.size();
     if (mean.length != n || std.length != n || min.length != n || max.length != n) {
@@ -81,7 +92,8 @@ public final class FeatureStatistics implements Serializable {
 
   /**
    * Adds one example: {@code values[off .. off + size())}. A value that is not finite (NaN, an
-   * infinity) would make every statistic of its feature meaningless: it is refused, naming the feature.
+   * infinity) would make every statistic of its feature meaningless: it is refused, naming the
+   * feature.
    */
   public void add(float[] values, int off) {
     long n = ++count;
@@ -89,7 +101,8 @@ public final class FeatureStatistics implements Serializable {
     for (int i = 0; i < mean.length; i++) {
       double x = values[off + i];
       if (!Double.isFinite(x)) {
-        throw new IllegalArgumentException("feature " + describe(i) + " is " + x + ": normalization needs finite values");
+        throw new IllegalArgumentException(
+            "feature " + describe(i) + " is " + x + ": normalization needs finite values");
       }
       double d = x - mean[i];
       mean[i] += d * inv;
@@ -106,7 +119,8 @@ public final class FeatureStatistics implements Serializable {
   /** Merges {@code other} into this (Chan et al.); both must describe the same columns. */
   public FeatureStatistics merge(FeatureStatistics other) {
     if (!names.equals(other.names) || !Arrays.equals(widths, other.widths)) {
-      throw new IllegalArgumentException("Cannot merge statistics of " + other.names + " into " + names);
+      throw new IllegalArgumentException(
+          "Cannot merge statistics of " + other.names + " into " + names);
     }
     if (other.count == 0) {
       return this;
@@ -148,7 +162,9 @@ public final class FeatureStatistics implements Serializable {
     return mean[i];
   }
 
-  /** Population standard deviation (divided by the count, as Keras' {@code Normalization} layer). */
+  /**
+   * Population standard deviation (divided by the count, as Keras' {@code Normalization} layer).
+   */
   public double std(int i) {
     return count == 0 ? Double.NaN : Math.sqrt(Math.max(0, m2[i] / count));
   }
@@ -166,7 +182,9 @@ public final class FeatureStatistics implements Serializable {
     int at = 0;
     for (int c = 0; c < widths.length; c++) {
       if (i < at + widths[c]) {
-        return widths[c] == 1 ? "'" + names.get(c) + "'" : "'" + names.get(c) + "'[" + (i - at) + "]";
+        return widths[c] == 1
+            ? "'" + names.get(c) + "'"
+            : "'" + names.get(c) + "'[" + (i - at) + "]";
       }
       at += widths[c];
     }
@@ -175,35 +193,44 @@ public final class FeatureStatistics implements Serializable {
 
   @Override
   public String toString() {
-    return String.format(Locale.ROOT, "FeatureStatistics(%d values of %s, %d examples)", size(), names, count);
+    return String.format(
+        Locale.ROOT, "FeatureStatistics(%d values of %s, %d examples)", size(), names, count);
   }
 
-  /** One distributed pass over the plan's splits: a Spark task per split, only statistics come back. */
+  /**
+   * One distributed pass over the plan's splits: a Spark task per split, only statistics come back.
+   */
   public static FeatureStatistics compute(DatasetPlan plan, SparkSession spark) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    SerializableConfiguration sconf = new SerializableConfiguration(spark.sessionState().newHadoopConf());
+    SerializableConfiguration sconf =
+        new SerializableConfiguration(spark.sessionState().newHadoopConf());
     DatasetSpec spec = plan.spec();
     SparkContext sc = spark.sparkContext();
     String previous = sc.getLocalProperty("spark.job.description");
-    sc.setJobDescription("spark-trainer: feature statistics of " + plan.splits().size() + " splits"
-        + (previous == null ? "" : " (" + previous + ")"));
+    sc.setJobDescription(
+        "spark-trainer: feature statistics of "
+            + plan.splits().size()
+            + " splits"
+            + (previous == null ? "" : " (" + previous + ")"));
     try {
       // One result per task, not per split: the driver receives a few statistics, each the size of
       // an example's features x 4 doubles, whatever the number of splits.
       int slices = Math.max(1, Math.min(plan.splits().size(), jsc.defaultParallelism() * 2));
-      List<FeatureStatistics> parts = jsc.parallelize(plan.splits(), slices)
-          .mapPartitions(splits -> {
-            FeatureStatistics st = new FeatureStatistics(spec);
-            while (splits.hasNext()) {
-              try {
-                st.merge(of(splits.next(), spec, sconf.value())); // in split order
-              } catch (IOException e) {
-                throw new UncheckedIOException(e);
-              }
-            }
-            return List.of(st).iterator();
-          })
-          .collect();
+      List<FeatureStatistics> parts =
+          jsc.parallelize(plan.splits(), slices)
+              .mapPartitions(
+                  splits -> {
+                    FeatureStatistics st = new FeatureStatistics(spec);
+                    while (splits.hasNext()) {
+                      try {
+                        st.merge(of(splits.next(), spec, sconf.value())); // in split order
+                      } catch (IOException e) {
+                        throw new UncheckedIOException(e);
+                      }
+                    }
+                    return List.of(st).iterator();
+                  })
+              .collect();
       return merged(spec, parts);
     } finally {
       sc.setJobDescription(previous);
@@ -225,7 +252,8 @@ public final class FeatureStatistics implements Serializable {
       all.merge(p); // in order: the result does not depend on the scheduling
     }
     if (all.count == 0) {
-      throw new IllegalArgumentException("No records in " + spec.paths() + " to compute feature statistics from");
+      throw new IllegalArgumentException(
+          "No records in " + spec.paths() + " to compute feature statistics from");
     }
     return all;
   }
@@ -234,15 +262,18 @@ public final class FeatureStatistics implements Serializable {
   static FeatureStatistics of(Split s, DatasetSpec spec, Configuration conf) throws IOException {
     FeatureStatistics st = new FeatureStatistics(spec);
     ArrayPool pool = new ArrayPool(spec.featureSize(), 1);
-    try (RecordStream in = spec.format() == DatasetSpec.Format.PARQUET
-        ? new ParquetStream(s, spec, j -> true, conf, pool)
-        : new TFRecordStream(s, spec, j -> true, conf, TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, pool, null)) {
+    try (RecordStream in =
+        spec.format() == DatasetSpec.Format.PARQUET
+            ? new ParquetStream(s, spec, j -> true, conf, pool)
+            : new TFRecordStream(
+                s, spec, j -> true, conf, TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, pool, null)) {
       float[][] one = new float[1][];
       for (Record r = in.next(); r != null; r = in.next()) {
         try {
           st.add(r.features, 0);
         } catch (IllegalArgumentException e) {
-          throw new IllegalArgumentException(s.path() + ", record #" + st.count + ": " + e.getMessage(), e);
+          throw new IllegalArgumentException(
+              s.path() + ", record #" + st.count + ": " + e.getMessage(), e);
         }
         one[0] = r.features;
         pool.giveAll(one, 1); // the reader decodes the next record into the same array

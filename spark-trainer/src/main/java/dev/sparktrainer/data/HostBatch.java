@@ -15,8 +15,10 @@ import java.nio.FloatBuffer;
 final class HostBatch {
   final ByteBuffer[] features;
   final double[] labels;
+
   /** The labels as the label tensor's bytes: int64 for INT labels, float32 for FLOAT ones. */
   final ByteBuffer labelBuffer;
+
   final int size;
 
   HostBatch(ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size) {
@@ -37,8 +39,8 @@ final class HostBatch {
   }
 
   /**
-   * Makes a batch of {@code n} records: decoded ones are copied, and their arrays handed back to the
-   * record pool; records not decoded yet are decoded straight into the batch, and their read
+   * Makes a batch of {@code n} records: decoded ones are copied, and their arrays handed back to
+   * the record pool; records not decoded yet are decoded straight into the batch, and their read
    * buffers released. A record that does not decode fails the batch, naming its file and offset.
    */
   static HostBatch of(Record[] records, int n, PipelineContext ctx) throws IOException {
@@ -49,13 +51,17 @@ final class HostBatch {
     FloatBuffer[] views = new FloatBuffer[cols];
     for (int c = 0; c < cols; c++) {
       int size = spec.features().get(c).size();
-      f[c] = full ? ctx.columnPool(c).take()
-          : ByteBuffer.allocateDirect(n * size * 4).order(ByteOrder.nativeOrder());
+      f[c] =
+          full
+              ? ctx.columnPool(c).take()
+              : ByteBuffer.allocateDirect(n * size * 4).order(ByteOrder.nativeOrder());
     }
     double[] labels = new double[n];
     boolean intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
-    ByteBuffer lb = full ? ctx.labelPool().take()
-        : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
+    ByteBuffer lb =
+        full
+            ? ctx.labelPool().take()
+            : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
     float[][] spent = new float[n][];
     int decoded = 0;
     RecordDecoder decoder = null;

@@ -1,24 +1,24 @@
 package dev.sparktrainer.data;
 
+import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.io.Serializable;
 import java.util.Objects;
 
 /**
  * Built-in image augmentations, as {@link ExampleTransform}s over every image-shaped (3-D) feature
  * column: random crop with zero padding, horizontal flip, and per-channel mean/std normalization.
- * An image column's shape is read as {@link Layout#CHW} (channels, height, width: what the
- * command line's shapes and the CNN and ResNet models use) or {@link Layout#HWC} (what {@link
+ * An image column's shape is read as {@link Layout#CHW} (channels, height, width: what the command
+ * line's shapes and the CNN and ResNet models use) or {@link Layout#HWC} (what {@link
  * DatasetSpec.Builder#addImageFeature} decodes to). One example's draws are shared by all its image
  * columns (an image and its mask get the same crop and flip).
  *
  * <p>{@link #parse} reads the command line's form, steps applied in the order given: {@code
- * flip,crop:4,normalize:0.49,0.48,0.45/0.25,0.24,0.26}. {@link #training()} is all of them;
- * {@link #inference()} only the normalization — flips and crops are training-time augmentation,
- * while a model trained on normalized inputs needs them normalized wherever it runs (validation,
+ * flip,crop:4,normalize:0.49,0.48,0.45/0.25,0.24,0.26}. {@link #training()} is all of them; {@link
+ * #inference()} only the normalization — flips and crops are training-time augmentation, while a
+ * model trained on normalized inputs needs them normalized wherever it runs (validation,
  * evaluation, prediction).
  */
 public final class ImageAugment implements Serializable {
@@ -51,7 +51,9 @@ public final class ImageAugment implements Serializable {
     for (String raw : text.split(",")) {
       String t = raw.trim();
       // normalize's values are comma-separated too: a bare number continues the previous step
-      if (!items.isEmpty() && !t.isEmpty() && t.matches("[-+0-9.eE/]+")
+      if (!items.isEmpty()
+          && !t.isEmpty()
+          && t.matches("[-+0-9.eE/]+")
           && items.get(items.size() - 1).startsWith("normalize:")) {
         items.set(items.size() - 1, items.get(items.size() - 1) + "," + t);
       } else {
@@ -85,7 +87,9 @@ public final class ImageAugment implements Serializable {
         case "normalize":
           String[] ms = arg == null ? new String[0] : arg.split("/");
           if (ms.length != 2) {
-            throw bad(text, "normalize needs MEAN/STD, one value per channel, e.g. normalize:0.5,0.5,0.5/0.25,0.25,0.25");
+            throw bad(
+                text,
+                "normalize needs MEAN/STD, one value per channel, e.g. normalize:0.5,0.5,0.5/0.25,0.25,0.25");
           }
           float[] mean = floats(ms[0], text);
           float[] std = floats(ms[1], text);
@@ -122,8 +126,12 @@ public final class ImageAugment implements Serializable {
   }
 
   private static IllegalArgumentException bad(String text, String why) {
-    return new IllegalArgumentException("Invalid augmentation '" + text + "': " + why
-        + " (expected a comma-separated list of flip, crop:PADDING and normalize:MEAN,.../STD,...)");
+    return new IllegalArgumentException(
+        "Invalid augmentation '"
+            + text
+            + "': "
+            + why
+            + " (expected a comma-separated list of flip, crop:PADDING and normalize:MEAN,.../STD,...)");
   }
 
   /**
@@ -133,8 +141,10 @@ public final class ImageAugment implements Serializable {
    */
   public ImageAugment withImageShape(long... imageShape) {
     if (imageShape.length != 3 || Arrays.stream(imageShape).anyMatch(d -> d < 1)) {
-      throw new IllegalArgumentException("Invalid image shape " + Arrays.toString(imageShape)
-          + ": expected 3 positive dimensions");
+      throw new IllegalArgumentException(
+          "Invalid image shape "
+              + Arrays.toString(imageShape)
+              + ": expected 3 positive dimensions");
     }
     List<Step> out = new ArrayList<>();
     for (Step s : steps) {
@@ -160,8 +170,8 @@ public final class ImageAugment implements Serializable {
   }
 
   /**
-   * The text of {@link #inference()}'s steps ({@code normalize:...}, as {@link #parse} reads it), or
-   * null if there are none: what a saved model records.
+   * The text of {@link #inference()}'s steps ({@code normalize:...}, as {@link #parse} reads it),
+   * or null if there are none: what a saved model records.
    */
   public String inferenceText() {
     StringBuilder sb = new StringBuilder();
@@ -175,8 +185,8 @@ public final class ImageAugment implements Serializable {
 
   /**
    * Applies {@link #inference()} to one example's column of {@code shape} at {@code values[offset
-   * ..]}, outside the pipeline (batch inference on DataFrame rows); a column that is not 3-D is left
-   * as it is.
+   * ..]}, outside the pipeline (batch inference on DataFrame rows); a column that is not 3-D is
+   * left as it is.
    */
   public void applyInference(float[] values, int offset, long[] shape) {
     if (shape.length != 3) {
@@ -185,8 +195,13 @@ public final class ImageAugment implements Serializable {
     for (Step s : steps) {
       if (s instanceof Normalize) {
         Layout l = s.layout;
-        ((Normalize) s).normalize(values, offset, (int) (l == Layout.CHW ? shape[0] : shape[2]),
-            (int) (l == Layout.CHW ? shape[1] : shape[0]), (int) (l == Layout.CHW ? shape[2] : shape[1]));
+        ((Normalize) s)
+            .normalize(
+                values,
+                offset,
+                (int) (l == Layout.CHW ? shape[0] : shape[2]),
+                (int) (l == Layout.CHW ? shape[1] : shape[0]),
+                (int) (l == Layout.CHW ? shape[2] : shape[1]));
       }
     }
   }
@@ -210,7 +225,8 @@ public final class ImageAugment implements Serializable {
     long[] flat = steps.get(0).flatShape;
     for (long[] s : featureShapes) {
       if (s.length != 3) {
-        if (flat == null || Arrays.stream(s).reduce(1, (a, b) -> a * b) != flat[0] * flat[1] * flat[2]) {
+        if (flat == null
+            || Arrays.stream(s).reduce(1, (a, b) -> a * b) != flat[0] * flat[1] * flat[2]) {
           continue;
         }
         s = flat;
@@ -218,10 +234,23 @@ public final class ImageAugment implements Serializable {
       any = true;
       long ch = layout == Layout.CHW ? s[0] : s[2];
       for (Step step : steps) {
-        if (step instanceof Normalize && ((Normalize) step).mean.length != 1 && ((Normalize) step).mean.length != ch) {
-          throw new IllegalArgumentException("Invalid augmentation '" + text + "': " + step + " gives "
-              + ((Normalize) step).mean.length + " values per list, the image " + Arrays.toString(s) + " ("
-              + layout + ") has " + ch + " channels");
+        if (step instanceof Normalize
+            && ((Normalize) step).mean.length != 1
+            && ((Normalize) step).mean.length != ch) {
+          throw new IllegalArgumentException(
+              "Invalid augmentation '"
+                  + text
+                  + "': "
+                  + step
+                  + " gives "
+                  + ((Normalize) step).mean.length
+                  + " values per list, the image "
+                  + Arrays.toString(s)
+                  + " ("
+                  + layout
+                  + ") has "
+                  + ch
+                  + " channels");
         }
       }
     }
@@ -230,8 +259,14 @@ public final class ImageAugment implements Serializable {
       for (long[] s : featureShapes) {
         shapes.append(shapes.length() == 0 ? "" : ", ").append(Arrays.toString(s));
       }
-      throw new IllegalArgumentException("Invalid augmentation '" + text + "': it needs an image-shaped feature"
-          + " (3 dimensions, " + layout + ", e.g. 3x32x32); the features have shapes " + shapes);
+      throw new IllegalArgumentException(
+          "Invalid augmentation '"
+              + text
+              + "': it needs an image-shaped feature"
+              + " (3 dimensions, "
+              + layout
+              + ", e.g. 3x32x32); the features have shapes "
+              + shapes);
     }
   }
 
@@ -252,7 +287,8 @@ public final class ImageAugment implements Serializable {
    */
   public static ExampleTransform randomCrop(int padding, Layout layout) {
     if (padding < 1) {
-      throw new IllegalArgumentException("Invalid crop padding " + padding + ": expected at least 1");
+      throw new IllegalArgumentException(
+          "Invalid crop padding " + padding + ": expected at least 1");
     }
     return new Crop(padding, layout, null);
   }
@@ -269,6 +305,7 @@ public final class ImageAugment implements Serializable {
   private abstract static class Step implements ExampleTransform {
     private static final long serialVersionUID = 1L;
     final Layout layout;
+
     /** Shape (in the layout) of flat columns to treat as images too; null: 3-D columns only. */
     final long[] flatShape;
 
@@ -302,8 +339,11 @@ public final class ImageAugment implements Serializable {
         for (int c = 0; c < ex.numColumns(); c++) {
           shapes.append(c == 0 ? "" : ", ").append(Arrays.toString(ex.shape(c)));
         }
-        throw new IllegalArgumentException("image augmentation needs an image-shaped feature (3 dimensions, "
-            + layout + "); the features have shapes " + shapes);
+        throw new IllegalArgumentException(
+            "image augmentation needs an image-shaped feature (3 dimensions, "
+                + layout
+                + "); the features have shapes "
+                + shapes);
       }
     }
   }
@@ -329,28 +369,30 @@ public final class ImageAugment implements Serializable {
       if (!ex.random().nextBoolean()) {
         return;
       }
-      eachImage(ex, (v, off, ch, h, w) -> {
-        if (layout == Layout.CHW) {
-          for (int row = off, end = off + ch * h * w; row < end; row += w) {
-            for (int i = row, j = row + w - 1; i < j; i++, j--) {
-              float t = v[i];
-              v[i] = v[j];
-              v[j] = t;
-            }
-          }
-        } else {
-          for (int y = 0; y < h; y++) {
-            int row = off + y * w * ch;
-            for (int a = 0, b = w - 1; a < b; a++, b--) {
-              for (int k = 0; k < ch; k++) {
-                float t = v[row + a * ch + k];
-                v[row + a * ch + k] = v[row + b * ch + k];
-                v[row + b * ch + k] = t;
+      eachImage(
+          ex,
+          (v, off, ch, h, w) -> {
+            if (layout == Layout.CHW) {
+              for (int row = off, end = off + ch * h * w; row < end; row += w) {
+                for (int i = row, j = row + w - 1; i < j; i++, j--) {
+                  float t = v[i];
+                  v[i] = v[j];
+                  v[j] = t;
+                }
+              }
+            } else {
+              for (int y = 0; y < h; y++) {
+                int row = off + y * w * ch;
+                for (int a = 0, b = w - 1; a < b; a++, b--) {
+                  for (int k = 0; k < ch; k++) {
+                    float t = v[row + a * ch + k];
+                    v[row + a * ch + k] = v[row + b * ch + k];
+                    v[row + b * ch + k] = t;
+                  }
+                }
               }
             }
-          }
-        }
-      });
+          });
     }
 
     @Override
@@ -381,30 +423,33 @@ public final class ImageAugment implements Serializable {
       if (dy == 0 && dx == 0) {
         return;
       }
-      eachImage(ex, (v, off, ch, h, w) -> {
-        int n = ch * h * w;
-        float[] src = ex.scratch(n);
-        System.arraycopy(v, off, src, 0, n);
-        // out(y, x) = in(y + dy, x + dx), zero outside the image
-        int x0 = Math.max(0, -dx);
-        int x1 = Math.min(w, w - dx);
-        int planes = layout == Layout.CHW ? ch : 1;
-        int px = layout == Layout.CHW ? 1 : ch; // values per pixel within a plane
-        for (int p = 0; p < planes; p++) {
-          int plane = p * h * w;
-          for (int y = 0; y < h; y++) {
-            int out = off + (plane + y * w) * px;
-            int sy = y + dy;
-            if (sy < 0 || sy >= h || x1 <= x0) {
-              Arrays.fill(v, out, out + w * px, 0f);
-              continue;
+      eachImage(
+          ex,
+          (v, off, ch, h, w) -> {
+            int n = ch * h * w;
+            float[] src = ex.scratch(n);
+            System.arraycopy(v, off, src, 0, n);
+            // out(y, x) = in(y + dy, x + dx), zero outside the image
+            int x0 = Math.max(0, -dx);
+            int x1 = Math.min(w, w - dx);
+            int planes = layout == Layout.CHW ? ch : 1;
+            int px = layout == Layout.CHW ? 1 : ch; // values per pixel within a plane
+            for (int p = 0; p < planes; p++) {
+              int plane = p * h * w;
+              for (int y = 0; y < h; y++) {
+                int out = off + (plane + y * w) * px;
+                int sy = y + dy;
+                if (sy < 0 || sy >= h || x1 <= x0) {
+                  Arrays.fill(v, out, out + w * px, 0f);
+                  continue;
+                }
+                Arrays.fill(v, out, out + x0 * px, 0f);
+                System.arraycopy(
+                    src, (plane + sy * w + x0 + dx) * px, v, out + x0 * px, (x1 - x0) * px);
+                Arrays.fill(v, out + x1 * px, out + w * px, 0f);
+              }
             }
-            Arrays.fill(v, out, out + x0 * px, 0f);
-            System.arraycopy(src, (plane + sy * w + x0 + dx) * px, v, out + x0 * px, (x1 - x0) * px);
-            Arrays.fill(v, out + x1 * px, out + w * px, 0f);
-          }
-        }
-      });
+          });
     }
 
     @Override
@@ -424,14 +469,19 @@ public final class ImageAugment implements Serializable {
       super(layout, flatShape);
       this.std = std.clone();
       if (mean.length == 0 || mean.length != std.length) {
-        throw new IllegalArgumentException("normalize needs as many means as standard deviations (one per channel"
-            + " or one for all), not " + mean.length + " and " + std.length);
+        throw new IllegalArgumentException(
+            "normalize needs as many means as standard deviations (one per channel"
+                + " or one for all), not "
+                + mean.length
+                + " and "
+                + std.length);
       }
       this.mean = mean.clone();
       this.invStd = new float[std.length];
       for (int i = 0; i < std.length; i++) {
         if (!(std[i] > 0) || !Float.isFinite(std[i])) {
-          throw new IllegalArgumentException("normalize's standard deviations must be positive, not " + std[i]);
+          throw new IllegalArgumentException(
+              "normalize's standard deviations must be positive, not " + std[i]);
         }
         invStd[i] = 1f / std[i];
       }
@@ -459,8 +509,13 @@ public final class ImageAugment implements Serializable {
     void normalize(float[] v, int off, int ch, int h, int w) {
       {
         if (mean.length != 1 && mean.length != ch) {
-          throw new IllegalArgumentException(text + " has " + mean.length + " values per channel list; the image has "
-              + ch + " channels");
+          throw new IllegalArgumentException(
+              text
+                  + " has "
+                  + mean.length
+                  + " values per channel list; the image has "
+                  + ch
+                  + " channels");
         }
         for (int k = 0; k < ch; k++) {
           float m = mean[mean.length == 1 ? 0 : k];

@@ -15,15 +15,23 @@ final class Images {
    *
    * @throws IOException if the bytes are not an image of that size
    */
-  static void decode(byte[] buf, int bOff, int bLen, int height, int width, int channels,
-      float[] out, int off) throws IOException {
+  static void decode(
+      byte[] buf, int bOff, int bLen, int height, int width, int channels, float[] out, int off)
+      throws IOException {
     BufferedImage img = ImageIO.read(new ByteArrayInputStream(buf, bOff, bLen));
     if (img == null) {
       throw new IOException("not an image ImageIO can read (" + bLen + " bytes)");
     }
     if (img.getHeight() != height || img.getWidth() != width) {
-      throw new IOException("image is " + img.getHeight() + "x" + img.getWidth() + ", expected "
-          + height + "x" + width);
+      throw new IOException(
+          "image is "
+              + img.getHeight()
+              + "x"
+              + img.getWidth()
+              + ", expected "
+              + height
+              + "x"
+              + width);
     }
     if (channels != 1 && channels != 3) {
       throw new IOException("images need 1 or 3 channels, not " + channels);

@@ -3,13 +3,13 @@ package dev.sparktrainer.data;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
-import ai.djl.ndarray.types.DataType;
 
 /**
  * One worker's input pipeline: the {@link BatchSource} the trainer consumes.
@@ -31,11 +31,14 @@ public final class InputPipeline implements BatchSource {
   private final PipelineContext ctx;
   private final NDManager manager;
   private EpochStream current;
+
   /** A stream started ahead of its turn ({@link #prepare}), and the epoch it was asked for. */
   private EpochStream upcoming;
+
   private int prepared = -1;
   private boolean closed;
   private PipelineStats lastStats;
+
   /** Applied to every host batch before it goes to the device; null for none. */
   private final Normalization normalization;
 
@@ -44,8 +47,14 @@ public final class InputPipeline implements BatchSource {
     this.manager = manager;
     this.normalization = normalization;
     if (normalization != null && normalization.size() != ctx.spec().featureSize()) {
-      throw new IllegalArgumentException("The normalization was fitted on " + normalization.size()
-          + " feature values per example, the data has " + ctx.spec().featureSize() + " (" + ctx.spec().features() + ")");
+      throw new IllegalArgumentException(
+          "The normalization was fitted on "
+              + normalization.size()
+              + " feature values per example, the data has "
+              + ctx.spec().featureSize()
+              + " ("
+              + ctx.spec().features()
+              + ")");
     }
   }
 
@@ -56,23 +65,44 @@ public final class InputPipeline implements BatchSource {
    * @throws IllegalArgumentException if the options do not fit the memory budget or a worker would
    *     get no step
    */
-  public static InputPipeline create(DatasetPlan plan, PipelineOptions options, int rank,
-      int numWorkers, NDManager manager, Configuration conf) {
+  public static InputPipeline create(
+      DatasetPlan plan,
+      PipelineOptions options,
+      int rank,
+      int numWorkers,
+      NDManager manager,
+      Configuration conf) {
     return create(plan, options, null, rank, numWorkers, manager, conf);
   }
 
-  /** As {@link #create(DatasetPlan, PipelineOptions, int, int, NDManager, Configuration)}, normalizing the features. */
-  public static InputPipeline create(DatasetPlan plan, PipelineOptions options, Normalization normalization,
-      int rank, int numWorkers, NDManager manager, Configuration conf) {
-    return new InputPipeline(new PipelineContext(plan, options, rank, numWorkers, conf), manager, normalization);
+  /**
+   * As {@link #create(DatasetPlan, PipelineOptions, int, int, NDManager, Configuration)},
+   * normalizing the features.
+   */
+  public static InputPipeline create(
+      DatasetPlan plan,
+      PipelineOptions options,
+      Normalization normalization,
+      int rank,
+      int numWorkers,
+      NDManager manager,
+      Configuration conf) {
+    return new InputPipeline(
+        new PipelineContext(plan, options, rank, numWorkers, conf), manager, normalization);
   }
 
-  /** Whether examples are decoded straight into their batches (no shuffle buffer, room in the budget). */
+  /**
+   * Whether examples are decoded straight into their batches (no shuffle buffer, room in the
+   * budget).
+   */
   boolean decodesInBatch() {
     return ctx.decodesInBatch();
   }
 
-  /** Whether readers make whole batches, in the order they are ready (deterministic=false, no shuffle buffer). */
+  /**
+   * Whether readers make whole batches, in the order they are ready (deterministic=false, no
+   * shuffle buffer).
+   */
   boolean unordered() {
     return ctx.unordered();
   }
@@ -109,8 +139,8 @@ public final class InputPipeline implements BatchSource {
   }
 
   /**
-   * The epoch's batches on the Java side (no DJL): for benchmarks, tools and tests. A batch is valid
-   * until the next call to the iterator, which recycles its buffers.
+   * The epoch's batches on the Java side (no DJL): for benchmarks, tools and tests. A batch is
+   * valid until the next call to the iterator, which recycles its buffers.
    */
   HostIterator hostEpoch(int epoch, long skipSteps) {
     return start(epoch, skipSteps, true);
@@ -118,7 +148,8 @@ public final class InputPipeline implements BatchSource {
 
   private HostIterator start(int epoch, long skipSteps, boolean recycle) {
     if (skipSteps < 0 || skipSteps > stepsPerEpoch()) {
-      throw new IllegalArgumentException("skipSteps " + skipSteps + " outside 0.." + stepsPerEpoch());
+      throw new IllegalArgumentException(
+          "skipSteps " + skipSteps + " outside 0.." + stepsPerEpoch());
     }
     EpochStream previous;
     EpochStream ahead;
@@ -146,10 +177,13 @@ public final class InputPipeline implements BatchSource {
       ahead.close();
     }
     if (stream == null) {
-      stream = new EpochStream(ctx, epoch, skipSteps, ctx.initialPrefetch(), ctx.initialParallelism());
+      stream =
+          new EpochStream(ctx, epoch, skipSteps, ctx.initialPrefetch(), ctx.initialParallelism());
     }
-    // AUTOTUNE goes on from where the last epoch left it (a stream started ahead has a queue of one).
-    stream.tune(previous != null ? previous.prefetchCapacity() : ctx.initialPrefetch(),
+    // AUTOTUNE goes on from where the last epoch left it (a stream started ahead has a queue of
+    // one).
+    stream.tune(
+        previous != null ? previous.prefetchCapacity() : ctx.initialPrefetch(),
         previous != null ? previous.parallelism() : stream.parallelism());
     synchronized (this) {
       if (previous != null) {
@@ -225,8 +259,11 @@ public final class InputPipeline implements BatchSource {
         System.arraycopy(shape, 0, full, 1, shape.length);
         features.add(m.create(hb.features[c], new Shape(full), DataType.FLOAT32));
       }
-      NDArray labels = m.create(hb.labelBuffer, new Shape(hb.size), spec.labelType() == DatasetSpec.LabelType.INT
-          ? DataType.INT64 : DataType.FLOAT32);
+      NDArray labels =
+          m.create(
+              hb.labelBuffer,
+              new Shape(hb.size),
+              spec.labelType() == DatasetSpec.LabelType.INT ? DataType.INT64 : DataType.FLOAT32);
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
       return new Batch(m, features, labels, hb.size, () -> ctx.recycle(hb));
     } catch (RuntimeException e) {
@@ -257,7 +294,10 @@ public final class InputPipeline implements BatchSource {
     }
   }
 
-  /** Host batches of one epoch; reader failures surface as {@link UncheckedIOException}s naming the file. */
+  /**
+   * Host batches of one epoch; reader failures surface as {@link UncheckedIOException}s naming the
+   * file.
+   */
   static final class HostIterator implements Iterator<HostBatch> {
     private final EpochStream stream;
     private final PipelineContext recycler;

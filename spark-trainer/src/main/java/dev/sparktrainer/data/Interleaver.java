@@ -1,11 +1,10 @@
 package dev.sparktrainer.data;
 
 import java.io.IOException;
-import java.util.List;
+import java.util.Arrays;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
-import java.util.Arrays;
 
 /**
  * tf.data's deterministic interleave: {@code cycleLength} splits are open at once, each read by its
@@ -37,8 +36,14 @@ final class Interleaver implements AutoCloseable {
   private int takenInBlock;
   private volatile boolean closed;
 
-  Interleaver(int[] items, int cycleLength, int blockLength, int slotCapacity, Semaphore permits,
-      Opener opener, String threadName) {
+  Interleaver(
+      int[] items,
+      int cycleLength,
+      int blockLength,
+      int slotCapacity,
+      Semaphore permits,
+      Opener opener,
+      String threadName) {
     this.items = items;
     this.blockLength = blockLength;
     this.slotCapacity = slotCapacity;
@@ -185,7 +190,9 @@ final class Interleaver implements AutoCloseable {
       }
     }
 
-    /** The next record, END or a Failure; records are handed over in chunks to cut synchronisation. */
+    /**
+     * The next record, END or a Failure; records are handed over in chunks to cut synchronisation.
+     */
     Object nextRecord() throws InterruptedException, IOException {
       if (chunk != null && chunkPos < chunk.length) {
         Record r = chunk[chunkPos];

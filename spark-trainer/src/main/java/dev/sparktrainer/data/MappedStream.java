@@ -14,8 +14,11 @@ import java.io.IOException;
  * depend on what it is, never on thread timing or on where the epoch was resumed.
  */
 final class MappedStream implements RecordStream {
-  /** Records per split the example index can tell apart (the split's position fills the bits above). */
+  /**
+   * Records per split the example index can tell apart (the split's position fills the bits above).
+   */
   static final int ORDINAL_BITS = 40;
+
   /** {@link Seeds} stream of the map stage (1: split order, 2: shuffle buffer). */
   private static final int SEED_STREAM = 3;
 
@@ -29,8 +32,15 @@ final class MappedStream implements RecordStream {
   private final String source;
   private long ordinal;
 
-  private MappedStream(RecordStream in, ExampleTransform transform, DatasetSpec spec, long seed, int epoch,
-      int rank, int item, String source) {
+  private MappedStream(
+      RecordStream in,
+      ExampleTransform transform,
+      DatasetSpec spec,
+      long seed,
+      int epoch,
+      int rank,
+      int item,
+      String source) {
     this.in = in;
     this.transform = transform;
     this.example = new Example(spec);
@@ -42,13 +52,14 @@ final class MappedStream implements RecordStream {
   }
 
   /** {@code opener}'s streams of epoch {@code epoch}, mapped by the options' transform. */
-  static Interleaver.Opener opener(Interleaver.Opener opener, DatasetSpec spec, PipelineOptions options,
-      int epoch, int rank) {
+  static Interleaver.Opener opener(
+      Interleaver.Opener opener, DatasetSpec spec, PipelineOptions options, int epoch, int rank) {
     ExampleTransform t = options.transform();
     return new Interleaver.Opener() {
       @Override
       public RecordStream open(int item) throws IOException {
-        return new MappedStream(opener.open(item), t, spec, options.seed(), epoch, rank, item, opener.describe(item));
+        return new MappedStream(
+            opener.open(item), t, spec, options.seed(), epoch, rank, item, opener.describe(item));
       }
 
       @Override
@@ -66,18 +77,33 @@ final class MappedStream implements RecordStream {
     }
     if (r.features == null) {
       // PipelineContext has the readers decode records whenever the options carry a transform.
-      throw new IllegalStateException("The map stage got a record of " + source + " that is not decoded yet: with a"
-          + " transform, the readers must decode records");
+      throw new IllegalStateException(
+          "The map stage got a record of "
+              + source
+              + " that is not decoded yet: with a"
+              + " transform, the readers must decode records");
     }
     long k = ordinal++;
-    example.reset(r.features, r.label, epoch, rank, ((long) item << ORDINAL_BITS) | k,
+    example.reset(
+        r.features,
+        r.label,
+        epoch,
+        rank,
+        ((long) item << ORDINAL_BITS) | k,
         Seeds.mix(base, item, k, 0));
     try {
       transform.apply(example);
     } catch (Exception | LinkageError | AssertionError | StackOverflowError e) {
       long offset = in.recordOffset();
-      throw new IOException("The example transform failed on record " + k + " of " + source
-          + (offset >= 0 ? " (byte offset " + offset + ")" : "") + ": " + e, e);
+      throw new IOException(
+          "The example transform failed on record "
+              + k
+              + " of "
+              + source
+              + (offset >= 0 ? " (byte offset " + offset + ")" : "")
+              + ": "
+              + e,
+          e);
     }
     return example.label() == r.label ? r : new Record(r.features, example.label());
   }

@@ -35,7 +35,8 @@ public final class Normalization implements Serializable {
       try {
         return valueOf(value.trim().toUpperCase(Locale.ROOT));
       } catch (IllegalArgumentException | NullPointerException e) {
-        throw new IllegalArgumentException("Invalid normalization '" + value + "': expected standard, minmax or none");
+        throw new IllegalArgumentException(
+            "Invalid normalization '" + value + "': expected standard, minmax or none");
       }
     }
 
@@ -95,14 +96,17 @@ public final class Normalization implements Serializable {
     return shift.length;
   }
 
-  /** Normalizes one value: feature value {@code i} (in the concatenated order of the feature columns). */
+  /**
+   * Normalizes one value: feature value {@code i} (in the concatenated order of the feature
+   * columns).
+   */
   public float apply(int i, float x) {
     return (float) ((x - shift[i]) * scale[i]);
   }
 
   /**
-   * Normalizes {@code rows} rows of {@code width} values in place, row {@code r} at {@code off + r *
-   * width}; the row's first value is feature value {@code first}.
+   * Normalizes {@code rows} rows of {@code width} values in place, row {@code r} at {@code off + r
+   * * width}; the row's first value is feature value {@code first}.
    */
   public void apply(float[] values, int off, int rows, int width, int first) {
     check(first, width);
@@ -114,7 +118,10 @@ public final class Normalization implements Serializable {
     }
   }
 
-  /** As {@link #apply(float[], int, int, int, int)} on a batch column: rows of {@code width} values from index 0. */
+  /**
+   * As {@link #apply(float[], int, int, int, int)} on a batch column: rows of {@code width} values
+   * from index 0.
+   */
   public void apply(FloatBuffer values, int rows, int width, int first) {
     check(first, width);
     // Row by row through a heap array: bulk copies and a plain loop the JIT vectorizes, about 3x
@@ -130,8 +137,14 @@ public final class Normalization implements Serializable {
 
   private void check(int first, int width) {
     if (first < 0 || first + width > shift.length) {
-      throw new IllegalArgumentException("Feature values " + first + ".." + (first + width - 1) + " outside the "
-          + shift.length + " values the normalization was fitted on");
+      throw new IllegalArgumentException(
+          "Feature values "
+              + first
+              + ".."
+              + (first + width - 1)
+              + " outside the "
+              + shift.length
+              + " values the normalization was fitted on");
     }
   }
 
@@ -142,9 +155,20 @@ public final class Normalization implements Serializable {
     int[] widths = stats.widths();
     for (int c = 0; c < widths.length; c++) {
       for (int j = 0; j < widths[c]; j++, i++) {
-        sb.append(csvName(stats.names().get(c))).append(',').append(j).append(',').append(stats.count()).append(',')
-            .append(stats.mean(i)).append(',').append(stats.std(i)).append(',').append(stats.min(i)).append(',')
-            .append(stats.max(i)).append('\n');
+        sb.append(csvName(stats.names().get(c)))
+            .append(',')
+            .append(j)
+            .append(',')
+            .append(stats.count())
+            .append(',')
+            .append(stats.mean(i))
+            .append(',')
+            .append(stats.std(i))
+            .append(',')
+            .append(stats.min(i))
+            .append(',')
+            .append(stats.max(i))
+            .append('\n');
       }
     }
     return sb.toString().getBytes(StandardCharsets.UTF_8);
@@ -154,8 +178,10 @@ public final class Normalization implements Serializable {
   public static Normalization fromCsv(Mode mode, byte[] csv, String where) {
     String[] lines = new String(csv, StandardCharsets.UTF_8).split("\n");
     if (lines.length < 2 || !lines[0].equals("feature,index,count,mean,std,min,max")) {
-      throw new IllegalArgumentException(where + ": not a normalization table (expected the header"
-          + " feature,index,count,mean,std,min,max)");
+      throw new IllegalArgumentException(
+          where
+              + ": not a normalization table (expected the header"
+              + " feature,index,count,mean,std,min,max)");
     }
     List<String> names = new ArrayList<>();
     List<Integer> widths = new ArrayList<>();
@@ -177,17 +203,34 @@ public final class Normalization implements Serializable {
           names.add(name);
           widths.add(0);
         }
-        if (names.isEmpty() || !names.get(names.size() - 1).equals(name) || widths.get(widths.size() - 1) != j) {
+        if (names.isEmpty()
+            || !names.get(names.size() - 1).equals(name)
+            || widths.get(widths.size() - 1) != j) {
           throw new IllegalArgumentException("out of order");
         }
         widths.set(widths.size() - 1, j + 1);
       } catch (RuntimeException e) {
-        throw new IllegalArgumentException(where + ", line " + (k + 2) + ": invalid normalization entry '" + line
-            + "' (" + e.getMessage() + ")", e);
+        throw new IllegalArgumentException(
+            where
+                + ", line "
+                + (k + 2)
+                + ": invalid normalization entry '"
+                + line
+                + "' ("
+                + e.getMessage()
+                + ")",
+            e);
       }
     }
-    FeatureStatistics stats = FeatureStatistics.of(names, widths.stream().mapToInt(Integer::intValue).toArray(),
-        count, v[0], v[1], v[2], v[3]);
+    FeatureStatistics stats =
+        FeatureStatistics.of(
+            names,
+            widths.stream().mapToInt(Integer::intValue).toArray(),
+            count,
+            v[0],
+            v[1],
+            v[2],
+            v[3]);
     return new Normalization(mode, stats);
   }
 
@@ -205,12 +248,14 @@ public final class Normalization implements Serializable {
 
   private static String csvName(String name) {
     return name.contains(",") || name.contains("\"")
-        ? "\"" + name.replace("\"", "\"\"") + "\"" : name;
+        ? "\"" + name.replace("\"", "\"\"") + "\""
+        : name;
   }
 
   private static String unCsvName(String s) {
     return s.length() >= 2 && s.startsWith("\"") && s.endsWith("\"")
-        ? s.substring(1, s.length() - 1).replace("\"\"", "\"") : s;
+        ? s.substring(1, s.length() - 1).replace("\"\"", "\"")
+        : s;
   }
 
   @Override

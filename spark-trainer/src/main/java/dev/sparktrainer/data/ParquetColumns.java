@@ -1,5 +1,6 @@
 package dev.sparktrainer.data;
 
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -15,19 +16,20 @@ import org.apache.parquet.schema.GroupType;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
-import java.io.IOException;
 
 /**
- * Decoders of one Parquet column each, reading a row group's values and repetition/definition levels
- * straight from the pages (no record assembly) into a {@link FloatSink}, with no object per value:
- * number leaves through {@link BulkColumnReader} (a page decoded at a time, a row's values moved in
- * runs), binary and boolean leaves through parquet-mr's column readers. A feature column is one of
+ * Decoders of one Parquet column each, reading a row group's values and repetition/definition
+ * levels straight from the pages (no record assembly) into a {@link FloatSink}, with no object per
+ * value: number leaves through {@link BulkColumnReader} (a page decoded at a time, a row's values
+ * moved in runs), binary and boolean leaves through parquet-mr's column readers. A feature column
+ * is one of
  *
  * <ul>
- *   <li>a number, or any list of numbers ({@link Leaf}: one leaf column, whatever its list encoding —
- *       3-level {@code LIST}, 2-level legacy {@code array}, bare {@code repeated} — since the levels
- *       say where rows begin and which entries are values, empty lists or nulls);
- *   <li>a Spark ML vector ({@link Vector}: the VectorUDT struct's four leaf columns, dense or sparse);
+ *   <li>a number, or any list of numbers ({@link Leaf}: one leaf column, whatever its list encoding
+ *       — 3-level {@code LIST}, 2-level legacy {@code array}, bare {@code repeated} — since the
+ *       levels say where rows begin and which entries are values, empty lists or nulls);
+ *   <li>a Spark ML vector ({@link Vector}: the VectorUDT struct's four leaf columns, dense or
+ *       sparse);
  *   <li>an encoded image ({@link Image}: one binary leaf);
  *   <li>a struct of such columns without lists (its leaves one after the other).
  * </ul>
@@ -35,7 +37,10 @@ import java.io.IOException;
 final class ParquetColumns {
   private ParquetColumns() {}
 
-  /** A value the spec cannot take: a null, a wrong count, a bad vector. Unchecked, for speed; its caller names file, row and column. */
+  /**
+   * A value the spec cannot take: a null, a wrong count, a bad vector. Unchecked, for speed; its
+   * caller names file, row and column.
+   */
   static final class BadValue extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
@@ -62,8 +67,11 @@ final class ParquetColumns {
       return false;
     }
     GroupType g = t.asGroupType();
-    return g.getFieldCount() == 4 && g.containsField("type") && g.containsField("size")
-        && g.containsField("indices") && g.containsField("values");
+    return g.getFieldCount() == 4
+        && g.containsField("type")
+        && g.containsField("size")
+        && g.containsField("indices")
+        && g.containsField("values");
   }
 
   /**
@@ -75,9 +83,11 @@ final class ParquetColumns {
     Type t = projection.getType(name);
     List<ColumnDescriptor> leaves = leaves(projection, name);
     if (image) {
-      if (leaves.size() != 1 || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() != PrimitiveTypeName.BINARY
+      if (leaves.size() != 1
+          || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() != PrimitiveTypeName.BINARY
           || leaves.get(0).getMaxRepetitionLevel() > 0) {
-        throw new IllegalArgumentException("column '" + name + "' is " + t + ": an image column must be binary");
+        throw new IllegalArgumentException(
+            "column '" + name + "' is " + t + ": an image column must be binary");
       }
       return new Image(new Leaf(projection, leaves.get(0), name));
     }
@@ -92,8 +102,12 @@ final class ParquetColumns {
     List<Column> parts = new ArrayList<>();
     for (ColumnDescriptor d : leaves) {
       if (d.getMaxRepetitionLevel() > 0) {
-        throw new IllegalArgumentException("column '" + name + "' is " + t
-            + ": lists of structs are not supported (numbers, lists of numbers, ML vectors or images)");
+        throw new IllegalArgumentException(
+            "column '"
+                + name
+                + "' is "
+                + t
+                + ": lists of structs are not supported (numbers, lists of numbers, ML vectors or images)");
       }
       parts.add(new Leaf(projection, d, name));
     }
@@ -111,12 +125,16 @@ final class ParquetColumns {
     return out;
   }
 
-  /** A converter tree of {@code schema}'s shape that is never called: column readers need one to exist. */
+  /**
+   * A converter tree of {@code schema}'s shape that is never called: column readers need one to
+   * exist.
+   */
   static GroupConverter unusedConverters(GroupType schema) {
     Converter[] children = new Converter[schema.getFieldCount()];
     for (int i = 0; i < children.length; i++) {
       Type t = schema.getType(i);
-      children[i] = t.isPrimitive() ? new PrimitiveConverter() {} : unusedConverters(t.asGroupType());
+      children[i] =
+          t.isPrimitive() ? new PrimitiveConverter() {} : unusedConverters(t.asGroupType());
     }
     return new GroupConverter() {
       @Override
@@ -133,10 +151,10 @@ final class ParquetColumns {
   }
 
   /**
-   * One leaf column: a number, or the numbers of a list at any depth, in any list encoding. A row is
-   * the entries from one with repetition level 0 to the next; an entry below the maximum definition
-   * level is no value: an empty list (fine: the count check decides), a null column, or a null
-   * element (errors).
+   * One leaf column: a number, or the numbers of a list at any depth, in any list encoding. A row
+   * is the entries from one with repetition level 0 to the next; an entry below the maximum
+   * definition level is no value: an empty list (fine: the count check decides), a null column, or
+   * a null element (errors).
    */
   static final class Leaf implements Column {
     private static final byte EMPTY = 0;
@@ -147,26 +165,34 @@ final class ParquetColumns {
     private final String column;
     private final PrimitiveTypeName type;
     private final int maxDef;
+
     /** What an entry of each definition level below the maximum means. */
     private final byte[] absent;
+
     private ColumnReader reader;
+
     /** {@link #reader} when it decodes in bulk, else null. */
     private BulkColumnReader bulk;
+
     private long left;
 
     Leaf(MessageType schema, ColumnDescriptor desc, String column) {
       this(schema, desc, column, false);
     }
 
-    /** @param nullsAllowed whether a null inside the column is no value rather than an error */
+    /**
+     * @param nullsAllowed whether a null inside the column is no value rather than an error
+     */
     Leaf(MessageType schema, ColumnDescriptor desc, String column, boolean nullsAllowed) {
       this.desc = desc;
       this.column = column;
       this.type = desc.getPrimitiveType().getPrimitiveTypeName();
       this.maxDef = desc.getMaxDefinitionLevel();
       this.absent = new byte[maxDef];
-      // Walk the path: entry level d means the fields down to the one at level d are defined and the
-      // next non-required field is not. That field being repeated: an empty list; being the top-level
+      // Walk the path: entry level d means the fields down to the one at level d are defined and
+      // the
+      // next non-required field is not. That field being repeated: an empty list; being the
+      // top-level
       // column: a null column; else a null inside (an element, a struct field).
       Type t = schema;
       int level = 0;
@@ -174,14 +200,21 @@ final class ParquetColumns {
       for (int i = 0; i < path.length; i++) {
         t = t.asGroupType().getType(path[i]);
         if (t.getRepetition() != Type.Repetition.REQUIRED) {
-          absent[level] = t.getRepetition() == Type.Repetition.REPEATED || (nullsAllowed && i > 0) ? EMPTY
-              : i == 0 ? NULL : NULL_ELEMENT;
+          absent[level] =
+              t.getRepetition() == Type.Repetition.REPEATED || (nullsAllowed && i > 0)
+                  ? EMPTY
+                  : i == 0 ? NULL : NULL_ELEMENT;
           level++;
         }
       }
-      if (type != PrimitiveTypeName.BINARY && type != PrimitiveTypeName.BOOLEAN && type != PrimitiveTypeName.INT32
-          && type != PrimitiveTypeName.INT64 && type != PrimitiveTypeName.FLOAT && type != PrimitiveTypeName.DOUBLE) {
-        throw new IllegalArgumentException("column '" + column + "' of type " + type + " is not a number");
+      if (type != PrimitiveTypeName.BINARY
+          && type != PrimitiveTypeName.BOOLEAN
+          && type != PrimitiveTypeName.INT32
+          && type != PrimitiveTypeName.INT64
+          && type != PrimitiveTypeName.FLOAT
+          && type != PrimitiveTypeName.DOUBLE) {
+        throw new IllegalArgumentException(
+            "column '" + column + "' of type " + type + " is not a number");
       }
     }
 
@@ -201,7 +234,8 @@ final class ParquetColumns {
     @Override
     public void read(FloatSink sink) {
       if (type == PrimitiveTypeName.BINARY) {
-        throw new BadValue("column '" + column + "' is binary: declare it as an image, or give numbers");
+        throw new BadValue(
+            "column '" + column + "' is binary: declare it as an image, or give numbers");
       }
       if (bulk != null) {
         left -= bulk.readFloats(sink, this);
@@ -217,7 +251,10 @@ final class ParquetColumns {
       } while (advance());
     }
 
-    /** Reads the row's values as ints (vector indices, type and size) into {@code into}; returns how many. */
+    /**
+     * Reads the row's values as ints (vector indices, type and size) into {@code into}; returns how
+     * many.
+     */
     int readInts(int[][] into) {
       int n = 0;
       do {
@@ -226,7 +263,10 @@ final class ParquetColumns {
           if (n == into[0].length) {
             into[0] = Arrays.copyOf(into[0], Math.max(8, 2 * n));
           }
-          into[0][n++] = type == PrimitiveTypeName.INT64 ? Math.toIntExact(reader.getLong()) : reader.getInteger();
+          into[0][n++] =
+              type == PrimitiveTypeName.INT64
+                  ? Math.toIntExact(reader.getLong())
+                  : reader.getInteger();
         } else {
           checkAbsent(d, n);
         }
@@ -286,7 +326,10 @@ final class ParquetColumns {
       return --left > 0 && reader.getCurrentRepetitionLevel() != 0;
     }
 
-    /** An entry below the maximum definition level at value {@code position}: fine if an empty list, else throws. */
+    /**
+     * An entry below the maximum definition level at value {@code position}: fine if an empty list,
+     * else throws.
+     */
     void checkAbsent(int d, int position) {
       switch (absent[d]) {
         case EMPTY:
@@ -294,8 +337,14 @@ final class ParquetColumns {
         case NULL:
           throw new BadValue("column '" + column + "' is null");
         default:
-          throw new BadValue("column '" + column + "' has a null at value " + position
-              + " (" + String.join(".", desc.getPath()) + ")");
+          throw new BadValue(
+              "column '"
+                  + column
+                  + "' has a null at value "
+                  + position
+                  + " ("
+                  + String.join(".", desc.getPath())
+                  + ")");
       }
     }
 
@@ -319,12 +368,16 @@ final class ParquetColumns {
       int d = reader.getCurrentDefinitionLevel();
       double v;
       if (d == maxDef) {
-        v = type == PrimitiveTypeName.DOUBLE ? reader.getDouble() : type == PrimitiveTypeName.INT64
-            ? reader.getLong() : number();
+        v =
+            type == PrimitiveTypeName.DOUBLE
+                ? reader.getDouble()
+                : type == PrimitiveTypeName.INT64 ? reader.getLong() : number();
       } else {
         advance();
-        throw new BadValue(d < absent.length && absent[d] == EMPTY ? "column '" + column + "' is an empty list"
-            : "column '" + column + "' is null");
+        throw new BadValue(
+            d < absent.length && absent[d] == EMPTY
+                ? "column '" + column + "' is an empty list"
+                : "column '" + column + "' is null");
       }
       if (advance()) {
         throw new BadValue("column '" + column + "' holds a list, not one number");
@@ -336,9 +389,14 @@ final class ParquetColumns {
   /** A label column: one number per row. */
   static Leaf forLabel(MessageType projection, String name) {
     List<ColumnDescriptor> leaves = leaves(projection, name);
-    if (leaves.size() != 1 || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY) {
-      throw new IllegalArgumentException("label column '" + name + "' is " + projection.getType(name)
-          + ": a label must be one number");
+    if (leaves.size() != 1
+        || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY) {
+      throw new IllegalArgumentException(
+          "label column '"
+              + name
+              + "' is "
+              + projection.getType(name)
+              + ": a label must be one number");
     }
     return new Leaf(projection, leaves.get(0), name);
   }
@@ -385,7 +443,10 @@ final class ParquetColumns {
     }
   }
 
-  /** Spark ML's VectorUDT: {@code type} 1 dense ({@code values}), 0 sparse ({@code size}, {@code indices}, {@code values}). */
+  /**
+   * Spark ML's VectorUDT: {@code type} 1 dense ({@code values}), 0 sparse ({@code size}, {@code
+   * indices}, {@code values}).
+   */
   static final class Vector implements Column {
     private final String column;
     private final Leaf type;
@@ -400,7 +461,8 @@ final class ParquetColumns {
       this.type = new Leaf(projection, leaf(projection, name, "type"), name + ".type");
       // A dense vector has no size and no indices (nulls); the counts are checked below.
       this.size = new Leaf(projection, leaf(projection, name, "size"), name + ".size", true);
-      this.indices = new Leaf(projection, leaf(projection, name, "indices"), name + ".indices", true);
+      this.indices =
+          new Leaf(projection, leaf(projection, name, "indices"), name + ".indices", true);
       this.values = new Leaf(projection, leaf(projection, name, "values"), name + ".values", true);
     }
 
@@ -410,7 +472,8 @@ final class ParquetColumns {
           return d;
         }
       }
-      throw new IllegalArgumentException("vector column '" + name + "' has no leaf '" + field + "'");
+      throw new IllegalArgumentException(
+          "vector column '" + name + "' has no leaf '" + field + "'");
     }
 
     @Override
@@ -427,7 +490,8 @@ final class ParquetColumns {
       try {
         t = (int) type.scalar();
       } catch (BadValue e) {
-        throw new BadValue("column '" + column + "' is null"); // the struct, and so its type, is null
+        throw new BadValue(
+            "column '" + column + "' is null"); // the struct, and so its type, is null
       }
       int n = ints(size);
       int dim = n == 0 ? -1 : ints[0][0];
@@ -438,11 +502,20 @@ final class ParquetColumns {
         return;
       }
       if (t != 0) {
-        throw new BadValue("column '" + column + "' is a vector of unknown type " + t + " (0 sparse, 1 dense)");
+        throw new BadValue(
+            "column '" + column + "' is a vector of unknown type " + t + " (0 sparse, 1 dense)");
       }
       if (dim < 0 || nIdx != nVal) {
-        throw new BadValue("column '" + column + "' is a sparse vector with size " + dim + ", " + nIdx
-            + " indices and " + nVal + " values");
+        throw new BadValue(
+            "column '"
+                + column
+                + "' is a sparse vector with size "
+                + dim
+                + ", "
+                + nIdx
+                + " indices and "
+                + nVal
+                + " values");
       }
       int start = sink.count;
       for (int k = 0; k < dim; k++) {
@@ -451,7 +524,13 @@ final class ParquetColumns {
       int[] idx = ints[0];
       for (int k = 0; k < nIdx; k++) {
         if (idx[k] < 0 || idx[k] >= dim) {
-          throw new BadValue("column '" + column + "' is a sparse vector of size " + dim + " with index " + idx[k]);
+          throw new BadValue(
+              "column '"
+                  + column
+                  + "' is a sparse vector of size "
+                  + dim
+                  + " with index "
+                  + idx[k]);
         }
         sink.set(start + idx[k], floats[0][k]);
       }

@@ -35,16 +35,21 @@ final class ParquetStream implements RecordStream {
   private final String createdBy;
   private final DatasetSpec spec;
   private final LongPredicate owned;
+
   /** Per feature, its decoder (the spec names each column once). */
   private final ParquetColumns.Column[] columns;
+
   private final int[] offsets;
   private final FloatSink[] sinks;
+
   /** The label's column, or null without a label. */
   private final ParquetColumns.Leaf label;
+
   private long rowsLeftInGroup;
   private long index;
 
-  ParquetStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, ArrayPool pool)
+  ParquetStream(
+      Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, ArrayPool pool)
       throws IOException {
     this.pool = pool.taker();
     this.file = split.path();
@@ -64,8 +69,14 @@ final class ParquetStream implements RecordStream {
       List<Type> fields = new ArrayList<>();
       for (String n : names) {
         if (!fileSchema.containsField(n)) {
-          throw new IOException("Parquet file " + file + " has no column '" + n + "' (columns: "
-              + fileSchema.getFields().stream().map(Type::getName).toList() + ")");
+          throw new IOException(
+              "Parquet file "
+                  + file
+                  + " has no column '"
+                  + n
+                  + "' (columns: "
+                  + fileSchema.getFields().stream().map(Type::getName).toList()
+                  + ")");
         }
         if (fields.stream().noneMatch(t -> t.getName().equals(n))) {
           fields.add(fileSchema.getType(n));
@@ -83,7 +94,8 @@ final class ParquetStream implements RecordStream {
         pos += f.size();
         sinks[c] = new FloatSink();
         try {
-          columns[c] = ParquetColumns.forFeature(projection, f.name(), f.encoding() == Encoding.IMAGE);
+          columns[c] =
+              ParquetColumns.forFeature(projection, f.name(), f.encoding() == Encoding.IMAGE);
         } catch (IllegalArgumentException e) {
           throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
         }
@@ -92,7 +104,8 @@ final class ParquetStream implements RecordStream {
         }
       }
       try {
-        this.label = spec.label() == null ? null : ParquetColumns.forLabel(projection, spec.label());
+        this.label =
+            spec.label() == null ? null : ParquetColumns.forLabel(projection, spec.label());
       } catch (IllegalArgumentException e) {
         throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
       }
@@ -111,8 +124,9 @@ final class ParquetStream implements RecordStream {
         return false;
       }
       rowsLeftInGroup = pages.getRowCount();
-      ColumnReadStoreImpl store = new ColumnReadStoreImpl(pages, ParquetColumns.unusedConverters(projection),
-          projection, createdBy);
+      ColumnReadStoreImpl store =
+          new ColumnReadStoreImpl(
+              pages, ParquetColumns.unusedConverters(projection), projection, createdBy);
       try {
         for (ParquetColumns.Column c : columns) {
           c.start(pages, store);
@@ -188,8 +202,15 @@ final class ParquetStream implements RecordStream {
         columns[c].read(sinks[c]);
         DatasetSpec.Feature f = spec.features().get(c);
         if (sinks[c].count != f.size()) {
-          throw new ParquetColumns.BadValue("column '" + f.name() + "' has " + sinks[c].count
-              + " values, expected " + f.size() + " for shape " + Arrays.toString(f.shape()));
+          throw new ParquetColumns.BadValue(
+              "column '"
+                  + f.name()
+                  + "' has "
+                  + sinks[c].count
+                  + " values, expected "
+                  + f.size()
+                  + " for shape "
+                  + Arrays.toString(f.shape()));
         }
       }
       return label == null ? 0 : label.scalar();
@@ -200,8 +221,10 @@ final class ParquetStream implements RecordStream {
   }
 
   private IOException error(RuntimeException e) {
-    String what = e instanceof ParquetColumns.BadValue ? e.getMessage()
-        : "cannot decode column values (" + e + ")";
+    String what =
+        e instanceof ParquetColumns.BadValue
+            ? e.getMessage()
+            : "cannot decode column values (" + e + ")";
     return new IOException("Parquet file " + file + ", row " + index + ": " + what, e);
   }
 

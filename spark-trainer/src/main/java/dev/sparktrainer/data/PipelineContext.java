@@ -1,18 +1,19 @@
 package dev.sparktrainer.data;
 
+import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import java.io.IOException;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
-import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 
 /**
- * What one worker's pipeline needs in every epoch: its shard, the options, how to open a split,
- * and the memory plan — the shuffle buffer, the reader queues and the prefetched batches must fit
- * the memory budget together.
+ * What one worker's pipeline needs in every epoch: its shard, the options, how to open a split, and
+ * the memory plan — the shuffle buffer, the reader queues and the prefetched batches must fit the
+ * memory budget together.
  */
 final class PipelineContext {
   /** Rough per-record overhead of a decoded record on the heap (headers, the label). */
   private static final int RECORD_OVERHEAD = 48;
+
   /** Read buffers a reader may hold when examples are decoded in the batch stage. */
   private static final int READ_BUFFERS_PER_READER = 6;
 
@@ -36,19 +37,22 @@ final class PipelineContext {
   private final BufferPool[] columns;
   private final BufferPool labels;
 
-  PipelineContext(DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
+  PipelineContext(
+      DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
     this.plan = plan;
     this.options = options;
     this.rank = rank;
     this.shard = plan.shard(rank, numWorkers, options);
     DatasetSpec spec = plan.spec();
     long recordBytes = 4L * spec.featureSize() + RECORD_OVERHEAD;
-    long batchBytes = 2L * options.batchSize() * (4L * spec.featureSize() + 8); // records + the batch copy
+    long batchBytes =
+        2L * options.batchSize() * (4L * spec.featureSize() + 8); // records + the batch copy
     long budget = options.memoryBudgetBytes();
     long shuffleBytes = (long) Math.max(1, options.shuffleBuffer()) * recordBytes;
     int k = Math.min(options.cycleLength(), Math.max(1, shard.splits().size()));
     long readerBudget = Math.max(0, (budget - shuffleBytes - 2 * batchBytes) / 4);
-    this.slotCapacity = (int) Math.max(2, Math.min(256, readerBudget / Math.max(1, k * recordBytes)));
+    this.slotCapacity =
+        (int) Math.max(2, Math.min(256, readerBudget / Math.max(1, k * recordBytes)));
     long fixed = shuffleBytes + (long) k * (slotCapacity + 17) * recordBytes + batchBytes;
     // Without a shuffle buffer, TFRecord examples are decoded straight into their batch from the
     // readers' buffers (no cache: the cache stores decoded records), when the budget has room for
@@ -56,63 +60,106 @@ final class PipelineContext {
     // queue or in a batch being made.
     long readBufferBytes = (long) READ_BUFFERS_PER_READER * k * ReadBuffers.SIZE;
     // Without a shuffle buffer and without the promise of a reproducible order, readers make whole
-    // batches themselves (UnorderedReaders): each holds the batch it fills instead of a record queue.
+    // batches themselves (UnorderedReaders): each holds the batch it fills instead of a record
+    // queue.
     // A reader holds its read buffer (at most 1 MiB) and the batch it fills.
     long unorderedFixed = shuffleBytes + (long) k * ((1 << 20) + batchBytes / 2);
-    this.unordered = !options.deterministic() && options.shuffleBuffer() <= 1
-        && unorderedFixed + 2 * batchBytes <= budget;
+    this.unordered =
+        !options.deterministic()
+            && options.shuffleBuffer() <= 1
+            && unorderedFixed + 2 * batchBytes <= budget;
     if (unordered) {
       fixed = unorderedFixed;
     }
     // A map needs the example decoded first (in the readers, where it then runs).
-    this.decodeInBatch = !unordered && options.shuffleBuffer() <= 1 && options.cacheDir() == null
-        && options.transform() == null
-        && plan.spec().format() == DatasetSpec.Format.TFRECORD
-        && fixed + readBufferBytes + 2 * batchBytes <= budget;
+    this.decodeInBatch =
+        !unordered
+            && options.shuffleBuffer() <= 1
+            && options.cacheDir() == null
+            && options.transform() == null
+            && plan.spec().format() == DatasetSpec.Format.TFRECORD
+            && fixed + readBufferBytes + 2 * batchBytes <= budget;
     if (decodeInBatch) {
       fixed += readBufferBytes;
     }
     // With a shuffle buffer, either the producer moves records through the buffer ("buffer", the
     // default) or the order is worked out on record indices and readers decode each record into its
-    // batch (PlannedReaders, "planned": a window of open batches about the shuffle buffer's size takes
-    // the buffer's place in the budget). Side by side (bin/bench-shuffle-paths) neither was faster on
+    // batch (PlannedReaders, "planned": a window of open batches about the shuffle buffer's size
+    // takes
+    // the buffer's place in the budget). Side by side (bin/bench-shuffle-paths) neither was faster
+    // on
     // a shared 2-core VM, so the default stays the older, simpler path.
-    this.planned = !unordered && options.shuffleBuffer() > 1
-        && options.shufflePath() == PipelineOptions.ShufflePath.PLANNED;
-    this.plannedWindow = (int) Math.max(2, Math.min(4096,
-        (long) Math.ceil(options.plannedWindow() * Math.max(1, options.shuffleBuffer()) / options.batchSize())));
+    this.planned =
+        !unordered
+            && options.shuffleBuffer() > 1
+            && options.shufflePath() == PipelineOptions.ShufflePath.PLANNED;
+    this.plannedWindow =
+        (int)
+            Math.max(
+                2,
+                Math.min(
+                    4096,
+                    (long)
+                        Math.ceil(
+                            options.plannedWindow()
+                                * Math.max(1, options.shuffleBuffer())
+                                / options.batchSize())));
     if (fixed + batchBytes > budget) {
-      throw new IllegalArgumentException(String.format(Locale.ROOT,
-          "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"
-              + " %d reader queues of %d records and one batch of %d need %d bytes; raise the budget"
-              + " or lower shuffleBuffer, cycleLength or batchSize",
-          budget, options.shuffleBuffer(), recordBytes, shuffleBytes, k, slotCapacity, batchBytes,
-          fixed + batchBytes));
+      throw new IllegalArgumentException(
+          String.format(
+              Locale.ROOT,
+              "memoryBudgetBytes %d is too small: the shuffle buffer (%d records of %d bytes = %d bytes),"
+                  + " %d reader queues of %d records and one batch of %d need %d bytes; raise the budget"
+                  + " or lower shuffleBuffer, cycleLength or batchSize",
+              budget,
+              options.shuffleBuffer(),
+              recordBytes,
+              shuffleBytes,
+              k,
+              slotCapacity,
+              batchBytes,
+              fixed + batchBytes));
     }
     // One batch of the budget is kept for the next epoch's stream, which starts (with a queue of
-    // one) while this epoch's last prefetched batches are consumed — when the budget has room for it.
+    // one) while this epoch's last prefetched batches are consumed — when the budget has room for
+    // it.
     long batches = (budget - fixed) / batchBytes;
     this.startAhead = batches >= 2;
     this.maxPrefetch = (int) Math.max(1, Math.min(64, startAhead ? batches - 1 : batches));
-    this.initialPrefetch = options.prefetchBatches() == PipelineOptions.AUTOTUNE
-        ? Math.min(2, maxPrefetch) : options.prefetchBatches();
+    this.initialPrefetch =
+        options.prefetchBatches() == PipelineOptions.AUTOTUNE
+            ? Math.min(2, maxPrefetch)
+            : options.prefetchBatches();
     if (initialPrefetch > maxPrefetch) {
-      throw new IllegalArgumentException("prefetchBatches " + options.prefetchBatches()
-          + " batches of " + batchBytes + " bytes exceed memoryBudgetBytes " + budget
-          + " with the shuffle buffer and reader queues (at most " + maxPrefetch + ")");
+      throw new IllegalArgumentException(
+          "prefetchBatches "
+              + options.prefetchBatches()
+              + " batches of "
+              + batchBytes
+              + " bytes exceed memoryBudgetBytes "
+              + budget
+              + " with the shuffle buffer and reader queues (at most "
+              + maxPrefetch
+              + ")");
     }
-    this.initialParallelism = options.readerParallelism() == PipelineOptions.AUTOTUNE
-        ? Math.min(2, k) : Math.min(options.readerParallelism(), options.cycleLength());
-    int live = Math.max(1, options.shuffleBuffer()) + k * (slotCapacity + 17) + 2 * options.batchSize();
+    this.initialParallelism =
+        options.readerParallelism() == PipelineOptions.AUTOTUNE
+            ? Math.min(2, k)
+            : Math.min(options.readerParallelism(), options.cycleLength());
+    int live =
+        Math.max(1, options.shuffleBuffer()) + k * (slotCapacity + 17) + 2 * options.batchSize();
     this.records = new ArrayPool(spec.featureSize(), live / options.batchSize() + 2);
     this.columns = new BufferPool[spec.features().size()];
     for (int c = 0; c < columns.length; c++) {
-      columns[c] = new BufferPool(4 * options.batchSize() * spec.features().get(c).size(),
-          maxPrefetch + 4 + (planned ? plannedWindow : 0));
+      columns[c] =
+          new BufferPool(
+              4 * options.batchSize() * spec.features().get(c).size(),
+              maxPrefetch + 4 + (planned ? plannedWindow : 0));
     }
-    this.labels = new BufferPool(
-        options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
-        maxPrefetch + 4 + (planned ? plannedWindow : 0));
+    this.labels =
+        new BufferPool(
+            options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
+            maxPrefetch + 4 + (planned ? plannedWindow : 0));
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
     this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
@@ -157,9 +204,12 @@ final class PipelineContext {
     return rank;
   }
 
-  /** Opens the splits of epoch {@code epoch}: decoded, then mapped by the options' transform if any. */
+  /**
+   * Opens the splits of epoch {@code epoch}: decoded, then mapped by the options' transform if any.
+   */
   Interleaver.Opener opener(int epoch) {
-    return options.transform() == null ? opener
+    return options.transform() == null
+        ? opener
         : MappedStream.opener(opener, plan.spec(), options, epoch, rank);
   }
 
@@ -175,7 +225,10 @@ final class PipelineContext {
     return decodeInBatch;
   }
 
-  /** Whether readers make whole batches, handed on in the order they are ready ({@link UnorderedReaders}). */
+  /**
+   * Whether readers make whole batches, handed on in the order they are ready ({@link
+   * UnorderedReaders}).
+   */
   boolean unordered() {
     return unordered;
   }
@@ -188,7 +241,9 @@ final class PipelineContext {
     return planned;
   }
 
-  /** Open batches of {@link PlannedReaders}: about the shuffle buffer's size in rows, at least 2. */
+  /**
+   * Open batches of {@link PlannedReaders}: about the shuffle buffer's size in rows, at least 2.
+   */
   int plannedWindow() {
     return plannedWindow;
   }
@@ -225,7 +280,9 @@ final class PipelineContext {
     return Math.max(1, Math.min(options.cycleLength(), Runtime.getRuntime().availableProcessors()));
   }
 
-  /** Opens item {@code i} (a position in the shard's split list), from the cache when it holds it. */
+  /**
+   * Opens item {@code i} (a position in the shard's split list), from the cache when it holds it.
+   */
   private static final class Opener implements Interleaver.Opener {
     private final DatasetPlan plan;
     private final WorkerShard shard;
@@ -234,15 +291,24 @@ final class PipelineContext {
     private final ArrayPool records;
     private final ReadBuffers readBuffers;
 
-    Opener(DatasetPlan plan, WorkerShard shard, Configuration conf, PipelineOptions options, int rank,
-        int numWorkers, ArrayPool records, ReadBuffers readBuffers) {
+    Opener(
+        DatasetPlan plan,
+        WorkerShard shard,
+        Configuration conf,
+        PipelineOptions options,
+        int rank,
+        int numWorkers,
+        ArrayPool records,
+        ReadBuffers readBuffers) {
       this.records = records;
       this.readBuffers = readBuffers;
       this.plan = plan;
       this.shard = shard;
       this.conf = conf;
-      this.cache = options.cacheDir() == null ? null
-          : new RecordCache(options.cacheDir(), plan, shard, rank, numWorkers);
+      this.cache =
+          options.cacheDir() == null
+              ? null
+              : new RecordCache(options.cacheDir(), plan, shard, rank, numWorkers);
     }
 
     @Override
@@ -254,10 +320,17 @@ final class PipelineContext {
           return cached;
         }
       }
-      RecordStream source = plan.spec().format() == DatasetSpec.Format.PARQUET
-          ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
-          : new TFRecordStream(s, plan.spec(), j -> shard.owns(i, j), conf,
-              TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, records, readBuffers);
+      RecordStream source =
+          plan.spec().format() == DatasetSpec.Format.PARQUET
+              ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
+              : new TFRecordStream(
+                  s,
+                  plan.spec(),
+                  j -> shard.owns(i, j),
+                  conf,
+                  TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
+                  records,
+                  readBuffers);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

@@ -28,7 +28,8 @@ public final class PipelineOptions implements Serializable {
       try {
         return valueOf(v.trim().toUpperCase(Locale.ROOT));
       } catch (IllegalArgumentException | NullPointerException e) {
-        throw new IllegalArgumentException("Invalid sharding '" + v + "': expected AUTO, FILE or DATA");
+        throw new IllegalArgumentException(
+            "Invalid sharding '" + v + "': expected AUTO, FILE or DATA");
       }
     }
   }
@@ -49,7 +50,8 @@ public final class PipelineOptions implements Serializable {
       try {
         return valueOf(v.trim().toUpperCase(Locale.ROOT));
       } catch (IllegalArgumentException | NullPointerException e) {
-        throw new IllegalArgumentException("Invalid uneven policy '" + v + "': expected PAD, TRUNCATE or NONE");
+        throw new IllegalArgumentException(
+            "Invalid uneven policy '" + v + "': expected PAD, TRUNCATE or NONE");
       }
     }
   }
@@ -189,10 +191,11 @@ public final class PipelineOptions implements Serializable {
   }
 
   /**
-   * Whether the order of batches is reproducible (tf.data's {@code deterministic}). Without a shuffle
-   * buffer, {@code false} lets each reader make whole batches of its own split's records and hand them
-   * on as they are ready: faster, each batch drawn from one or two splits, still every record once per
-   * epoch and the same number of steps. With a shuffle buffer the order is always reproducible.
+   * Whether the order of batches is reproducible (tf.data's {@code deterministic}). Without a
+   * shuffle buffer, {@code false} lets each reader make whole batches of its own split's records
+   * and hand them on as they are ready: faster, each batch drawn from one or two splits, still
+   * every record once per epoch and the same number of steps. With a shuffle buffer the order is
+   * always reproducible.
    */
   public boolean deterministic() {
     return deterministic;
@@ -203,7 +206,9 @@ public final class PipelineOptions implements Serializable {
     return shufflePath;
   }
 
-  /** With {@link ShufflePath#PLANNED}: the open batches' rows as a multiple of the shuffle buffer. */
+  /**
+   * With {@link ShufflePath#PLANNED}: the open batches' rows as a multiple of the shuffle buffer.
+   */
   public double plannedWindow() {
     return plannedWindow;
   }
@@ -213,19 +218,22 @@ public final class PipelineOptions implements Serializable {
    * semantics, the same seed and draws), they differ in how records move.
    */
   public enum ShufflePath {
-    /** The default: a producer moves decoded records through the buffer; batch threads copy them out. */
+    /**
+     * The default: a producer moves decoded records through the buffer; batch threads copy them
+     * out.
+     */
     BUFFER,
     /**
-     * The order is worked out on record indices from the plan's counts and reader threads decode each
-     * record straight into its batch row ({@code PlannedReaders}): no producer, no batch threads.
-     * Measured no faster than {@link #BUFFER} on 2 cores (see the package docs).
+     * The order is worked out on record indices from the plan's counts and reader threads decode
+     * each record straight into its batch row ({@code PlannedReaders}): no producer, no batch
+     * threads. Measured no faster than {@link #BUFFER} on 2 cores (see the package docs).
      */
     PLANNED
   }
 
   /**
-   * The user's per-example map (tf.data's {@code map(fn, num_parallel_calls=AUTOTUNE)}), or null for
-   * none: applied to every example these options read, in the parallel decode stage.
+   * The user's per-example map (tf.data's {@code map(fn, num_parallel_calls=AUTOTUNE)}), or null
+   * for none: applied to every example these options read, in the parallel decode stage.
    */
   public ExampleTransform transform() {
     return transform;
@@ -342,10 +350,13 @@ public final class PipelineOptions implements Serializable {
       return this;
     }
 
-    /** Default 1: the planned path's open batches, as a multiple of the shuffle buffer's rows (> 0). */
+    /**
+     * Default 1: the planned path's open batches, as a multiple of the shuffle buffer's rows (> 0).
+     */
     public Builder optPlannedWindow(double v) {
       if (!(v > 0) || Double.isInfinite(v)) {
-        throw new IllegalArgumentException("Invalid plannedWindow " + v + ": expected a number > 0");
+        throw new IllegalArgumentException(
+            "Invalid plannedWindow " + v + ": expected a number > 0");
       }
       plannedWindow = v;
       return this;
@@ -372,18 +383,29 @@ public final class PipelineOptions implements Serializable {
       check(shuffleBuffer >= 0, "shuffleBuffer", shuffleBuffer, "0 or more");
       check(cycleLength >= 1, "cycleLength", cycleLength, "at least 1");
       check(blockLength >= 1, "blockLength", blockLength, "at least 1");
-      check(readerParallelism == AUTOTUNE || (readerParallelism >= 1),
-          "readerParallelism", readerParallelism, "AUTOTUNE (-1) or at least 1");
-      check(prefetchBatches == AUTOTUNE || prefetchBatches >= 1,
-          "prefetchBatches", prefetchBatches, "AUTOTUNE (-1) or at least 1");
-      check(memoryBudgetBytes >= (1 << 20), "memoryBudgetBytes", memoryBudgetBytes, "at least 1048576");
+      check(
+          readerParallelism == AUTOTUNE || (readerParallelism >= 1),
+          "readerParallelism",
+          readerParallelism,
+          "AUTOTUNE (-1) or at least 1");
+      check(
+          prefetchBatches == AUTOTUNE || prefetchBatches >= 1,
+          "prefetchBatches",
+          prefetchBatches,
+          "AUTOTUNE (-1) or at least 1");
+      check(
+          memoryBudgetBytes >= (1 << 20),
+          "memoryBudgetBytes",
+          memoryBudgetBytes,
+          "at least 1048576");
       check(splitSizeBytes >= 1024, "splitSizeBytes", splitSizeBytes, "at least 1024");
       return new PipelineOptions(this);
     }
 
     private static void check(boolean ok, String name, long value, String expected) {
       if (!ok) {
-        throw new IllegalArgumentException("Invalid " + name + " " + value + ": expected " + expected);
+        throw new IllegalArgumentException(
+            "Invalid " + name + " " + value + ": expected " + expected);
       }
     }
   }

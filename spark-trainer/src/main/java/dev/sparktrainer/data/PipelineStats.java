@@ -9,7 +9,12 @@ public final class PipelineStats {
   private final int readerParallelism;
   private final int prefetchBatches;
 
-  PipelineStats(long batches, long records, long waitNanos, long consumerNanos, int readerParallelism,
+  PipelineStats(
+      long batches,
+      long records,
+      long waitNanos,
+      long consumerNanos,
+      int readerParallelism,
       int prefetchBatches) {
     this.batches = batches;
     this.records = records;
@@ -50,7 +55,8 @@ public final class PipelineStats {
 
   @Override
   public String toString() {
-    return String.format("%d batches, %d records, wait %.1f%%, parallelism %d, prefetch %d",
+    return String.format(
+        "%d batches, %d records, wait %.1f%%, parallelism %d, prefetch %d",
         batches, records, 100 * waitFraction(), readerParallelism, prefetchBatches);
   }
 }

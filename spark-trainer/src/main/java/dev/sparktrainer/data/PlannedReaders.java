@@ -4,23 +4,23 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.Arrays;
 
 /**
  * One epoch with a shuffle buffer, without a producer or batch threads: the output order is worked
  * out on record indices first ({@link ShufflePlan} — the same order as the producer path's), then
- * {@code cycleLength} reader threads take the epoch's items in order and decode each record straight
- * into its row of its batch, on the core that just read it. Batches are handed on in order, each as
- * soon as its last row is in.
+ * {@code cycleLength} reader threads take the epoch's items in order and decode each record
+ * straight into its row of its batch, on the core that just read it. Batches are handed on in
+ * order, each as soon as its last row is in.
  *
  * <p>Memory: a window of open batches (about the shuffle buffer's size in rows), and the records a
- * reader reaches before their batch is open, held decoded until it opens — readers are paced so that
- * none runs ahead of what the open batches need, which bounds them to about what the shuffle buffer
- * would hold. A split whose number of records no longer matches the plan's count fails the epoch with
- * an error naming it.
+ * reader reaches before their batch is open, held decoded until it opens — readers are paced so
+ * that none runs ahead of what the open batches need, which bounds them to about what the shuffle
+ * buffer would hold. A split whose number of records no longer matches the plan's count fails the
+ * epoch with an error naming it.
  */
 final class PlannedReaders implements EpochStream.Readers {
   private static final int CHUNK = 16;
@@ -32,25 +32,40 @@ final class PlannedReaders implements EpochStream.Readers {
   private final int skip;
   private final AdjustableSemaphore permits;
   private final UnorderedReaders.Sink sink;
-  /** Opens the epoch's splits, mapped by the options' transform if any (it runs where records are decoded). */
+
+  /**
+   * Opens the epoch's splits, mapped by the options' transform if any (it runs where records are
+   * decoded).
+   */
   private final Interleaver.Opener opener;
+
   private final Thread[] threads;
   private final AtomicInteger nextItem = new AtomicInteger();
   private final AtomicInteger running;
   private final AtomicInteger drainRequests = new AtomicInteger();
+
   /** Open batches by batch number modulo the window; written under this, read without a lock. */
   private final AtomicReferenceArray<Open> open;
+
   /** Records whose batch is not open yet, by batch number; guarded by this. */
   private final List<Held>[] held;
+
   /** The first batch not handed on yet; written under this. */
   private volatile int head;
+
   /** The last interleaved record a reader may take now (what the open batches need). */
   private volatile int limit;
+
   private volatile boolean stopped;
   private volatile boolean ended;
 
-  PlannedReaders(PipelineContext ctx, int epoch, long skip, AdjustableSemaphore permits,
-      UnorderedReaders.Sink sink) throws IOException {
+  PlannedReaders(
+      PipelineContext ctx,
+      int epoch,
+      long skip,
+      AdjustableSemaphore permits,
+      UnorderedReaders.Sink sink)
+      throws IOException {
     this.ctx = ctx;
     this.plan = new ShufflePlan(ctx.shard(), ctx.options(), epoch, ctx.rank());
     this.batchSize = ctx.options().batchSize();
@@ -68,7 +83,10 @@ final class PlannedReaders implements EpochStream.Readers {
       for (int j = this.skip; j < Math.min(plan.batches(), this.skip + window); j++) {
         open.set(j % window, new Open(j));
       }
-      this.limit = plan.batches() == this.skip ? -1 : plan.need(Math.min(plan.batches(), this.skip + window) - 1);
+      this.limit =
+          plan.batches() == this.skip
+              ? -1
+              : plan.need(Math.min(plan.batches(), this.skip + window) - 1);
       this.ended = plan.batches() == this.skip;
     }
     int k = Math.max(1, Math.min(ctx.options().cycleLength(), plan.items()));
@@ -151,8 +169,7 @@ final class PlannedReaders implements EpochStream.Readers {
     }
   }
 
-  private record Held(int row, Record record) {
-  }
+  private record Held(int row, Record record) {}
 
   /** A reader's view of its split: TFRecord examples decoded in place, anything else copied. */
   private static final class Cursor implements AutoCloseable {
@@ -231,8 +248,15 @@ final class PlannedReaders implements EpochStream.Readers {
         if (head == plan.batches()) {
           sink.end();
         } else {
-          fail(new IOException("The input pipeline of worker " + ctx.rank() + " read every split but made "
-              + (head - skip) + " of its " + (plan.batches() - skip) + " batches"));
+          fail(
+              new IOException(
+                  "The input pipeline of worker "
+                      + ctx.rank()
+                      + " read every split but made "
+                      + (head - skip)
+                      + " of its "
+                      + (plan.batches() - skip)
+                      + " batches"));
         }
       }
     }
@@ -252,14 +276,20 @@ final class PlannedReaders implements EpochStream.Readers {
           for (int c = 0; c < CHUNK && !ended; c++) {
             if (!in.advance()) {
               if (k != positions.length) {
-                throw new IOException(opener.describe(split) + " ended after " + k
-                    + " of the records this worker owns in it: the file changed since the plan counted them");
+                throw new IOException(
+                    opener.describe(split)
+                        + " ended after "
+                        + k
+                        + " of the records this worker owns in it: the file changed since the plan counted them");
               }
               return;
             }
             if (k == positions.length) {
-              throw new IOException(opener.describe(split) + " holds more records than the "
-                  + positions.length + " this worker owns by the plan's count: the file changed since it was counted");
+              throw new IOException(
+                  opener.describe(split)
+                      + " holds more records than the "
+                      + positions.length
+                      + " this worker owns by the plan's count: the file changed since it was counted");
             }
             int p = positions[k];
             int at = interleaved[k];
@@ -287,15 +317,22 @@ final class PlannedReaders implements EpochStream.Readers {
         }
       }
       if (k == positions.length && !stopped && in.advance()) {
-        // Every planned record is in (the epoch may have ended with it): the split ends here — which
+        // Every planned record is in (the epoch may have ended with it): the split ends here —
+        // which
         // also completes a cache file written through.
-        throw new IOException(opener.describe(split) + " holds more records than the "
-            + positions.length + " this worker owns by the plan's count: the file changed since it was counted");
+        throw new IOException(
+            opener.describe(split)
+                + " holds more records than the "
+                + positions.length
+                + " this worker owns by the plan's count: the file changed since it was counted");
       }
     }
   }
 
-  /** Decodes the record at output position {@code p} into its batch, or holds it until the batch opens. */
+  /**
+   * Decodes the record at output position {@code p} into its batch, or holds it until the batch
+   * opens.
+   */
   private void place(Cursor in, int p) throws IOException {
     int j = p / batchSize;
     int row = p % batchSize;
@@ -325,8 +362,8 @@ final class PlannedReaders implements EpochStream.Readers {
   }
 
   /**
-   * Batch {@code j} if it is open. Lock-free: batch j's slot holds it from when it opens until it is
-   * complete, and a reader asking for it holds one of its rows.
+   * Batch {@code j} if it is open. Lock-free: batch j's slot holds it from when it opens until it
+   * is complete, and a reader asking for it holds one of its rows.
    */
   private Open openBatch(int j) {
     Open b = open.get(j % window);
@@ -382,7 +419,8 @@ final class PlannedReaders implements EpochStream.Readers {
             notifyAll();
           }
           if (waiting != null) {
-            // Outside the lock: readers write the batch's other rows meanwhile; the loop hands it on
+            // Outside the lock: readers write the batch's other rows meanwhile; the loop hands it
+            // on
             // once it is complete and at the head.
             float[][] spent = new float[waiting.size()][];
             int i = 0;

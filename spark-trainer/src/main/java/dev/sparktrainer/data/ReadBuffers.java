@@ -4,8 +4,8 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The read buffers of TFRecord readers whose records are decoded later, by the batch stage, straight
- * from where they were read: a reader hands its buffer over when it moves on ({@link
+ * The read buffers of TFRecord readers whose records are decoded later, by the batch stage,
+ * straight from where they were read: a reader hands its buffer over when it moves on ({@link
  * dev.sparktrainer.tfrecord.codec.TFRecordReader#setBufferHandoff}), and the buffer comes back here
  * once every record handed out of it is decoded. Buffers of the standard size are pooled (at most
  * {@code capacity}), so the steady state allocates nothing.
@@ -19,8 +19,10 @@ final class ReadBuffers {
   static final int SIZE = 256 << 10;
 
   private final int capacity;
+
   /** A stack: the buffer freed last, still in cache, is reused first. */
   private final ConcurrentLinkedDeque<byte[]> free = new ConcurrentLinkedDeque<>();
+
   private final AtomicInteger pooled = new AtomicInteger();
 
   ReadBuffers(int capacity) {
@@ -49,9 +51,9 @@ final class ReadBuffers {
 
   /**
    * One buffer with records handed out of it. The reader counts its records privately and reports
-   * the total once, when it leaves the buffer ({@link #readerDone}); decodes report themselves, a run of
-   * records at a time ({@link #decoded}). The count reaches zero exactly once, after both, whichever comes last:
-   * then the buffer goes back to the pool.
+   * the total once, when it leaves the buffer ({@link #readerDone}); decodes report themselves, a
+   * run of records at a time ({@link #decoded}). The count reaches zero exactly once, after both,
+   * whichever comes last: then the buffer goes back to the pool.
    */
   final class Handed {
     final byte[] buf;

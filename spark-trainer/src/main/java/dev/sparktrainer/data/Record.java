@@ -2,16 +2,20 @@ package dev.sparktrainer.data;
 
 /**
  * One example. Decoded: all feature values concatenated in the spec's column order, and the label.
- * Or not decoded yet ({@link #raw} set): the serialized example where a reader read it, to be decoded
- * straight into its batch (no shuffle buffer: the copy into a record array would be one copy too many).
+ * Or not decoded yet ({@link #raw} set): the serialized example where a reader read it, to be
+ * decoded straight into its batch (no shuffle buffer: the copy into a record array would be one
+ * copy too many).
  */
 final class Record {
   final float[] features;
   final double label;
+
   /** The reader's buffer holding the serialized example, or null for a decoded record. */
   final ReadBuffers.Handed raw;
+
   final int rawOffset;
   final int rawLength;
+
   /** Where the example's record starts in its file (for errors). */
   final long fileOffset;
 

@@ -16,8 +16,8 @@ import java.security.NoSuchAlgorithmException;
 
 /**
  * tf.data's {@code cache(filename)} on local disk: the first epoch writes each split's decoded
- * records (this worker's share) to a compact binary file — floats and the label, nothing else —
- * and later epochs read them from there instead of remote storage. A split's file appears (atomic
+ * records (this worker's share) to a compact binary file — floats and the label, nothing else — and
+ * later epochs read them from there instead of remote storage. A split's file appears (atomic
  * rename) only once it was read to the end, so an interrupted epoch never leaves a partial cache.
  * The directory name is a digest of the spec, the splits (with each file's length, modification
  * time and etag, where the store has one) and the shard, so a changed dataset never reads a stale
@@ -65,10 +65,12 @@ final class RecordCache {
     if (!Files.exists(f)) {
       return null;
     }
-    DataInputStream in = new DataInputStream(new BufferedInputStream(Files.newInputStream(f), 1 << 16));
+    DataInputStream in =
+        new DataInputStream(new BufferedInputStream(Files.newInputStream(f), 1 << 16));
     if (in.readInt() != MAGIC || in.readInt() != featureSize) {
       in.close();
-      throw new IOException("Cache file " + f + " is not a record cache of " + featureSize + " floats");
+      throw new IOException(
+          "Cache file " + f + " is not a record cache of " + featureSize + " floats");
     }
     return new RecordStream() {
       @Override
@@ -96,7 +98,8 @@ final class RecordCache {
   RecordStream writeThrough(Split s, RecordStream source) throws IOException {
     Files.createDirectories(dir);
     Path tmp = Files.createTempFile(dir, "split-" + s.index() + "-", ".tmp");
-    DataOutputStream out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16));
+    DataOutputStream out =
+        new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16));
     out.writeInt(MAGIC);
     out.writeInt(featureSize);
     return new RecordStream() {
@@ -123,7 +126,11 @@ final class RecordCache {
         } finally {
           out.close();
           if (complete) {
-            Files.move(tmp, fileOf(s), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            Files.move(
+                tmp,
+                fileOf(s),
+                StandardCopyOption.ATOMIC_MOVE,
+                StandardCopyOption.REPLACE_EXISTING);
           } else {
             Files.deleteIfExists(tmp);
           }

@@ -10,14 +10,14 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
-import java.util.List;
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * Decodes the spec's features and label out of one serialized {@code tf.train.Example}, either into
- * a record's float array or straight into row {@code r} of a batch's column buffers. TensorFlow's own
- * encoding of a float feature (one packed list) is a single bulk copy of its bytes; everything else
- * goes through {@link FeatureValues}. Not thread-safe: one per thread.
+ * a record's float array or straight into row {@code r} of a batch's column buffers. TensorFlow's
+ * own encoding of a float feature (one packed list) is a single bulk copy of its bytes; everything
+ * else goes through {@link FeatureValues}. Not thread-safe: one per thread.
  */
 final class RecordDecoder {
   private static final boolean LITTLE_ENDIAN = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN;
@@ -46,7 +46,10 @@ final class RecordDecoder {
     this.scratch = new float[widest];
   }
 
-  /** Decodes the features into {@code out} (concatenated in column order); returns the label (0 if none). */
+  /**
+   * Decodes the features into {@code out} (concatenated in column order); returns the label (0 if
+   * none).
+   */
   double decode(byte[] buf, int off, int len, float[] out) throws IOException {
     return decode(buf, off, len, out, null, 0);
   }
@@ -55,7 +58,8 @@ final class RecordDecoder {
    * Decodes the features into row {@code row} of the batch's column buffers (native order, one per
    * feature column); returns the label (0 if none).
    */
-  double decodeInto(byte[] buf, int off, int len, ByteBuffer[] columns, int row) throws IOException {
+  double decodeInto(byte[] buf, int off, int len, ByteBuffer[] columns, int row)
+      throws IOException {
     return decode(buf, off, len, null, columns, row);
   }
 
@@ -75,11 +79,17 @@ final class RecordDecoder {
         int at = FeatureValues.packedFloatsAt(buf, fo, scanner.featureLength[c], n);
         if (at >= 0) { // TensorFlow's own encoding: one bulk copy
           if (out != null) {
-            ByteBuffer.wrap(buf, at, 4 * n).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out, pos, n);
+            ByteBuffer.wrap(buf, at, 4 * n)
+                .order(ByteOrder.LITTLE_ENDIAN)
+                .asFloatBuffer()
+                .get(out, pos, n);
           } else if (LITTLE_ENDIAN) {
             columns[c].put(4 * row * n, buf, at, 4 * n);
           } else {
-            ByteBuffer.wrap(buf, at, 4 * n).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(scratch, 0, n);
+            ByteBuffer.wrap(buf, at, 4 * n)
+                .order(ByteOrder.LITTLE_ENDIAN)
+                .asFloatBuffer()
+                .get(scratch, 0, n);
             columns[c].asFloatBuffer().put(row * n, scratch, 0, n);
           }
           pos += n;
@@ -91,19 +101,34 @@ final class RecordDecoder {
       values.decode(buf, fo, scanner.featureLength[c]);
       if (f.encoding() == Encoding.IMAGE) {
         if (values.kind() != FeatureKind.BYTES || values.count() != 1) {
-          throw new MalformedRecordException("feature '" + f.name() + "' must hold one encoded image");
+          throw new MalformedRecordException(
+              "feature '" + f.name() + "' must hold one encoded image");
         }
         long[] s = f.shape();
         try {
-          Images.decode(values.bytesBuffer(), values.bytesOffset(0), values.bytesLength(0),
-              (int) s[0], (int) s[1], (int) s[2], dst, dpos);
+          Images.decode(
+              values.bytesBuffer(),
+              values.bytesOffset(0),
+              values.bytesLength(0),
+              (int) s[0],
+              (int) s[1],
+              (int) s[2],
+              dst,
+              dpos);
         } catch (IOException e) {
           throw new MalformedRecordException("feature '" + f.name() + "': " + e.getMessage());
         }
       } else {
         if (values.count() != n) {
-          throw new MalformedRecordException("feature '" + f.name() + "' has " + values.count()
-              + " values, expected " + n + " for shape " + Arrays.toString(f.shape()));
+          throw new MalformedRecordException(
+              "feature '"
+                  + f.name()
+                  + "' has "
+                  + values.count()
+                  + " values, expected "
+                  + n
+                  + " for shape "
+                  + Arrays.toString(f.shape()));
         }
         if (values.kind() == FeatureKind.FLOAT) {
           System.arraycopy(values.floatArray(), 0, dst, dpos, n);
@@ -112,7 +137,8 @@ final class RecordDecoder {
             dst[dpos + i] = values.longAt(i);
           }
         } else {
-          throw new MalformedRecordException("feature '" + f.name() + "' holds bytes, expected numbers");
+          throw new MalformedRecordException(
+              "feature '" + f.name() + "' holds bytes, expected numbers");
         }
       }
       if (out == null) {
@@ -129,13 +155,15 @@ final class RecordDecoder {
     }
     values.decode(buf, lo, scanner.featureLength[features.size()]);
     if (values.count() != 1) {
-      throw new MalformedRecordException("label '" + spec.label() + "' has " + values.count() + " values, expected 1");
+      throw new MalformedRecordException(
+          "label '" + spec.label() + "' has " + values.count() + " values, expected 1");
     }
     if (values.kind() == FeatureKind.INT64) {
       return values.longAt(0);
     } else if (values.kind() == FeatureKind.FLOAT) {
       return values.floatAt(0);
     }
-    throw new MalformedRecordException("label '" + spec.label() + "' holds bytes, expected a number");
+    throw new MalformedRecordException(
+        "label '" + spec.label() + "' holds bytes, expected a number");
   }
 }

@@ -9,9 +9,9 @@ import java.util.Random;
 /**
  * One epoch's output order, worked out on record indices from the plan's record counts before any
  * record is read: the deterministic interleave and the shuffle buffer of the producer path ({@link
- * EpochStream}), with the same random draws, run over (item, record) numbers instead of records. The
- * result is the position in the epoch's output of every record each item holds — the same order the
- * producer path yields, so the two paths give the same batches for the same seed.
+ * EpochStream}), with the same random draws, run over (item, record) numbers instead of records.
+ * The result is the position in the epoch's output of every record each item holds — the same order
+ * the producer path yields, so the two paths give the same batches for the same seed.
  *
  * <p>An item is a position in the epoch's split order, repeated once per pass over the shard (PAD):
  * item {@code v} is split {@code order[v % order.length]} in pass {@code v / order.length}. Memory:
@@ -20,12 +20,19 @@ import java.util.Random;
 final class ShufflePlan {
   /** The split positions (in the shard's list) in the epoch's order. */
   final int[] order;
+
   /** Per item: each owned record's position in the epoch's output, or -1 when it is not output. */
   private final List<int[]> positions = new ArrayList<>();
-  /** Per item: each owned record's position in the interleaved stream (what the readers are paced by). */
+
+  /**
+   * Per item: each owned record's position in the interleaved stream (what the readers are paced
+   * by).
+   */
   private final List<int[]> interleaved = new ArrayList<>();
+
   /** Per batch: the last interleaved record any batch up to it needs (a running maximum). */
   private final int[] need;
+
   private final int batches;
   private final int lastBatchSize;
 
@@ -104,7 +111,8 @@ final class ShufflePlan {
             break;
           }
           if (fromThisPass == 0) {
-            throw new IOException("Worker " + rank + " owns no records to fill its " + target + " steps");
+            throw new IOException(
+                "Worker " + rank + " owns no records to fill its " + target + " steps");
           }
           in.restart();
           sourceDone = false;
@@ -216,7 +224,8 @@ final class ShufflePlan {
       int item = pass * counts.length + nextItem++;
       long c = counts[item % counts.length];
       if (c > Integer.MAX_VALUE) {
-        throw new IllegalArgumentException("Split " + item + " has " + c + " records: more than an epoch plan indexes");
+        throw new IllegalArgumentException(
+            "Split " + item + " has " + c + " records: more than an epoch plan indexes");
       }
       int[] p = new int[(int) c];
       Arrays.fill(p, -1);
@@ -255,8 +264,10 @@ final class ShufflePlan {
           continue;
         }
         if (next == Integer.MAX_VALUE) {
-          throw new IllegalArgumentException("An epoch of more than " + Integer.MAX_VALUE
-              + " records on one worker is more than an epoch plan indexes");
+          throw new IllegalArgumentException(
+              "An epoch of more than "
+                  + Integer.MAX_VALUE
+                  + " records on one worker is more than an epoch plan indexes");
         }
         v = s;
         k = taken[cur]++;

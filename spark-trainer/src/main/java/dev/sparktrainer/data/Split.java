@@ -34,7 +34,10 @@ public final class Split implements Serializable {
    */
   static String fileVersion(FileStatus file) {
     String etag = file instanceof EtagSource e ? e.getEtag() : null;
-    return "len=" + file.getLen() + " mtime=" + file.getModificationTime()
+    return "len="
+        + file.getLen()
+        + " mtime="
+        + file.getModificationTime()
         + (etag == null || etag.isEmpty() ? "" : " etag=" + etag);
   }
 
@@ -71,7 +74,12 @@ public final class Split implements Serializable {
 
   @Override
   public String toString() {
-    return path + (start == 0 && length == Long.MAX_VALUE ? "" : " [" + start + ", " + (start + length) + ")")
-        + " (" + records + " records)";
+    return path
+        + (start == 0 && length == Long.MAX_VALUE
+            ? ""
+            : " [" + start + ", " + (start + length) + ")")
+        + " ("
+        + records
+        + " records)";
   }
 }

@@ -7,10 +7,10 @@ import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
 import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import dev.sparktrainer.tfrecord.example.MalformedRecordException;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.function.LongPredicate;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import java.nio.ByteBuffer;
 
 /**
  * Reads a split of TFRecord {@code tf.train.Example}s with the data source's codec: framing and
@@ -32,36 +32,52 @@ final class TFRecordStream implements RecordStream {
   private int handed;
   private long index;
 
-  TFRecordStream(Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, int maxRecordLength,
-      ArrayPool pool, ReadBuffers readBuffers) throws IOException {
+  TFRecordStream(
+      Split split,
+      DatasetSpec spec,
+      LongPredicate owned,
+      Configuration conf,
+      int maxRecordLength,
+      ArrayPool pool,
+      ReadBuffers readBuffers)
+      throws IOException {
     this.pool = pool.taker();
     this.owned = owned;
     this.decoder = readBuffers == null ? new RecordDecoder(spec) : null;
     this.readBuffers = readBuffers;
     Path path = new Path(split.path());
-    this.reader = TFRecordFiles.open(path, split.start(), split.length(), conf,
-        TFRecordCompression.fromFileName(path.getName()), maxRecordLength, CorruptRecordPolicy.FAILFAST);
+    this.reader =
+        TFRecordFiles.open(
+            path,
+            split.start(),
+            split.length(),
+            conf,
+            TFRecordCompression.fromFileName(path.getName()),
+            maxRecordLength,
+            CorruptRecordPolicy.FAILFAST);
     if (readBuffers != null) {
       current = readBuffers.new Handed(reader.buffer(), reader.file());
-      reader.setBufferHandoff(new TFRecordReader.BufferHandoff() {
-        private byte[] fresh;
+      reader.setBufferHandoff(
+          new TFRecordReader.BufferHandoff() {
+            private byte[] fresh;
 
-        @Override
-        public byte[] take(int minLength) {
-          fresh = readBuffers.take(minLength);
-          return fresh;
-        }
+            @Override
+            public byte[] take(int minLength) {
+              fresh = readBuffers.take(minLength);
+              return fresh;
+            }
 
-        @Override
-        public void retire(byte[] retired) {
-          // The reader has copied its unread bytes into the fresh buffer: the records handed out of
-          // the retired one are all that hold it now.
-          current.readerDone(handed);
-          current = readBuffers.new Handed(fresh, reader.file());
-          handed = 0;
-          fresh = null;
-        }
-      });
+            @Override
+            public void retire(byte[] retired) {
+              // The reader has copied its unread bytes into the fresh buffer: the records handed
+              // out of
+              // the retired one are all that hold it now.
+              current.readerDone(handed);
+              current = readBuffers.new Handed(fresh, reader.file());
+              handed = 0;
+              fresh = null;
+            }
+          });
     }
   }
 
@@ -78,7 +94,8 @@ final class TFRecordStream implements RecordStream {
       }
       float[] out = pool.take();
       try {
-        double label = decoder.decode(reader.buffer(), reader.dataOffset(), reader.dataLength(), out);
+        double label =
+            decoder.decode(reader.buffer(), reader.dataOffset(), reader.dataLength(), out);
         return new Record(out, label);
       } catch (MalformedRecordException | IOException e) {
         throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
@@ -98,7 +115,9 @@ final class TFRecordStream implements RecordStream {
         continue;
       }
       try {
-        b.commit(decoder.decodeInto(reader.buffer(), reader.dataOffset(), reader.dataLength(), b.columns(), b.size()));
+        b.commit(
+            decoder.decodeInto(
+                reader.buffer(), reader.dataOffset(), reader.dataLength(), b.columns(), b.size()));
         return true;
       } catch (MalformedRecordException | IOException e) {
         throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
@@ -120,10 +139,14 @@ final class TFRecordStream implements RecordStream {
     return false;
   }
 
-  /** Decodes the record {@link #advance} moved to into row {@code row} of {@code columns}; returns its label. */
+  /**
+   * Decodes the record {@link #advance} moved to into row {@code row} of {@code columns}; returns
+   * its label.
+   */
   double decodeInto(ByteBuffer[] columns, int row) throws IOException {
     try {
-      return decoder.decodeInto(reader.buffer(), reader.dataOffset(), reader.dataLength(), columns, row);
+      return decoder.decodeInto(
+          reader.buffer(), reader.dataOffset(), reader.dataLength(), columns, row);
     } catch (MalformedRecordException | IOException e) {
       throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
     }

@@ -16,9 +16,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * every worker takes exactly the shard's steps, no record read is dropped while steps remain (the
  * readers' partial batches are merged, and a last partial batch is emitted exactly when the ordered
  * pipeline would), errors name the file and offset, and memory is one batch per reader plus the
- * prefetch queue. PAD: once the pass is finished and every unemitted row is gathered, the reader that
- * finished last repeats the shard alone (padding is at most what the largest worker has more). A
- * resumed epoch ({@code skip > 0}) produces the remaining number of steps from a fresh pass.
+ * prefetch queue. PAD: once the pass is finished and every unemitted row is gathered, the reader
+ * that finished last repeats the shard alone (padding is at most what the largest worker has more).
+ * A resumed epoch ({@code skip > 0}) produces the remaining number of steps from a fresh pass.
  */
 final class UnorderedReaders implements EpochStream.Readers {
   /** What the epoch's stream does with the output. */
@@ -49,7 +49,8 @@ final class UnorderedReaders implements EpochStream.Readers {
   private BatchBuilder tail; // guarded by this
   private volatile boolean stopped;
 
-  UnorderedReaders(PipelineContext ctx, int epoch, long skip, AdjustableSemaphore permits, Sink sink) {
+  UnorderedReaders(
+      PipelineContext ctx, int epoch, long skip, AdjustableSemaphore permits, Sink sink) {
     this.ctx = ctx;
     this.order = ctx.shard().epochOrder(epoch, ctx.options());
     this.steps = ctx.shard().stepsPerEpoch() - skip;
@@ -109,10 +110,15 @@ final class UnorderedReaders implements EpochStream.Readers {
               b = null;
               if (finishedItems.incrementAndGet() == order.length && repeat && needMore()) {
                 if (rows.get() == 0) {
-                  throw new IOException("Worker " + ctx.rank() + " owns no records to fill its "
-                      + ctx.shard().stepsPerEpoch() + " steps");
+                  throw new IOException(
+                      "Worker "
+                          + ctx.rank()
+                          + " owns no records to fill its "
+                          + ctx.shard().stepsPerEpoch()
+                          + " steps");
                 }
-                padder = true; // the last reader of the pass pads, alone, from the start of the shard
+                padder =
+                    true; // the last reader of the pass pads, alone, from the start of the shard
                 b = takeTail();
                 next = order.length;
               }
@@ -147,13 +153,14 @@ final class UnorderedReaders implements EpochStream.Readers {
   }
 
   /**
-   * Whether the rows read so far cannot make the epoch's steps, so the shard must be repeated (PAD).
-   * As in the ordered pipeline, without dropRemainder a last partial batch ends the epoch rather
-   * than one padded with repeated records.
+   * Whether the rows read so far cannot make the epoch's steps, so the shard must be repeated
+   * (PAD). As in the ordered pipeline, without dropRemainder a last partial batch ends the epoch
+   * rather than one padded with repeated records.
    */
   private boolean needMore() {
     long batchSize = ctx.options().batchSize();
-    return rows.get() < (ctx.options().dropRemainder() ? steps * batchSize : (steps - 1) * batchSize + 1);
+    return rows.get()
+        < (ctx.options().dropRemainder() ? steps * batchSize : (steps - 1) * batchSize + 1);
   }
 
   /** Moves a reader's partial batch into the shared tail; full tails are emitted. */
@@ -238,9 +245,9 @@ final class UnorderedReaders implements EpochStream.Readers {
   }
 
   /**
-   * A reader is done: its partial batch joins the shared tail. The last reader emits what is left as
-   * the last, partial step — when the ordered pipeline would (no dropRemainder and exactly one step
-   * to go) — and ends the epoch.
+   * A reader is done: its partial batch joins the shared tail. The last reader emits what is left
+   * as the last, partial step — when the ordered pipeline would (no dropRemainder and exactly one
+   * step to go) — and ends the epoch.
    */
   private void finish(BatchBuilder b) {
     boolean last;
@@ -249,7 +256,10 @@ final class UnorderedReaders implements EpochStream.Readers {
         handIn(b);
         last = running.decrementAndGet() == 0;
         if (last && tail != null) {
-          if (!stopped && tail.size() > 0 && !ctx.options().dropRemainder() && emitted.get() == steps - 1) {
+          if (!stopped
+              && tail.size() > 0
+              && !ctx.options().dropRemainder()
+              && emitted.get() == steps - 1) {
             HostBatch hb = tail.build();
             tail = null;
             emit(hb);

@@ -14,9 +14,9 @@ import java.util.Random;
  * Which records one worker owns, and the common number of steps per epoch.
  *
  * <p>FILE policy: whole splits are dealt to workers, largest first, each to the worker with the
- * fewest records so far (ties broken by a seeded shuffle), which balances uneven files. DATA policy:
- * every worker reads every split and owns the records whose position in the canonical order is
- * congruent to its rank modulo the number of workers. Either way a worker owns the same records
+ * fewest records so far (ties broken by a seeded shuffle), which balances uneven files. DATA
+ * policy: every worker reads every split and owns the records whose position in the canonical order
+ * is congruent to its rank modulo the number of workers. Either way a worker owns the same records
  * every epoch — only their order changes, from (seed, epoch) — so every record belongs to exactly
  * one worker per epoch, the step count is the same every epoch, and a cache of decoded records
  * stays valid.
@@ -33,8 +33,15 @@ public final class WorkerShard implements Serializable {
   private final long stepsPerEpoch;
   private final long[] recordsPerWorker;
 
-  private WorkerShard(int rank, int numWorkers, ShardingPolicy policy, List<Split> splits,
-      long[] firstRecordIndex, long records, long stepsPerEpoch, long[] recordsPerWorker) {
+  private WorkerShard(
+      int rank,
+      int numWorkers,
+      ShardingPolicy policy,
+      List<Split> splits,
+      long[] firstRecordIndex,
+      long records,
+      long stepsPerEpoch,
+      long[] recordsPerWorker) {
     this.rank = rank;
     this.numWorkers = numWorkers;
     this.policy = policy;
@@ -60,8 +67,11 @@ public final class WorkerShard implements Serializable {
     if (policy == ShardingPolicy.FILE) {
       if (all.size() < n) {
         throw new IllegalArgumentException(
-            "FILE sharding needs at least as many splits as workers: " + all.size() + " splits for "
-                + n + " workers (use DATA or AUTO, or a smaller split size)");
+            "FILE sharding needs at least as many splits as workers: "
+                + all.size()
+                + " splits for "
+                + n
+                + " workers (use DATA or AUTO, or a smaller split size)");
       }
       List<Split> order = new ArrayList<>(all);
       Collections.shuffle(order, new Random(options.seed()));
@@ -107,9 +117,17 @@ public final class WorkerShard implements Serializable {
     }
     if (steps <= 0) {
       throw new IllegalArgumentException(
-          "Too little data for a step on every worker: " + plan.totalRecords() + " records over " + n
-              + " workers (" + Arrays.toString(perWorker) + " per worker, " + policy + " sharding) with batch size "
-              + b + (options.dropRemainder() ? " and dropRemainder" : ""));
+          "Too little data for a step on every worker: "
+              + plan.totalRecords()
+              + " records over "
+              + n
+              + " workers ("
+              + Arrays.toString(perWorker)
+              + " per worker, "
+              + policy
+              + " sharding) with batch size "
+              + b
+              + (options.dropRemainder() ? " and dropRemainder" : ""));
     }
     return new WorkerShard(rank, n, policy, mine, first, perWorker[rank], steps, perWorker);
   }
@@ -153,14 +171,18 @@ public final class WorkerShard implements Serializable {
     return policy == ShardingPolicy.FILE || (firstRecordIndex[i] + j) % numWorkers == rank;
   }
 
-  /** How many records of split number {@code i} of {@link #splits()} belong to this worker (the plan's count). */
+  /**
+   * How many records of split number {@code i} of {@link #splits()} belong to this worker (the
+   * plan's count).
+   */
   long ownedRecords(int i) {
     long r = splits.get(i).records();
     if (policy == ShardingPolicy.FILE) {
       return r;
     }
     long first = firstRecordIndex[i];
-    return Math.floorDiv(first + r - 1 - rank, numWorkers) - Math.floorDiv(first - 1 - rank, numWorkers);
+    return Math.floorDiv(first + r - 1 - rank, numWorkers)
+        - Math.floorDiv(first - 1 - rank, numWorkers);
   }
 
   /** Position in {@link #splits()} of each split, in the order of {@code epoch}. */

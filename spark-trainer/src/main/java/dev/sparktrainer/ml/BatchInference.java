@@ -7,17 +7,23 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.loss.Loss;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -34,24 +40,17 @@ import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.NumericType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.data.Normalization;
-import java.util.Arrays;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
-import org.apache.spark.TaskContext;
 import org.apache.spark.util.TaskCompletionListener;
 
 /**
- * Distributed batch inference with a {@link TrainedModel}: the model is broadcast once, each executor
- * builds its DJL block from it once (cached per JVM, shared by the executor's tasks), and every
- * partition is run through it in batches of {@code batchSize} rows — never row by row.
+ * Distributed batch inference with a {@link TrainedModel}: the model is broadcast once, each
+ * executor builds its DJL block from it once (cached per JVM, shared by the executor's tasks), and
+ * every partition is run through it in batches of {@code batchSize} rows — never row by row.
  *
  * <p>Feature columns may be ml Vectors (dense or sparse), arrays of numbers, or numbers; one column
- * per model input, or several columns concatenated when the model has one input (as after
- * {@code VectorAssembler}). Outputs: classification losses give {@code prediction} (the class index,
+ * per model input, or several columns concatenated when the model has one input (as after {@code
+ * VectorAssembler}). Outputs: classification losses give {@code prediction} (the class index,
  * double), {@code probability} and {@code rawPrediction} (logits) vectors; {@code L2} gives the
  * predicted value(s) (a double for one output) and {@code rawPrediction}.
  */
@@ -59,15 +58,22 @@ public final class BatchInference implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /**
-   * Models built on this executor, by job; a few are kept (the oldest evicted first, and closed once
-   * no task uses it any more).
+   * Models built on this executor, by job; a few are kept (the oldest evicted first, and closed
+   * once no task uses it any more).
    */
   private static final Map<String, Loaded> CACHE = new LinkedHashMap<>();
+
   /** Models kept per executor (tests lower it). */
   static volatile int cacheSize = 4;
-  /** Models built and batches run in this JVM (tests check: one build per executor, batches not rows). */
+
+  /**
+   * Models built and batches run in this JVM (tests check: one build per executor, batches not
+   * rows).
+   */
   static final AtomicLong MODEL_LOADS = new AtomicLong();
+
   static final AtomicLong BATCHES = new AtomicLong();
+
   /** Models closed in this JVM. */
   static final AtomicLong MODEL_CLOSES = new AtomicLong();
 
@@ -77,12 +83,21 @@ public final class BatchInference implements Serializable {
   private final long[][] inputShapes;
   private final int batchSize;
   private final LossSpec loss;
-  /** Per-channel normalization of image-shaped feature columns (of {@link #columnShapes}), or null. */
+
+  /**
+   * Per-channel normalization of image-shaped feature columns (of {@link #columnShapes}), or null.
+   */
   private ImageAugment inputMap;
+
   private long[][] columnShapes;
 
-  private BatchInference(Broadcast<TrainedModel> model, String key, int[] columns, long[][] inputShapes,
-      int batchSize, LossSpec loss) {
+  private BatchInference(
+      Broadcast<TrainedModel> model,
+      String key,
+      int[] columns,
+      long[][] inputShapes,
+      int batchSize,
+      LossSpec loss) {
     this.model = model;
     this.key = key;
     this.columns = columns;
@@ -98,21 +113,46 @@ public final class BatchInference implements Serializable {
    * @param probabilityCol name of the probability vector column, or null for none (and for L2)
    * @param rawPredictionCol name of the raw output (logits) vector column, or null for none
    */
-  public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
-      int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol) {
-    return transform(df, model, featureCols, batchSize, predictionCol, probabilityCol, rawPredictionCol, null, null);
+  public static Dataset<Row> transform(
+      Dataset<Row> df,
+      TrainedModel model,
+      List<String> featureCols,
+      int batchSize,
+      String predictionCol,
+      String probabilityCol,
+      String rawPredictionCol) {
+    return transform(
+        df,
+        model,
+        featureCols,
+        batchSize,
+        predictionCol,
+        probabilityCol,
+        rawPredictionCol,
+        null,
+        null);
   }
 
   /**
    * {@link #transform}, with the feature columns (of per-example {@code columnShapes}) mapped by
-   * {@code inputMap}'s {@link dev.sparktrainer.data.ImageAugment#inference() inference} steps first:
-   * the per-channel normalization the model was trained with.
+   * {@code inputMap}'s {@link dev.sparktrainer.data.ImageAugment#inference() inference} steps
+   * first: the per-channel normalization the model was trained with.
    */
-  public static Dataset<Row> transform(Dataset<Row> df, TrainedModel model, List<String> featureCols,
-      int batchSize, String predictionCol, String probabilityCol, String rawPredictionCol,
-      ImageAugment inputMap, long[][] columnShapes) {
-    StructType out = outputSchema(df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
-    BatchInference job = prepare(df, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
+  public static Dataset<Row> transform(
+      Dataset<Row> df,
+      TrainedModel model,
+      List<String> featureCols,
+      int batchSize,
+      String predictionCol,
+      String probabilityCol,
+      String rawPredictionCol,
+      ImageAugment inputMap,
+      long[][] columnShapes) {
+    StructType out =
+        outputSchema(
+            df.schema(), model, featureCols, predictionCol, probabilityCol, rawPredictionCol);
+    BatchInference job =
+        prepare(df, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     boolean probability = probabilityCol != null && model.loss().hasAccuracy();
     boolean raw = rawPredictionCol != null;
     MapPartitionsFunction<Row, Row> f = rows -> job.predict(rows, probability, raw);
@@ -122,21 +162,35 @@ public final class BatchInference implements Serializable {
   /**
    * The schema {@link #transform} produces, checking the feature columns first.
    *
-   * @throws IllegalArgumentException naming a missing or mistyped column, or an existing output column
+   * @throws IllegalArgumentException naming a missing or mistyped column, or an existing output
+   *     column
    */
-  public static StructType outputSchema(StructType in, TrainedModel model, List<String> featureCols,
-      String predictionCol, String probabilityCol, String rawPredictionCol) {
+  public static StructType outputSchema(
+      StructType in,
+      TrainedModel model,
+      List<String> featureCols,
+      String predictionCol,
+      String probabilityCol,
+      String rawPredictionCol) {
     checkFeatureColumns(in, featureCols);
     StructType out = in;
     boolean classification = model.loss().hasAccuracy();
-    for (String[] c : new String[][] {{predictionCol, "prediction"},
-        {classification ? probabilityCol : null, "probability"}, {rawPredictionCol, "rawPrediction"}}) {
+    for (String[] c :
+        new String[][] {
+          {predictionCol, "prediction"},
+          {classification ? probabilityCol : null, "probability"},
+          {rawPredictionCol, "rawPrediction"}
+        }) {
       if (c[0] == null) {
         continue;
       }
       if (Arrays.asList(out.fieldNames()).contains(c[0])) {
-        throw new IllegalArgumentException("Output column '" + c[0] + "' (" + c[1]
-            + ") already exists in the input: choose another name or drop it");
+        throw new IllegalArgumentException(
+            "Output column '"
+                + c[0]
+                + "' ("
+                + c[1]
+                + ") already exists in the input: choose another name or drop it");
       }
       DataType t = c[1].equals("prediction") ? DataTypes.DoubleType : SQLDataTypes.VectorType();
       out = out.add(c[0], t, c[1].equals("prediction") ? false : true);
@@ -148,31 +202,53 @@ public final class BatchInference implements Serializable {
    * Loss, accuracy and count of {@code df} against {@code labelCol}, with the model's training loss
    * (the same numbers the trainer reports for validation data).
    *
-   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2), and for L2 also {@code "mse",
-   *     "mae", "r2"}
+   * @return {@code {"loss", "accuracy", "count"}} (accuracy NaN for L2), and for L2 also {@code
+   *     "mse", "mae", "r2"}
    */
-  public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
-      String labelCol, int batchSize) {
+  public static Map<String, Double> evaluate(
+      Dataset<Row> df,
+      TrainedModel model,
+      List<String> featureCols,
+      String labelCol,
+      int batchSize) {
     return evaluate(df, model, featureCols, labelCol, batchSize, null, null);
   }
 
-  /** {@link #evaluate}, with the feature columns mapped first as in {@link #transform}'s variant. */
-  public static Map<String, Double> evaluate(Dataset<Row> df, TrainedModel model, List<String> featureCols,
-      String labelCol, int batchSize, ImageAugment inputMap, long[][] columnShapes) {
+  /**
+   * {@link #evaluate}, with the feature columns mapped first as in {@link #transform}'s variant.
+   */
+  public static Map<String, Double> evaluate(
+      Dataset<Row> df,
+      TrainedModel model,
+      List<String> featureCols,
+      String labelCol,
+      int batchSize,
+      ImageAugment inputMap,
+      long[][] columnShapes) {
     checkFeatureColumns(df.schema(), featureCols);
     List<String> cols = new ArrayList<>(featureCols);
     cols.add(labelCol);
-    Dataset<Row> selected = df.selectExpr(cols.stream().map(c -> "`" + c.replace("`", "``") + "`").toArray(String[]::new));
-    BatchInference job = prepare(selected, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
+    Dataset<Row> selected =
+        df.selectExpr(
+            cols.stream().map(c -> "`" + c.replace("`", "``") + "`").toArray(String[]::new));
+    BatchInference job =
+        prepare(selected, model, featureCols, batchSize).withInputMap(inputMap, columnShapes);
     int labelIndex = featureCols.size();
-    FlatMapFunction<Iterator<Row>, double[]> f = rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
-    double[] sums = selected.javaRDD().mapPartitions(f).fold(new double[3 + EpochMetrics.Regression.SUMS], (a, b) -> {
-      double[] c = new double[a.length];
-      for (int i = 0; i < c.length; i++) {
-        c[i] = a[i] + b[i];
-      }
-      return c;
-    });
+    FlatMapFunction<Iterator<Row>, double[]> f =
+        rows -> List.of(job.evaluate(rows, labelIndex)).iterator();
+    double[] sums =
+        selected
+            .javaRDD()
+            .mapPartitions(f)
+            .fold(
+                new double[3 + EpochMetrics.Regression.SUMS],
+                (a, b) -> {
+                  double[] c = new double[a.length];
+                  for (int i = 0; i < c.length; i++) {
+                    c[i] = a[i] + b[i];
+                  }
+                  return c;
+                });
     Map<String, Double> m = new LinkedHashMap<>();
     m.put("loss", sums[2] > 0 ? sums[0] / sums[2] : Double.NaN);
     m.put("accuracy", sums[2] > 0 && model.loss().hasAccuracy() ? sums[1] / sums[2] : Double.NaN);
@@ -186,14 +262,21 @@ public final class BatchInference implements Serializable {
     return m;
   }
 
-  static BatchInference prepare(Dataset<Row> df, TrainedModel model, List<String> featureCols, int batchSize) {
+  static BatchInference prepare(
+      Dataset<Row> df, TrainedModel model, List<String> featureCols, int batchSize) {
     if (batchSize < 1) {
       throw new IllegalArgumentException("Invalid batchSize " + batchSize + ": expected >= 1");
     }
     Shape[] shapes = model.spec().inputShapes();
     if (shapes.length != featureCols.size() && shapes.length != 1) {
-      throw new IllegalArgumentException("The model has " + shapes.length + " inputs but " + featureCols.size()
-          + " feature columns were given (" + featureCols + "): give one column per input");
+      throw new IllegalArgumentException(
+          "The model has "
+              + shapes.length
+              + " inputs but "
+              + featureCols.size()
+              + " feature columns were given ("
+              + featureCols
+              + "): give one column per input");
     }
     List<String> names = Arrays.asList(df.schema().fieldNames());
     int[] idx = featureCols.stream().mapToInt(names::indexOf).toArray();
@@ -206,8 +289,11 @@ public final class BatchInference implements Serializable {
       values += s.size();
     }
     if (model.normalization() != null && model.normalization().size() != values) {
-      throw new IllegalArgumentException("The model's normalization covers " + model.normalization().size()
-          + " feature values, its inputs take " + values);
+      throw new IllegalArgumentException(
+          "The model's normalization covers "
+              + model.normalization().size()
+              + " feature values, its inputs take "
+              + values);
     }
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
     Broadcast<TrainedModel> b = jsc.broadcast(model);
@@ -216,8 +302,8 @@ public final class BatchInference implements Serializable {
 
   private BatchInference withInputMap(ImageAugment map, long[][] shapes) {
     if (map != null && (shapes == null || shapes.length != columns.length)) {
-      throw new IllegalArgumentException("An input map needs the shape of each of the " + columns.length
-          + " feature columns");
+      throw new IllegalArgumentException(
+          "An input map needs the shape of each of the " + columns.length + " feature columns");
     }
     this.inputMap = map;
     this.columnShapes = shapes;
@@ -231,20 +317,29 @@ public final class BatchInference implements Serializable {
     List<String> names = Arrays.asList(schema.fieldNames());
     for (String c : featureCols) {
       if (!names.contains(c)) {
-        throw new IllegalArgumentException("No feature column '" + c + "' in the data (columns: "
-            + String.join(", ", names) + ")");
+        throw new IllegalArgumentException(
+            "No feature column '"
+                + c
+                + "' in the data (columns: "
+                + String.join(", ", names)
+                + ")");
       }
       DataType t = schema.apply(c).dataType();
       if (!isFeatureType(t)) {
-        throw new IllegalArgumentException("Feature column '" + c + "' has type " + t.simpleString()
-            + ": expected an ml Vector, an array of numbers or a number");
+        throw new IllegalArgumentException(
+            "Feature column '"
+                + c
+                + "' has type "
+                + t.simpleString()
+                + ": expected an ml Vector, an array of numbers or a number");
       }
     }
   }
 
   /** A number, a boolean, an array of numbers or an ml Vector. */
   public static boolean isFeatureType(DataType t) {
-    return t instanceof NumericType || t instanceof BooleanType
+    return t instanceof NumericType
+        || t instanceof BooleanType
         || (t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType)
         || t.sameType(SQLDataTypes.VectorType());
   }
@@ -258,10 +353,13 @@ public final class BatchInference implements Serializable {
   private static final class Loaded {
     final NDManager manager;
     final Block block;
+
     /** Applied to the features before the model, as in training; null for none. */
     final Normalization normalization;
+
     /** Tasks using it, and whether the cache dropped it: guarded by {@link #CACHE}. */
     private int users;
+
     private boolean evicted;
 
     Loaded(TrainedModel m) {
@@ -317,7 +415,8 @@ public final class BatchInference implements Serializable {
           }
           it.remove();
           oldest.evicted = true;
-          oldest.closeIfUnused(); // a model still running in another task is closed when that task ends
+          oldest.closeIfUnused(); // a model still running in another task is closed when that task
+          // ends
         }
       }
       l.users++;
@@ -458,22 +557,24 @@ public final class BatchInference implements Serializable {
       logits[j] = y[off + j];
     }
     switch (loss) {
-      case SOFTMAX_CROSS_ENTROPY: {
-        double[] p = softmax(logits);
-        values.add((double) argMax(p));
-        if (probability) {
-          values.add(Vectors.dense(p));
+      case SOFTMAX_CROSS_ENTROPY:
+        {
+          double[] p = softmax(logits);
+          values.add((double) argMax(p));
+          if (probability) {
+            values.add(Vectors.dense(p));
+          }
+          break;
         }
-        break;
-      }
-      case SIGMOID_BINARY_CROSS_ENTROPY: {
-        double p1 = 1 / (1 + Math.exp(-logits[0]));
-        values.add(p1 > 0.5 ? 1.0 : 0.0);
-        if (probability) {
-          values.add(Vectors.dense(1 - p1, p1));
+      case SIGMOID_BINARY_CROSS_ENTROPY:
+        {
+          double p1 = 1 / (1 + Math.exp(-logits[0]));
+          values.add(p1 > 0.5 ? 1.0 : 0.0);
+          if (probability) {
+            values.add(Vectors.dense(1 - p1, p1));
+          }
+          break;
         }
-        break;
-      }
       default:
         values.add(logits[0]);
     }

@@ -1,9 +1,9 @@
 package dev.sparktrainer.ml;
 
+import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.ml.linalg.Vector;
 import org.apache.spark.sql.Row;
-import java.util.Arrays;
 import scala.collection.Seq;
 import scala.runtime.BoxedUnit;
 
@@ -12,23 +12,26 @@ final class Features {
   private Features() {}
 
   /**
-   * Copies the values of column {@code c} of {@code row} (a Vector, an array of numbers or a number)
-   * into {@code dst} at {@code off}, at most {@code room} of them; returns how many the column has.
+   * Copies the values of column {@code c} of {@code row} (a Vector, an array of numbers or a
+   * number) into {@code dst} at {@code off}, at most {@code room} of them; returns how many the
+   * column has.
    */
   static int copy(Row row, int c, float[] dst, int off, int room) {
     Object v = row.get(c);
     if (v == null) {
-      throw new IllegalArgumentException("Feature column '" + name(row, c) + "' is null in a row: expected values");
+      throw new IllegalArgumentException(
+          "Feature column '" + name(row, c) + "' is null in a row: expected values");
     }
     if (v instanceof Vector) {
       Vector vec = (Vector) v;
       int n = vec.size();
       if (n <= room) {
         Arrays.fill(dst, off, off + n, 0f);
-        vec.foreachActive((i, x) -> {
-          dst[off + ((Number) i).intValue()] = ((Number) x).floatValue();
-          return BoxedUnit.UNIT;
-        });
+        vec.foreachActive(
+            (i, x) -> {
+              dst[off + ((Number) i).intValue()] = ((Number) x).floatValue();
+              return BoxedUnit.UNIT;
+            });
       }
       return n;
     }
@@ -39,7 +42,8 @@ final class Features {
         for (int i = 0; i < n; i++) {
           Object x = list.get(i);
           if (x == null) {
-            throw new IllegalArgumentException("Feature column '" + name(row, c) + "' has a null in an array");
+            throw new IllegalArgumentException(
+                "Feature column '" + name(row, c) + "' has a null in an array");
           }
           dst[off + i] = ((Number) x).floatValue();
         }
@@ -54,8 +58,11 @@ final class Features {
 
   static void checkSize(Row row, int c, int got, int expected) {
     if (got != expected) {
-      throw new IllegalArgumentException((c < 0 ? "The feature columns have " : "Feature column '" + name(row, c)
-          + "' has ") + got + " values in a row: the model expects " + expected);
+      throw new IllegalArgumentException(
+          (c < 0 ? "The feature columns have " : "Feature column '" + name(row, c) + "' has ")
+              + got
+              + " values in a row: the model expects "
+              + expected);
     }
   }
 
@@ -70,8 +77,13 @@ final class Features {
   static long classLabel(Row row, int c, int classes) {
     double d = number(row, c);
     if (d != Math.rint(d) || d < 0 || d >= classes) {
-      throw new IllegalArgumentException("Label column '" + name(row, c) + "' has value " + d
-          + ": expected a class index 0.." + (classes - 1));
+      throw new IllegalArgumentException(
+          "Label column '"
+              + name(row, c)
+              + "' has value "
+              + d
+              + ": expected a class index 0.."
+              + (classes - 1));
     }
     return (long) d;
   }

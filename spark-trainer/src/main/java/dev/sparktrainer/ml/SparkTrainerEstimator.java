@@ -5,20 +5,25 @@ import static org.apache.spark.sql.functions.max;
 import static org.apache.spark.sql.functions.min;
 
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.OptimizerPlacement;
+import dev.sparktrainer.train.Rescale;
 import dev.sparktrainer.train.TrainedModel;
+import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.ml.Estimator;
+import org.apache.spark.ml.attribute.Attribute;
 import org.apache.spark.ml.attribute.AttributeGroup;
 import org.apache.spark.ml.attribute.NominalAttribute;
-import org.apache.spark.ml.attribute.Attribute;
 import org.apache.spark.ml.linalg.SQLDataTypes;
 import org.apache.spark.ml.linalg.Vector;
+import org.apache.spark.ml.param.BooleanParam;
 import org.apache.spark.ml.param.DoubleParam;
 import org.apache.spark.ml.param.IntParam;
 import org.apache.spark.ml.param.LongParam;
@@ -33,15 +38,10 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import dev.sparktrainer.data.ExampleTransform;
-import dev.sparktrainer.data.Normalization;
-import dev.sparktrainer.train.Rescale;
-import java.util.Arrays;
-import org.apache.spark.ml.param.BooleanParam;
-import org.apache.spark.sql.types.DataTypes;
 
 /**
  * Spark ML Estimator: synchronous data-parallel training ({@link DistributedTrainer}) of a model on
@@ -57,12 +57,14 @@ import org.apache.spark.sql.types.DataTypes;
  * model.transform(test).select("prediction", "probability").show();
  * }</pre>
  *
- * <p>The DataFrame is read by the trainer's input pipeline: a plain scan of TFRecord or Parquet files
- * directly, anything else (the output of a feature transformer, for instance) staged once to Parquet
- * under {@code stagingDir} and deleted after training. The number of classes comes from {@code
- * numClasses}, else the label column's nominal attribute (StringIndexer), else its maximum + 1.
+ * <p>The DataFrame is read by the trainer's input pipeline: a plain scan of TFRecord or Parquet
+ * files directly, anything else (the output of a feature transformer, for instance) staged once to
+ * Parquet under {@code stagingDir} and deleted after training. The number of classes comes from
+ * {@code numClasses}, else the label column's nominal attribute (StringIndexer), else its maximum +
+ * 1.
  */
-public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> implements DefaultParamsWritable {
+public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
+    implements DefaultParamsWritable {
   private static final long serialVersionUID = 1L;
 
   private final String uid;
@@ -104,73 +106,158 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
 
   public SparkTrainerEstimator(String uid) {
     this.uid = uid;
-    featuresCol = new Param<>(this, "featuresCol", "features column: an ml Vector, an array of numbers or a number");
-    labelCol = new Param<>(this, "labelCol", "label column: class index (or a number for the l2 loss)");
+    featuresCol =
+        new Param<>(
+            this, "featuresCol", "features column: an ml Vector, an array of numbers or a number");
+    labelCol =
+        new Param<>(this, "labelCol", "label column: class index (or a number for the l2 loss)");
     predictionCol = new Param<>(this, "predictionCol", "prediction column name");
     probabilityCol = new Param<>(this, "probabilityCol", "class probabilities column name");
-    rawPredictionCol = new Param<>(this, "rawPredictionCol", "raw model outputs (logits) column name");
-    numWorkers = new IntParam(this, "numWorkers", "number of workers (barrier tasks, one replica each)",
-        ParamValidators.gtEq(1));
-    batchSize = new IntParam(this, "batchSize", "per-worker batch size (global batch = batchSize x numWorkers)",
-        ParamValidators.gtEq(1));
-    accumulateSteps = new IntParam(this, "accumulateSteps", "batches per optimizer step, gradients summed locally"
-        + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)", ParamValidators.gtEq(1));
+    rawPredictionCol =
+        new Param<>(this, "rawPredictionCol", "raw model outputs (logits) column name");
+    numWorkers =
+        new IntParam(
+            this,
+            "numWorkers",
+            "number of workers (barrier tasks, one replica each)",
+            ParamValidators.gtEq(1));
+    batchSize =
+        new IntParam(
+            this,
+            "batchSize",
+            "per-worker batch size (global batch = batchSize x numWorkers)",
+            ParamValidators.gtEq(1));
+    accumulateSteps =
+        new IntParam(
+            this,
+            "accumulateSteps",
+            "batches per optimizer step, gradients summed locally"
+                + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)",
+            ParamValidators.gtEq(1));
     setDefault(accumulateSteps, 1);
-    rescale = new Param<>(this, "rescale", "resuming a checkpoint of another worker count: batch (keep the global"
-        + " batch) or lr (keep batchSize, scale the learning rate)", ParamValidators.inArray(new String[] {"batch", "lr"}));
+    rescale =
+        new Param<>(
+            this,
+            "rescale",
+            "resuming a checkpoint of another worker count: batch (keep the global"
+                + " batch) or lr (keep batchSize, scale the learning rate)",
+            ParamValidators.inArray(new String[] {"batch", "lr"}));
     setDefault(rescale, "batch");
-    minWorkers = new IntParam(this, "minWorkers", "elastic training: the fewest workers to go on with when executors"
-        + " are lost for good (0: numWorkers, never fewer)", ParamValidators.gtEq(0));
+    minWorkers =
+        new IntParam(
+            this,
+            "minWorkers",
+            "elastic training: the fewest workers to go on with when executors"
+                + " are lost for good (0: numWorkers, never fewer)",
+            ParamValidators.gtEq(0));
     setDefault(minWorkers, 0);
-    inferenceBatchSize = new IntParam(this, "inferenceBatchSize", "rows per batch in transform",
-        ParamValidators.gtEq(1));
+    inferenceBatchSize =
+        new IntParam(
+            this, "inferenceBatchSize", "rows per batch in transform", ParamValidators.gtEq(1));
     epochs = new IntParam(this, "epochs", "number of epochs", ParamValidators.gtEq(1));
-    learningRate = new DoubleParam(this, "learningRate", "base learning rate", ParamValidators.gt(0));
-    optimizer = new Param<>(this, "optimizer", "adam, adamw or sgd",
-        ParamValidators.inArray(new String[] {"adam", "adamw", "sgd"}));
+    learningRate =
+        new DoubleParam(this, "learningRate", "base learning rate", ParamValidators.gt(0));
+    optimizer =
+        new Param<>(
+            this,
+            "optimizer",
+            "adam, adamw or sgd",
+            ParamValidators.inArray(new String[] {"adam", "adamw", "sgd"}));
     modelSpec = new Param<>(this, "modelSpec", "the model: " + SpecStrings.MODEL_FORMS);
-    activation = new Param<>(this, "activation", "activation of the MLP's hidden layers: relu, tanh, sigmoid or gelu",
-        ParamValidators.inArray(new String[] {"relu", "tanh", "sigmoid", "gelu"}));
-    dropout = new DoubleParam(this, "dropout", "dropout rate after hidden layers (0: none)",
-        ParamValidators.inRange(0, 1, true, false));
-    numClasses = new IntParam(this, "numClasses", "number of classes (0: from the label column)",
-        ParamValidators.gtEq(0));
-    loss = new Param<>(this, "loss", "softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
-        ParamValidators.inArray(new String[] {"softmax_cross_entropy", "sigmoid_binary_cross_entropy", "l2"}));
-    checkpointDir = new Param<>(this, "checkpointDir", "checkpoint directory (any Hadoop FS; empty: none)");
-    stagingDir = new Param<>(this, "stagingDir", "where a DataFrame that is not a file scan is staged, on a file system every executor reads (empty:"
-        + " under checkpointDir when that is on a shared file system, else the temp dir: local master only)");
+    activation =
+        new Param<>(
+            this,
+            "activation",
+            "activation of the MLP's hidden layers: relu, tanh, sigmoid or gelu",
+            ParamValidators.inArray(new String[] {"relu", "tanh", "sigmoid", "gelu"}));
+    dropout =
+        new DoubleParam(
+            this,
+            "dropout",
+            "dropout rate after hidden layers (0: none)",
+            ParamValidators.inRange(0, 1, true, false));
+    numClasses =
+        new IntParam(
+            this,
+            "numClasses",
+            "number of classes (0: from the label column)",
+            ParamValidators.gtEq(0));
+    loss =
+        new Param<>(
+            this,
+            "loss",
+            "softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
+            ParamValidators.inArray(
+                new String[] {"softmax_cross_entropy", "sigmoid_binary_cross_entropy", "l2"}));
+    checkpointDir =
+        new Param<>(this, "checkpointDir", "checkpoint directory (any Hadoop FS; empty: none)");
+    stagingDir =
+        new Param<>(
+            this,
+            "stagingDir",
+            "where a DataFrame that is not a file scan is staged, on a file system every executor reads (empty:"
+                + " under checkpointDir when that is on a shared file system, else the temp dir: local master only)");
     seed = new LongParam(this, "seed", "random seed");
-    shuffleBuffer = new IntParam(this, "shuffleBuffer", "records in the shuffle buffer (0: no shuffling)",
-        ParamValidators.gtEq(0));
-    useGpus = new BooleanParam(this, "useGpus",
-        "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
+    shuffleBuffer =
+        new IntParam(
+            this,
+            "shuffleBuffer",
+            "records in the shuffle buffer (0: no shuffling)",
+            ParamValidators.gtEq(0));
+    useGpus =
+        new BooleanParam(
+            this,
+            "useGpus",
+            "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
     setDefault(useGpus, false);
-    deterministic = new BooleanParam(this, "deterministic",
-        "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
-            + " batches and hand them on as they are ready (faster)");
+    deterministic =
+        new BooleanParam(
+            this,
+            "deterministic",
+            "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
+                + " batches and hand them on as they are ready (faster)");
     setDefault(deterministic, true);
-    ringTransport = new Param<>(this, "ringTransport",
-        "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
-        ParamValidators.inArray(new String[] {"auto", "tcp"}));
+    ringTransport =
+        new Param<>(
+            this,
+            "ringTransport",
+            "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
+            ParamValidators.inArray(new String[] {"auto", "tcp"}));
     setDefault(ringTransport, "auto");
-    bucketMb = new DoubleParam(this, "bucketMb",
-        "gradient bucket size in MiB: one all-reduce each, started while backward goes on", ParamValidators.gt(0));
+    bucketMb =
+        new DoubleParam(
+            this,
+            "bucketMb",
+            "gradient bucket size in MiB: one all-reduce each, started while backward goes on",
+            ParamValidators.gt(0));
     setDefault(bucketMb, DistributedTrainer.DEFAULT_BUCKET_BYTES / (double) (1 << 20));
-    overlap = new BooleanParam(this, "overlap",
-        "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
+    overlap =
+        new BooleanParam(
+            this,
+            "overlap",
+            "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
     setDefault(overlap, true);
-    optimizerPlacement = new Param<>(this, "optimizerPlacement",
-        "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
-        ParamValidators.inArray(new String[] {"auto", "device", "host"}));
+    optimizerPlacement =
+        new Param<>(
+            this,
+            "optimizerPlacement",
+            "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
+            ParamValidators.inArray(new String[] {"auto", "device", "host"}));
     setDefault(optimizerPlacement, "auto");
-    transform = new TransformParam(this, "transform", "a per-example map of the training data (augmentation):"
-        + " a serializable dev.sparktrainer.data.ExampleTransform, e.g. ImageAugment.parse(\"flip,crop:4\","
-        + " Layout.CHW).withImageShape(3, 32, 32).training(); never applied to transform's input (no default)");
-    normalize = new Param<>(this, "normalize",
-        "feature normalization fitted on the training data and saved with the model: standard ((x - mean) / std),"
-            + " minmax ((x - min) / (max - min)) or none",
-        ParamValidators.inArray(new String[] {"none", "standard", "minmax"}));
+    transform =
+        new TransformParam(
+            this,
+            "transform",
+            "a per-example map of the training data (augmentation):"
+                + " a serializable dev.sparktrainer.data.ExampleTransform, e.g. ImageAugment.parse(\"flip,crop:4\","
+                + " Layout.CHW).withImageShape(3, 32, 32).training(); never applied to transform's input (no default)");
+    normalize =
+        new Param<>(
+            this,
+            "normalize",
+            "feature normalization fitted on the training data and saved with the model: standard ((x - mean) / std),"
+                + " minmax ((x - min) / (max - min)) or none",
+            ParamValidators.inArray(new String[] {"none", "standard", "minmax"}));
     setDefault(normalize, "none");
     setDefault(featuresCol, "features");
     setDefault(labelCol, "label");
@@ -200,70 +287,285 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
   }
 
   // ---- Params (Spark ML discovers them through these public methods) ----
-  public Param<String> featuresCol() { return featuresCol; }
-  public Param<String> labelCol() { return labelCol; }
-  public Param<String> predictionCol() { return predictionCol; }
-  public Param<String> probabilityCol() { return probabilityCol; }
-  public Param<String> rawPredictionCol() { return rawPredictionCol; }
-  public IntParam numWorkers() { return numWorkers; }
-  public IntParam batchSize() { return batchSize; }
-  public IntParam inferenceBatchSize() { return inferenceBatchSize; }
-  public IntParam epochs() { return epochs; }
-  public DoubleParam learningRate() { return learningRate; }
-  public Param<String> optimizer() { return optimizer; }
-  public Param<String> modelSpec() { return modelSpec; }
-  public Param<String> activation() { return activation; }
-  public DoubleParam dropout() { return dropout; }
-  public IntParam numClasses() { return numClasses; }
-  public Param<String> loss() { return loss; }
-  public Param<String> checkpointDir() { return checkpointDir; }
-  public Param<String> stagingDir() { return stagingDir; }
-  public LongParam seed() { return seed; }
-  public IntParam shuffleBuffer() { return shuffleBuffer; }
-  public BooleanParam useGpus() { return useGpus; }
-  public BooleanParam deterministic() { return deterministic; }
-  public Param<String> ringTransport() { return ringTransport; }
-  public DoubleParam bucketMb() { return bucketMb; }
-  public BooleanParam overlap() { return overlap; }
-  public IntParam accumulateSteps() { return accumulateSteps; }
-  public Param<String> rescale() { return rescale; }
-  public IntParam minWorkers() { return minWorkers; }
-  public Param<String> optimizerPlacement() { return optimizerPlacement; }
-  public Param<ExampleTransform> transform() { return transform; }
-  public Param<String> normalize() { return normalize; }
+  public Param<String> featuresCol() {
+    return featuresCol;
+  }
 
-  public SparkTrainerEstimator setFeaturesCol(String v) { set(featuresCol, v); return this; }
-  public SparkTrainerEstimator setLabelCol(String v) { set(labelCol, v); return this; }
-  public SparkTrainerEstimator setPredictionCol(String v) { set(predictionCol, v); return this; }
-  public SparkTrainerEstimator setProbabilityCol(String v) { set(probabilityCol, v); return this; }
-  public SparkTrainerEstimator setRawPredictionCol(String v) { set(rawPredictionCol, v); return this; }
-  public SparkTrainerEstimator setNumWorkers(int v) { set(numWorkers, v); return this; }
-  public SparkTrainerEstimator setBatchSize(int v) { set(batchSize, v); return this; }
-  public SparkTrainerEstimator setInferenceBatchSize(int v) { set(inferenceBatchSize, v); return this; }
-  public SparkTrainerEstimator setEpochs(int v) { set(epochs, v); return this; }
-  public SparkTrainerEstimator setLearningRate(double v) { set(learningRate, v); return this; }
-  public SparkTrainerEstimator setOptimizer(String v) { set(optimizer, v); return this; }
-  public SparkTrainerEstimator setModelSpec(String v) { set(modelSpec, v); return this; }
-  public SparkTrainerEstimator setActivation(String v) { set(activation, v); return this; }
-  public SparkTrainerEstimator setDropout(double v) { set(dropout, v); return this; }
-  public SparkTrainerEstimator setNumClasses(int v) { set(numClasses, v); return this; }
-  public SparkTrainerEstimator setLoss(String v) { set(loss, v); return this; }
-  public SparkTrainerEstimator setCheckpointDir(String v) { set(checkpointDir, v); return this; }
-  public SparkTrainerEstimator setStagingDir(String v) { set(stagingDir, v); return this; }
-  public SparkTrainerEstimator setSeed(long v) { set(seed, v); return this; }
-  public SparkTrainerEstimator setShuffleBuffer(int v) { set(shuffleBuffer, v); return this; }
-  public SparkTrainerEstimator setUseGpus(boolean v) { set(useGpus, v); return this; }
-  public SparkTrainerEstimator setDeterministic(boolean v) { set(deterministic, v); return this; }
-  public SparkTrainerEstimator setRingTransport(String v) { set(ringTransport, v); return this; }
-  public SparkTrainerEstimator setBucketMb(double v) { set(bucketMb, v); return this; }
-  public SparkTrainerEstimator setOverlap(boolean v) { set(overlap, v); return this; }
-  public SparkTrainerEstimator setAccumulateSteps(int v) { set(accumulateSteps, v); return this; }
-  public SparkTrainerEstimator setRescale(String v) { set(rescale, v); return this; }
-  public SparkTrainerEstimator setMinWorkers(int v) { set(minWorkers, v); return this; }
-  public SparkTrainerEstimator setOptimizerPlacement(String v) { set(optimizerPlacement, v); return this; }
+  public Param<String> labelCol() {
+    return labelCol;
+  }
+
+  public Param<String> predictionCol() {
+    return predictionCol;
+  }
+
+  public Param<String> probabilityCol() {
+    return probabilityCol;
+  }
+
+  public Param<String> rawPredictionCol() {
+    return rawPredictionCol;
+  }
+
+  public IntParam numWorkers() {
+    return numWorkers;
+  }
+
+  public IntParam batchSize() {
+    return batchSize;
+  }
+
+  public IntParam inferenceBatchSize() {
+    return inferenceBatchSize;
+  }
+
+  public IntParam epochs() {
+    return epochs;
+  }
+
+  public DoubleParam learningRate() {
+    return learningRate;
+  }
+
+  public Param<String> optimizer() {
+    return optimizer;
+  }
+
+  public Param<String> modelSpec() {
+    return modelSpec;
+  }
+
+  public Param<String> activation() {
+    return activation;
+  }
+
+  public DoubleParam dropout() {
+    return dropout;
+  }
+
+  public IntParam numClasses() {
+    return numClasses;
+  }
+
+  public Param<String> loss() {
+    return loss;
+  }
+
+  public Param<String> checkpointDir() {
+    return checkpointDir;
+  }
+
+  public Param<String> stagingDir() {
+    return stagingDir;
+  }
+
+  public LongParam seed() {
+    return seed;
+  }
+
+  public IntParam shuffleBuffer() {
+    return shuffleBuffer;
+  }
+
+  public BooleanParam useGpus() {
+    return useGpus;
+  }
+
+  public BooleanParam deterministic() {
+    return deterministic;
+  }
+
+  public Param<String> ringTransport() {
+    return ringTransport;
+  }
+
+  public DoubleParam bucketMb() {
+    return bucketMb;
+  }
+
+  public BooleanParam overlap() {
+    return overlap;
+  }
+
+  public IntParam accumulateSteps() {
+    return accumulateSteps;
+  }
+
+  public Param<String> rescale() {
+    return rescale;
+  }
+
+  public IntParam minWorkers() {
+    return minWorkers;
+  }
+
+  public Param<String> optimizerPlacement() {
+    return optimizerPlacement;
+  }
+
+  public Param<ExampleTransform> transform() {
+    return transform;
+  }
+
+  public Param<String> normalize() {
+    return normalize;
+  }
+
+  public SparkTrainerEstimator setFeaturesCol(String v) {
+    set(featuresCol, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setLabelCol(String v) {
+    set(labelCol, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setPredictionCol(String v) {
+    set(predictionCol, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setProbabilityCol(String v) {
+    set(probabilityCol, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setRawPredictionCol(String v) {
+    set(rawPredictionCol, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setNumWorkers(int v) {
+    set(numWorkers, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setBatchSize(int v) {
+    set(batchSize, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setInferenceBatchSize(int v) {
+    set(inferenceBatchSize, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setEpochs(int v) {
+    set(epochs, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setLearningRate(double v) {
+    set(learningRate, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setOptimizer(String v) {
+    set(optimizer, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setModelSpec(String v) {
+    set(modelSpec, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setActivation(String v) {
+    set(activation, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setDropout(double v) {
+    set(dropout, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setNumClasses(int v) {
+    set(numClasses, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setLoss(String v) {
+    set(loss, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setCheckpointDir(String v) {
+    set(checkpointDir, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setStagingDir(String v) {
+    set(stagingDir, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setSeed(long v) {
+    set(seed, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setShuffleBuffer(int v) {
+    set(shuffleBuffer, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setUseGpus(boolean v) {
+    set(useGpus, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setDeterministic(boolean v) {
+    set(deterministic, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setRingTransport(String v) {
+    set(ringTransport, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setBucketMb(double v) {
+    set(bucketMb, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setOverlap(boolean v) {
+    set(overlap, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setAccumulateSteps(int v) {
+    set(accumulateSteps, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setRescale(String v) {
+    set(rescale, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setMinWorkers(int v) {
+    set(minWorkers, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setOptimizerPlacement(String v) {
+    set(optimizerPlacement, v);
+    return this;
+  }
+
   /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
-  public SparkTrainerEstimator setTransform(ExampleTransform v) { set(transform, v); return this; }
-  public SparkTrainerEstimator setNormalize(String v) { set(normalize, v); return this; }
+  public SparkTrainerEstimator setTransform(ExampleTransform v) {
+    set(transform, v);
+    return this;
+  }
+
+  public SparkTrainerEstimator setNormalize(String v) {
+    set(normalize, v);
+    return this;
+  }
 
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
@@ -274,34 +576,52 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     LossSpec lossSpec = LossSpec.parse(getOrDefault(loss));
     long[] shape = {featureSize(df, features)};
     int outputs = lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY ? classes(df, label) : 1;
-    ModelSpec spec = SpecStrings.model(getOrDefault(modelSpec), new long[][] {shape}, outputs,
-        Activation.parse(getOrDefault(activation)), (float) doubleParam(dropout));
-    DatasetSpec columns = DatasetSpec.builder().addPath("dataframe").addFeature(features, shape)
-        .setLabel(label, lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY ? DatasetSpec.LabelType.INT
-            : DatasetSpec.LabelType.FLOAT)
-        .build();
+    ModelSpec spec =
+        SpecStrings.model(
+            getOrDefault(modelSpec),
+            new long[][] {shape},
+            outputs,
+            Activation.parse(getOrDefault(activation)),
+            (float) doubleParam(dropout));
+    DatasetSpec columns =
+        DatasetSpec.builder()
+            .addPath("dataframe")
+            .addFeature(features, shape)
+            .setLabel(
+                label,
+                lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY
+                    ? DatasetSpec.LabelType.INT
+                    : DatasetSpec.LabelType.FLOAT)
+            .build();
     long seedValue = ((Number) getOrDefault(seed)).longValue();
-    PipelineOptions options = PipelineOptions.builder().optBatchSize(intParam(batchSize))
-        .optShuffleBuffer(intParam(shuffleBuffer)).optSeed(seedValue)
-        .optDeterministic((Boolean) getOrDefault(deterministic)).build();
-    DistributedTrainer.Builder b = DistributedTrainer.builder()
-        .setModel(spec)
-        .setLoss(lossSpec)
-        .setOptimizer(SpecStrings.optimizer(getOrDefault(optimizer), (float) doubleParam(learningRate),
-            0.9f, 0f, 0, 0))
-        .setTrainingData(df, columns, options)
-        .setNumWorkers(intParam(numWorkers))
-        .optEpochs(intParam(epochs))
-        .optSeed(seedValue)
-        .optUseGpus((Boolean) getOrDefault(useGpus))
-        .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
-        .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
-        .optOverlap((Boolean) getOrDefault(overlap))
-        .optAccumulateSteps(intParam(accumulateSteps))
-        .optRescale(Rescale.parse("rescale", getOrDefault(rescale)))
-        .optMinWorkers(intParam(minWorkers))
-        .optOptimizerPlacement(OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
-        .optNormalize(Normalization.Mode.parse(getOrDefault(normalize)));
+    PipelineOptions options =
+        PipelineOptions.builder()
+            .optBatchSize(intParam(batchSize))
+            .optShuffleBuffer(intParam(shuffleBuffer))
+            .optSeed(seedValue)
+            .optDeterministic((Boolean) getOrDefault(deterministic))
+            .build();
+    DistributedTrainer.Builder b =
+        DistributedTrainer.builder()
+            .setModel(spec)
+            .setLoss(lossSpec)
+            .setOptimizer(
+                SpecStrings.optimizer(
+                    getOrDefault(optimizer), (float) doubleParam(learningRate), 0.9f, 0f, 0, 0))
+            .setTrainingData(df, columns, options)
+            .setNumWorkers(intParam(numWorkers))
+            .optEpochs(intParam(epochs))
+            .optSeed(seedValue)
+            .optUseGpus((Boolean) getOrDefault(useGpus))
+            .optRingSharedMemory(getOrDefault(ringTransport).equals("auto"))
+            .optFusionBucketBytes(DistributedTrainer.bucketBytes((Double) getOrDefault(bucketMb)))
+            .optOverlap((Boolean) getOrDefault(overlap))
+            .optAccumulateSteps(intParam(accumulateSteps))
+            .optRescale(Rescale.parse("rescale", getOrDefault(rescale)))
+            .optMinWorkers(intParam(minWorkers))
+            .optOptimizerPlacement(
+                OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
+            .optNormalize(Normalization.Mode.parse(getOrDefault(normalize)));
     if (isDefined(transform)) {
       b.optTransform(getOrDefault(transform));
     }
@@ -318,7 +638,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     return model;
   }
 
-  /** Values per example of the features column: the Vector's size (from its metadata or first row), or the array's. */
+  /**
+   * Values per example of the features column: the Vector's size (from its metadata or first row),
+   * or the array's.
+   */
   private static long featureSize(Dataset<Row> df, String features) {
     StructField f = df.schema().apply(features);
     DataType t = f.dataType();
@@ -331,9 +654,11 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
         return size;
       }
     }
-    List<Row> first = df.select(col(features)).where(col(features).isNotNull()).limit(1).collectAsList();
+    List<Row> first =
+        df.select(col(features)).where(col(features).isNotNull()).limit(1).collectAsList();
     if (first.isEmpty()) {
-      throw new IllegalArgumentException("Invalid training data: no row with a non-null '" + features + "' column");
+      throw new IllegalArgumentException(
+          "Invalid training data: no row with a non-null '" + features + "' column");
     }
     Object v = first.get(0).get(0);
     return v instanceof Vector ? ((Vector) v).size() : first.get(0).getList(0).size();
@@ -350,13 +675,20 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     }
     Row r = df.agg(min(col(label)), max(col(label))).head();
     if (r.isNullAt(1)) {
-      throw new IllegalArgumentException("Invalid training data: the label column '" + label + "' has no values");
+      throw new IllegalArgumentException(
+          "Invalid training data: the label column '" + label + "' has no values");
     }
     double lo = ((Number) r.get(0)).doubleValue();
     double hi = ((Number) r.get(1)).doubleValue();
     if (lo < 0 || hi != Math.rint(hi)) {
-      throw new IllegalArgumentException("Invalid label column '" + label + "': values from " + lo + " to " + hi
-          + ", expected class indices 0, 1, ... (use StringIndexer, or loss l2 for regression)");
+      throw new IllegalArgumentException(
+          "Invalid label column '"
+              + label
+              + "': values from "
+              + lo
+              + " to "
+              + hi
+              + ", expected class indices 0, 1, ... (use StringIndexer, or loss l2 for regression)");
     }
     return (int) hi + 1;
   }
@@ -367,16 +699,25 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel> im
     String label = getOrDefault(labelCol);
     BatchInference.checkFeatureColumns(schema, List.of(features));
     if (!Arrays.asList(schema.fieldNames()).contains(label)) {
-      throw new IllegalArgumentException("No label column '" + label + "' in the data (columns: "
-          + String.join(", ", schema.fieldNames()) + ")");
+      throw new IllegalArgumentException(
+          "No label column '"
+              + label
+              + "' in the data (columns: "
+              + String.join(", ", schema.fieldNames())
+              + ")");
     }
     DataType lt = schema.apply(label).dataType();
     if (!(lt instanceof NumericType)) {
-      throw new IllegalArgumentException("Label column '" + label + "' has type " + lt.simpleString()
-          + ": expected a number (a class index; StringIndexer turns strings into one)");
+      throw new IllegalArgumentException(
+          "Label column '"
+              + label
+              + "' has type "
+              + lt.simpleString()
+              + ": expected a number (a class index; StringIndexer turns strings into one)");
     }
     if (schema.apply(features).dataType() instanceof ArrayType
-        && !(((ArrayType) schema.apply(features).dataType()).elementType() instanceof NumericType)) {
+        && !(((ArrayType) schema.apply(features).dataType()).elementType()
+            instanceof NumericType)) {
       throw new IllegalArgumentException("Feature column '" + features + "' must hold numbers");
     }
     StructType out = schema.add(getOrDefault(predictionCol), DataTypes.DoubleType, false);

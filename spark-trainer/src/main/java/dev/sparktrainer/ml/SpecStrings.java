@@ -7,18 +7,19 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.util.Arrays;
-import java.util.Locale;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 
 /**
- * The short text forms of models, shapes and optimizers used by the command line and the Estimator's
- * Params: {@code mlp:256,128}, {@code cnn:32,64}, {@code resnet:18}, {@code linear}; shapes
- * {@code 64} or {@code 28x28x1}; optimizers {@code adam}, {@code adamw}, {@code sgd}.
+ * The short text forms of models, shapes and optimizers used by the command line and the
+ * Estimator's Params: {@code mlp:256,128}, {@code cnn:32,64}, {@code resnet:18}, {@code linear};
+ * shapes {@code 64} or {@code 28x28x1}; optimizers {@code adam}, {@code adamw}, {@code sgd}.
  */
 public final class SpecStrings {
   /** What the model forms look like, for error messages and help. */
-  public static final String MODEL_FORMS = "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...] or resnet[:DEPTH]";
+  public static final String MODEL_FORMS =
+      "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...] or resnet[:DEPTH]";
 
   private SpecStrings() {}
 
@@ -28,7 +29,8 @@ public final class SpecStrings {
    *
    * @throws IllegalArgumentException naming the value and the forms allowed
    */
-  public static ModelSpec model(String text, long[][] shapes, int outputs, Activation activation, float dropout) {
+  public static ModelSpec model(
+      String text, long[][] shapes, int outputs, Activation activation, float dropout) {
     String t = text == null ? "" : text.trim().toLowerCase(Locale.ROOT);
     int colon = t.indexOf(':');
     String kind = colon < 0 ? t : t.substring(0, colon);
@@ -36,23 +38,31 @@ public final class SpecStrings {
     try {
       switch (kind) {
         case "mlp":
-        case "linear": {
-          int[] hidden = kind.equals("linear") ? new int[0] : ints(args, text);
-          if (kind.equals("linear") && !args.isEmpty()) {
-            throw invalid(text);
+        case "linear":
+          {
+            int[] hidden = kind.equals("linear") ? new int[0] : ints(args, text);
+            if (kind.equals("linear") && !args.isEmpty()) {
+              throw invalid(text);
+            }
+            return new MlpSpec(
+                shapes,
+                hidden,
+                outputs,
+                activation == null ? Activation.RELU : activation,
+                dropout);
           }
-          return new MlpSpec(shapes, hidden, outputs, activation == null ? Activation.RELU : activation, dropout);
-        }
-        case "cnn": {
-          long[] image = image(shapes, text);
-          int[] filters = args.isEmpty() ? new int[] {32, 64} : ints(args, text);
-          return new CnnSpec(image, filters, 128, outputs, dropout > 0 ? dropout : 0.25f);
-        }
-        case "resnet": {
-          long[] image = image(shapes, text);
-          int depth = args.isEmpty() ? 18 : Integer.parseInt(args);
-          return new ResNetSpec(image, depth, outputs);
-        }
+        case "cnn":
+          {
+            long[] image = image(shapes, text);
+            int[] filters = args.isEmpty() ? new int[] {32, 64} : ints(args, text);
+            return new CnnSpec(image, filters, 128, outputs, dropout > 0 ? dropout : 0.25f);
+          }
+        case "resnet":
+          {
+            long[] image = image(shapes, text);
+            int depth = args.isEmpty() ? 18 : Integer.parseInt(args);
+            return new ResNetSpec(image, depth, outputs);
+          }
         default:
           throw invalid(text);
       }
@@ -68,8 +78,12 @@ public final class SpecStrings {
 
   private static long[] image(long[][] shapes, String text) {
     if (shapes.length != 1 || shapes[0].length != 3) {
-      throw new IllegalArgumentException("Invalid model '" + text + "': a CNN needs one feature column shaped"
-          + " CxHxW (e.g. --features pixels:1x28x28), got " + shapesString(shapes));
+      throw new IllegalArgumentException(
+          "Invalid model '"
+              + text
+              + "': a CNN needs one feature column shaped"
+              + " CxHxW (e.g. --features pixels:1x28x28), got "
+              + shapesString(shapes));
     }
     return shapes[0];
   }
@@ -82,7 +96,8 @@ public final class SpecStrings {
     if (args.isEmpty()) {
       return new int[0];
     }
-    int[] out = Arrays.stream(args.split(",")).map(String::trim).mapToInt(Integer::parseInt).toArray();
+    int[] out =
+        Arrays.stream(args.split(",")).map(String::trim).mapToInt(Integer::parseInt).toArray();
     for (int v : out) {
       if (v <= 0) {
         throw invalid(text);
@@ -114,7 +129,11 @@ public final class SpecStrings {
   /** Parses {@code 64}, {@code 28x28x1} (or {@code 28,28,1}) into dimensions. */
   public static long[] shape(String text) {
     try {
-      long[] dims = Arrays.stream(text.trim().split("[x,]")).map(String::trim).mapToLong(Long::parseLong).toArray();
+      long[] dims =
+          Arrays.stream(text.trim().split("[x,]"))
+              .map(String::trim)
+              .mapToLong(Long::parseLong)
+              .toArray();
       for (long d : dims) {
         if (d <= 0) {
           throw new NumberFormatException();
@@ -125,7 +144,8 @@ public final class SpecStrings {
       }
       return dims;
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("Invalid shape '" + text + "': expected positive sizes like 64 or 28x28x1");
+      throw new IllegalArgumentException(
+          "Invalid shape '" + text + "': expected positive sizes like 64 or 28x28x1");
     }
   }
 
@@ -156,8 +176,13 @@ public final class SpecStrings {
    * An optimizer: {@code adam}, {@code adamw} or {@code sgd} (SGD with {@code momentum}), with the
    * learning rate, optional warm-up steps and a cosine decay over {@code decaySteps} (0: constant).
    */
-  public static OptimizerSpec optimizer(String name, float learningRate, float momentum, float weightDecay,
-      long warmupSteps, long decaySteps) {
+  public static OptimizerSpec optimizer(
+      String name,
+      float learningRate,
+      float momentum,
+      float weightDecay,
+      long warmupSteps,
+      long decaySteps) {
     OptimizerSpec.Builder b;
     switch (name == null ? "" : name.trim().toLowerCase(Locale.ROOT)) {
       case "adam":
@@ -170,7 +195,8 @@ public final class SpecStrings {
         b = OptimizerSpec.sgd().optMomentum(momentum);
         break;
       default:
-        throw new IllegalArgumentException("Invalid optimizer '" + name + "': expected adam, adamw or sgd");
+        throw new IllegalArgumentException(
+            "Invalid optimizer '" + name + "': expected adam, adamw or sgd");
     }
     b.optLearningRate(learningRate);
     if (weightDecay > 0) {

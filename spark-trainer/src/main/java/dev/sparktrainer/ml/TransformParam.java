@@ -6,16 +6,16 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.ObjectInputStream;
 import java.io.ObjectOutputStream;
+import java.io.ObjectStreamClass;
 import java.util.Base64;
 import org.apache.spark.ml.param.Param;
 import org.apache.spark.ml.util.Identifiable;
-import java.io.ObjectStreamClass;
 
 /**
- * A Spark ML parameter holding an {@link ExampleTransform}. Spark ML's own {@code Param} cannot write
- * a function as JSON; this one writes its Java serialization (Base64 in a JSON string), so an
- * Estimator with a transform can still be saved — and loaded where the transform's classes are on the
- * class path.
+ * A Spark ML parameter holding an {@link ExampleTransform}. Spark ML's own {@code Param} cannot
+ * write a function as JSON; this one writes its Java serialization (Base64 in a JSON string), so an
+ * Estimator with a transform can still be saved — and loaded where the transform's classes are on
+ * the class path.
  */
 final class TransformParam extends Param<ExampleTransform> {
   private static final long serialVersionUID = 1L;
@@ -30,7 +30,8 @@ final class TransformParam extends Param<ExampleTransform> {
     try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
       out.writeObject(value);
     } catch (IOException e) {
-      throw new IllegalArgumentException("Cannot save " + name() + ": the transform is not serializable: " + e, e);
+      throw new IllegalArgumentException(
+          "Cannot save " + name() + ": the transform is not serializable: " + e, e);
     }
     return "\"" + Base64.getEncoder().encodeToString(bytes.toByteArray()) + "\"";
   }
@@ -39,16 +40,20 @@ final class TransformParam extends Param<ExampleTransform> {
   public ExampleTransform jsonDecode(String json) {
     String s = json.trim();
     if (s.length() < 2 || s.charAt(0) != '"' || s.charAt(s.length() - 1) != '"') {
-      throw new IllegalArgumentException("Invalid " + name() + ": expected a JSON string, got " + json);
+      throw new IllegalArgumentException(
+          "Invalid " + name() + ": expected a JSON string, got " + json);
     }
     byte[] bytes = Base64.getDecoder().decode(s.substring(1, s.length() - 1));
-    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes)) {
-      @Override
-      protected Class<?> resolveClass(ObjectStreamClass desc) throws IOException, ClassNotFoundException {
-        // The caller's class loader (a notebook's, Spark's) knows the user's classes.
-        return Class.forName(desc.getName(), false, Thread.currentThread().getContextClassLoader());
-      }
-    }) {
+    try (ObjectInputStream in =
+        new ObjectInputStream(new ByteArrayInputStream(bytes)) {
+          @Override
+          protected Class<?> resolveClass(ObjectStreamClass desc)
+              throws IOException, ClassNotFoundException {
+            // The caller's class loader (a notebook's, Spark's) knows the user's classes.
+            return Class.forName(
+                desc.getName(), false, Thread.currentThread().getContextClassLoader());
+          }
+        }) {
       return (ExampleTransform) in.readObject();
     } catch (IOException | ClassNotFoundException | ClassCastException e) {
       throw new IllegalArgumentException("Cannot load " + name() + ": " + e, e);

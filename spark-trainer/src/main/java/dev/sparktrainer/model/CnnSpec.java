@@ -10,14 +10,14 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.pooling.Pool;
-import java.util.Map;
 import java.util.Arrays;
+import java.util.Map;
 
 /**
  * A small CNN for image-shaped features: the (single) feature tensor is viewed as {@code [B,
- * channels, height, width]} (so flat pixel vectors work too), then for each entry of {@code filters}
- * a 3x3 convolution (padding 1) with ReLU and 2x2 max pooling, then a dense layer of {@code dense}
- * units with ReLU and dropout, then {@code outputs} logits.
+ * channels, height, width]} (so flat pixel vectors work too), then for each entry of {@code
+ * filters} a 3x3 convolution (padding 1) with ReLU and 2x2 max pooling, then a dense layer of
+ * {@code dense} units with ReLU and dropout, then {@code outputs} logits.
  *
  * @param imageDims per-example image shape {@code (channels, height, width)}
  * @param filters output channels of each convolution stage
@@ -34,7 +34,9 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
   public CnnSpec {
     if (imageDims == null || imageDims.length != 3) {
       throw new IllegalArgumentException(
-          "Invalid imageShape " + Arrays.toString(imageDims) + ": expected (channels, height, width)");
+          "Invalid imageShape "
+              + Arrays.toString(imageDims)
+              + ": expected (channels, height, width)");
     }
     imageDims = imageDims.clone();
     Shape imageShape = new Shape(imageDims);
@@ -49,19 +51,25 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
     }
     if (side < 1) {
       throw new IllegalArgumentException(
-          "Invalid filters: " + filters.length + " pooling stages do not fit an image of " + imageShape);
+          "Invalid filters: "
+              + filters.length
+              + " pooling stages do not fit an image of "
+              + imageShape);
     }
     if (dense <= 0 || outputs <= 0) {
-      throw new IllegalArgumentException("Invalid dense " + dense + " / outputs " + outputs + ": expected > 0");
+      throw new IllegalArgumentException(
+          "Invalid dense " + dense + " / outputs " + outputs + ": expected > 0");
     }
     if (!(dropout >= 0 && dropout < 1)) {
-      throw new IllegalArgumentException("Invalid dropout " + dropout + ": expected 0 <= dropout < 1");
+      throw new IllegalArgumentException(
+          "Invalid dropout " + dropout + ": expected 0 <= dropout < 1");
     }
   }
 
   /** Two stages (32, 64 filters), dense 128, dropout 0.25. */
   public static CnnSpec of(int channels, int height, int width, int outputs) {
-    return new CnnSpec(new long[] {channels, height, width}, new int[] {32, 64}, 128, outputs, 0.25f);
+    return new CnnSpec(
+        new long[] {channels, height, width}, new int[] {32, 64}, 128, outputs, 0.25f);
   }
 
   /** The per-example image shape. */
@@ -81,11 +89,14 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
     long h = imageShape.get(1);
     long w = imageShape.get(2);
     SequentialBlock net = new SequentialBlock();
-    net.add(
-        new LambdaBlock(
-            in -> new NDList(in.singletonOrThrow().reshape(-1, c, h, w)), "image"));
+    net.add(new LambdaBlock(in -> new NDList(in.singletonOrThrow().reshape(-1, c, h, w)), "image"));
     for (int f : filters) {
-      net.add(Conv2d.builder().setKernelShape(new Shape(3, 3)).optPadding(new Shape(1, 1)).setFilters(f).build());
+      net.add(
+          Conv2d.builder()
+              .setKernelShape(new Shape(3, 3))
+              .optPadding(new Shape(1, 1))
+              .setFilters(f)
+              .build());
       net.add(ai.djl.nn.Activation.reluBlock());
       net.add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)));
     }

@@ -50,12 +50,16 @@ public record CustomSpec(BlockFactory factory, long[][] inputDims) implements Mo
   static CustomSpec fromProperties(Map<String, String> p) {
     String cls = Specs.required(p, "factory");
     try {
-      Constructor<?> c = Class.forName(cls, true, Thread.currentThread().getContextClassLoader())
-          .getDeclaredConstructor();
-      return of((BlockFactory) c.newInstance(), Specs.parseShapes(Specs.required(p, "inputShapes")));
+      Constructor<?> c =
+          Class.forName(cls, true, Thread.currentThread().getContextClassLoader())
+              .getDeclaredConstructor();
+      return of(
+          (BlockFactory) c.newInstance(), Specs.parseShapes(Specs.required(p, "inputShapes")));
     } catch (ReflectiveOperationException | ClassCastException e) {
       throw new IllegalArgumentException(
-          "Invalid custom model factory '" + cls + "': expected a BlockFactory class with a public"
+          "Invalid custom model factory '"
+              + cls
+              + "': expected a BlockFactory class with a public"
               + " no-argument constructor on the class path",
           e);
     }

@@ -74,7 +74,8 @@ public enum LossSpec {
     if (this == SOFTMAX_CROSS_ENTROPY) {
       return labels;
     }
-    NDArray l = labels.getDataType() == DataType.FLOAT32 ? labels : labels.toType(DataType.FLOAT32, false);
+    NDArray l =
+        labels.getDataType() == DataType.FLOAT32 ? labels : labels.toType(DataType.FLOAT32, false);
     return l.getShape().equals(predictions.getShape()) ? l : l.reshape(predictions.getShape());
   }
 
@@ -84,7 +85,10 @@ public enum LossSpec {
       return valueOf(s.trim().toUpperCase(Locale.ROOT).replace('-', '_'));
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException(
-          "Invalid loss '" + s + "': expected softmax_cross_entropy, sigmoid_binary_cross_entropy or l2", e);
+          "Invalid loss '"
+              + s
+              + "': expected softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
+          e);
     }
   }
 }

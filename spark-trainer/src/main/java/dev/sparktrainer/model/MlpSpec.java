@@ -9,21 +9,23 @@ import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.Dropout;
-import java.util.Map;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * A multi-layer perceptron: every feature tensor flattened and concatenated, then {@code hidden}
  * fully connected layers with {@code activation} (and dropout when {@code dropout > 0}), then a
  * linear output layer of {@code outputs} units (logits).
  *
- * @param inputDims per-example shape of each feature tensor (DJL's {@code Shape} is not serializable)
+ * @param inputDims per-example shape of each feature tensor (DJL's {@code Shape} is not
+ *     serializable)
  * @param hidden sizes of the hidden layers, in order
  * @param outputs number of outputs (classes, or 1 for binary / regression)
  * @param activation activation after every hidden layer
  * @param dropout dropout rate after every hidden activation, 0 for none
  */
-public record MlpSpec(long[][] inputDims, int[] hidden, int outputs, Activation activation, float dropout)
+public record MlpSpec(
+    long[][] inputDims, int[] hidden, int outputs, Activation activation, float dropout)
     implements ModelSpec {
   private static final long serialVersionUID = 1L;
   static final String TYPE = "mlp";
@@ -42,10 +44,12 @@ public record MlpSpec(long[][] inputDims, int[] hidden, int outputs, Activation 
       throw new IllegalArgumentException("Invalid outputs " + outputs + ": expected > 0");
     }
     if (activation == null) {
-      throw new IllegalArgumentException("Invalid activation null: expected relu, tanh, sigmoid or gelu");
+      throw new IllegalArgumentException(
+          "Invalid activation null: expected relu, tanh, sigmoid or gelu");
     }
     if (!(dropout >= 0 && dropout < 1)) {
-      throw new IllegalArgumentException("Invalid dropout " + dropout + ": expected 0 <= dropout < 1");
+      throw new IllegalArgumentException(
+          "Invalid dropout " + dropout + ": expected 0 <= dropout < 1");
     }
   }
 

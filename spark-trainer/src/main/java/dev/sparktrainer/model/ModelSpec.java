@@ -11,7 +11,8 @@ import java.util.Map;
  * replica from it with {@link #newBlock()}.
  *
  * <p>Implementations must be deterministic: two calls of {@link #newBlock()} give blocks with the
- * same parameters (names, shapes, order), which is what lets replicas exchange gradients by position.
+ * same parameters (names, shapes, order), which is what lets replicas exchange gradients by
+ * position.
  */
 public interface ModelSpec extends Serializable {
   /** A new, uninitialized block. */

@@ -6,8 +6,8 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
-import java.util.Map;
 import java.util.Arrays;
+import java.util.Map;
 
 /**
  * ResNet (v1) built from DJL's model-zoo code ({@link ResNetV1}; no weights are downloaded): {@code
@@ -29,7 +29,9 @@ public record ResNetSpec(long[] imageDims, int numLayers, int outputs) implement
   public ResNetSpec {
     if (imageDims == null || imageDims.length != 3) {
       throw new IllegalArgumentException(
-          "Invalid imageShape " + Arrays.toString(imageDims) + ": expected (channels, height, width)");
+          "Invalid imageShape "
+              + Arrays.toString(imageDims)
+              + ": expected (channels, height, width)");
     }
     imageDims = imageDims.clone();
     Shape imageShape = new Shape(imageDims);
@@ -57,7 +59,12 @@ public record ResNetSpec(long[] imageDims, int numLayers, int outputs) implement
     long h = imageShape.get(1);
     long w = imageShape.get(2);
     net.add(new LambdaBlock(in -> new NDList(in.singletonOrThrow().reshape(-1, c, h, w)), "image"));
-    net.add(ResNetV1.builder().setImageShape(imageShape).setNumLayers(numLayers).setOutSize(outputs).build());
+    net.add(
+        ResNetV1.builder()
+            .setImageShape(imageShape)
+            .setNumLayers(numLayers)
+            .setOutSize(outputs)
+            .build());
     return net;
   }
 

@@ -12,7 +12,8 @@ final class Specs {
   static String required(Map<String, String> props, String key) {
     String v = props.get(key);
     if (v == null || v.isBlank()) {
-      throw new IllegalArgumentException("Invalid model spec: missing key '" + key + "' in " + props);
+      throw new IllegalArgumentException(
+          "Invalid model spec: missing key '" + key + "' in " + props);
     }
     return v.trim();
   }
@@ -20,7 +21,11 @@ final class Specs {
   /** {@code 1x28x28;64} for shapes (1,28,28) and (64). */
   static String formatShapes(Shape[] shapes) {
     return Arrays.stream(shapes)
-        .map(s -> Arrays.stream(s.getShape()).mapToObj(Long::toString).collect(Collectors.joining("x")))
+        .map(
+            s ->
+                Arrays.stream(s.getShape())
+                    .mapToObj(Long::toString)
+                    .collect(Collectors.joining("x")))
         .collect(Collectors.joining(";"));
   }
 
@@ -37,7 +42,10 @@ final class Specs {
     if (s.isBlank()) {
       return new long[0];
     }
-    return Arrays.stream(s.trim().split(sep)).map(String::trim).mapToLong(Long::parseLong).toArray();
+    return Arrays.stream(s.trim().split(sep))
+        .map(String::trim)
+        .mapToLong(Long::parseLong)
+        .toArray();
   }
 
   static String formatInts(int[] a) {
@@ -74,11 +82,13 @@ final class Specs {
 
   static void checkShapes(Shape[] shapes) {
     if (shapes == null || shapes.length == 0) {
-      throw new IllegalArgumentException("Invalid inputShapes: at least one feature shape is required");
+      throw new IllegalArgumentException(
+          "Invalid inputShapes: at least one feature shape is required");
     }
     for (Shape s : shapes) {
       if (s == null || s.size() <= 0) {
-        throw new IllegalArgumentException("Invalid input shape " + s + ": every dimension must be positive");
+        throw new IllegalArgumentException(
+            "Invalid input shape " + s + ": every dimension must be positive");
       }
     }
   }

@@ -8,7 +8,8 @@ import java.util.Locale;
 
 /**
  * Progress on the driver's console: a redrawn progress bar on a terminal, plain log lines (every
- * {@code logEverySeconds}, and one per epoch) otherwise — so logs of a batch job or CI stay readable.
+ * {@code logEverySeconds}, and one per epoch) otherwise — so logs of a batch job or CI stay
+ * readable.
  *
  * <pre>
  * epoch 3/10 [===========>             ] 12/22  loss 0.4213  2,310 samples/s  ETA 0:41   (redrawn; then:)
@@ -24,6 +25,7 @@ public final class ConsoleProgress implements ProgressView {
   private final long logEveryNanos;
   private long lastDraw;
   private boolean lineOpen;
+
   /** The slowest rank of the epoch whose end comes next (null: a single worker). */
   private StragglerReport.Slowest slowest;
 
@@ -38,7 +40,9 @@ public final class ConsoleProgress implements ProgressView {
     this.logEveryNanos = (long) (logEverySeconds * 1e9);
   }
 
-  /** A bar if this process has a terminal (and TERM is not dumb), log lines every 10 s otherwise. */
+  /**
+   * A bar if this process has a terminal (and TERM is not dumb), log lines every 10 s otherwise.
+   */
   public static ConsoleProgress auto(PrintStream out) {
     return new ConsoleProgress(out, isTerminal(), 10);
   }
@@ -100,7 +104,7 @@ public final class ConsoleProgress implements ProgressView {
     out.flush();
   }
 
-  /** {@code epoch 3/10 [====>   ] 12/22  loss 0.4213  2,310 samples/s  ETA 0:41}. */
+  /** {@code epoch 3/10 [====> ] 12/22 loss 0.4213 2,310 samples/s ETA 0:41}. */
   static String barLine(StepProgress p) {
     int filled = (int) (BAR * p.step() / Math.max(1, p.stepsPerEpoch()));
     StringBuilder bar = new StringBuilder("[");
@@ -108,22 +112,44 @@ public final class ConsoleProgress implements ProgressView {
       bar.append(i < filled ? '=' : i == filled ? '>' : ' ');
     }
     bar.append(']');
-    return String.format(Locale.ROOT, "epoch %d/%d %s %d/%d  loss %.4f  %s samples/s  ETA %s",
-        p.epoch() + 1, p.epochs(), bar, p.step(), p.stepsPerEpoch(), p.loss(), rate(p.samplesPerSecond()),
+    return String.format(
+        Locale.ROOT,
+        "epoch %d/%d %s %d/%d  loss %.4f  %s samples/s  ETA %s",
+        p.epoch() + 1,
+        p.epochs(),
+        bar,
+        p.step(),
+        p.stepsPerEpoch(),
+        p.loss(),
+        rate(p.samplesPerSecond()),
         eta(p));
   }
 
   /** {@code epoch 3/10 step 12/22 loss 0.4213 samples/s 2310 ETA 0:41}. */
   static String logLine(StepProgress p) {
-    return String.format(Locale.ROOT, "epoch %d/%d step %d/%d loss %.4f samples/s %s ETA %s",
-        p.epoch() + 1, p.epochs(), p.step(), p.stepsPerEpoch(), p.loss(), rate(p.samplesPerSecond()), eta(p));
+    return String.format(
+        Locale.ROOT,
+        "epoch %d/%d step %d/%d loss %.4f samples/s %s ETA %s",
+        p.epoch() + 1,
+        p.epochs(),
+        p.step(),
+        p.stepsPerEpoch(),
+        p.loss(),
+        rate(p.samplesPerSecond()),
+        eta(p));
   }
 
   /** The summary line of an epoch ({@code epochs} < 0: without the total). */
   public static String epochLine(EpochMetrics m, int epochs) {
     StringBuilder sb = new StringBuilder();
-    sb.append(String.format(Locale.ROOT, "epoch %d%s done in %.1f s: loss %.4f", m.epoch() + 1,
-        epochs > 0 ? "/" + epochs : "", m.seconds(), m.loss()));
+    sb.append(
+        String.format(
+            Locale.ROOT,
+            "epoch %d%s done in %.1f s: loss %.4f",
+            m.epoch() + 1,
+            epochs > 0 ? "/" + epochs : "",
+            m.seconds(),
+            m.loss()));
     if (Double.isFinite(m.accuracy())) {
       sb.append(String.format(Locale.ROOT, " accuracy %.4f", m.accuracy()));
     }
@@ -136,8 +162,13 @@ public final class ConsoleProgress implements ProgressView {
     if (m.regression() != null) {
       sb.append(String.format(Locale.ROOT, " mse %.4g mae %.4g r2 %.4f", m.mse(), m.mae(), m.r2()));
       if (Double.isFinite(m.validationMse())) {
-        sb.append(String.format(Locale.ROOT, " val_mse %.4g val_mae %.4g val_r2 %.4f", m.validationMse(),
-            m.validationMae(), m.validationR2()));
+        sb.append(
+            String.format(
+                Locale.ROOT,
+                " val_mse %.4g val_mae %.4g val_r2 %.4f",
+                m.validationMse(),
+                m.validationMae(),
+                m.validationR2()));
       }
     }
     sb.append(" (").append(rate(m.samplesPerSecond())).append(" samples/s)");
@@ -150,7 +181,8 @@ public final class ConsoleProgress implements ProgressView {
       return "?";
     }
     double perStep = p.epochSeconds() / p.step();
-    long remaining = (p.stepsPerEpoch() - p.step()) + (long) (p.epochs() - p.epoch() - 1) * p.stepsPerEpoch();
+    long remaining =
+        (p.stepsPerEpoch() - p.step()) + (long) (p.epochs() - p.epoch() - 1) * p.stepsPerEpoch();
     return duration(perStep * remaining);
   }
 

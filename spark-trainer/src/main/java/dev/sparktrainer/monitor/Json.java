@@ -9,12 +9,12 @@ import java.io.UncheckedIOException;
 import java.util.Map;
 
 /**
- * JSON text for the reports (metrics.json, evaluate's output), written by Jackson — the version Spark
- * ships — from plain values: numbers, booleans, strings, maps (in their order) and iterables. Numbers
- * as the reports have always had them: a double that is a whole number is written without a fraction
- * ({@code 3}, not {@code 3.0}), and NaN or infinity, which JSON lacks, as {@code null}. The layout is
- * {@code "key": value} with {@code ", "} between items; {@link #report} breaks lines at the top level
- * and between the elements of top-level arrays (one epoch per line).
+ * JSON text for the reports (metrics.json, evaluate's output), written by Jackson — the version
+ * Spark ships — from plain values: numbers, booleans, strings, maps (in their order) and iterables.
+ * Numbers as the reports have always had them: a double that is a whole number is written without a
+ * fraction ({@code 3}, not {@code 3.0}), and NaN or infinity, which JSON lacks, as {@code null}.
+ * The layout is {@code "key": value} with {@code ", "} between items; {@link #report} breaks lines
+ * at the top level and between the elements of top-level arrays (one epoch per line).
  */
 public final class Json {
   private static final JsonFactory FACTORY = new JsonFactory();
@@ -31,12 +31,18 @@ public final class Json {
     return value(s);
   }
 
-  /** Numbers, booleans, strings, maps and iterables, recursively, on one line; anything else as its string. */
+  /**
+   * Numbers, booleans, strings, maps and iterables, recursively, on one line; anything else as its
+   * string.
+   */
   public static String value(Object v) {
     return write(v, new Layout(0));
   }
 
-  /** {@code v} with a line per top-level entry and per element of a top-level array, and a final newline. */
+  /**
+   * {@code v} with a line per top-level entry and per element of a top-level array, and a final
+   * newline.
+   */
   public static String report(Object v) {
     return write(v, new Layout(2)) + "\n";
   }
@@ -64,7 +70,10 @@ public final class Json {
       } else {
         g.writeNumber(d);
       }
-    } else if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+    } else if (v instanceof Long
+        || v instanceof Integer
+        || v instanceof Short
+        || v instanceof Byte) {
       g.writeNumber(((Number) v).longValue());
     } else if (v instanceof Number) {
       g.writeNumber(v.toString());
@@ -89,8 +98,8 @@ public final class Json {
   }
 
   /**
-   * {@code "key": value} and {@code ", "} separators; with {@code broken} 2, the top-level object and
-   * the arrays directly in it put each entry on its own line, indented two spaces a level.
+   * {@code "key": value} and {@code ", "} separators; with {@code broken} 2, the top-level object
+   * and the arrays directly in it put each entry on its own line, indented two spaces a level.
    */
   private static final class Layout implements PrettyPrinter {
     private final int broken;
@@ -103,7 +112,9 @@ public final class Json {
     /** Whether the container being written puts its entries on their own lines. */
     private boolean breaks() {
       // the top-level object, and arrays directly in it
-      return depth > 0 && depth < inArray.length && (depth < broken || depth == broken && inArray[depth]);
+      return depth > 0
+          && depth < inArray.length
+          && (depth < broken || depth == broken && inArray[depth]);
     }
 
     private final boolean[] inArray = new boolean[64];

@@ -11,10 +11,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy, samples_per_sec,
- * the step-time split; with a regression loss also mse, mae, r2 and their val_ forms), the resumes from
- * checkpoints, the slowest rank of each epoch ({@code stragglers}, with every rank's times) and the final
- * figures. Values that do not exist (no validation data, accuracy of a regression loss) are {@code null}.
+ * {@code metrics.json}: the per-epoch history (loss, accuracy, val_loss, val_accuracy,
+ * samples_per_sec, the step-time split; with a regression loss also mse, mae, r2 and their val_
+ * forms), the resumes from checkpoints, the slowest rank of each epoch ({@code stragglers}, with
+ * every rank's times) and the final figures. Values that do not exist (no validation data, accuracy
+ * of a regression loss) are {@code null}.
  */
 public final class MetricsReport {
   private MetricsReport() {}
@@ -55,7 +56,8 @@ public final class MetricsReport {
       fin.put("val_loss", last.validationLoss());
       fin.put("val_accuracy", last.validationAccuracy());
       fin.put("samples_per_sec", last.samplesPerSecond());
-      fin.put("training_seconds", history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum());
+      fin.put(
+          "training_seconds", history.epochs().stream().mapToDouble(EpochMetrics::seconds).sum());
       fin.put("wall_seconds", wallSeconds);
       fin.put("parameter_hash", last.parameterHash());
       regression(fin, last);

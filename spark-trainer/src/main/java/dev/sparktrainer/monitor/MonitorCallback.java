@@ -6,8 +6,9 @@ import dev.sparktrainer.train.StragglerReport;
 import dev.sparktrainer.train.TrainingCallback;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.io.Writer;
 import java.io.OutputStreamWriter;
+import java.io.UncheckedIOException;
+import java.io.Writer;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
@@ -17,7 +18,6 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
-import java.io.UncheckedIOException;
 
 /**
  * {@link TrainingMonitor}'s hook as it travels to rank 0's task: the driver's progress address and
@@ -31,6 +31,7 @@ final class MonitorCallback implements TrainingCallback {
   private final int port;
   private final String token;
   private final String logsDir;
+
   /** The driver's view (not shipped to the tasks): worker-count changes happen on the driver. */
   private transient ProgressView view;
 
@@ -56,8 +57,14 @@ final class MonitorCallback implements TrainingCallback {
   }
 
   @Override
-  public Listener start(int numWorkers, int epochs, long stepsPerEpoch, long globalStep, int attempt,
-      Configuration conf) throws IOException {
+  public Listener start(
+      int numWorkers,
+      int epochs,
+      long stepsPerEpoch,
+      long globalStep,
+      int attempt,
+      Configuration conf)
+      throws IOException {
     TensorBoardWriter train = null;
     TensorBoardWriter validation = null;
     if (logsDir != null) {
@@ -69,8 +76,14 @@ final class MonitorCallback implements TrainingCallback {
       try {
         sender = new Sender(host, port, token);
       } catch (IOException e) {
-        LOG.log(System.Logger.Level.WARNING, "Cannot report progress to the driver at " + host + ":" + port
-            + " (training goes on without live progress): " + e);
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "Cannot report progress to the driver at "
+                + host
+                + ":"
+                + port
+                + " (training goes on without live progress): "
+                + e);
       }
     }
     return new MonitorListener(train, validation, sender, stepsPerEpoch);
@@ -81,13 +94,16 @@ final class MonitorCallback implements TrainingCallback {
     private final TensorBoardWriter train;
     private final TensorBoardWriter validation;
     private final Sender sender;
+
     /** About 100 step points per epoch in TensorBoard, every step for short epochs. */
     private final long stepEvery;
+
     private long lastSend;
     private long lastFlush = System.nanoTime();
     private double learningRate = Double.NaN;
 
-    MonitorListener(TensorBoardWriter train, TensorBoardWriter validation, Sender sender, long stepsPerEpoch) {
+    MonitorListener(
+        TensorBoardWriter train, TensorBoardWriter validation, Sender sender, long stepsPerEpoch) {
       this.train = train;
       this.validation = validation;
       this.sender = sender;
@@ -168,7 +184,8 @@ final class MonitorCallback implements TrainingCallback {
       try {
         w.scalars(step, m);
       } catch (IOException ex) {
-        throw new UncheckedIOException("Cannot write TensorBoard events to " + w.file() + ": " + ex, ex);
+        throw new UncheckedIOException(
+            "Cannot write TensorBoard events to " + w.file() + ": " + ex, ex);
       }
     }
 

@@ -4,12 +4,18 @@ import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.StepProgress;
 import dev.sparktrainer.train.StragglerReport;
 
-/** What the driver does with rank 0's progress: draw it ({@link ConsoleProgress}), record it, ... */
+/**
+ * What the driver does with rank 0's progress: draw it ({@link ConsoleProgress}), record it, ...
+ */
 public interface ProgressView {
-  /** A step (throttled by the sender: a few per second at most, and the last step of each epoch). */
+  /**
+   * A step (throttled by the sender: a few per second at most, and the last step of each epoch).
+   */
   void onStep(StepProgress step);
 
-  /** An epoch's slowest rank (more than one worker), just before {@link #onEpochEnd} of that epoch. */
+  /**
+   * An epoch's slowest rank (more than one worker), just before {@link #onEpochEnd} of that epoch.
+   */
   default void onStraggler(StragglerReport.Slowest slowest) {}
 
   /** An epoch ended, with its global metrics. */

@@ -5,10 +5,10 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * A {@link StragglerReport} as TensorBoard scalars of its epoch: per rank ({@code rank_time/<tag>/rank_<r>},
- * the ranks' charts side by side in the {@code rank_time} section) its data wait,
- * compute and communication wait over the epoch and its median and p95 step work in milliseconds; and
- * the slowest rank ({@code straggler/...}).
+ * A {@link StragglerReport} as TensorBoard scalars of its epoch: per rank ({@code
+ * rank_time/<tag>/rank_<r>}, the ranks' charts side by side in the {@code rank_time} section) its
+ * data wait, compute and communication wait over the epoch and its median and p95 step work in
+ * milliseconds; and the slowest rank ({@code straggler/...}).
  */
 final class StragglerScalars {
   private StragglerScalars() {}

@@ -19,8 +19,9 @@ import org.apache.hadoop.fs.Path;
 /**
  * Writes a TensorBoard event file — TFRecord framing (the project's {@link TFRecordWriter}) of
  * {@code tensorflow.Event} protos (the classes protoc generates from TensorFlow's event.proto and
- * summary.proto, {@link Event}): first the {@code file_version} event, then scalar summaries — to a directory
- * on any Hadoop FileSystem. Point {@code tensorboard --logdir} at the directory (or its parent).
+ * summary.proto, {@link Event}): first the {@code file_version} event, then scalar summaries — to a
+ * directory on any Hadoop FileSystem. Point {@code tensorboard --logdir} at the directory (or its
+ * parent).
  *
  * <pre>{@code
  * try (TensorBoardWriter tb = TensorBoardWriter.create("hdfs:///jobs/run1/logs/train", conf)) {
@@ -28,8 +29,9 @@ import org.apache.hadoop.fs.Path;
  * }
  * }</pre>
  *
- * <p>The file is named {@code events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2} as TensorFlow names
- * its own, so several writers (a retried attempt, another run) never collide. Not thread-safe.
+ * <p>The file is named {@code events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2} as TensorFlow
+ * names its own, so several writers (a retried attempt, another run) never collide. Not
+ * thread-safe.
  */
 public final class TensorBoardWriter implements Closeable {
   private static final AtomicInteger COUNTER = new AtomicInteger();
@@ -45,7 +47,8 @@ public final class TensorBoardWriter implements Closeable {
     this.file = file;
     this.stream = stream;
     this.writer = new TFRecordWriter(stream);
-    writer.write(Event.newBuilder().setWallTime(now()).setFileVersion(FILE_VERSION).build().toByteArray());
+    writer.write(
+        Event.newBuilder().setWallTime(now()).setFileVersion(FILE_VERSION).build().toByteArray());
     flush();
   }
 
@@ -53,7 +56,8 @@ public final class TensorBoardWriter implements Closeable {
   public static TensorBoardWriter create(String dir, Configuration conf) throws IOException {
     Path d = new Path(dir);
     FileSystem fs = d.getFileSystem(conf);
-    // Hadoop's checksummed local FS would add ".events.out.tfevents....crc" files, which TensorBoard
+    // Hadoop's checksummed local FS would add ".events.out.tfevents....crc" files, which
+    // TensorBoard
     // would try to read as event files (it picks up every name containing "tfevents").
     if (fs instanceof LocalFileSystem) {
       fs = ((LocalFileSystem) fs).getRawFileSystem();
@@ -65,8 +69,13 @@ public final class TensorBoardWriter implements Closeable {
     } catch (IOException e) {
       host = "localhost";
     }
-    String name = String.format("events.out.tfevents.%010d.%s.%d.%d.v2", System.currentTimeMillis() / 1000,
-        host, ProcessHandle.current().pid(), COUNTER.incrementAndGet());
+    String name =
+        String.format(
+            "events.out.tfevents.%010d.%s.%d.%d.v2",
+            System.currentTimeMillis() / 1000,
+            host,
+            ProcessHandle.current().pid(),
+            COUNTER.incrementAndGet());
     Path file = new Path(d, name);
     FSDataOutputStream out = fs.create(file, false);
     return new TensorBoardWriter(file, out);
@@ -89,10 +98,19 @@ public final class TensorBoardWriter implements Closeable {
     Summary.Builder summary = Summary.newBuilder();
     for (Map.Entry<String, Double> v : values.entrySet()) {
       if (v.getValue() != null && Double.isFinite(v.getValue())) {
-        summary.addValue(Summary.Value.newBuilder().setTag(v.getKey()).setSimpleValue(v.getValue().floatValue()));
+        summary.addValue(
+            Summary.Value.newBuilder()
+                .setTag(v.getKey())
+                .setSimpleValue(v.getValue().floatValue()));
       }
     }
-    writer.write(Event.newBuilder().setWallTime(now()).setStep(step).setSummary(summary).build().toByteArray());
+    writer.write(
+        Event.newBuilder()
+            .setWallTime(now())
+            .setStep(step)
+            .setSummary(summary)
+            .build()
+            .toByteArray());
   }
 
   /** Makes what was written visible to readers (hflush on HDFS). */

@@ -2,11 +2,15 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.StepProgress;
+import dev.sparktrainer.train.StragglerReport;
 import dev.sparktrainer.train.TrainingCallback;
+import java.io.Closeable;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
@@ -15,15 +19,11 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Iterator;
-import org.apache.spark.sql.SparkSession;
-import dev.sparktrainer.train.StragglerReport;
-import java.io.Closeable;
-import java.io.UncheckedIOException;
-import java.nio.channels.ClosedChannelException;
-import java.util.Arrays;
 import java.util.List;
+import org.apache.spark.sql.SparkSession;
 
 /**
  * Watches a training run from the driver: rank 0 reports its progress over a TCP connection to a
@@ -36,14 +36,14 @@ import java.util.List;
  * }
  * }</pre>
  *
- * <p>Connections must present the monitor's random token first; anything else is dropped. Progress is
- * best effort: if rank 0 cannot connect, training goes on and only the live view is missing.
+ * <p>Connections must present the monitor's random token first; anything else is dropped. Progress
+ * is best effort: if rank 0 cannot connect, training goes on and only the live view is missing.
  *
- * <p>Whoever can reach the port can connect, so the listener bounds what a stranger costs: one thread
- * serves every connection (a selector: no thread per connection); a connection must send its hello
- * line, at most {@value #MAX_HELLO_BYTES} bytes, within {@link #HELLO_TIMEOUT_MILLIS} ms of being
- * accepted; at most {@value #MAX_UNAUTHENTICATED} connections wait for their hello at once (the
- * longest waiting is dropped for a new one); lines after the hello are bounded by {@value
+ * <p>Whoever can reach the port can connect, so the listener bounds what a stranger costs: one
+ * thread serves every connection (a selector: no thread per connection); a connection must send its
+ * hello line, at most {@value #MAX_HELLO_BYTES} bytes, within {@link #HELLO_TIMEOUT_MILLIS} ms of
+ * being accepted; at most {@value #MAX_UNAUTHENTICATED} connections wait for their hello at once
+ * (the longest waiting is dropped for a new one); lines after the hello are bounded by {@value
  * #MAX_LINE_BYTES} bytes. Dropped connections are logged at most once per {@link
  * #LOG_INTERVAL_MILLIS} ms, with a count of the others.
  */
@@ -52,12 +52,16 @@ public final class TrainingMonitor implements AutoCloseable {
 
   /** "HELLO " and a 32-digit token and a newline need 39. */
   static final int MAX_HELLO_BYTES = 64;
+
   static final long HELLO_TIMEOUT_MILLIS = 2_000;
   static final int MAX_UNAUTHENTICATED = 32;
+
   /** Rank 0's connection, and a few older ones from earlier attempts whose end was not seen. */
   static final int MAX_AUTHENTICATED = 4;
+
   /** A progress line is a few hundred bytes. */
   static final int MAX_LINE_BYTES = 64 * 1024;
+
   static final long LOG_INTERVAL_MILLIS = 10_000;
 
   private final ServerSocketChannel server;
@@ -67,13 +71,18 @@ public final class TrainingMonitor implements AutoCloseable {
   private final ProgressView view;
   private final String logsDir;
   private final Thread loop;
+
   /** Connections waiting for their hello, oldest first (the loop thread's only). */
   private final ArrayDeque<Conn> unauthenticated = new ArrayDeque<>();
+
   /** Authenticated connections, oldest first (the loop thread's only). */
   private final ArrayDeque<Conn> authenticated = new ArrayDeque<>();
+
   private final Object lock = new Object();
+
   /** Guarded by lock: authenticated connections open, and loop iterations done (for close). */
   private int open;
+
   private long passes;
   private volatile boolean closed;
   // rate-limited logging of dropped connections (the loop thread's only)
@@ -97,7 +106,8 @@ public final class TrainingMonitor implements AutoCloseable {
     }
   }
 
-  private TrainingMonitor(ServerSocketChannel server, Selector selector, ProgressView view, String logsDir) {
+  private TrainingMonitor(
+      ServerSocketChannel server, Selector selector, ProgressView view, String logsDir) {
     this.server = server;
     this.selector = selector;
     this.view = view;
@@ -120,13 +130,22 @@ public final class TrainingMonitor implements AutoCloseable {
    * {@code view} is not null, TensorBoard files under {@code logsDir} ({@code train/} and {@code
    * validation/}) if it is not null.
    */
-  public static TrainingMonitor start(SparkSession spark, ProgressView view, String logsDir) throws IOException {
-    String host = spark.sparkContext().getConf().get("spark.driver.host", InetAddress.getLocalHost().getHostAddress());
+  public static TrainingMonitor start(SparkSession spark, ProgressView view, String logsDir)
+      throws IOException {
+    String host =
+        spark
+            .sparkContext()
+            .getConf()
+            .get("spark.driver.host", InetAddress.getLocalHost().getHostAddress());
     return start(host, view, logsDir);
   }
 
-  /** As {@link #start(SparkSession, ProgressView, String)}, listening on {@code host} (reachable from rank 0). */
-  public static TrainingMonitor start(String host, ProgressView view, String logsDir) throws IOException {
+  /**
+   * As {@link #start(SparkSession, ProgressView, String)}, listening on {@code host} (reachable
+   * from rank 0).
+   */
+  public static TrainingMonitor start(String host, ProgressView view, String logsDir)
+      throws IOException {
     if (view == null) {
       return new TrainingMonitor(null, null, null, logsDir);
     }
@@ -163,7 +182,8 @@ public final class TrainingMonitor implements AutoCloseable {
     } catch (IOException e) {
       throw new UncheckedIOException("The progress listener is closed", e);
     }
-    return new MonitorCallback(local.getAddress().getHostAddress(), local.getPort(), token, logsDir).withView(view);
+    return new MonitorCallback(local.getAddress().getHostAddress(), local.getPort(), token, logsDir)
+        .withView(view);
   }
 
   /** The listener's port (-1 without a view); for tests. */
@@ -223,8 +243,11 @@ public final class TrainingMonitor implements AutoCloseable {
       closeQuietly(server);
       closeQuietly(selector);
       if (unlogged > 0) {
-        LOG.log(System.Logger.Level.WARNING, unlogged + " more progress connection(s) without the job's token"
-            + " were dropped or refused (not logged one by one)");
+        LOG.log(
+            System.Logger.Level.WARNING,
+            unlogged
+                + " more progress connection(s) without the job's token"
+                + " were dropped or refused (not logged one by one)");
       }
       synchronized (lock) {
         open = 0;
@@ -255,10 +278,17 @@ public final class TrainingMonitor implements AutoCloseable {
       if (ch == null) {
         return;
       }
-      Conn c = new Conn(ch, ch.socket().getRemoteSocketAddress(), System.nanoTime() + HELLO_TIMEOUT_MILLIS * 1_000_000);
+      Conn c =
+          new Conn(
+              ch,
+              ch.socket().getRemoteSocketAddress(),
+              System.nanoTime() + HELLO_TIMEOUT_MILLIS * 1_000_000);
       if (unauthenticated.size() >= MAX_UNAUTHENTICATED) {
-        drop(unauthenticated.pollFirst(), "more than " + MAX_UNAUTHENTICATED
-            + " connections waiting for their hello (it was the longest waiting)");
+        drop(
+            unauthenticated.pollFirst(),
+            "more than "
+                + MAX_UNAUTHENTICATED
+                + " connections waiting for their hello (it was the longest waiting)");
       }
       try {
         ch.configureBlocking(false);
@@ -290,8 +320,11 @@ public final class TrainingMonitor implements AutoCloseable {
       }
       end(c, "it closed the connection before its hello");
     } else if (!c.buf.hasRemaining()) {
-      end(c, c.authenticated ? "a line of more than " + MAX_LINE_BYTES + " bytes"
-          : "a hello of more than " + MAX_HELLO_BYTES + " bytes");
+      end(
+          c,
+          c.authenticated
+              ? "a line of more than " + MAX_LINE_BYTES + " bytes"
+              : "a hello of more than " + MAX_HELLO_BYTES + " bytes");
     }
   }
 
@@ -333,8 +366,14 @@ public final class TrainingMonitor implements AutoCloseable {
       synchronized (lock) {
         open--;
       }
-      LOG.log(System.Logger.Level.WARNING, "Dropped the oldest of " + MAX_AUTHENTICATED
-          + " progress connections from rank 0 (" + oldest.remote + ") for a new one from " + c.remote);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "Dropped the oldest of "
+              + MAX_AUTHENTICATED
+              + " progress connections from rank 0 ("
+              + oldest.remote
+              + ") for a new one from "
+              + c.remote);
     }
     c.authenticated = true;
     c.buf = ByteBuffer.allocate(MAX_LINE_BYTES);
@@ -359,7 +398,9 @@ public final class TrainingMonitor implements AutoCloseable {
     }
   }
 
-  /** The connection ended or broke the protocol: an authenticated one quietly, a stranger as a drop. */
+  /**
+   * The connection ended or broke the protocol: an authenticated one quietly, a stranger as a drop.
+   */
   private void end(Conn c, String why) {
     if (c.authenticated) {
       c.key.cancel();
@@ -371,7 +412,8 @@ public final class TrainingMonitor implements AutoCloseable {
         }
       }
       boolean ended = why.startsWith("it closed") || why.startsWith("it failed");
-      LOG.log(ended ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
+      LOG.log(
+          ended ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
           "Progress connection from " + c.remote + (ended ? " ended: " : " dropped: ") + why);
     } else {
       unauthenticated.remove(c);
@@ -392,8 +434,12 @@ public final class TrainingMonitor implements AutoCloseable {
   private void warn(String message) {
     long now = System.nanoTime();
     if (!loggedOnce || now - lastLogNanos >= LOG_INTERVAL_MILLIS * 1_000_000) {
-      LOG.log(System.Logger.Level.WARNING, message
-          + (unlogged > 0 ? " (and " + unlogged + " more such events since the last such line)" : ""));
+      LOG.log(
+          System.Logger.Level.WARNING,
+          message
+              + (unlogged > 0
+                  ? " (and " + unlogged + " more such events since the last such line)"
+                  : ""));
       loggedOnce = true;
       lastLogNanos = now;
       unlogged = 0;
@@ -428,7 +474,9 @@ public final class TrainingMonitor implements AutoCloseable {
       long target = passes + 2; // one pass accepts what is queued, the next reads it
       selector.wakeup();
       long left;
-      while ((open > 0 || passes < target) && loop.isAlive() && (left = deadline - System.nanoTime()) > 0) {
+      while ((open > 0 || passes < target)
+          && loop.isAlive()
+          && (left = deadline - System.nanoTime()) > 0) {
         try {
           lock.wait(Math.max(1, left / 1_000_000));
         } catch (InterruptedException e) {

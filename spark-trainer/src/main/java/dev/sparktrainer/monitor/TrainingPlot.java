@@ -2,6 +2,7 @@ package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.Resume;
 import java.awt.BasicStroke;
 import java.awt.Color;
 import java.io.IOException;
@@ -11,14 +12,13 @@ import org.jfree.chart.ChartUtils;
 import org.jfree.chart.JFreeChart;
 import org.jfree.chart.axis.NumberAxis;
 import org.jfree.chart.plot.CombinedDomainXYPlot;
+import org.jfree.chart.plot.ValueMarker;
 import org.jfree.chart.plot.XYPlot;
 import org.jfree.chart.renderer.xy.XYLineAndShapeRenderer;
-import org.jfree.data.xy.XYSeries;
-import org.jfree.data.xy.XYSeriesCollection;
-import dev.sparktrainer.train.Resume;
-import org.jfree.chart.plot.ValueMarker;
 import org.jfree.chart.ui.RectangleAnchor;
 import org.jfree.chart.ui.TextAnchor;
+import org.jfree.data.xy.XYSeries;
+import org.jfree.data.xy.XYSeriesCollection;
 
 /**
  * A PNG of the training curves (JFreeChart, headless): loss and accuracy per epoch, training and
@@ -44,9 +44,11 @@ public final class TrainingPlot {
     plot.add(panel(history, "loss", EpochMetrics::loss, EpochMetrics::validationLoss), 3);
     boolean accuracy = history.epochs().stream().anyMatch(e -> Double.isFinite(e.accuracy()));
     if (accuracy) {
-      plot.add(panel(history, "accuracy", EpochMetrics::accuracy, EpochMetrics::validationAccuracy), 3);
+      plot.add(
+          panel(history, "accuracy", EpochMetrics::accuracy, EpochMetrics::validationAccuracy), 3);
     }
-    if (history.epochs().stream().anyMatch(e -> e.regression() != null)) { // regression: instead of accuracy
+    if (history.epochs().stream()
+        .anyMatch(e -> e.regression() != null)) { // regression: instead of accuracy
       plot.add(panel(history, "MSE", EpochMetrics::mse, EpochMetrics::validationMse), 2);
       plot.add(panel(history, "MAE", EpochMetrics::mae, EpochMetrics::validationMae), 2);
       plot.add(panel(history, "R²", EpochMetrics::r2, EpochMetrics::validationR2), 2);
@@ -60,11 +62,15 @@ public final class TrainingPlot {
     ChartUtils.writeChartAsPNG(out, chart, width, height);
   }
 
-  private static XYPlot panel(History h, String name, ToDoubleFunction<EpochMetrics> train,
+  private static XYPlot panel(
+      History h,
+      String name,
+      ToDoubleFunction<EpochMetrics> train,
       ToDoubleFunction<EpochMetrics> validation) {
     XYSeriesCollection data = new XYSeriesCollection();
     data.addSeries(series(h, "training " + name, train));
-    if (validation != null && h.epochs().stream().anyMatch(e -> Double.isFinite(validation.applyAsDouble(e)))) {
+    if (validation != null
+        && h.epochs().stream().anyMatch(e -> Double.isFinite(validation.applyAsDouble(e)))) {
       data.addSeries(series(h, "validation " + name, validation));
     }
     NumberAxis axis = new NumberAxis(name);
@@ -92,8 +98,17 @@ public final class TrainingPlot {
       }
       long steps = r.epoch() < h.epochs().size() ? h.epochs().get(r.epoch()).steps() : 0;
       double x = r.epoch() + (steps > 0 ? Math.min(1, (double) r.stepInEpoch() / steps) : 0);
-      ValueMarker m = new ValueMarker(x, Color.RED,
-          new BasicStroke(1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, new float[] {6f, 4f}, 0f));
+      ValueMarker m =
+          new ValueMarker(
+              x,
+              Color.RED,
+              new BasicStroke(
+                  1.5f,
+                  BasicStroke.CAP_BUTT,
+                  BasicStroke.JOIN_MITER,
+                  10f,
+                  new float[] {6f, 4f},
+                  0f));
       m.setLabel(r.workers().fromWorkers() + "\u2192" + r.workers().toWorkers() + " workers");
       m.setLabelAnchor(RectangleAnchor.TOP_RIGHT);
       m.setLabelTextAnchor(TextAnchor.TOP_LEFT);

@@ -3,9 +3,9 @@ package dev.sparktrainer.optim;
 import ai.djl.ndarray.NDArray;
 
 /**
- * Adam and AdamW, as {@code torch.optim.Adam} / {@code AdamW}: {@code m = b1 m + (1 - b1) g}, {@code
- * v = b2 v + (1 - b2) g^2}, {@code p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)}.
- * The tensor form runs the same operations in the same order, unfused.
+ * Adam and AdamW, as {@code torch.optim.Adam} / {@code AdamW}: {@code m = b1 m + (1 - b1) g},
+ * {@code v = b2 v + (1 - b2) g^2}, {@code p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) +
+ * eps)}. The tensor form runs the same operations in the same order, unfused.
  */
 final class Adam extends Optimizer {
   private static final String[] SLOTS = {"m", "v"};

@@ -14,9 +14,10 @@ import java.nio.FloatBuffer;
  *
  * <ul>
  *   <li><b>host</b>: {@link #update} / {@link #apply} work on {@code float[]} parameters in Java
- *       arithmetic, and keep the state (moment vectors) in {@code float[]} slots here. {@code apply}
- *       updates a range of one parameter, reading the gradient straight from a (direct) buffer such as
- *       an all-reduce bucket, so that disjoint ranges can be updated by several threads at once.
+ *       arithmetic, and keep the state (moment vectors) in {@code float[]} slots here. {@code
+ *       apply} updates a range of one parameter, reading the gradient straight from a (direct)
+ *       buffer such as an all-reduce bucket, so that disjoint ranges can be updated by several
+ *       threads at once.
  *   <li><b>device</b>: {@link #applyTensors} updates a parameter tensor in place with tensor ops on
  *       its own device, the state being tensors the caller keeps beside it ({@link #slotCount()} of
  *       them per parameter, shaped like it, zero at first).
@@ -30,9 +31,12 @@ import java.nio.FloatBuffer;
  */
 public abstract class Optimizer {
   private static final int MAGIC = 0x4f505431; // "OPT1"
+
   /** Elements per gradient chunk copied out of a buffer before the arithmetic (fits in L1/L2). */
   private static final int CHUNK = 4096;
-  private static final ThreadLocal<float[]> SCRATCH = ThreadLocal.withInitial(() -> new float[CHUNK]);
+
+  private static final ThreadLocal<float[]> SCRATCH =
+      ThreadLocal.withInitial(() -> new float[CHUNK]);
 
   final int[] sizes;
   final float[][][] slots;
@@ -44,25 +48,41 @@ public abstract class Optimizer {
     this.slots = new float[slotCount][sizes.length][];
   }
 
-  /** Updates {@code params[i]} with {@code grads[i]} at learning rate {@code lr}, in place (one step). */
+  /**
+   * Updates {@code params[i]} with {@code grads[i]} at learning rate {@code lr}, in place (one
+   * step).
+   */
   public final void update(float[][] params, float[][] grads, float lr) {
     if (params.length != sizes.length || grads.length != sizes.length) {
       throw new IllegalArgumentException(
-          "Invalid update: " + params.length + " parameters and " + grads.length + " gradients, expected "
+          "Invalid update: "
+              + params.length
+              + " parameters and "
+              + grads.length
+              + " gradients, expected "
               + sizes.length);
     }
     beginStep();
     for (int i = 0; i < sizes.length; i++) {
       if (params[i].length != sizes[i] || grads[i].length != sizes[i]) {
         throw new IllegalArgumentException(
-            "Invalid update: parameter " + i + " has " + params[i].length + " values and gradient "
-                + grads[i].length + ", expected " + sizes[i]);
+            "Invalid update: parameter "
+                + i
+                + " has "
+                + params[i].length
+                + " values and gradient "
+                + grads[i].length
+                + ", expected "
+                + sizes[i]);
       }
       applyRange(i, params[i], 0, grads[i], 0, sizes[i], lr);
     }
   }
 
-  /** Counts one more optimizer step; call once per step, before {@link #apply}/{@link #applyTensors}. */
+  /**
+   * Counts one more optimizer step; call once per step, before {@link #apply}/{@link
+   * #applyTensors}.
+   */
   public final void beginStep() {
     steps++;
   }
@@ -72,10 +92,19 @@ public abstract class Optimizer {
    * p}) with the gradient whose element {@code from} is at float index {@code gradAt} of {@code
    * grad} (absolute; the buffer's position is ignored and left unchanged).
    */
-  public final void apply(int index, float[] p, FloatBuffer grad, int gradAt, int from, int to, float lr) {
+  public final void apply(
+      int index, float[] p, FloatBuffer grad, int gradAt, int from, int to, float lr) {
     if (from < 0 || to > sizes[index] || from > to || p.length != sizes[index]) {
       throw new IllegalArgumentException(
-          "Invalid range [" + from + ", " + to + ") of parameter " + index + " (" + sizes[index] + " values)");
+          "Invalid range ["
+              + from
+              + ", "
+              + to
+              + ") of parameter "
+              + index
+              + " ("
+              + sizes[index]
+              + " values)");
     }
     float[] g = SCRATCH.get();
     for (int at = from; at < to; at += CHUNK) {
@@ -89,17 +118,20 @@ public abstract class Optimizer {
   abstract void applyRange(int index, float[] p, int pAt, float[] g, int gAt, int n, float lr);
 
   /**
-   * Device placement: one step on parameter tensor {@code p} with gradient {@code g} (same shape and
-   * device), in place, the state in {@code state} ({@link #slotCount()} tensors like {@code p}). Must
-   * run with gradient recording off; temporaries are attached to {@code p}'s manager's scope by the
-   * caller's sub-manager.
+   * Device placement: one step on parameter tensor {@code p} with gradient {@code g} (same shape
+   * and device), in place, the state in {@code state} ({@link #slotCount()} tensors like {@code
+   * p}). Must run with gradient recording off; temporaries are attached to {@code p}'s manager's
+   * scope by the caller's sub-manager.
    */
   public abstract void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr);
 
   /** A short name of the rule, checked when state is restored. */
   public abstract String name();
 
-  /** Names of the state slots ({@code m}, {@code v} for Adam; {@code momentum} for SGD; none without). */
+  /**
+   * Names of the state slots ({@code m}, {@code v} for Adam; {@code momentum} for SGD; none
+   * without).
+   */
   public abstract String[] slotNames();
 
   /** Number of state vectors per parameter. */
@@ -158,15 +190,22 @@ public abstract class Optimizer {
     }
     String name = in.readUTF();
     if (!name.equals(name())) {
-      throw new IOException("Invalid optimizer state: written by " + name + ", restoring into " + name());
+      throw new IOException(
+          "Invalid optimizer state: written by " + name + ", restoring into " + name());
     }
     long s = in.readLong();
     int slotCount = in.readInt();
     int count = in.readInt();
     if (slotCount != slots.length || count != sizes.length) {
       throw new IOException(
-          "Invalid optimizer state: " + slotCount + " slots x " + count + " parameters, expected "
-              + slots.length + " x " + sizes.length);
+          "Invalid optimizer state: "
+              + slotCount
+              + " slots x "
+              + count
+              + " parameters, expected "
+              + slots.length
+              + " x "
+              + sizes.length);
     }
     byte[] buf = new byte[0];
     for (int si = 0; si < slots.length; si++) {
@@ -174,13 +213,21 @@ public abstract class Optimizer {
         int n = in.readInt();
         if (n != sizes[i]) {
           throw new IOException(
-              "Invalid optimizer state: parameter " + i + " has " + n + " values, expected " + sizes[i]);
+              "Invalid optimizer state: parameter "
+                  + i
+                  + " has "
+                  + n
+                  + " values, expected "
+                  + sizes[i]);
         }
         if (buf.length < 4 * n) {
           buf = new byte[4 * n];
         }
         in.readFully(buf, 0, 4 * n);
-        ByteBuffer.wrap(buf, 0, 4 * n).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(slot(si, i));
+        ByteBuffer.wrap(buf, 0, 4 * n)
+            .order(ByteOrder.LITTLE_ENDIAN)
+            .asFloatBuffer()
+            .get(slot(si, i));
       }
     }
     steps = s;

@@ -132,10 +132,21 @@ public final class OptimizerSpec implements Serializable {
 
   @Override
   public String toString() {
-    return kind.name().toLowerCase(Locale.ROOT) + "(lr=" + learningRate
-        + (kind == Kind.SGD ? ", momentum=" + momentum : ", betas=" + beta1 + "/" + beta2 + ", eps=" + epsilon)
-        + ", weightDecay=" + weightDecay + ", warmup=" + warmupSteps + ", decay=" + decay
-        + (decay == Decay.NONE ? "" : "/" + decaySteps) + (linearScaling ? ", linearScaling" : "") + ")";
+    return kind.name().toLowerCase(Locale.ROOT)
+        + "(lr="
+        + learningRate
+        + (kind == Kind.SGD
+            ? ", momentum=" + momentum
+            : ", betas=" + beta1 + "/" + beta2 + ", eps=" + epsilon)
+        + ", weightDecay="
+        + weightDecay
+        + ", warmup="
+        + warmupSteps
+        + ", decay="
+        + decay
+        + (decay == Decay.NONE ? "" : "/" + decaySteps)
+        + (linearScaling ? ", linearScaling" : "")
+        + ")";
   }
 
   /** Builder for {@link OptimizerSpec}: every value is optional; validation in {@link #build()}. */
@@ -190,7 +201,9 @@ public final class OptimizerSpec implements Serializable {
       return this;
     }
 
-    /** Linear warm-up from {@code lr / steps} to {@code lr} over the first {@code steps} updates. */
+    /**
+     * Linear warm-up from {@code lr / steps} to {@code lr} over the first {@code steps} updates.
+     */
     public Builder optWarmupSteps(long steps) {
       this.warmupSteps = steps;
       return this;
@@ -213,8 +226,8 @@ public final class OptimizerSpec implements Serializable {
     }
 
     /**
-     * The linear scaling rule (Goyal et al.): multiply the rates by the number of replicas, since the
-     * global batch grows with it. Default off.
+     * The linear scaling rule (Goyal et al.): multiply the rates by the number of replicas, since
+     * the global batch grows with it. Default off.
      */
     public Builder optLinearScaling(boolean enabled) {
       this.linearScaling = enabled;
@@ -232,14 +245,18 @@ public final class OptimizerSpec implements Serializable {
       check(warmupSteps >= 0, "warmupSteps", warmupSteps, ">= 0");
       check(decaySteps > 0, "decaySteps", decaySteps, "> 0");
       check(gamma > 0 && gamma <= 1, "gamma", gamma, "in (0, 1]");
-      check(minLearningRate >= 0 && minLearningRate <= learningRate, "minLearningRate", minLearningRate,
+      check(
+          minLearningRate >= 0 && minLearningRate <= learningRate,
+          "minLearningRate",
+          minLearningRate,
           "in [0, learningRate]");
       return new OptimizerSpec(this);
     }
 
     private static void check(boolean ok, String name, Object value, String expected) {
       if (!ok) {
-        throw new IllegalArgumentException("Invalid " + name + " " + value + ": expected " + expected);
+        throw new IllegalArgumentException(
+            "Invalid " + name + " " + value + ": expected " + expected);
       }
     }
   }

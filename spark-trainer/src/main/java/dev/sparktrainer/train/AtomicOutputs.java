@@ -1,13 +1,13 @@
 package dev.sparktrainer.train;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.Locale;
 import java.util.Set;
 import java.util.UUID;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import java.io.UncheckedIOException;
 
 /**
  * Writing outputs so that a reader (or the next run) finds either the previous content or the whole
@@ -48,7 +48,8 @@ public final class AtomicOutputs {
     try {
       writeWhole(fs, tmp, bytes);
       if (!fs.rename(tmp, file)) {
-        // HDFS does not rename over an existing file: a moment without the file, never a partial one.
+        // HDFS does not rename over an existing file: a moment without the file, never a partial
+        // one.
         if (!(fs.exists(file) && fs.delete(file, false) && fs.rename(tmp, file))) {
           throw new IOException("Cannot rename " + tmp + " to " + file);
         }
@@ -61,7 +62,9 @@ public final class AtomicOutputs {
     }
   }
 
-  /** Creates {@code file} with {@code bytes}; on failure the upload is aborted where the stream can. */
+  /**
+   * Creates {@code file} with {@code bytes}; on failure the upload is aborted where the stream can.
+   */
   static void writeWhole(FileSystem fs, Path file, byte[] bytes) throws IOException {
     FSDataOutputStream out = fs.create(file, true);
     boolean written = false;
@@ -84,7 +87,9 @@ public final class AtomicOutputs {
     }
   }
 
-  /** Deletes {@code p}, logging (not throwing) a failure: cleanup must not hide the original error. */
+  /**
+   * Deletes {@code p}, logging (not throwing) a failure: cleanup must not hide the original error.
+   */
   static void deleteQuietly(FileSystem fs, Path p, boolean recursive, String what) {
     try {
       if (!fs.delete(p, recursive) && fs.exists(p)) {

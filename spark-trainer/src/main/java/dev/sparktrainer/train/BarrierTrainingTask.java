@@ -2,6 +2,7 @@ package dev.sparktrainer.train;
 
 import ai.djl.Device;
 import ai.djl.engine.Engine;
+import ai.djl.pytorch.jni.JniUtils;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.RingListener;
 import java.io.IOException;
@@ -12,14 +13,13 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import org.apache.spark.BarrierTaskContext;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.Option;
 import scala.collection.Iterator;
 import scala.runtime.AbstractFunction1;
-import ai.djl.pytorch.jni.JniUtils;
-import org.apache.spark.SparkEnv;
 
 /**
  * The body of one barrier task: bind a ring listener on this executor's host, publish its address
@@ -35,7 +35,8 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
   private final Broadcast<SerializableConfiguration> hadoopConf;
   private final String ringHost;
 
-  BarrierTrainingTask(TrainingConfig cfg, Broadcast<SerializableConfiguration> hadoopConf, String ringHost) {
+  BarrierTrainingTask(
+      TrainingConfig cfg, Broadcast<SerializableConfiguration> hadoopConf, String ringHost) {
     this.cfg = cfg;
     this.hadoopConf = hadoopConf;
     this.ringHost = ringHost;
@@ -50,10 +51,19 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     try (RingListener listener = RingListener.bind(host)) {
       // Where this rank's ring port is and which process holds it: what an operator (or a fault
       // test) needs to find a rank's executor. The job id is public (every frame carries it).
-      LOG.log(System.Logger.Level.INFO,
-          "rank " + rank + ": ring listener on " + listener.address() + " (job "
-              + Long.toHexString(cfg.secret.jobId()) + ", stage attempt " + ctx.stageAttemptNumber()
-              + ", executor pid " + ProcessHandle.current().pid() + ")");
+      LOG.log(
+          System.Logger.Level.INFO,
+          "rank "
+              + rank
+              + ": ring listener on "
+              + listener.address()
+              + " (job "
+              + Long.toHexString(cfg.secret.jobId())
+              + ", stage attempt "
+              + ctx.stageAttemptNumber()
+              + ", executor pid "
+              + ProcessHandle.current().pid()
+              + ")");
       List<String> peers = Arrays.asList(ctx.allGather(listener.address()));
       cfg.faults.pauseBeforeRing(rank, ctx.stageAttemptNumber());
       try (Communicator comm =
@@ -68,14 +78,34 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
               .optSharedMemory(cfg.ringSharedMemory)
               .optConnectTimeout(cfg.connectTimeout)
               .build()) {
-        LOG.log(System.Logger.Level.INFO,
-            "rank " + rank + " of " + peers.size() + " (stage attempt " + ctx.stageAttemptNumber() + ") on "
-                + devices + ", ring " + peers + " formed"
-                + (comm.rejectedConnections() == 0 ? ""
-                    : ", " + comm.rejectedConnections() + " unauthenticated connection(s) rejected"));
-        WorkerResult r = new Worker(cfg, comm, devices, ctx.stageAttemptNumber(), hadoopConf.value().value(), ctx.cpus())
-            .on(hostOf(ctx.getTaskInfos()[rank].address()), SparkEnv.get().executorId())
-            .run();
+        LOG.log(
+            System.Logger.Level.INFO,
+            "rank "
+                + rank
+                + " of "
+                + peers.size()
+                + " (stage attempt "
+                + ctx.stageAttemptNumber()
+                + ") on "
+                + devices
+                + ", ring "
+                + peers
+                + " formed"
+                + (comm.rejectedConnections() == 0
+                    ? ""
+                    : ", "
+                        + comm.rejectedConnections()
+                        + " unauthenticated connection(s) rejected"));
+        WorkerResult r =
+            new Worker(
+                    cfg,
+                    comm,
+                    devices,
+                    ctx.stageAttemptNumber(),
+                    hadoopConf.value().value(),
+                    ctx.cpus())
+                .on(hostOf(ctx.getTaskInfos()[rank].address()), SparkEnv.get().executorId())
+                .run();
         return scala.collection.Iterator$.MODULE$.single(r);
       }
     } catch (IOException e) {
@@ -93,13 +123,15 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     Option<ResourceInformation> gpus = ctx.resources().get("gpu");
     String[] addresses = gpus.isDefined() ? gpus.get().addresses() : new String[0];
     if (addresses.length > 0) {
-      LOG.log(System.Logger.Level.INFO,
+      LOG.log(
+          System.Logger.Level.INFO,
           "rank " + rank + ": GPU address " + String.join(",", addresses) + " assigned by Spark");
     }
     if (cfg.useGpus) {
       if (addresses.length == 0) {
         throw new IllegalStateException(
-            "GPUs were requested but Spark assigned none to task " + rank
+            "GPUs were requested but Spark assigned none to task "
+                + rank
                 + ": set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a discovery script");
       }
       int visible = Engine.getInstance().getGpuCount();
@@ -108,20 +140,37 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
         for (String a : addresses) {
           int id = Integer.parseInt(a.trim());
           if (id >= visible) {
-            throw new IllegalStateException("rank " + rank + ": Spark assigned GPU " + id + ", but PyTorch in this"
-                + " executor sees only " + visible + " GPU(s) (0.." + (visible - 1) + "): check the discovery script"
-                + " and CUDA_VISIBLE_DEVICES");
+            throw new IllegalStateException(
+                "rank "
+                    + rank
+                    + ": Spark assigned GPU "
+                    + id
+                    + ", but PyTorch in this"
+                    + " executor sees only "
+                    + visible
+                    + " GPU(s) (0.."
+                    + (visible - 1)
+                    + "): check the discovery script"
+                    + " and CUDA_VISIBLE_DEVICES");
           }
           out.add(Device.gpu(id));
         }
         return out;
       }
-      LOG.log(System.Logger.Level.WARNING,
-          "rank " + rank + ": Spark assigned GPU " + String.join(",", addresses) + ", but CUDA is not available to"
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "rank "
+              + rank
+              + ": Spark assigned GPU "
+              + String.join(",", addresses)
+              + ", but CUDA is not available to"
               + " PyTorch in this executor (it sees 0 GPUs: CPU-only natives, or no CUDA driver): falling back to"
-              + " the CPU with " + Math.max(1, ctx.cpus()) + " thread(s)");
+              + " the CPU with "
+              + Math.max(1, ctx.cpus())
+              + " thread(s)");
     } else if (addresses.length > 0) {
-      LOG.log(System.Logger.Level.INFO,
+      LOG.log(
+          System.Logger.Level.INFO,
           "rank " + rank + ": GPU training is off (optUseGpus(false)): training on the CPU");
     }
     setIntraOpThreads(ctx.cpus());

@@ -25,8 +25,8 @@ public interface BatchSourceFactory extends Serializable {
    * As {@link #create(int, int, NDManager)}, with the job's Hadoop configuration (for sources that
    * read files); the trainer calls this one. The default ignores the configuration.
    */
-  default BatchSource create(int rank, int numWorkers, NDManager manager,
-      Configuration hadoopConf) {
+  default BatchSource create(
+      int rank, int numWorkers, NDManager manager, Configuration hadoopConf) {
     return create(rank, numWorkers, manager);
   }
 
@@ -55,7 +55,9 @@ public interface BatchSourceFactory extends Serializable {
     return false;
   }
 
-  /** The same data with per-worker batch {@code batchSize} (a resume on another number of workers). */
+  /**
+   * The same data with per-worker batch {@code batchSize} (a resume on another number of workers).
+   */
   default BatchSourceFactory withBatchSize(int batchSize) {
     throw new UnsupportedOperationException(getClass().getName() + " cannot change its batch size");
   }

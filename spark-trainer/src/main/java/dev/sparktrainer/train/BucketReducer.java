@@ -67,14 +67,20 @@ final class BucketReducer implements AutoCloseable {
         long left = deadline - System.nanoTime();
         if (left <= 0) {
           throw new IllegalStateException(
-              "rank " + comm.rank() + ": gradient bucket " + n + " not reduced within "
-                  + TimeUnit.NANOSECONDS.toSeconds(awaitNanos) + " s");
+              "rank "
+                  + comm.rank()
+                  + ": gradient bucket "
+                  + n
+                  + " not reduced within "
+                  + TimeUnit.NANOSECONDS.toSeconds(awaitNanos)
+                  + " s");
         }
         try {
           TimeUnit.NANOSECONDS.timedWait(lock, left);
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
-          throw new IllegalStateException("rank " + comm.rank() + ": interrupted waiting for the all-reduce", e);
+          throw new IllegalStateException(
+              "rank " + comm.rank() + ": interrupted waiting for the all-reduce", e);
         }
       }
       if (completed < n) {
@@ -121,7 +127,8 @@ final class BucketReducer implements AutoCloseable {
     } catch (InterruptedException e) {
       synchronized (lock) {
         if (failure == null) {
-          failure = new IllegalStateException("rank " + comm.rank() + ": all-reduce thread interrupted");
+          failure =
+              new IllegalStateException("rank " + comm.rank() + ": all-reduce thread interrupted");
         }
         lock.notifyAll();
       }
@@ -129,8 +136,8 @@ final class BucketReducer implements AutoCloseable {
   }
 
   /**
-   * All-reduces (mean) bucket {@code b} of {@code buckets} in place through {@code view} (a duplicate
-   * of the arena owned by the calling thread); the statistics bucket travels as float64.
+   * All-reduces (mean) bucket {@code b} of {@code buckets} in place through {@code view} (a
+   * duplicate of the arena owned by the calling thread); the statistics bucket travels as float64.
    */
   static void reduce(Communicator comm, GradientBuckets buckets, ByteBuffer view, int b) {
     if (b == buckets.statsBucket()) {
@@ -144,8 +151,8 @@ final class BucketReducer implements AutoCloseable {
   }
 
   /**
-   * Stops the thread. One blocked in an all-reduce is released by the communicator's deadline or its
-   * close (the caller closes the communicator next); this waits a moment, not for that.
+   * Stops the thread. One blocked in an all-reduce is released by the communicator's deadline or
+   * its close (the caller closes the communicator next); this waits a moment, not for that.
    */
   @Override
   public void close() {

@@ -5,6 +5,7 @@ import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.PipelineOptions;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -12,19 +13,21 @@ import java.util.List;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import dev.sparktrainer.data.ExampleTransform;
 
-/** Data given as files or a DataFrame, resolved into a {@link DatasetSource} when training starts. */
+/**
+ * Data given as files or a DataFrame, resolved into a {@link DatasetSource} when training starts.
+ */
 final class DataInput {
   /** Placeholder until {@link #resolve}: never reaches a task. */
-  static final BatchSourceFactory PENDING = new BatchSourceFactory() {
-    private static final long serialVersionUID = 1L;
+  static final BatchSourceFactory PENDING =
+      new BatchSourceFactory() {
+        private static final long serialVersionUID = 1L;
 
-    @Override
-    public BatchSource create(int rank, int numWorkers, NDManager manager) {
-      throw new IllegalStateException("data not resolved");
-    }
-  };
+        @Override
+        public BatchSource create(int rank, int numWorkers, NDManager manager) {
+          throw new IllegalStateException("data not resolved");
+        }
+      };
 
   private final DatasetSpec spec;
   private final Dataset<Row> frame;
@@ -46,8 +49,12 @@ final class DataInput {
     return frame != null && DataFrameInput.needsStaging(frame, spec);
   }
 
-  /** Plans the data on the driver (staging a DataFrame if needed; {@code staged} collects what to delete). */
-  DatasetSource resolve(SparkSession spark, String stagingDir, List<DataFrameInput> staged, boolean training) {
+  /**
+   * Plans the data on the driver (staging a DataFrame if needed; {@code staged} collects what to
+   * delete).
+   */
+  DatasetSource resolve(
+      SparkSession spark, String stagingDir, List<DataFrameInput> staged, boolean training) {
     try {
       DatasetSpec files = spec;
       if (frame != null) {
@@ -56,10 +63,18 @@ final class DataInput {
         files = in.spec();
       }
       var plan = DatasetPlanner.plan(files, options, spark);
-      return training ? DatasetSource.training(plan, options) : DatasetSource.evaluation(plan, options);
+      return training
+          ? DatasetSource.training(plan, options)
+          : DatasetSource.evaluation(plan, options);
     } catch (IOException e) {
-      throw new UncheckedIOException("Cannot read the " + (training ? "training" : "validation") + " data "
-          + spec.paths() + ": " + e.getMessage(), e);
+      throw new UncheckedIOException(
+          "Cannot read the "
+              + (training ? "training" : "validation")
+              + " data "
+              + spec.paths()
+              + ": "
+              + e.getMessage(),
+          e);
     }
   }
 }

@@ -25,7 +25,9 @@ public final class DatasetSource implements BatchSourceFactory {
     this.normalization = normalization;
   }
 
-  /** This data with every batch normalized by {@code n} (fitted on the training data); null: none. */
+  /**
+   * This data with every batch normalized by {@code n} (fitted on the training data); null: none.
+   */
   public DatasetSource withNormalization(Normalization n) {
     return new DatasetSource(plan, options, n);
   }
@@ -40,13 +42,20 @@ public final class DatasetSource implements BatchSourceFactory {
   }
 
   /**
-   * Evaluation data: every worker reads each of its records exactly once (no padding, a last partial
-   * batch kept, no shuffling), so reduced metrics count every record once.
+   * Evaluation data: every worker reads each of its records exactly once (no padding, a last
+   * partial batch kept, no shuffling), so reduced metrics count every record once.
    */
   public static DatasetSource evaluation(DatasetPlan plan, PipelineOptions options) {
-    return new DatasetSource(plan, options.toBuilder()
-        .optUneven(PipelineOptions.UnevenPolicy.NONE).optDropRemainder(false)
-        .optShuffleBuffer(0).optShuffleSplits(false).optCacheDir(null).build(), null);
+    return new DatasetSource(
+        plan,
+        options.toBuilder()
+            .optUneven(PipelineOptions.UnevenPolicy.NONE)
+            .optDropRemainder(false)
+            .optShuffleBuffer(0)
+            .optShuffleSplits(false)
+            .optCacheDir(null)
+            .build(),
+        null);
   }
 
   public DatasetPlan plan() {
@@ -60,7 +69,8 @@ public final class DatasetSource implements BatchSourceFactory {
 
   @Override
   public BatchSource create(int rank, int numWorkers, NDManager manager, Configuration hadoopConf) {
-    return InputPipeline.create(plan, options, normalization, rank, numWorkers, manager, hadoopConf);
+    return InputPipeline.create(
+        plan, options, normalization, rank, numWorkers, manager, hadoopConf);
   }
 
   @Override
@@ -70,7 +80,8 @@ public final class DatasetSource implements BatchSourceFactory {
 
   @Override
   public BatchSourceFactory withBatchSize(int batchSize) {
-    return new DatasetSource(plan, options.toBuilder().optBatchSize(batchSize).build(), normalization);
+    return new DatasetSource(
+        plan, options.toBuilder().optBatchSize(batchSize).build(), normalization);
   }
 
   @Override

@@ -17,10 +17,13 @@ import java.nio.FloatBuffer;
 final class DeviceUpdater extends ParameterUpdater {
   /** Per device and trainable j: the reduced gradient. */
   private final NDArray[][] grads;
+
   /** Per device, trainable j and slot: the optimizer state. */
   private final NDArray[][][] state;
+
   /** Per trainable j and statistic: the arena slice it is read from (made once). */
   private final ByteBuffer[] gradSlices;
+
   private final ByteBuffer[] statSlices;
 
   DeviceUpdater(ReplicaSet replicas, GradientBuckets buckets, Optimizer optimizer) {
@@ -57,7 +60,8 @@ final class DeviceUpdater extends ParameterUpdater {
   @Override
   void apply(int b, float lr) {
     // In-place updates of parameters (leaves that require gradients) need gradient recording off.
-    // PyTorch's grad mode is per thread and on by default in a new thread (a Spark task's, a pool's).
+    // PyTorch's grad mode is per thread and on by default in a new thread (a Spark task's, a
+    // pool's).
     boolean recording = JniUtils.isGradMode();
     JniUtils.setGradMode(false);
     try {

@@ -1,15 +1,18 @@
 package dev.sparktrainer.train;
 
 import dev.sparktrainer.collective.JobSecret;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.data.DataFrameInput;
-import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.FeatureStatistics;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
@@ -17,7 +20,11 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.IntStream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -28,20 +35,12 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.reflect.ClassTag;
-import dev.sparktrainer.collective.RingTls;
-import dev.sparktrainer.collective.WirePrecision;
-import dev.sparktrainer.data.ExampleTransform;
-import java.io.File;
-import java.util.UUID;
-import java.util.concurrent.atomic.AtomicBoolean;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.Path;
 import scala.reflect.ClassTag$;
 
 /**
- * Synchronous data-parallel training on Spark with MultiWorkerMirroredStrategy semantics: N
- * barrier tasks, one model replica each, rank 0's initial parameters broadcast, gradients averaged
- * by a ring all-reduce over the executors' sockets, the same optimizer step on every replica, global
+ * Synchronous data-parallel training on Spark with MultiWorkerMirroredStrategy semantics: N barrier
+ * tasks, one model replica each, rank 0's initial parameters broadcast, gradients averaged by a
+ * ring all-reduce over the executors' sockets, the same optimizer step on every replica, global
  * metrics, and BackupAndRestore checkpoints.
  *
  * <pre>{@code
@@ -84,7 +83,8 @@ public final class DistributedTrainer {
    */
   public static int bucketBytes(double mib) {
     if (!(mib >= 1.0 / 1024 && mib <= 1024)) {
-      throw new IllegalArgumentException("Invalid bucket size " + mib + " MiB: expected 0.001 to 1024");
+      throw new IllegalArgumentException(
+          "Invalid bucket size " + mib + " MiB: expected 0.001 to 1024");
     }
     return (int) Math.round(mib * (1 << 20) / 8) * 8;
   }
@@ -119,8 +119,8 @@ public final class DistributedTrainer {
    * the output directory if one was given).
    *
    * @throws IllegalArgumentException from the pre-flight checks, before any task starts
-   * @throws IllegalStateException at once, without stage retries, when a task fails in a way a retry
-   *     would repeat (e.g. "Replica parameters differ", a checkpoint of another model)
+   * @throws IllegalStateException at once, without stage retries, when a task fails in a way a
+   *     retry would repeat (e.g. "Replica parameters differ", a checkpoint of another model)
    * @throws TrainingFailedException (a SparkException) if training fails after Spark's retries: its
    *     message leads with the last training task's error
    */
@@ -128,10 +128,14 @@ public final class DistributedTrainer {
     List<DataFrameInput> staged = new ArrayList<>();
     try {
       Configuration hadoopConf = spark.sparkContext().hadoopConfiguration();
-      String stagingDir = this.stagingDir != null ? this.stagingDir
-          : defaultStagingDir(cfg.checkpointDir, outputDir, hadoopConf);
-      if ((train != null && train.needsStaging()) || (validation != null && validation.needsStaging())) {
-        Preflight.checkStaging(spark.sparkContext().master(), stagingDir, this.stagingDir != null, hadoopConf);
+      String stagingDir =
+          this.stagingDir != null
+              ? this.stagingDir
+              : defaultStagingDir(cfg.checkpointDir, outputDir, hadoopConf);
+      if ((train != null && train.needsStaging())
+          || (validation != null && validation.needsStaging())) {
+        Preflight.checkStaging(
+            spark.sparkContext().master(), stagingDir, this.stagingDir != null, hadoopConf);
       }
       TrainingConfig resolved = copyWithSecret(cfg);
       if (train != null) {
@@ -147,8 +151,10 @@ public final class DistributedTrainer {
           in.close();
         } catch (IOException e) {
           // Keep the training result (or its failure); a leftover staging directory is only logged.
-          System.getLogger(DistributedTrainer.class.getName()).log(System.Logger.Level.WARNING,
-              "Could not delete the staging directory: " + e.getMessage());
+          System.getLogger(DistributedTrainer.class.getName())
+              .log(
+                  System.Logger.Level.WARNING,
+                  "Could not delete the staging directory: " + e.getMessage());
         }
       }
     }
@@ -170,11 +176,17 @@ public final class DistributedTrainer {
         return new Path(out.getParent(), "_staging-" + out.getName()).toString();
       }
     }
-    return new File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging").toURI().toString();
+    return new File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging")
+        .toURI()
+        .toString();
   }
 
   private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
-  /** The file in the checkpoint directory by which the driver asks the workers to stop at an epoch end to grow. */
+
+  /**
+   * The file in the checkpoint directory by which the driver asks the workers to stop at an epoch
+   * end to grow.
+   */
   static final String GROW_REQUEST = "_grow-request";
 
   /**
@@ -186,7 +198,8 @@ public final class DistributedTrainer {
       return null;
     }
     DatasetSource trainData = (DatasetSource) job.trainData;
-    Normalization n = Normalization.of(normalize, FeatureStatistics.compute(trainData.plan(), spark));
+    Normalization n =
+        Normalization.of(normalize, FeatureStatistics.compute(trainData.plan(), spark));
     job.trainData = trainData.withNormalization(n);
     if (job.validationData instanceof DatasetSource v) {
       job.validationData = v.withNormalization(n);
@@ -196,16 +209,21 @@ public final class DistributedTrainer {
 
   /**
    * Runs the barrier job on as many workers as the cluster offers, from {@code numWorkers} down to
-   * {@code minWorkers}; when a running job loses slots for good (an executor gone, not replaced within
-   * the slot wait), relaunches it on the largest count the cluster then offers, from the latest
-   * checkpoint, or fails naming the missing slots.
+   * {@code minWorkers}; when a running job loses slots for good (an executor gone, not replaced
+   * within the slot wait), relaunches it on the largest count the cluster then offers, from the
+   * latest checkpoint, or fails naming the missing slots.
    */
   private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
     int workers = Preflight.check(sc, job, outputDir, slotWaitMillis);
-    Normalization normalization = normalize(spark, job); // after the checks: a full pass over the data
+    Normalization normalization =
+        normalize(spark, job); // after the checks: a full pass over the data
     if (workers < job.numWorkers) {
-      workersChanged(job, job.numWorkers, workers, "the cluster offers " + workers + " task slot(s) at the start");
+      workersChanged(
+          job,
+          job.numWorkers,
+          workers,
+          "the cluster offers " + workers + " task slot(s) at the start");
     }
     while (true) {
       TrainingConfig run = workers == job.numWorkers ? job : resized(job, workers);
@@ -219,29 +237,58 @@ public final class DistributedTrainer {
       if (results != null && results.stream().anyMatch(WorkerResult::stoppedToGrow)) {
         int next = elasticWorkers(job, Math.min(Preflight.slots(sc), job.numWorkers));
         if (next > run.numWorkers) {
-          workersChanged(job, run.numWorkers, next, "the cluster offers " + Preflight.slots(sc)
-              + " task slots again: growing at an epoch end (--grow)");
+          workersChanged(
+              job,
+              run.numWorkers,
+              next,
+              "the cluster offers "
+                  + Preflight.slots(sc)
+                  + " task slots again: growing at an epoch end (--grow)");
           workers = next;
         } else {
-          LOG.log(System.Logger.Level.WARNING, "Stopped to grow, but the cluster offers only " + Preflight.slots(sc)
-              + " task slots now: going on with " + run.numWorkers);
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "Stopped to grow, but the cluster offers only "
+                  + Preflight.slots(sc)
+                  + " task slots now: going on with "
+                  + run.numWorkers);
         }
         continue;
       }
       if (results != null) {
         return finish(run, results, sc.hadoopConfiguration(), normalization);
       }
-      int next = elasticWorkers(job, Math.min(Math.max(offered, Preflight.slots(sc)), job.numWorkers));
-      String missing = "the barrier stage needs " + run.numWorkers + " task slots and the cluster has offered "
-          + offered + " for " + slotWaitMillis / 1000.0 + " s (executors lost for good?)";
+      int next =
+          elasticWorkers(job, Math.min(Math.max(offered, Preflight.slots(sc)), job.numWorkers));
+      String missing =
+          "the barrier stage needs "
+              + run.numWorkers
+              + " task slots and the cluster has offered "
+              + offered
+              + " for "
+              + slotWaitMillis / 1000.0
+              + " s (executors lost for good?)";
       if (next < job.minWorkers || job.checkpointDir == null) {
-        throw new IllegalStateException("Training stopped: " + missing + ". "
-            + (job.minWorkers < job.numWorkers && job.checkpointDir == null
-                ? "Continuing on fewer workers (optMinWorkers " + job.minWorkers + ") needs a checkpoint directory"
-                : "Continuing needs " + run.numWorkers + " slots" + (job.minWorkers < run.numWorkers
-                    ? " or at least " + job.minWorkers + " (optMinWorkers) with a global batch they divide" : "")
-                    + "; with --min-workers (optMinWorkers) below --workers it would go on with fewer")
-            + (job.checkpointDir == null ? "" : "; a rerun resumes from the checkpoint in " + job.checkpointDir));
+        throw new IllegalStateException(
+            "Training stopped: "
+                + missing
+                + ". "
+                + (job.minWorkers < job.numWorkers && job.checkpointDir == null
+                    ? "Continuing on fewer workers (optMinWorkers "
+                        + job.minWorkers
+                        + ") needs a checkpoint directory"
+                    : "Continuing needs "
+                        + run.numWorkers
+                        + " slots"
+                        + (job.minWorkers < run.numWorkers
+                            ? " or at least "
+                                + job.minWorkers
+                                + " (optMinWorkers) with a global batch they divide"
+                            : "")
+                        + "; with --min-workers (optMinWorkers) below --workers it would go on with fewer")
+                + (job.checkpointDir == null
+                    ? ""
+                    : "; a rerun resumes from the checkpoint in " + job.checkpointDir));
       }
       run.trainData.preflight(next);
       workersChanged(job, run.numWorkers, next, missing);
@@ -262,14 +309,28 @@ public final class DistributedTrainer {
 
   /** Logs a change of the worker count and reports it to the driver's progress. */
   private static void workersChanged(TrainingConfig job, int from, int to, String reason) {
-    LOG.log(System.Logger.Level.WARNING, "Training on " + to + " workers instead of " + from + " (--workers "
-        + job.numWorkers + ", --min-workers " + job.minWorkers + "): " + reason
-        + (job.checkpointDir == null ? "" : "; resuming from the latest checkpoint in " + job.checkpointDir));
+    LOG.log(
+        System.Logger.Level.WARNING,
+        "Training on "
+            + to
+            + " workers instead of "
+            + from
+            + " (--workers "
+            + job.numWorkers
+            + ", --min-workers "
+            + job.minWorkers
+            + "): "
+            + reason
+            + (job.checkpointDir == null
+                ? ""
+                : "; resuming from the latest checkpoint in " + job.checkpointDir));
     if (job.callback != null) {
       try {
         job.callback.onWorkersChanged(from, to, reason);
       } catch (RuntimeException e) {
-        LOG.log(System.Logger.Level.WARNING, "The training callback failed on a change of workers: " + e);
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "The training callback failed on a change of workers: " + e);
       }
     }
   }
@@ -281,7 +342,9 @@ public final class DistributedTrainer {
   static int elasticWorkers(TrainingConfig job, int cap) {
     long global = (long) job.trainData.batchSize() * job.accumulateSteps * job.plannedWorkers;
     for (int n = cap; n >= Math.max(1, job.minWorkers); n--) {
-      if (n == job.plannedWorkers || job.rescale == Rescale.LEARNING_RATE || (global > 0 && global % n == 0)) {
+      if (n == job.plannedWorkers
+          || job.rescale == Rescale.LEARNING_RATE
+          || (global > 0 && global % n == 0)) {
         return n;
       }
     }
@@ -295,7 +358,9 @@ public final class DistributedTrainer {
     return c;
   }
 
-  /** The slot watch cancelled the barrier job: the cluster offered {@code offered} slots, too few. */
+  /**
+   * The slot watch cancelled the barrier job: the cluster offered {@code offered} slots, too few.
+   */
   private static final class SlotsLost extends RuntimeException {
     private static final long serialVersionUID = 1L;
     final int offered;
@@ -312,9 +377,11 @@ public final class DistributedTrainer {
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
     List<Integer> ranks = IntStream.range(0, job.numWorkers).boxed().toList();
     String previous = sc.getLocalProperty("spark.job.description");
-    sc.setJobDescription("spark-trainer: " + job.numWorkers + " workers, " + job.epochs + " epochs, " + job.model);
+    sc.setJobDescription(
+        "spark-trainer: " + job.numWorkers + " workers, " + job.epochs + " epochs, " + job.model);
     // The Spark UI names stages after the call site: name them after the job, not a Spark internal.
-    sc.setCallSite("spark-trainer: train " + job.numWorkers + " workers x " + job.epochs + " epochs");
+    sc.setCallSite(
+        "spark-trainer: train " + job.numWorkers + " workers x " + job.epochs + " epochs");
     // A job tag (not a job group: the caller's group stays theirs) lets the listener cancel exactly
     // this job when a task fails in a way a stage retry would only repeat.
     String jobTag = "spark-trainer-" + UUID.randomUUID();
@@ -326,22 +393,37 @@ public final class DistributedTrainer {
     sc.setInterruptOnCancel(true);
     List<WorkerResult> results;
     boolean grow = job.grow && job.checkpointDir != null && job.numWorkers < job.plannedWorkers;
-    Path request = job.checkpointDir == null ? null
-        : new Path(job.checkpointDir, GROW_REQUEST);
+    Path request = job.checkpointDir == null ? null : new Path(job.checkpointDir, GROW_REQUEST);
     deleteGrowRequest(request, sc.hadoopConfiguration());
     AtomicBoolean requested = new AtomicBoolean();
-    SlotWatch watch = new SlotWatch(sc, job.numWorkers, slotWaitMillis, jobTag, !grow ? null : slots -> {
-      if (elasticWorkers(job, Math.min(slots, job.plannedWorkers)) > job.numWorkers && !requested.getAndSet(true)) {
-        try {
-          request.getFileSystem(sc.hadoopConfiguration()).create(request, true).close();
-          LOG.log(System.Logger.Level.INFO, "The cluster offers " + slots + " task slots: asking the " + job.numWorkers
-              + " workers to stop at the next epoch end to grow (--grow)");
-        } catch (IOException e) {
-          requested.set(false);
-          LOG.log(System.Logger.Level.WARNING, "Cannot write the grow request " + request + ": " + e);
-        }
-      }
-    });
+    SlotWatch watch =
+        new SlotWatch(
+            sc,
+            job.numWorkers,
+            slotWaitMillis,
+            jobTag,
+            !grow
+                ? null
+                : slots -> {
+                  if (elasticWorkers(job, Math.min(slots, job.plannedWorkers)) > job.numWorkers
+                      && !requested.getAndSet(true)) {
+                    try {
+                      request.getFileSystem(sc.hadoopConfiguration()).create(request, true).close();
+                      LOG.log(
+                          System.Logger.Level.INFO,
+                          "The cluster offers "
+                              + slots
+                              + " task slots: asking the "
+                              + job.numWorkers
+                              + " workers to stop at the next epoch end to grow (--grow)");
+                    } catch (IOException e) {
+                      requested.set(false);
+                      LOG.log(
+                          System.Logger.Level.WARNING,
+                          "Cannot write the grow request " + request + ": " + e);
+                    }
+                  }
+                });
     try {
       ClassTag<WorkerResult> tag = ClassTag$.MODULE$.apply(WorkerResult.class);
       RDD<WorkerResult> trained =
@@ -380,7 +462,9 @@ public final class DistributedTrainer {
   }
 
   private TrainedModel finish(
-      TrainingConfig job, List<WorkerResult> results, Configuration hadoopConf,
+      TrainingConfig job,
+      List<WorkerResult> results,
+      Configuration hadoopConf,
       Normalization normalization) {
     results.sort(Comparator.comparingInt(WorkerResult::rank));
     WorkerResult chief = results.get(0);
@@ -390,17 +474,27 @@ public final class DistributedTrainer {
     for (WorkerResult r : results) {
       if (!r.parameterHash().equals(chief.parameterHash())) {
         throw new ReplicaMismatchException(
-            "Final parameters differ: rank 0 " + chief.parameterHash() + ", rank " + r.rank() + " "
+            "Final parameters differ: rank 0 "
+                + chief.parameterHash()
+                + ", rank "
+                + r.rank()
+                + " "
                 + r.parameterHash());
       }
     }
-    TrainedModel model = new TrainedModel(job.model, job.loss, chief.parameters(),
-        new History(chief.history(), chief.resumes(), chief.stragglers()), normalization);
+    TrainedModel model =
+        new TrainedModel(
+            job.model,
+            job.loss,
+            chief.parameters(),
+            new History(chief.history(), chief.resumes(), chief.stragglers()),
+            normalization);
     if (outputDir != null) {
       try {
         model.save(outputDir, hadoopConf);
       } catch (IOException e) {
-        throw new UncheckedIOException("Cannot save the trained model to " + outputDir + ": " + e.getMessage(), e);
+        throw new UncheckedIOException(
+            "Cannot save the trained model to " + outputDir + ": " + e.getMessage(), e);
       }
     }
     return model;
@@ -527,14 +621,17 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Validation files: every worker evaluates its shard once per epoch (no padding, no shuffle). */
+    /**
+     * Validation files: every worker evaluates its shard once per epoch (no padding, no shuffle).
+     */
     public Builder optValidationData(DatasetSpec spec, PipelineOptions options) {
       validation = new DataInput(spec, null, options);
       return this;
     }
 
     /** Validation data as a DataFrame (see the training variant). */
-    public Builder optValidationData(Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
+    public Builder optValidationData(
+        Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
       validation = new DataInput(columns, df, options);
       return this;
     }
@@ -542,10 +639,10 @@ public final class DistributedTrainer {
     /**
      * A per-example map of the training data (tf.data's {@code map(fn,
      * num_parallel_calls=AUTOTUNE)}): augmentation, such as {@link
-     * dev.sparktrainer.data.ImageAugment}'s, run in each worker's parallel decode stage with a random
-     * generator seeded from (the pipeline's seed, epoch, rank, example), so a resumed run sees the
-     * same augmented examples. It replaces the training {@link PipelineOptions}' transform and never
-     * touches the validation data: a map that every input of the model needs (per-channel
+     * dev.sparktrainer.data.ImageAugment}'s, run in each worker's parallel decode stage with a
+     * random generator seeded from (the pipeline's seed, epoch, rank, example), so a resumed run
+     * sees the same augmented examples. It replaces the training {@link PipelineOptions}' transform
+     * and never touches the validation data: a map that every input of the model needs (per-channel
      * normalization) goes into both datasets' {@link PipelineOptions#transform() options} instead.
      * Needs training data given as files or a DataFrame. Default none.
      */
@@ -608,15 +705,18 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Train on the GPUs Spark assigns to each task (all of them, batch split across). Default false. */
+    /**
+     * Train on the GPUs Spark assigns to each task (all of them, batch split across). Default
+     * false.
+     */
     public Builder optUseGpus(boolean useGpus) {
       c.useGpus = useGpus;
       return this;
     }
 
     /**
-     * Without GPUs, run this many replicas per worker on the CPU, each on a slice of the batch — the
-     * multi-GPU code path, for testing it on CPU. Default 1.
+     * Without GPUs, run this many replicas per worker on the CPU, each on a slice of the batch —
+     * the multi-GPU code path, for testing it on CPU. Default 1.
      */
     public Builder optCpuDevicesPerWorker(int devices) {
       c.cpuDevicesPerWorker = devices;
@@ -624,9 +724,10 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Size of a gradient bucket: one all-reduce each, started as soon as backward has produced all of
-     * its gradients. Default 25 MiB, as DDP's; the first bucket (the last layers) is at most 1 MiB so
-     * that communication starts early. A parameter larger than a bucket gets a bucket of its own.
+     * Size of a gradient bucket: one all-reduce each, started as soon as backward has produced all
+     * of its gradients. Default 25 MiB, as DDP's; the first bucket (the last layers) is at most 1
+     * MiB so that communication starts early. A parameter larger than a bucket gets a bucket of its
+     * own.
      */
     public Builder optFusionBucketBytes(int bytes) {
       c.fusionBucketBytes = bytes;
@@ -645,11 +746,12 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Gradient accumulation: each optimizer step sums the gradients of {@code k} consecutive batches
-     * of every worker locally and all-reduces them once, so the global batch is per-worker batch x k x
-     * N with the memory of one batch. The update equals one step on the k-times-larger batch (the
-     * loss is the mean over all its samples; batch norm normalizes each batch with its own
-     * statistics). Learning-rate schedules and checkpoint intervals count optimizer steps. Default 1.
+     * Gradient accumulation: each optimizer step sums the gradients of {@code k} consecutive
+     * batches of every worker locally and all-reduces them once, so the global batch is per-worker
+     * batch x k x N with the memory of one batch. The update equals one step on the k-times-larger
+     * batch (the loss is the mean over all its samples; batch norm normalizes each batch with its
+     * own statistics). Learning-rate schedules and checkpoint intervals count optimizer steps.
+     * Default 1.
      */
     public Builder optAccumulateSteps(int k) {
       c.accumulateSteps = k;
@@ -659,11 +761,11 @@ public final class DistributedTrainer {
     /**
      * What a resume from a checkpoint written by another number of workers keeps: {@link
      * Rescale#GLOBAL_BATCH} (default; per-worker batch and accumulation chosen so that batch x
-     * accumulation x workers matches the checkpoint's, at most the configured batch; refused, naming the
-     * worker counts that work, when none does) or {@link Rescale#LEARNING_RATE} (the configured batch,
-     * the learning rate scaled by the ratio of the global batches). The interrupted epoch continues with
-     * the records not yet consumed for data with a global order ({@link InMemoryDataset}); the file
-     * pipeline restarts it.
+     * accumulation x workers matches the checkpoint's, at most the configured batch; refused,
+     * naming the worker counts that work, when none does) or {@link Rescale#LEARNING_RATE} (the
+     * configured batch, the learning rate scaled by the ratio of the global batches). The
+     * interrupted epoch continues with the records not yet consumed for data with a global order
+     * ({@link InMemoryDataset}); the file pipeline restarts it.
      */
     public Builder optRescale(Rescale rescale) {
       c.rescale = Objects.requireNonNull(rescale, "rescale");
@@ -677,12 +779,12 @@ public final class DistributedTrainer {
     }
 
     /**
-     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging) or {@code
-     * BF16}, which halves the bytes on the wire; partial sums are accumulated in FP32 and rounded once
-     * per hop, and every replica still receives the identical result. Batch-norm statistics always
-     * travel at full precision. {@code FP16} is refused: gradients span more orders of magnitude than
-     * FP16 holds (6e-8 to 65504), so without loss scaling small ones flush to zero and sums overflow;
-     * BF16 has FP32's exponent range and needs no scaling.
+     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging) or
+     * {@code BF16}, which halves the bytes on the wire; partial sums are accumulated in FP32 and
+     * rounded once per hop, and every replica still receives the identical result. Batch-norm
+     * statistics always travel at full precision. {@code FP16} is refused: gradients span more
+     * orders of magnitude than FP16 holds (6e-8 to 65504), so without loss scaling small ones flush
+     * to zero and sums overflow; BF16 has FP32's exponent range and needs no scaling.
      */
     public Builder optGradientPrecision(WirePrecision precision) {
       c.gradientPrecision = precision;
@@ -691,8 +793,9 @@ public final class DistributedTrainer {
 
     /**
      * TLS (mutual, certificates from the given key and trust stores) for the ring's sockets: every
-     * gradient frame encrypted and integrity-protected. The store files must exist on every executor
-     * (relative paths: the task's working directory, where {@code --files} puts them). Default: none.
+     * gradient frame encrypted and integrity-protected. The store files must exist on every
+     * executor (relative paths: the task's working directory, where {@code --files} puts them).
+     * Default: none.
      */
     public Builder optRingTls(RingTls tls) {
       c.ringTls = tls;
@@ -701,8 +804,8 @@ public final class DistributedTrainer {
 
     /**
      * Ring neighbours on the same host (executors sharing a machine) exchange gradients through an
-     * owner-only memory-mapped file in {@code /dev/shm} instead of loopback TCP; neighbours on other
-     * hosts always use TCP. Default true; false keeps every link on TCP. Not used with {@link
+     * owner-only memory-mapped file in {@code /dev/shm} instead of loopback TCP; neighbours on
+     * other hosts always use TCP. Default true; false keeps every link on TCP. Not used with {@link
      * #optRingTls}: whoever asked for TLS gets TLS on every link.
      */
     public Builder optRingSharedMemory(boolean sharedMemory) {
@@ -723,13 +826,14 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Elastic training: the fewest workers to go on with (default: {@link #setNumWorkers}, which keeps
-     * a job on exactly N workers). When the cluster offers fewer than N slots for longer than {@link
-     * #optSlotWait} — at the start, or once a running job has lost executors for good — the trainer
-     * (re)launches on the largest count from N down to this one that it offers (with the default
-     * {@link Rescale#GLOBAL_BATCH}, one that divides the global batch), from the latest checkpoint.
-     * Each change is logged, reported to the callback ({@link TrainingCallback#onWorkersChanged}) and
-     * recorded in the history's resumes. Needs a checkpoint directory to resume a running job.
+     * Elastic training: the fewest workers to go on with (default: {@link #setNumWorkers}, which
+     * keeps a job on exactly N workers). When the cluster offers fewer than N slots for longer than
+     * {@link #optSlotWait} — at the start, or once a running job has lost executors for good — the
+     * trainer (re)launches on the largest count from N down to this one that it offers (with the
+     * default {@link Rescale#GLOBAL_BATCH}, one that divides the global batch), from the latest
+     * checkpoint. Each change is logged, reported to the callback ({@link
+     * TrainingCallback#onWorkersChanged}) and recorded in the history's resumes. Needs a checkpoint
+     * directory to resume a running job.
      */
     public Builder optMinWorkers(int minWorkers) {
       c.minWorkers = minWorkers;
@@ -738,8 +842,8 @@ public final class DistributedTrainer {
 
     /**
      * With {@link #optMinWorkers}: after a relaunch on fewer workers, grow back toward {@link
-     * #setNumWorkers} when the cluster offers more slots again: the workers stop at the next epoch end
-     * (its checkpoint written) and the job is relaunched on the larger count. Default false.
+     * #setNumWorkers} when the cluster offers more slots again: the workers stop at the next epoch
+     * end (its checkpoint written) and the job is relaunched on the larger count. Default false.
      */
     public Builder optGrow(boolean grow) {
       c.grow = grow;
@@ -761,7 +865,10 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Testing only: the faults to inject (default: {@link FaultInjection#installed()}, NONE outside tests). */
+    /**
+     * Testing only: the faults to inject (default: {@link FaultInjection#installed()}, NONE outside
+     * tests).
+     */
     Builder optFaultInjection(FaultInjection faults) {
       c.faults = Objects.requireNonNull(faults, "faults");
       return this;
@@ -773,14 +880,16 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Testing only: {@code rank} pauses {@code millis} before every step (in every attempt), so that
-     * it is the straggler the epoch's report names.
+     * Testing only: {@code rank} pauses {@code millis} before every step (in every attempt), so
+     * that it is the straggler the epoch's report names.
      */
     Builder optInjectSlowRank(int rank, long millis) {
       return optFaultInjection(c.faults.withSlowRank(rank, millis));
     }
 
-    /** Testing only: {@code rank} fails after global step {@code step}, in the first attempt only. */
+    /**
+     * Testing only: {@code rank} fails after global step {@code step}, in the first attempt only.
+     */
     Builder optInjectFailure(int rank, long step) {
       return optFaultInjection(c.faults.withFailure(rank, step));
     }
@@ -792,32 +901,50 @@ public final class DistributedTrainer {
       Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
       Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
       if (transform != null && train == null) {
-        throw new IllegalArgumentException("Invalid optTransform: it maps training data given as files or a"
-            + " DataFrame (setTrainingData with a DatasetSpec), not a BatchSourceFactory's batches");
+        throw new IllegalArgumentException(
+            "Invalid optTransform: it maps training data given as files or a"
+                + " DataFrame (setTrainingData with a DatasetSpec), not a BatchSourceFactory's batches");
       }
-      check(normalize == Normalization.Mode.NONE || train != null, "normalize", normalize,
+      check(
+          normalize == Normalization.Mode.NONE || train != null,
+          "normalize",
+          normalize,
           "NONE with a BatchSourceFactory as training data (statistics need files or a DataFrame)");
       check(c.numWorkers >= 1, "numWorkers", c.numWorkers, ">= 1");
       check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
       check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");
       check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
       check(c.accumulateSteps >= 1, "accumulateSteps", c.accumulateSteps, ">= 1");
-      check(c.minWorkers >= 0 && c.minWorkers <= c.numWorkers, "minWorkers", c.minWorkers,
+      check(
+          c.minWorkers >= 0 && c.minWorkers <= c.numWorkers,
+          "minWorkers",
+          c.minWorkers,
           "1 to numWorkers (" + c.numWorkers + ")");
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
-      check(c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0, "fusionBucketBytes",
-          c.fusionBucketBytes, "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
-      check(c.gradientPrecision != null && c.gradientPrecision != WirePrecision.FP16,
-          "gradientPrecision", c.gradientPrecision,
+      check(
+          c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0,
+          "fusionBucketBytes",
+          c.fusionBucketBytes,
+          "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
+      check(
+          c.gradientPrecision != null && c.gradientPrecision != WirePrecision.FP16,
+          "gradientPrecision",
+          c.gradientPrecision,
           "FP32 or BF16 (FP16 has too little range for gradients without loss scaling; BF16 has FP32's)");
-      check(c.operationTimeout != null && !c.operationTimeout.isNegative() && !c.operationTimeout.isZero(),
-          "operationTimeout", c.operationTimeout, "a positive duration");
+      check(
+          c.operationTimeout != null
+              && !c.operationTimeout.isNegative()
+              && !c.operationTimeout.isZero(),
+          "operationTimeout",
+          c.operationTimeout,
+          "a positive duration");
       return new DistributedTrainer(this, c);
     }
 
     private static void check(boolean ok, String name, Object value, String expected) {
       if (!ok) {
-        throw new IllegalArgumentException("Invalid " + name + " " + value + ": expected " + expected);
+        throw new IllegalArgumentException(
+            "Invalid " + name + " " + value + ": expected " + expected);
       }
     }
   }

@@ -1,7 +1,7 @@
 package dev.sparktrainer.train;
 
-import java.io.Serializable;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.Serializable;
 
 /**
  * What one epoch did, reduced over all workers. Times are per worker, averaged over workers; their
@@ -9,7 +9,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * without validation data, accuracies NaN for regression losses.
  *
  * @param epoch 0-based epoch
- * @param steps synchronous steps in the epoch (this attempt's, after a resume mid-epoch: all of them)
+ * @param steps synchronous steps in the epoch (this attempt's, after a resume mid-epoch: all of
+ *     them)
  * @param samples training examples over all workers
  * @param loss mean training loss over the epoch's examples
  * @param accuracy training accuracy
@@ -23,8 +24,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  *     all-reduce (all of it without overlap; what backward did not hide with it)
  * @param optimizerSeconds optimizer step and writing the parameters back
  * @param backwardSeconds the backward part of {@code computeSeconds}
- * @param communicationSeconds time the gradient all-reduce ran (on the communication thread), hidden
- *     or not: {@code communicationSeconds - allReduceSeconds} is what overlap hid behind backward
+ * @param communicationSeconds time the gradient all-reduce ran (on the communication thread),
+ *     hidden or not: {@code communicationSeconds - allReduceSeconds} is what overlap hid behind
+ *     backward
  * @param parameterHash SHA-256 of all parameters after the epoch, identical on every replica
  * @param regression MSE, MAE and R² of a regression loss ({@code l2}); null for classification
  */
@@ -49,23 +51,57 @@ public record EpochMetrics(
     implements Serializable {
 
   /** The metrics of a classification loss (no {@link Regression}). */
-  public EpochMetrics(int epoch, long steps, long samples, double loss, double accuracy, double validationLoss,
-      double validationAccuracy, double seconds, double samplesPerSecond, double dataWaitSeconds,
-      double computeSeconds, double allReduceSeconds, double optimizerSeconds, double backwardSeconds,
-      double communicationSeconds, String parameterHash) {
-    this(epoch, steps, samples, loss, accuracy, validationLoss, validationAccuracy, seconds, samplesPerSecond,
-        dataWaitSeconds, computeSeconds, allReduceSeconds, optimizerSeconds, backwardSeconds, communicationSeconds,
-        parameterHash, null);
+  public EpochMetrics(
+      int epoch,
+      long steps,
+      long samples,
+      double loss,
+      double accuracy,
+      double validationLoss,
+      double validationAccuracy,
+      double seconds,
+      double samplesPerSecond,
+      double dataWaitSeconds,
+      double computeSeconds,
+      double allReduceSeconds,
+      double optimizerSeconds,
+      double backwardSeconds,
+      double communicationSeconds,
+      String parameterHash) {
+    this(
+        epoch,
+        steps,
+        samples,
+        loss,
+        accuracy,
+        validationLoss,
+        validationAccuracy,
+        seconds,
+        samplesPerSecond,
+        dataWaitSeconds,
+        computeSeconds,
+        allReduceSeconds,
+        optimizerSeconds,
+        backwardSeconds,
+        communicationSeconds,
+        parameterHash,
+        null);
   }
 
   /**
-   * Regression metrics over an epoch's examples, reduced over all workers: mean squared error {@code
-   * mean((y - p)^2)} (twice the {@code l2} loss, which is half the squared error), mean absolute
-   * error, and R² {@code 1 - SSE / SST}; validation values NaN without validation data, R² NaN where
-   * every label is the same.
+   * Regression metrics over an epoch's examples, reduced over all workers: mean squared error
+   * {@code mean((y - p)^2)} (twice the {@code l2} loss, which is half the squared error), mean
+   * absolute error, and R² {@code 1 - SSE / SST}; validation values NaN without validation data, R²
+   * NaN where every label is the same.
    */
-  public record Regression(double mse, double mae, double r2, double validationMse, double validationMae,
-      double validationR2) implements Serializable {
+  public record Regression(
+      double mse,
+      double mae,
+      double r2,
+      double validationMse,
+      double validationMae,
+      double validationR2)
+      implements Serializable {
     /** Slots of the regression sums after (loss x samples, correct, samples) in the metric sums. */
     public static final int SUMS = 4;
 
@@ -75,7 +111,8 @@ public record EpochMetrics(
      */
     public static void addSums(float[] labels, float[] predictions, double[] sums, int at) {
       if (labels.length != predictions.length) {
-        throw new IllegalArgumentException(labels.length + " labels but " + predictions.length + " predictions");
+        throw new IllegalArgumentException(
+            labels.length + " labels but " + predictions.length + " predictions");
       }
       for (int i = 0; i < labels.length; i++) {
         double y = labels[i];
@@ -93,7 +130,9 @@ public record EpochMetrics(
         return new double[] {Double.NaN, Double.NaN, Double.NaN};
       }
       double sst = sums[at + 3] - sums[at + 2] * sums[at + 2] / n;
-      return new double[] {sums[at] / n, sums[at + 1] / n, sst > 0 ? 1 - sums[at] / sst : Double.NaN};
+      return new double[] {
+        sums[at] / n, sums[at + 1] / n, sst > 0 ? 1 - sums[at] / sst : Double.NaN
+      };
     }
   }
 

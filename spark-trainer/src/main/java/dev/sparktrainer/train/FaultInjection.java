@@ -3,15 +3,15 @@ package dev.sparktrainer.train;
 import java.io.InterruptedIOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
-import java.util.function.LongConsumer;
-import java.util.concurrent.locks.LockSupport;
 import java.util.Objects;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongConsumer;
 
 /**
- * The faults a test injects into a training job: testing only, never set by the public API, the
- * CLI or any configuration (no system property, no environment variable). A job carries {@link
- * #NONE} unless a test in this package sets one with {@code Builder.optFaultInjection}, or installs
- * one with {@link #installForTests} for the trainers its driver builds (a cluster test's driver main:
+ * The faults a test injects into a training job: testing only, never set by the public API, the CLI
+ * or any configuration (no system property, no environment variable). A job carries {@link #NONE}
+ * unless a test in this package sets one with {@code Builder.optFaultInjection}, or installs one
+ * with {@link #installForTests} for the trainers its driver builds (a cluster test's driver main:
  * the value is then shipped to the executors inside the job's configuration). A rank or step of -1
  * means "never".
  *
@@ -22,8 +22,9 @@ import java.util.Objects;
  *     straggler)
  * @param ringDelayRank this rank waits {@code ringDelayMillis} after the rendezvous, in the first
  *     stage attempt, before it joins the ring (its neighbour's listener stays open meanwhile)
- * @param checkpointDelayStep the writer of this step's checkpoint waits {@code checkpointDelayMillis}
- *     between writing its temporary file and renaming it (a process can be killed mid-write)
+ * @param checkpointDelayStep the writer of this step's checkpoint waits {@code
+ *     checkpointDelayMillis} between writing its temporary file and renaming it (a process can be
+ *     killed mid-write)
  */
 record FaultInjection(
     int failRank,
@@ -59,35 +60,84 @@ record FaultInjection(
   }
 
   FaultInjection withFailure(int rank, long step) {
-    return new FaultInjection(rank, step, divergeRank, slowRank, slowStepMillis, ringDelayRank, ringDelayMillis,
-        checkpointDelayStep, checkpointDelayMillis);
+    return new FaultInjection(
+        rank,
+        step,
+        divergeRank,
+        slowRank,
+        slowStepMillis,
+        ringDelayRank,
+        ringDelayMillis,
+        checkpointDelayStep,
+        checkpointDelayMillis);
   }
 
   FaultInjection withDivergence(int rank) {
-    return new FaultInjection(failRank, failAfterStep, rank, slowRank, slowStepMillis, ringDelayRank, ringDelayMillis,
-        checkpointDelayStep, checkpointDelayMillis);
+    return new FaultInjection(
+        failRank,
+        failAfterStep,
+        rank,
+        slowRank,
+        slowStepMillis,
+        ringDelayRank,
+        ringDelayMillis,
+        checkpointDelayStep,
+        checkpointDelayMillis);
   }
 
   FaultInjection withSlowRank(int rank, long millis) {
-    return new FaultInjection(failRank, failAfterStep, divergeRank, rank, millis, ringDelayRank, ringDelayMillis,
-        checkpointDelayStep, checkpointDelayMillis);
+    return new FaultInjection(
+        failRank,
+        failAfterStep,
+        divergeRank,
+        rank,
+        millis,
+        ringDelayRank,
+        ringDelayMillis,
+        checkpointDelayStep,
+        checkpointDelayMillis);
   }
 
   FaultInjection withRingConnectDelay(int rank, long millis) {
-    return new FaultInjection(failRank, failAfterStep, divergeRank, slowRank, slowStepMillis, rank, millis,
-        checkpointDelayStep, checkpointDelayMillis);
+    return new FaultInjection(
+        failRank,
+        failAfterStep,
+        divergeRank,
+        slowRank,
+        slowStepMillis,
+        rank,
+        millis,
+        checkpointDelayStep,
+        checkpointDelayMillis);
   }
 
   FaultInjection withCheckpointRenameDelay(long step, long millis) {
-    return new FaultInjection(failRank, failAfterStep, divergeRank, slowRank, slowStepMillis, ringDelayRank,
-        ringDelayMillis, step, millis);
+    return new FaultInjection(
+        failRank,
+        failAfterStep,
+        divergeRank,
+        slowRank,
+        slowStepMillis,
+        ringDelayRank,
+        ringDelayMillis,
+        step,
+        millis);
   }
 
-  /** Throws {@link InjectedFailure} if {@code rank} is to fail after {@code globalStep} in this attempt. */
+  /**
+   * Throws {@link InjectedFailure} if {@code rank} is to fail after {@code globalStep} in this
+   * attempt.
+   */
   void failAfterStep(int rank, long globalStep, int attempt) {
     if (rank == failRank && globalStep == failAfterStep && attempt == 0) {
       throw new InjectedFailure(
-          "rank " + rank + ": injected failure after global step " + globalStep + " (attempt " + attempt + ")");
+          "rank "
+              + rank
+              + ": injected failure after global step "
+              + globalStep
+              + " (attempt "
+              + attempt
+              + ")");
     }
   }
 
@@ -110,13 +160,21 @@ record FaultInjection(
     }
   }
 
-  /** Waits before joining the ring if {@code rank} is the delayed rank and this is the first attempt. */
+  /**
+   * Waits before joining the ring if {@code rank} is the delayed rank and this is the first
+   * attempt.
+   */
   void pauseBeforeRing(int rank, int stageAttempt) {
     if (rank != ringDelayRank || ringDelayMillis <= 0 || stageAttempt != 0) {
       return;
     }
-    LOG.log(System.Logger.Level.WARNING,
-        "Injected fault (testing only): rank " + rank + " waits " + ringDelayMillis + " ms before joining the ring");
+    LOG.log(
+        System.Logger.Level.WARNING,
+        "Injected fault (testing only): rank "
+            + rank
+            + " waits "
+            + ringDelayMillis
+            + " ms before joining the ring");
     try {
       Thread.sleep(ringDelayMillis);
     } catch (InterruptedException e) {
@@ -137,8 +195,12 @@ record FaultInjection(
       if (s != step || millis <= 0) {
         return;
       }
-      LOG.log(System.Logger.Level.WARNING,
-          "Injected fault (testing only): pausing " + millis + " ms before renaming the checkpoint of step " + s);
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "Injected fault (testing only): pausing "
+              + millis
+              + " ms before renaming the checkpoint of step "
+              + s);
       try {
         Thread.sleep(millis);
       } catch (InterruptedException e) {

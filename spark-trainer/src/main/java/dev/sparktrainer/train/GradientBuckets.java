@@ -10,26 +10,32 @@ import java.util.List;
  * Where gradients wait for their all-reduce: one direct buffer (the arena) holding every trainable
  * parameter's gradient in the order backward produces them (last segment first), cut into buckets
  * of at most {@code bucketBytes} (the first at most {@link #FIRST_BUCKET_BYTES}, so communication
- * starts early, as DDP's first bucket), followed by one bucket of the non-trainable values (batch-norm
- * statistics) that every replica averages. A parameter is never split; one larger than a bucket has
- * a bucket of its own. The layout depends only on the model and the sizes, so every rank cuts the
- * same buckets. Gradients are copied from the engine straight into the arena, reduced there in place,
- * and read from there by the optimizer.
+ * starts early, as DDP's first bucket), followed by one bucket of the non-trainable values
+ * (batch-norm statistics) that every replica averages. A parameter is never split; one larger than
+ * a bucket has a bucket of its own. The layout depends only on the model and the sizes, so every
+ * rank cuts the same buckets. Gradients are copied from the engine straight into the arena, reduced
+ * there in place, and read from there by the optimizer.
  */
 final class GradientBuckets {
   static final int FIRST_BUCKET_BYTES = 1 << 20;
 
   final ByteBuffer arena;
   final FloatBuffer floats;
+
   /** Float offset of each trainable parameter's gradient (index j into ReplicaSet.trainable). */
   final int[] offset;
+
   /** Float offset of each statistic (index j into ReplicaSet.stats). */
   final int[] statOffset;
+
   /** Each bucket's first float and float count; the last one holds the statistics (maybe empty). */
   final int[] start;
+
   final int[] count;
+
   /** Trainable indices j of each gradient bucket, in arena order. */
   final int[][] members;
+
   /** The bucket of each trainable j. */
   final int[] bucketOf;
 
@@ -89,8 +95,10 @@ final class GradientBuckets {
     arena = ByteBuffer.allocateDirect((int) Math.max(4, at * 4)).order(ByteOrder.LITTLE_ENDIAN);
     floats = arena.asFloatBuffer();
     int statCount = count[count.length - 1];
-    statsWide = ByteBuffer.allocateDirect(Math.max(8, statCount * 8)).order(ByteOrder.LITTLE_ENDIAN)
-        .limit(statCount * 8);
+    statsWide =
+        ByteBuffer.allocateDirect(Math.max(8, statCount * 8))
+            .order(ByteOrder.LITTLE_ENDIAN)
+            .limit(statCount * 8);
   }
 
   /**

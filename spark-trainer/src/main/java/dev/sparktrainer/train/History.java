@@ -10,13 +10,14 @@ import java.util.stream.Collectors;
  *
  * @param epochs one entry per completed epoch, in order
  * @param resumes every start from a checkpoint (stage retries, reruns), in order, and every start
- *     from scratch because all checkpoints were corrupt; each lists the checkpoints it skipped; empty
- *     for a run that went through without one
- * @param stragglers per epoch with more than one worker, which rank was slowest and by how much (the
- *     epochs this attempt ran: after a resume, earlier epochs' reports are in the earlier attempts'
- *     logs and progress)
+ *     from scratch because all checkpoints were corrupt; each lists the checkpoints it skipped;
+ *     empty for a run that went through without one
+ * @param stragglers per epoch with more than one worker, which rank was slowest and by how much
+ *     (the epochs this attempt ran: after a resume, earlier epochs' reports are in the earlier
+ *     attempts' logs and progress)
  */
-public record History(List<EpochMetrics> epochs, List<Resume> resumes, List<StragglerReport> stragglers)
+public record History(
+    List<EpochMetrics> epochs, List<Resume> resumes, List<StragglerReport> stragglers)
     implements Serializable {
   /** Copies the lists. */
   public History {

@@ -2,6 +2,7 @@ package dev.sparktrainer.train;
 
 import dev.sparktrainer.optim.Optimizer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
@@ -9,13 +10,12 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.Arrays;
 
 /**
- * {@link OptimizerPlacement#HOST}: parameters and optimizer state in Java arrays; each reduced bucket
- * is applied by the optimizer's Java arithmetic, its elements spread over {@code threads} threads
- * (the task's CPUs), reading the gradients straight from the arena; the bucket's new values are then
- * uploaded into every replica.
+ * {@link OptimizerPlacement#HOST}: parameters and optimizer state in Java arrays; each reduced
+ * bucket is applied by the optimizer's Java arithmetic, its elements spread over {@code threads}
+ * threads (the task's CPUs), reading the gradients straight from the arena; the bucket's new values
+ * are then uploaded into every replica.
  */
 final class HostUpdater extends ParameterUpdater {
   /** Below this many elements a bucket is updated on the calling thread (hand-off costs more). */
@@ -37,11 +37,14 @@ final class HostUpdater extends ParameterUpdater {
     }
     if (this.threads > 1) {
       AtomicInteger n = new AtomicInteger();
-      pool = Executors.newFixedThreadPool(this.threads - 1, r -> {
-        Thread t = new Thread(r, "host-optimizer-" + n.incrementAndGet());
-        t.setDaemon(true);
-        return t;
-      });
+      pool =
+          Executors.newFixedThreadPool(
+              this.threads - 1,
+              r -> {
+                Thread t = new Thread(r, "host-optimizer-" + n.incrementAndGet());
+                t.setDaemon(true);
+                return t;
+              });
     } else {
       pool = null;
     }
@@ -62,10 +65,11 @@ final class HostUpdater extends ParameterUpdater {
       for (int t = 0; t < threads; t++) {
         long from = (long) total * t / threads;
         long to = (long) total * (t + 1) / threads;
-        tasks.add(() -> {
-          applyRange(members, (int) from, (int) to, lr);
-          return null;
-        });
+        tasks.add(
+            () -> {
+              applyRange(members, (int) from, (int) to, lr);
+              return null;
+            });
       }
       List<Future<Void>> futures = new ArrayList<>(threads - 1);
       for (int t = 1; t < threads; t++) {
@@ -107,7 +111,14 @@ final class HostUpdater extends ParameterUpdater {
       int a = Math.max(from, pStart);
       int e = Math.min(to, pEnd);
       if (a < e) {
-        optimizer.apply(j, values[i], buckets.floats, buckets.offset[j] + (a - pStart), a - pStart, e - pStart, lr);
+        optimizer.apply(
+            j,
+            values[i],
+            buckets.floats,
+            buckets.offset[j] + (a - pStart),
+            a - pStart,
+            e - pStart,
+            lr);
       }
     }
   }

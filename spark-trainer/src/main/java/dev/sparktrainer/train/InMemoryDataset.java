@@ -7,14 +7,14 @@ import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
 import java.io.Serializable;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import java.util.SplittableRandom;
-import java.util.Arrays;
 
 /**
- * A small dataset held in memory (one float feature tensor per example, class or float labels),
- * for tests, examples and data that fits on the driver; it travels inside the task closure.
+ * A small dataset held in memory (one float feature tensor per example, class or float labels), for
+ * tests, examples and data that fits on the driver; it travels inside the task closure.
  *
  * <p>{@link #trainBatches} shards it exactly like synchronous data parallelism over a global
  * stream: each epoch the rows are permuted by {@code (seed, epoch)} and global batch {@code s} (of
@@ -32,7 +32,8 @@ public final class InMemoryDataset implements Serializable {
   private final int rows;
   private final int width;
 
-  private InMemoryDataset(float[] features, Shape exampleShape, long[] classLabels, float[] floatLabels) {
+  private InMemoryDataset(
+      float[] features, Shape exampleShape, long[] classLabels, float[] floatLabels) {
     this.features = features;
     this.exampleDims = exampleShape.getShape();
     this.classLabels = classLabels;
@@ -41,7 +42,11 @@ public final class InMemoryDataset implements Serializable {
     this.width = Math.toIntExact(exampleShape.size());
     if ((long) rows * width != features.length) {
       throw new IllegalArgumentException(
-          "Invalid dataset: " + features.length + " feature values for " + rows + " rows of shape "
+          "Invalid dataset: "
+              + features.length
+              + " feature values for "
+              + rows
+              + " rows of shape "
               + exampleShape);
     }
   }
@@ -137,16 +142,21 @@ public final class InMemoryDataset implements Serializable {
       public void preflight(int numWorkers) {
         if ((long) batchSize * numWorkers > rows) {
           throw new IllegalArgumentException(
-              "Invalid training data: " + rows + " rows are fewer than one global batch ("
-                  + numWorkers + " workers x batch " + batchSize + ")");
+              "Invalid training data: "
+                  + rows
+                  + " rows are fewer than one global batch ("
+                  + numWorkers
+                  + " workers x batch "
+                  + batchSize
+                  + ")");
         }
       }
     };
   }
 
   /**
-   * Evaluation batches: worker {@code r} reads the contiguous r-th of N parts of the rows, in order,
-   * every row exactly once across workers (the last batch may be smaller).
+   * Evaluation batches: worker {@code r} reads the contiguous r-th of N parts of the rows, in
+   * order, every row exactly once across workers (the last batch may be smaller).
    */
   public BatchSourceFactory evalBatches(int batchSize) {
     InMemoryDataset data = this;
@@ -181,7 +191,14 @@ public final class InMemoryDataset implements Serializable {
     private final int from;
     private final int to;
 
-    Source(InMemoryDataset d, NDManager manager, int batch, int rank, int workers, long seed, boolean shuffle,
+    Source(
+        InMemoryDataset d,
+        NDManager manager,
+        int batch,
+        int rank,
+        int workers,
+        long seed,
+        boolean shuffle,
         boolean train) {
       this.d = d;
       this.manager = manager;
@@ -208,7 +225,8 @@ public final class InMemoryDataset implements Serializable {
     @Override
     public Iterator<Batch> epochAfter(int epoch, long consumedRecords) {
       if (!train || consumedRecords < 0 || consumedRecords > d.rows) {
-        throw new IllegalArgumentException("Invalid position " + consumedRecords + " in an epoch of " + d.rows + " rows");
+        throw new IllegalArgumentException(
+            "Invalid position " + consumedRecords + " in an epoch of " + d.rows + " rows");
       }
       return batches(epoch, 0, stepsAfter(consumedRecords), consumedRecords);
     }
@@ -218,7 +236,9 @@ public final class InMemoryDataset implements Serializable {
       return batches(epoch, skipSteps, stepsPerEpoch(), 0);
     }
 
-    /** Batches {@code skipSteps..steps} of the epoch's order after its first {@code offset} rows. */
+    /**
+     * Batches {@code skipSteps..steps} of the epoch's order after its first {@code offset} rows.
+     */
     private Iterator<Batch> batches(int epoch, long skipSteps, long steps, long offset) {
       int[] order =
           shuffle ? permutation(d.rows, new SplittableRandom(seed * 1_000_003L + epoch)) : null;

@@ -1,6 +1,7 @@
 package dev.sparktrainer.train;
 
 import ai.djl.Device;
+import dev.sparktrainer.collective.CollectiveException;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.RingListener;
 import java.util.ArrayList;
@@ -12,12 +13,11 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
-import dev.sparktrainer.collective.CollectiveException;
 
 /**
- * Runs the N workers of a job as threads of this JVM over loopback sockets, without Spark: the
- * same worker loop and ring as the barrier tasks. Used by tests (and as Spark's local mode would
- * run them: several replicas sharing one JVM).
+ * Runs the N workers of a job as threads of this JVM over loopback sockets, without Spark: the same
+ * worker loop and ring as the barrier tasks. Used by tests (and as Spark's local mode would run
+ * them: several replicas sharing one JVM).
  */
 final class InProcessRunner {
   private InProcessRunner() {}
@@ -28,7 +28,8 @@ final class InProcessRunner {
   }
 
   /** Runs every worker; returns the results by rank, or throws the first worker failure. */
-  static List<WorkerResult> run(TrainingConfig cfg, int attempt, Configuration conf) throws Exception {
+  static List<WorkerResult> run(TrainingConfig cfg, int attempt, Configuration conf)
+      throws Exception {
     int n = cfg.numWorkers;
     List<RingListener> listeners = new ArrayList<>();
     List<String> peers = new ArrayList<>();
@@ -57,7 +58,8 @@ final class InProcessRunner {
                           .optSharedMemory(cfg.ringSharedMemory)
                           .optConnectTimeout(cfg.connectTimeout)
                           .build()) {
-                    List<Device> devices = Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());
+                    List<Device> devices =
+                        Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());
                     return new Worker(cfg, comm, devices, attempt, conf, threadsPerWorker(n)).run();
                   }
                 }));

@@ -1,6 +1,9 @@
 package dev.sparktrainer.train;
 
-/** The failure a test asked for ({@link FaultInjection}), thrown in the first attempt only. Testing only. */
+/**
+ * The failure a test asked for ({@link FaultInjection}), thrown in the first attempt only. Testing
+ * only.
+ */
 final class InjectedFailure extends RuntimeException {
   private static final long serialVersionUID = 1L;
 

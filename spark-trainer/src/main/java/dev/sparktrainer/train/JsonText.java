@@ -6,7 +6,10 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.UncheckedIOException;
 
-/** Jackson (the version Spark ships) for the history's JSON: compact objects, NaN and infinity as null. */
+/**
+ * Jackson (the version Spark ships) for the history's JSON: compact objects, NaN and infinity as
+ * null.
+ */
 final class JsonText {
   static final ObjectMapper MAPPER = new ObjectMapper();
 

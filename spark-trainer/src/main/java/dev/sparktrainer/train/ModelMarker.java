@@ -26,8 +26,9 @@ import org.apache.hadoop.fs.Path;
  */
 final class ModelMarker {
   private static final Pattern FORMAT = Pattern.compile("\"format\"\\s*:\\s*1\\b");
-  private static final Pattern ENTRY = Pattern.compile(
-      "\\{\\s*\"name\"\\s*:\\s*\"([A-Za-z0-9._-]+)\"\\s*,\\s*\"size\"\\s*:\\s*(\\d+)\\s*,\\s*\"crc32c\"\\s*:\\s*\"([0-9a-f]{8})\"\\s*}");
+  private static final Pattern ENTRY =
+      Pattern.compile(
+          "\\{\\s*\"name\"\\s*:\\s*\"([A-Za-z0-9._-]+)\"\\s*,\\s*\"size\"\\s*:\\s*(\\d+)\\s*,\\s*\"crc32c\"\\s*:\\s*\"([0-9a-f]{8})\"\\s*}");
 
   private ModelMarker() {}
 
@@ -45,8 +46,14 @@ final class ModelMarker {
     StringBuilder sb = new StringBuilder("{\"format\": 1, \"files\": [");
     String sep = "\n";
     for (Map.Entry<String, byte[]> f : files.entrySet()) {
-      sb.append(sep).append("  {\"name\": \"").append(f.getKey()).append("\", \"size\": ").append(f.getValue().length)
-          .append(", \"crc32c\": \"").append(crc32c(f.getValue())).append("\"}");
+      sb.append(sep)
+          .append("  {\"name\": \"")
+          .append(f.getKey())
+          .append("\", \"size\": ")
+          .append(f.getValue().length)
+          .append(", \"crc32c\": \"")
+          .append(crc32c(f.getValue()))
+          .append("\"}");
       sep = ",\n";
     }
     return sb.append("\n]}\n").toString().getBytes(StandardCharsets.UTF_8);
@@ -64,9 +71,14 @@ final class ModelMarker {
     try (InputStream in = fs.open(m)) {
       bytes = in.readAllBytes();
     } catch (FileNotFoundException e) {
-      throw new FileNotFoundException("No complete model at " + dir + ": " + TrainedModel.MARKER + " is missing (a"
-          + " save that did not finish, a directory that is not a model, or a model saved by a spark-trainer"
-          + " version before completion markers)");
+      throw new FileNotFoundException(
+          "No complete model at "
+              + dir
+              + ": "
+              + TrainedModel.MARKER
+              + " is missing (a"
+              + " save that did not finish, a directory that is not a model, or a model saved by a spark-trainer"
+              + " version before completion markers)");
     }
     String text = new String(bytes, StandardCharsets.UTF_8);
     Map<String, Entry> entries = new LinkedHashMap<>();
@@ -75,7 +87,8 @@ final class ModelMarker {
       entries.put(e.group(1), new Entry(Long.parseLong(e.group(2)), e.group(3)));
     }
     if (!FORMAT.matcher(text).find() || entries.isEmpty()) {
-      throw new IOException("The completion marker " + m + " is not valid (expected format 1 with a list of files)");
+      throw new IOException(
+          "The completion marker " + m + " is not valid (expected format 1 with a list of files)");
     }
     return entries;
   }
@@ -83,8 +96,8 @@ final class ModelMarker {
   /**
    * Every file the marker of {@code dir} lists, read and checked against it.
    *
-   * @throws IOException naming the missing marker, or the file that is missing, has another size, or
-   *     another CRC-32C than the marker records
+   * @throws IOException naming the missing marker, or the file that is missing, has another size,
+   *     or another CRC-32C than the marker records
    */
   static Map<String, byte[]> readVerified(FileSystem fs, Path dir) throws IOException {
     Map<String, byte[]> files = new LinkedHashMap<>();
@@ -96,25 +109,54 @@ final class ModelMarker {
       try {
         st = fs.getFileStatus(f);
       } catch (FileNotFoundException missing) {
-        throw new FileNotFoundException("The model at " + dir + " is incomplete: " + name + ", listed in "
-            + TrainedModel.MARKER + ", is missing");
+        throw new FileNotFoundException(
+            "The model at "
+                + dir
+                + " is incomplete: "
+                + name
+                + ", listed in "
+                + TrainedModel.MARKER
+                + ", is missing");
       }
       if (st.getLen() != want.size()) {
-        throw new IOException("The model at " + dir + " is corrupt: " + name + " has " + st.getLen() + " bytes, "
-            + TrainedModel.MARKER + " records " + want.size());
+        throw new IOException(
+            "The model at "
+                + dir
+                + " is corrupt: "
+                + name
+                + " has "
+                + st.getLen()
+                + " bytes, "
+                + TrainedModel.MARKER
+                + " records "
+                + want.size());
       }
       byte[] bytes;
       try (InputStream in = fs.open(f)) {
         bytes = in.readAllBytes();
       } catch (IOException unreadable) { // e.g. a ChecksumException of the local file system
-        throw new IOException("Cannot read " + name + " of the model at " + dir + ": " + unreadable.getMessage(),
+        throw new IOException(
+            "Cannot read " + name + " of the model at " + dir + ": " + unreadable.getMessage(),
             unreadable);
       }
       String crc = crc32c(bytes);
       if (bytes.length != want.size() || !crc.equals(want.crc32c())) {
-        throw new IOException("The model at " + dir + " is corrupt: " + name + " has CRC-32C " + crc + " ("
-            + bytes.length + " bytes), " + TrainedModel.MARKER + " records " + want.crc32c() + " (" + want.size()
-            + " bytes)");
+        throw new IOException(
+            "The model at "
+                + dir
+                + " is corrupt: "
+                + name
+                + " has CRC-32C "
+                + crc
+                + " ("
+                + bytes.length
+                + " bytes), "
+                + TrainedModel.MARKER
+                + " records "
+                + want.crc32c()
+                + " ("
+                + want.size()
+                + " bytes)");
       }
       files.put(name, bytes);
     }

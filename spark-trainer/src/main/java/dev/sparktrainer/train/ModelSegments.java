@@ -30,7 +30,10 @@ import java.util.Map;
 final class ModelSegments {
   /** Leaf blocks of each segment, in forward order. */
   private final List<List<Block>> segments;
-  /** For each segment, the indices (into the model's parameter list) of its parameters, in order. */
+
+  /**
+   * For each segment, the indices (into the model's parameter list) of its parameters, in order.
+   */
   final int[][] parameters;
 
   private ModelSegments(List<List<Block>> segments, int[][] parameters) {
@@ -51,7 +54,8 @@ final class ModelSegments {
     }
     List<List<Block>> segments = new ArrayList<>();
     for (Block leaf : leaves) {
-      if (segments.isEmpty() || !leaf.getParameters().isEmpty() && hasParameters(segments.get(segments.size() - 1))) {
+      if (segments.isEmpty()
+          || !leaf.getParameters().isEmpty() && hasParameters(segments.get(segments.size() - 1))) {
         segments.add(new ArrayList<>());
       }
       segments.get(segments.size() - 1).add(leaf);
@@ -68,7 +72,8 @@ final class ModelSegments {
         for (Parameter p : b.getParameters().values()) {
           Integer i = index.get(p);
           if (i == null) {
-            throw new IllegalStateException("Parameter " + p.getName() + " of segment " + s + " is not the model's");
+            throw new IllegalStateException(
+                "Parameter " + p.getName() + " of segment " + s + " is not the model's");
           }
           ids.add(i);
         }
@@ -108,8 +113,9 @@ final class ModelSegments {
   }
 
   /**
-   * Training forward pass: fills {@code inputs[s]} (the detached gradient-leaf input of each segment
-   * after the first; null for the first) and {@code outputs[s]}, and returns the model's output.
+   * Training forward pass: fills {@code inputs[s]} (the detached gradient-leaf input of each
+   * segment after the first; null for the first) and {@code outputs[s]}, and returns the model's
+   * output.
    */
   NDList forward(ParameterStore store, NDList x, NDList[] inputs, NDList[] outputs) {
     NDList current = x;

@@ -4,9 +4,9 @@ package dev.sparktrainer.train;
  * Where parameters and optimizer state live and where the update runs.
  *
  * <ul>
- *   <li>{@link #DEVICE}: on the replica's device, as tensors, updated with tensor ops there. Only the
- *       gradients go to the host (straight into the ring's buckets), and the reduced gradients come
- *       back: on a GPU the state never crosses the PCIe bus.
+ *   <li>{@link #DEVICE}: on the replica's device, as tensors, updated with tensor ops there. Only
+ *       the gradients go to the host (straight into the ring's buckets), and the reduced gradients
+ *       come back: on a GPU the state never crosses the PCIe bus.
  *   <li>{@link #HOST}: in Java arrays on the host, updated by the optimizer's Java code spread over
  *       the task's CPUs; the new values are uploaded into every replica after the step.
  *   <li>{@link #AUTO}: {@code DEVICE} on GPUs; on CPU the faster of the two there (measured by

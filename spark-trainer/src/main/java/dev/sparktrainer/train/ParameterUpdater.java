@@ -4,10 +4,10 @@ import dev.sparktrainer.optim.Optimizer;
 
 /**
  * The optimizer step in one {@link OptimizerPlacement placement}: applies each reduced gradient
- * bucket to its parameters as it comes back from the ring, writes the averaged statistics into every
- * replica, and gives the state (parameters, optimizer slots, step count) to checkpoints and takes it
- * back on resume. Both placements keep every replica bit-identical: they run the same operations on
- * the same reduced bits.
+ * bucket to its parameters as it comes back from the ring, writes the averaged statistics into
+ * every replica, and gives the state (parameters, optimizer slots, step count) to checkpoints and
+ * takes it back on resume. Both placements keep every replica bit-identical: they run the same
+ * operations on the same reduced bits.
  */
 abstract class ParameterUpdater implements AutoCloseable {
   final ReplicaSet replicas;
@@ -22,7 +22,11 @@ abstract class ParameterUpdater implements AutoCloseable {
 
   /** Creates the updater of {@code placement} (AUTO must be resolved by the caller). */
   static ParameterUpdater create(
-      OptimizerPlacement placement, ReplicaSet replicas, GradientBuckets buckets, Optimizer optimizer, int threads) {
+      OptimizerPlacement placement,
+      ReplicaSet replicas,
+      GradientBuckets buckets,
+      Optimizer optimizer,
+      int threads) {
     switch (placement) {
       case HOST:
         return new HostUpdater(replicas, buckets, optimizer, threads);
@@ -51,8 +55,8 @@ abstract class ParameterUpdater implements AutoCloseable {
   abstract float[] slot(int s, int j);
 
   /**
-   * Restores the state: {@code values} of every parameter, {@code slots[s][j]} of each trainable one
-   * (null: zero, a fresh start), and the optimizer's step count.
+   * Restores the state: {@code values} of every parameter, {@code slots[s][j]} of each trainable
+   * one (null: zero, a fresh start), and the optimizer's step count.
    */
   abstract void restore(float[][] values, float[][][] slots, long steps);
 

@@ -5,19 +5,25 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
 import dev.sparktrainer.checkpoint.CheckpointStore;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.SparkConf;
-import org.apache.spark.SparkContext;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
 import org.apache.spark.resource.ResourceInformation;
 
-/** Checks on the driver that a job can run, each failing with a clear message before any task starts. */
+/**
+ * Checks on the driver that a job can run, each failing with a clear message before any task
+ * starts.
+ */
 final class Preflight {
   private Preflight() {}
 
-  /** Returns the number of workers to launch: numWorkers, or fewer down to minWorkers when the cluster offers fewer. */
+  /**
+   * Returns the number of workers to launch: numWorkers, or fewer down to minWorkers when the
+   * cluster offers fewer.
+   */
   static int check(SparkContext sc, TrainingConfig cfg, String outputDir, long slotWaitMillis) {
     SparkConf conf = sc.getConf();
     if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
@@ -31,38 +37,54 @@ final class Preflight {
         throw new IllegalArgumentException(problem);
       }
       if (sc.isLocal() && Engine.getInstance().getGpuCount() == 0) {
-        throw new IllegalArgumentException("GPUs were requested but this machine has none visible to PyTorch");
+        throw new IllegalArgumentException(
+            "GPUs were requested but this machine has none visible to PyTorch");
       }
     }
     int slots = waitForSlots(sc, cfg.numWorkers, slotWaitMillis);
-    int workers = slots >= cfg.numWorkers ? cfg.numWorkers : DistributedTrainer.elasticWorkers(cfg, slots);
+    int workers =
+        slots >= cfg.numWorkers ? cfg.numWorkers : DistributedTrainer.elasticWorkers(cfg, slots);
     if (workers < cfg.minWorkers || workers == 0) {
       throw new IllegalArgumentException(
-          "Not enough task slots for " + cfg.numWorkers + " barrier tasks: the cluster has " + slots
-              + " (executors x cores / spark.task.cpus" + (cfg.useGpus ? ", limited by GPUs" : "")
+          "Not enough task slots for "
+              + cfg.numWorkers
+              + " barrier tasks: the cluster has "
+              + slots
+              + " (executors x cores / spark.task.cpus"
+              + (cfg.useGpus ? ", limited by GPUs" : "")
               + "). Use fewer workers or more executors"
-              + (cfg.minWorkers < cfg.numWorkers ? " (--min-workers " + cfg.minWorkers + ": no count from "
-                  + Math.min(slots, cfg.numWorkers) + " down to it divides the global batch)" : ""));
+              + (cfg.minWorkers < cfg.numWorkers
+                  ? " (--min-workers "
+                      + cfg.minWorkers
+                      + ": no count from "
+                      + Math.min(slots, cfg.numWorkers)
+                      + " down to it divides the global batch)"
+                  : ""));
     }
     try (NDManager m = NDManager.newBaseManager()) {
       Block b = cfg.model.newBlock();
       b.initialize(m, DataType.FLOAT32, cfg.model.batchInputShapes(1));
       if (b.getParameters().isEmpty()) {
-        throw new IllegalArgumentException("Invalid model " + cfg.model + ": it has no parameters to train");
+        throw new IllegalArgumentException(
+            "Invalid model " + cfg.model + ": it has no parameters to train");
       }
     } catch (RuntimeException e) {
-      if (e instanceof IllegalArgumentException && e.getMessage() != null && e.getMessage().startsWith("Invalid model")) {
+      if (e instanceof IllegalArgumentException
+          && e.getMessage() != null
+          && e.getMessage().startsWith("Invalid model")) {
         throw e;
       }
-      throw new IllegalArgumentException("Invalid model " + cfg.model + ": it does not build: " + e, e);
+      throw new IllegalArgumentException(
+          "Invalid model " + cfg.model + ": it does not build: " + e, e);
     }
     cfg.trainData.preflight(workers);
     if (cfg.validationData != null) {
       cfg.validationData.preflight(workers);
     }
-    if (cfg.ringTls != null && (sc.isLocal()
-        || Files.isRegularFile(Path.of(cfg.ringTls.keyStore())))) {
-      cfg.ringTls.sslContext(); // local mode: the tasks' files; on a cluster, when the driver has them too
+    if (cfg.ringTls != null
+        && (sc.isLocal() || Files.isRegularFile(Path.of(cfg.ringTls.keyStore())))) {
+      cfg.ringTls
+          .sslContext(); // local mode: the tasks' files; on a cluster, when the driver has them too
     }
     Configuration hadoop = sc.hadoopConfiguration();
     if (cfg.checkpointDir != null) {
@@ -74,7 +96,10 @@ final class Preflight {
     return workers;
   }
 
-  /** Whether {@code dir} (a scheme-less one: on the default file system) is on a file system other than {@code file:}. */
+  /**
+   * Whether {@code dir} (a scheme-less one: on the default file system) is on a file system other
+   * than {@code file:}.
+   */
   static boolean onSharedFileSystem(String dir, Configuration conf) {
     String scheme = new org.apache.hadoop.fs.Path(dir).toUri().getScheme();
     if (scheme == null) {
@@ -90,14 +115,18 @@ final class Preflight {
    *
    * @param explicit whether the caller chose the directory (else it is the default)
    */
-  static String stagingProblem(String master, String stagingDir, boolean explicit, Configuration conf) {
+  static String stagingProblem(
+      String master, String stagingDir, boolean explicit, Configuration conf) {
     if (master.startsWith("local") || onSharedFileSystem(stagingDir, conf)) {
       return null;
     }
-    return (explicit ? "Invalid staging directory '" + stagingDir + "'"
+    return (explicit
+            ? "Invalid staging directory '" + stagingDir + "'"
             : "No shared staging directory (the default, '" + stagingDir + "', is local)")
         + ": a DataFrame that is not a plain file scan is staged as Parquet before training, and on a cluster"
-        + " (master " + master + ") a file: directory is each executor's own disk, which the other executors"
+        + " (master "
+        + master
+        + ") a file: directory is each executor's own disk, which the other executors"
         + " cannot read. Set optStagingDir (the Estimator's stagingDir param) to a directory on a shared file"
         + " system (hdfs:, s3a:, ...), or give a checkpoint directory on one (the DataFrame is then staged under it)";
   }
@@ -111,9 +140,9 @@ final class Preflight {
   }
 
   /**
-   * What is missing for GPU training under {@code conf}, or null. Every task needs
-   * {@code spark.task.resource.gpu.amount}. In local mode the tasks use the driver's GPUs, which
-   * Spark must have discovered ({@code localGpus}: addresses in {@code sc.resources()}). On a cluster
+   * What is missing for GPU training under {@code conf}, or null. Every task needs {@code
+   * spark.task.resource.gpu.amount}. In local mode the tasks use the driver's GPUs, which Spark
+   * must have discovered ({@code localGpus}: addresses in {@code sc.resources()}). On a cluster
    * each executor needs {@code spark.executor.resource.gpu.amount} and a way to find its GPUs: a
    * discovery script or resources file — except on a standalone master, whose workers discover GPUs
    * themselves ({@code spark.worker.resource.gpu.*}). Without these, executors fail at start-up or
@@ -122,23 +151,28 @@ final class Preflight {
   static String gpuConfigProblem(SparkConf conf, String master, int localGpus) {
     String prefix = "Invalid Spark configuration for GPU training (optUseGpus): ";
     if (!(conf.getDouble("spark.task.resource.gpu.amount", 0) > 0)) {
-      return prefix + "spark.task.resource.gpu.amount is not set: set it (e.g. 1) with"
+      return prefix
+          + "spark.task.resource.gpu.amount is not set: set it (e.g. 1) with"
           + " spark.executor.resource.gpu.amount and spark.executor.resource.gpu.discoveryScript";
     }
     if (master.startsWith("local")) {
       if (localGpus <= 0) {
-        return prefix + "Spark discovered no GPU for this local-mode driver (local tasks use the driver's"
+        return prefix
+            + "Spark discovered no GPU for this local-mode driver (local tasks use the driver's"
             + " resources): set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript";
       }
       return null;
     }
     if (!(conf.getDouble("spark.executor.resource.gpu.amount", 0) > 0)) {
-      return prefix + "spark.executor.resource.gpu.amount is not set: set it to the GPUs of one executor";
+      return prefix
+          + "spark.executor.resource.gpu.amount is not set: set it to the GPUs of one executor";
     }
-    boolean discovery = conf.contains("spark.executor.resource.gpu.discoveryScript")
-        || conf.contains("spark.executor.resourcesFile");
+    boolean discovery =
+        conf.contains("spark.executor.resource.gpu.discoveryScript")
+            || conf.contains("spark.executor.resourcesFile");
     if (!discovery && !master.startsWith("spark://")) {
-      return prefix + "executors cannot find their GPUs: set spark.executor.resource.gpu.discoveryScript"
+      return prefix
+          + "executors cannot find their GPUs: set spark.executor.resource.gpu.discoveryScript"
           + " (e.g. Spark's examples/src/main/scripts/getGpusResources.sh) or spark.executor.resourcesFile";
     }
     return null;

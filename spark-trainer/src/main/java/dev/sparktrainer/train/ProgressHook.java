@@ -4,9 +4,9 @@ import java.io.IOException;
 import org.apache.hadoop.conf.Configuration;
 
 /**
- * The {@link TrainingCallback} of a job as the worker loop uses it: only on rank 0, started once the
- * steps per epoch are known, and isolated — a failing callback is logged and dropped, never fails
- * training.
+ * The {@link TrainingCallback} of a job as the worker loop uses it: only on rank 0, started once
+ * the steps per epoch are known, and isolated — a failing callback is logged and dropped, never
+ * fails training.
  */
 final class ProgressHook implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger(ProgressHook.class.getName());
@@ -56,18 +56,31 @@ final class ProgressHook implements AutoCloseable {
     // rank 0's own samples x N: every worker takes the same number of equally sized steps.
     double rate = seconds > 0 ? (acc[2] - epochStartSamples) * size / seconds : Double.NaN;
     try {
-      listener.onStep(new StepProgress(epoch, cfg.epochs, step, stepsPerEpoch, globalStep, batchLoss,
-          acc[2] > 0 ? acc[0] / acc[2] : Double.NaN, rate,
-          cfg.optimizer.learningRate(globalStep - 1, size), seconds, size));
+      listener.onStep(
+          new StepProgress(
+              epoch,
+              cfg.epochs,
+              step,
+              stepsPerEpoch,
+              globalStep,
+              batchLoss,
+              acc[2] > 0 ? acc[0] / acc[2] : Double.NaN,
+              rate,
+              cfg.optimizer.learningRate(globalStep - 1, size),
+              seconds,
+              size));
     } catch (RuntimeException e) {
       drop("onStep", e);
     }
   }
 
-  /** Rank 0's straggler report of an epoch: logged (a warning when it fired), then to the listener. */
+  /**
+   * Rank 0's straggler report of an epoch: logged (a warning when it fired), then to the listener.
+   */
   void stragglers(StragglerReport r) {
     StragglerReport.Slowest s = r.slowest();
-    LOG.log(s.warning() ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
+    LOG.log(
+        s.warning() ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
         (s.warning() ? "Straggler: " : "") + s.summary());
     if (listener == null) {
       return;
@@ -91,7 +104,10 @@ final class ProgressHook implements AutoCloseable {
   }
 
   private void drop(String where, Exception e) {
-    LOG.log(System.Logger.Level.WARNING, "Training callback failed in " + where + " (training goes on without it): " + e, e);
+    LOG.log(
+        System.Logger.Level.WARNING,
+        "Training callback failed in " + where + " (training goes on without it): " + e,
+        e);
     close();
   }
 

@@ -26,18 +26,18 @@ import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The model replicas of one worker: one per device it drives (MirroredStrategy inside a machine).
- * A batch is split across the devices ({@link #split}), each replica runs forward and backward on
- * its slice, and {@link TrainStep} combines the gradients into the gradient of the whole batch's mean
+ * The model replicas of one worker: one per device it drives (MirroredStrategy inside a machine). A
+ * batch is split across the devices ({@link #split}), each replica runs forward and backward on its
+ * slice, and {@link TrainStep} combines the gradients into the gradient of the whole batch's mean
  * loss, all-reduces them across workers and applies the same update to every replica.
  *
  * <p><b>One gradient collector per JVM.</b> DJL's PyTorch engine allows one collecting {@link
  * GradientCollector} at a time per JVM, and the engine's random generator is global too. Every
- * section that collects gradients or consumes random numbers holds {@link #JVM_LOCK}: from seeding to
- * the last gradient copied out (and zeroed). In cluster mode there is one training task per
+ * section that collects gradients or consumes random numbers holds {@link #JVM_LOCK}: from seeding
+ * to the last gradient copied out (and zeroed). In cluster mode there is one training task per
  * executor JVM and the lock is uncontended; in local mode (several tasks in one JVM) the tasks'
- * forward and backward passes take turns while their all-reduces and optimizer steps still
- * overlap, and training is as correct as on a cluster.
+ * forward and backward passes take turns while their all-reduces and optimizer steps still overlap,
+ * and training is as correct as on a cluster.
  */
 final class ReplicaSet implements AutoCloseable {
   /** Serializes gradient collection and seeded random number use across the tasks of a JVM. */
@@ -85,7 +85,11 @@ final class ReplicaSet implements AutoCloseable {
       NDArray a = params[0][i].getArray();
       if (a.getDataType() != DataType.FLOAT32) {
         throw new IllegalArgumentException(
-            "Invalid model: parameter " + names[i] + " is " + a.getDataType() + ", only float32 is supported");
+            "Invalid model: parameter "
+                + names[i]
+                + " is "
+                + a.getDataType()
+                + ", only float32 is supported");
       }
       sizes[i] = Math.toIntExact(a.size());
       nt += params[0][i].requiresGradient() ? 1 : 0;
@@ -129,8 +133,8 @@ final class ReplicaSet implements AutoCloseable {
   }
 
   /**
-   * Writes parameter {@code i}'s {@code values} into every replica, through its reused direct buffer
-   * (copied into the tensor's own memory; on a GPU it is a host-to-device copy).
+   * Writes parameter {@code i}'s {@code values} into every replica, through its reused direct
+   * buffer (copied into the tensor's own memory; on a GPU it is a host-to-device copy).
    */
   void upload(int i, float[] values) {
     for (int d = 0; d < blocks.length; d++) {
@@ -192,19 +196,24 @@ final class ReplicaSet implements AutoCloseable {
 
   /**
    * For {@code l2}, adds the batch's regression sums ({@link EpochMetrics.Regression#addSums}) to
-   * {@code acc[3..6]}, computed on the host in double precision (a batch's labels and predictions are
-   * small next to the step).
+   * {@code acc[3..6]}, computed on the host in double precision (a batch's labels and predictions
+   * are small next to the step).
    */
-  static void addRegressionSums(LossSpec lossSpec, NDArray labels, NDArray predictions, double[] acc) {
+  static void addRegressionSums(
+      LossSpec lossSpec, NDArray labels, NDArray predictions, double[] acc) {
     if (lossSpec != LossSpec.L2 || acc.length < 3 + EpochMetrics.Regression.SUMS) {
       return;
     }
-    float[] y = labels.getDataType() == DataType.FLOAT32 ? labels.toFloatArray()
-        : labels.toType(DataType.FLOAT32, false).toFloatArray();
+    float[] y =
+        labels.getDataType() == DataType.FLOAT32
+            ? labels.toFloatArray()
+            : labels.toType(DataType.FLOAT32, false).toFloatArray();
     EpochMetrics.Regression.addSums(y, predictions.toFloatArray(), acc, 3);
   }
 
-  /** SHA-256 of every parameter of every replica (they must agree; the first differing one fails). */
+  /**
+   * SHA-256 of every parameter of every replica (they must agree; the first differing one fails).
+   */
   byte[] hash() {
     byte[] first = null;
     for (int d = 0; d < blocks.length; d++) {
@@ -222,7 +231,10 @@ final class ReplicaSet implements AutoCloseable {
         first = h;
       } else if (!MessageDigest.isEqual(first, h)) {
         throw new IllegalStateException(
-            "Model replicas differ inside one worker: device " + devices.get(d) + " vs " + devices.get(0));
+            "Model replicas differ inside one worker: device "
+                + devices.get(d)
+                + " vs "
+                + devices.get(0));
       }
     }
     return first;

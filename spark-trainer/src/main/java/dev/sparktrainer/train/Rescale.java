@@ -7,14 +7,14 @@ import java.util.Locale;
  */
 public enum Rescale {
   /**
-   * The global batch (batch x accumulation x workers): the per-worker batch and the accumulation are
-   * chosen so that their product times the new worker count matches; the training is the same
+   * The global batch (batch x accumulation x workers): the per-worker batch and the accumulation
+   * are chosen so that their product times the new worker count matches; the training is the same
    * sequence of optimizer steps. Refused, naming the options, when no choice matches.
    */
   GLOBAL_BATCH,
   /**
-   * The per-worker batch and accumulation as configured; the learning rate is multiplied by the ratio
-   * of the new global batch to the checkpoint's (the linear scaling rule).
+   * The per-worker batch and accumulation as configured; the learning rate is multiplied by the
+   * ratio of the new global batch to the checkpoint's (the linear scaling rule).
    */
   LEARNING_RATE;
 
@@ -27,6 +27,7 @@ public enum Rescale {
     if (v.equals("lr") || v.equals("learning_rate")) {
       return LEARNING_RATE;
     }
-    throw new IllegalArgumentException("Invalid " + option + " '" + value + "': expected batch or lr");
+    throw new IllegalArgumentException(
+        "Invalid " + option + " '" + value + "': expected batch or lr");
   }
 }

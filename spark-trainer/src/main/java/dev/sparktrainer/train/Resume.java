@@ -24,8 +24,15 @@ import java.util.List;
  * @param workers how the resume adapted a checkpoint of another worker count; null when the count
  *     did not change
  */
-public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
-    List<SkippedCheckpoint> skipped, WorkerCountChange workers) implements Serializable {
+public record Resume(
+    long step,
+    int epoch,
+    long stepInEpoch,
+    int stageAttempt,
+    String checkpoint,
+    List<SkippedCheckpoint> skipped,
+    WorkerCountChange workers)
+    implements Serializable {
 
   /** Copies {@code skipped}. */
   public Resume {
@@ -33,7 +40,12 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
   }
 
   /** A resume on the checkpoint's worker count. */
-  public Resume(long step, int epoch, long stepInEpoch, int stageAttempt, String checkpoint,
+  public Resume(
+      long step,
+      int epoch,
+      long stepInEpoch,
+      int stageAttempt,
+      String checkpoint,
       List<SkippedCheckpoint> skipped) {
     this(step, epoch, stepInEpoch, stageAttempt, checkpoint, skipped, null);
   }
@@ -49,9 +61,10 @@ public record Resume(long step, int epoch, long stepInEpoch, int stageAttempt, S
   }
 
   /**
-   * A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt}, {@code
-   * checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file", "reason"}}), and
-   * {@code workers} ({@link WorkerCountChange#toJson}) when the worker count changed.
+   * A JSON object: {@code step}, {@code epoch}, {@code step_in_epoch}, {@code stage_attempt},
+   * {@code checkpoint}, {@code from_scratch}, {@code skipped} (an array of {@code {"file",
+   * "reason"}}), and {@code workers} ({@link WorkerCountChange#toJson}) when the worker count
+   * changed.
    */
   public String toJson() {
     ObjectNode o = JsonText.MAPPER.createObjectNode();

@@ -1,14 +1,14 @@
 package dev.sparktrainer.train;
 
-import org.apache.spark.SparkContext;
 import java.util.function.IntConsumer;
+import org.apache.spark.SparkContext;
 
 /**
  * The driver's watch over a running barrier job's slots: Spark retries a failed barrier stage only
- * when all N slots are free at once, and waits for them without end when an executor is gone for good.
- * When the cluster offers fewer than N slots for longer than the pre-flight wait, this cancels the job
- * (by its tag) and records what was offered, so the trainer can fail naming the missing slots or
- * relaunch on fewer workers ({@code optMinWorkers}).
+ * when all N slots are free at once, and waits for them without end when an executor is gone for
+ * good. When the cluster offers fewer than N slots for longer than the pre-flight wait, this
+ * cancels the job (by its tag) and records what was offered, so the trainer can fail naming the
+ * missing slots or relaunch on fewer workers ({@code optMinWorkers}).
  */
 final class SlotWatch implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger(SlotWatch.class.getName());
@@ -23,7 +23,10 @@ final class SlotWatch implements AutoCloseable {
   private volatile int offered = -1;
   private volatile boolean stopped;
 
-  /** @param moreSlots told the slots whenever the cluster offers more than needed (null: not watched) */
+  /**
+   * @param moreSlots told the slots whenever the cluster offers more than needed (null: not
+   *     watched)
+   */
   SlotWatch(SparkContext sc, int needed, long waitMillis, String jobTag, IntConsumer moreSlots) {
     this.moreSlots = moreSlots;
     this.sc = sc;
@@ -35,7 +38,9 @@ final class SlotWatch implements AutoCloseable {
     thread.start();
   }
 
-  /** The slots the cluster offered when the job was cancelled for want of them; -1 if it was not. */
+  /**
+   * The slots the cluster offered when the job was cancelled for want of them; -1 if it was not.
+   */
   int cancelledWithSlots() {
     return offered;
   }
@@ -57,17 +62,32 @@ final class SlotWatch implements AutoCloseable {
         }
       } else if (shortSince < 0) {
         shortSince = now;
-        LOG.log(System.Logger.Level.WARNING, "The cluster offers " + slots + " task slot(s), the training job needs "
-            + needed + ": waiting up to " + waitMillis + " ms for them to come back");
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "The cluster offers "
+                + slots
+                + " task slot(s), the training job needs "
+                + needed
+                + ": waiting up to "
+                + waitMillis
+                + " ms for them to come back");
       } else if (now - shortSince >= waitMillis * 1_000_000L) {
         offered = slots;
-        LOG.log(System.Logger.Level.WARNING, "The cluster has offered " + slots + " task slot(s) for " + waitMillis
-            + " ms, the barrier stage needs " + needed + ": cancelling the training job");
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "The cluster has offered "
+                + slots
+                + " task slot(s) for "
+                + waitMillis
+                + " ms, the barrier stage needs "
+                + needed
+                + ": cancelling the training job");
         sc.cancelJobsWithTag(jobTag);
         return;
       }
       try {
-        Thread.sleep(POLL_MILLIS); // executors come and go asynchronously: nothing to wait on but the count
+        Thread.sleep(
+            POLL_MILLIS); // executors come and go asynchronously: nothing to wait on but the count
       } catch (InterruptedException e) {
         return;
       }

@@ -12,11 +12,11 @@ import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * One rank's step times of one epoch, kept cheaply for straggler detection: the sums over every step
- * (data wait, compute, communication wait) and a fixed-size reservoir of {@value #CAPACITY} steps'
- * times. The reservoir's random choices come from the job's seed and the epoch, and every rank takes
- * the same number of steps: all ranks keep the <em>same</em> steps, so rank 0 can compare them step
- * by step (who was slowest in each) at the epoch's end.
+ * One rank's step times of one epoch, kept cheaply for straggler detection: the sums over every
+ * step (data wait, compute, communication wait) and a fixed-size reservoir of {@value #CAPACITY}
+ * steps' times. The reservoir's random choices come from the job's seed and the epoch, and every
+ * rank takes the same number of steps: all ranks keep the <em>same</em> steps, so rank 0 can
+ * compare them step by step (who was slowest in each) at the epoch's end.
  *
  * <p>Per step: <b>data wait</b> is the wait for the input pipeline's next batch; <b>communication
  * wait</b> the training thread waiting for the gradient all-reduce (the step's exposed
@@ -33,8 +33,10 @@ final class StepTimes {
   private final long seed;
   private final String host;
   private final String executorId;
+
   /** Per kept step: data wait + compute, in seconds. */
   private final float[] work = new float[CAPACITY];
+
   private SplittableRandom random;
   private int filled;
   private long steps;
@@ -55,7 +57,8 @@ final class StepTimes {
 
   /** Starts an epoch's record (every rank, the same epoch). */
   void begin(int epoch) {
-    random = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + epoch * 0xBF58476D1CE4E5B9L + 0x5EED);
+    random =
+        new SplittableRandom(seed * 0x9E3779B97F4A7C15L + epoch * 0xBF58476D1CE4E5B9L + 0x5EED);
     filled = 0;
     steps = 0;
     dataNanos = 0;
@@ -75,7 +78,8 @@ final class StepTimes {
     this.dataNanos += dataNanos;
     this.computeNanos += computeNs;
     this.commWaitNanos += commWaitNanos;
-    // Reservoir sampling (Vitter's algorithm R): every step is kept with probability CAPACITY/steps.
+    // Reservoir sampling (Vitter's algorithm R): every step is kept with probability
+    // CAPACITY/steps.
     int slot = steps < CAPACITY ? (int) steps : (int) random.nextLong(steps + 1);
     steps++;
     if (slot < CAPACITY) {
@@ -104,8 +108,15 @@ final class StepTimes {
   }
 
   /** One rank's record as rank 0 receives it; work = data wait + compute, per kept step. */
-  record Sample(int rank, String host, String executorId, long steps, double dataWaitSeconds,
-      double computeSeconds, double commWaitSeconds, float[] work) {}
+  record Sample(
+      int rank,
+      String host,
+      String executorId,
+      long steps,
+      double dataWaitSeconds,
+      double computeSeconds,
+      double commWaitSeconds,
+      float[] work) {}
 
   /** This rank's record, in the order {@link #decode} reads it. */
   byte[] encode() {
@@ -147,8 +158,14 @@ final class StepTimes {
       }
       return new Sample(rank, host, executor, steps, data, compute, comm, work);
     } catch (IOException e) {
-      throw new IllegalStateException("rank 0: the step times gathered from rank " + rank + " are malformed ("
-          + record.length + " bytes): " + e.getMessage(), e);
+      throw new IllegalStateException(
+          "rank 0: the step times gathered from rank "
+              + rank
+              + " are malformed ("
+              + record.length
+              + " bytes): "
+              + e.getMessage(),
+          e);
     }
   }
 }

@@ -8,10 +8,10 @@ import java.util.Locale;
 
 /**
  * Which worker held the others back in one epoch, as rank 0 found it from every rank's step times
- * (see {@code StepTimes}): per rank, its data wait, compute and communication wait over the epoch and
- * the median and 95th percentile of its per-step <em>work</em> (data wait + compute: the time before
- * it is ready for the gradient all-reduce, which the others wait for); and the {@link Slowest} rank,
- * the one with the highest median step work.
+ * (see {@code StepTimes}): per rank, its data wait, compute and communication wait over the epoch
+ * and the median and 95th percentile of its per-step <em>work</em> (data wait + compute: the time
+ * before it is ready for the gradient all-reduce, which the others wait for); and the {@link
+ * Slowest} rank, the one with the highest median step work.
  *
  * <p>Quantiles and per-step comparisons use the same {@code keptSteps} steps on every rank: every
  * step of the epoch when it has at most 512, a uniform sample of 512 otherwise.
@@ -22,7 +22,8 @@ import java.util.Locale;
  * @param ranks one entry per rank, by rank
  * @param slowest the rank with the highest median step work, and how much it cost the others
  */
-public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> ranks, Slowest slowest)
+public record StragglerReport(
+    int epoch, long steps, int keptSteps, List<Rank> ranks, Slowest slowest)
     implements Serializable {
   private static final long serialVersionUID = 1L;
 
@@ -34,8 +35,8 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
 
   /**
    * ... and the others spent at least this share of their epoch's step time waiting for it: a rank
-   * that is relatively slower at steps of microseconds (workers taking turns on one machine in local
-   * mode) costs nothing worth a warning.
+   * that is relatively slower at steps of microseconds (workers taking turns on one machine in
+   * local mode) costs nothing worth a warning.
    */
   public static final double WARN_WAIT_SHARE = 0.05;
 
@@ -57,8 +58,16 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
    * @param p95WorkSeconds 95th percentile of its per-step work
    * @param slowestStepShare share of the kept steps in which it had the most work of all ranks
    */
-  public record Rank(int rank, String host, String executorId, double dataWaitSeconds, double computeSeconds,
-      double commWaitSeconds, double medianWorkSeconds, double p95WorkSeconds, double slowestStepShare)
+  public record Rank(
+      int rank,
+      String host,
+      String executorId,
+      double dataWaitSeconds,
+      double computeSeconds,
+      double commWaitSeconds,
+      double medianWorkSeconds,
+      double p95WorkSeconds,
+      double slowestStepShare)
       implements Serializable {
     private static final long serialVersionUID = 1L;
   }
@@ -75,14 +84,23 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
    *     (0.38: 38 % slower)
    * @param p95Slowdown the same for the 95th percentiles
    * @param slowestStepShare share of the steps in which it had the most work
-   * @param othersWaitSeconds time the other ranks waited for it, summed over them: per step and other
-   *     rank, how much later it was ready for the all-reduce (0 when it was ready first)
+   * @param othersWaitSeconds time the other ranks waited for it, summed over them: per step and
+   *     other rank, how much later it was ready for the all-reduce (0 when it was ready first)
    * @param warning it was the slowest in most steps ({@value #WARN_STEP_SHARE}), at least {@value
-   *     #WARN_SLOWDOWN} slower, and the others waited for it at least {@value #WARN_WAIT_SHARE} of their
-   *     step time
+   *     #WARN_SLOWDOWN} slower, and the others waited for it at least {@value #WARN_WAIT_SHARE} of
+   *     their step time
    */
-  public record Slowest(int epoch, int rank, String host, String executorId, int workers, double medianSlowdown,
-      double p95Slowdown, double slowestStepShare, double othersWaitSeconds, boolean warning)
+  public record Slowest(
+      int epoch,
+      int rank,
+      String host,
+      String executorId,
+      int workers,
+      double medianSlowdown,
+      double p95Slowdown,
+      double slowestStepShare,
+      double othersWaitSeconds,
+      boolean warning)
       implements Serializable {
     private static final long serialVersionUID = 1L;
 
@@ -96,16 +114,29 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
      * work against the others, the slowest in 87 % of the steps; the others waited 1.23 s for it}.
      */
     public String summary() {
-      return String.format(Locale.ROOT,
+      return String.format(
+          Locale.ROOT,
           "epoch %d: slowest rank %d on %s (executor %s) of %d, %s median and %s p95 step work against the"
               + " others, the slowest in %s of the steps; the others waited %s for it",
-          epoch + 1, rank, host, executorId, workers, percent(medianSlowdown), percent(p95Slowdown),
-          Double.isFinite(slowestStepShare) ? String.format(Locale.ROOT, "%.0f %%", slowestStepShare * 100) : "?",
-          Double.isFinite(othersWaitSeconds) ? String.format(Locale.ROOT, "%.2f s", othersWaitSeconds) : "?");
+          epoch + 1,
+          rank,
+          host,
+          executorId,
+          workers,
+          percent(medianSlowdown),
+          percent(p95Slowdown),
+          Double.isFinite(slowestStepShare)
+              ? String.format(Locale.ROOT, "%.0f %%", slowestStepShare * 100)
+              : "?",
+          Double.isFinite(othersWaitSeconds)
+              ? String.format(Locale.ROOT, "%.2f s", othersWaitSeconds)
+              : "?");
     }
 
     private static String percent(double slowdown) {
-      return Double.isFinite(slowdown) ? String.format(Locale.ROOT, "%+.0f %%", slowdown * 100) : "+? %";
+      return Double.isFinite(slowdown)
+          ? String.format(Locale.ROOT, "%+.0f %%", slowdown * 100)
+          : "+? %";
     }
   }
 
@@ -141,14 +172,25 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
       Arrays.sort(sorted);
       medians[r] = quantile(sorted, 0.5);
       p95s[r] = quantile(sorted, 0.95);
-      ranks.add(new Rank(r, s.host(), s.executorId(), s.dataWaitSeconds(), s.computeSeconds(), s.commWaitSeconds(),
-          medians[r], p95s[r], share(aligned, slowestIn[r], kept)));
+      ranks.add(
+          new Rank(
+              r,
+              s.host(),
+              s.executorId(),
+              s.dataWaitSeconds(),
+              s.computeSeconds(),
+              s.commWaitSeconds(),
+              medians[r],
+              p95s[r],
+              share(aligned, slowestIn[r], kept)));
     }
-    // The slowest: the highest median step work (what its slowdown is measured by), ties broken by the
+    // The slowest: the highest median step work (what its slowdown is measured by), ties broken by
+    // the
     // epoch's total work. (The most total work alone could name a rank whose typical step is fast.)
     int x = 0;
     for (int r = 1; r < n; r++) {
-      if (medians[r] > medians[x] || medians[r] == medians[x] && work(samples.get(r)) > work(samples.get(x))) {
+      if (medians[r] > medians[x]
+          || medians[r] == medians[x] && work(samples.get(r)) > work(samples.get(x))) {
         x = r;
       }
     }
@@ -176,11 +218,22 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
         othersTime += o.dataWaitSeconds() + o.computeSeconds() + o.commWaitSeconds();
       }
     }
-    boolean costly = !(othersWait < WARN_WAIT_SHARE * othersTime); // unknown wait (NaN): not excused
+    boolean costly =
+        !(othersWait < WARN_WAIT_SHARE * othersTime); // unknown wait (NaN): not excused
     boolean warning = share > WARN_STEP_SHARE && medianSlowdown >= WARN_SLOWDOWN && costly;
     StepTimes.Sample s = samples.get(x);
-    Slowest slowest = new Slowest(epoch, x, s.host(), s.executorId(), n, medianSlowdown, p95Slowdown, share,
-        othersWait, warning);
+    Slowest slowest =
+        new Slowest(
+            epoch,
+            x,
+            s.host(),
+            s.executorId(),
+            n,
+            medianSlowdown,
+            p95Slowdown,
+            share,
+            othersWait,
+            warning);
     return new StragglerReport(epoch, steps, aligned ? kept : 0, ranks, slowest);
   }
 
@@ -192,7 +245,10 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
     return aligned && kept > 0 ? count / (double) kept : Double.NaN;
   }
 
-  /** {@code values[x]} over the median of the other values, minus 1; NaN when that median is not positive. */
+  /**
+   * {@code values[x]} over the median of the other values, minus 1; NaN when that median is not
+   * positive.
+   */
   private static double slowdown(double[] values, int x) {
     double[] others = new double[values.length - 1];
     for (int r = 0, k = 0; r < values.length; r++) {
@@ -201,8 +257,10 @@ public record StragglerReport(int epoch, long steps, int keptSteps, List<Rank> r
       }
     }
     Arrays.sort(others);
-    double base = others.length % 2 == 1 ? others[others.length / 2]
-        : (others[others.length / 2 - 1] + others[others.length / 2]) / 2;
+    double base =
+        others.length % 2 == 1
+            ? others[others.length / 2]
+            : (others[others.length / 2 - 1] + others[others.length / 2]) / 2;
     return base > 0 ? values[x] / base - 1 : Double.NaN;
   }
 

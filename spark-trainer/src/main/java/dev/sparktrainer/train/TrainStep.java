@@ -37,14 +37,18 @@ final class TrainStep implements AutoCloseable {
   private final Loss loss;
   private final Communicator comm;
   private final ModelSegments[] segments;
+
   /** Trainable indices j in the order their gradients become final (last segment first). */
   private final int[] readyOrder;
+
   /** Per segment (descending capture): how many entries of readyOrder it finalizes. */
   private final int[] readyPerSegment;
+
   final GradientBuckets buckets;
   private final BucketReducer reducer;
   final ParameterUpdater updater;
   private final ByteBuffer mainView;
+
   /** For each bucket, the readyOrder position after which it is complete. */
   private final int[] completeAfter;
 
@@ -60,8 +64,16 @@ final class TrainStep implements AutoCloseable {
    * @param segmented cut backward into segments (only useful with overlap and more than one worker)
    */
   TrainStep(
-      ReplicaSet replicas, LossSpec lossSpec, Communicator comm, Optimizer optimizer, OptimizerPlacement placement,
-      int hostThreads, int bucketBytes, boolean overlap, boolean segmented, Duration operationTimeout) {
+      ReplicaSet replicas,
+      LossSpec lossSpec,
+      Communicator comm,
+      Optimizer optimizer,
+      OptimizerPlacement placement,
+      int hostThreads,
+      int bucketBytes,
+      boolean overlap,
+      boolean segmented,
+      Duration operationTimeout) {
     this.replicas = replicas;
     this.lossSpec = lossSpec;
     this.loss = lossSpec.newLoss();
@@ -116,8 +128,8 @@ final class TrainStep implements AutoCloseable {
   }
 
   /**
-   * One step over {@code batch} at learning rate {@code lr}; adds (loss x samples, correct, samples)
-   * to {@code acc}.
+   * One step over {@code batch} at learning rate {@code lr}; adds (loss x samples, correct,
+   * samples) to {@code acc}.
    */
   void run(Batch batch, int rngSeed, float lr, double[] acc) {
     accumulate(batch, rngSeed, acc, 0, 1);
@@ -126,17 +138,20 @@ final class TrainStep implements AutoCloseable {
 
   /** Samples of the micro-batches accumulated so far in this optimizer step. */
   private long accumulated;
+
   /** The reducer's submission count and busy time when this step's all-reduces began. */
   private long base;
+
   private long busyAtStart;
 
   /**
-   * Forward and backward of micro-batch {@code micro} (0-based) of {@code of} that make one optimizer
-   * step (gradient accumulation): their gradients are summed in the arena, weighted by their
-   * samples, so that after the last one the arena holds the gradient of the mean loss over all their
-   * samples, as one batch of all of them would. Only the last micro-batch's gradients are handed to
-   * the all-reduce (overlapping its backward), and only after it are the batch-norm running
-   * statistics (which every forward updated) taken. Call {@link #update} after the last one.
+   * Forward and backward of micro-batch {@code micro} (0-based) of {@code of} that make one
+   * optimizer step (gradient accumulation): their gradients are summed in the arena, weighted by
+   * their samples, so that after the last one the arena holds the gradient of the mean loss over
+   * all their samples, as one batch of all of them would. Only the last micro-batch's gradients are
+   * handed to the all-reduce (overlapping its backward), and only after it are the batch-norm
+   * running statistics (which every forward updated) taken. Call {@link #update} after the last
+   * one.
    */
   void accumulate(Batch batch, int rngSeed, double[] acc, int micro, int of) {
     boolean last = micro == of - 1;
@@ -182,7 +197,8 @@ final class TrainStep implements AutoCloseable {
           scopes[d] = replicas.managers[d].newSubManager();
           xs[d].attach(scopes[d]);
           ys[d].attach(scopes[d]);
-          NDArray pred = segments[d].forward(replicas.stores[d], xs[d], inputs[d], outputs[d]).head();
+          NDArray pred =
+              segments[d].forward(replicas.stores[d], xs[d], inputs[d], outputs[d]).head();
           losses[d] = lossSpec.evaluate(loss, ys[d], pred);
           acc[0] += losses[d].getFloat() * (double) counts[d];
           acc[1] += lossSpec.correct(ys[d], pred);
@@ -206,7 +222,9 @@ final class TrainStep implements AutoCloseable {
           for (int x = 0; x < readyPerSegment[s]; x++) {
             capture(readyOrder[captured++], counts, divisor, micro == 0, raw, finalScale);
           }
-          while (last && nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
+          while (last
+              && nextBucket < completeAfter.length
+              && completeAfter[nextBucket] <= captured) {
             if (reducer != null) {
               reducer.submit(nextBucket);
             }
@@ -263,7 +281,8 @@ final class TrainStep implements AutoCloseable {
     updater.finishStep();
     long t2 = System.nanoTime();
     if (reducer != null) {
-      // Every bucket of the step is reduced: the reducer's busy time since the step began is this step's.
+      // Every bucket of the step is reduced: the reducer's busy time since the step began is this
+      // step's.
       communicationNanos += reducer.busyNanos() - busyAtStart;
     }
     exposedNanos += waited + reducedHere;
@@ -283,7 +302,9 @@ final class TrainStep implements AutoCloseable {
 
   /** Backward through one segment from its output, given the next segment's input gradients. */
   private static void backwardThrough(GradientCollector gc, NDList out, NDList nextIn) {
-    if (out.size() == 1 && out.head() instanceof PtNDArray o && nextIn.head() instanceof PtNDArray in
+    if (out.size() == 1
+        && out.head() instanceof PtNDArray o
+        && nextIn.head() instanceof PtNDArray in
         && in.getDataType().isFloating()) {
       try (NDArray g = in.getGradient()) {
         JniUtils.backward(o, (PtNDArray) g, false, false);
@@ -306,12 +327,13 @@ final class TrainStep implements AutoCloseable {
   }
 
   /**
-   * Adds trainable parameter {@code j}'s gradient into the arena — each replica's weighted by {@code
-   * counts[d] / divisor}, over what is there unless {@code first} — then multiplies the sum by {@code
-   * finalScale} (not 1 only after the last micro-batch of an accumulated step), and zeroes the
-   * engine's gradients. {@code raw}: one replica, one micro-batch: a plain copy.
+   * Adds trainable parameter {@code j}'s gradient into the arena — each replica's weighted by
+   * {@code counts[d] / divisor}, over what is there unless {@code first} — then multiplies the sum
+   * by {@code finalScale} (not 1 only after the last micro-batch of an accumulated step), and
+   * zeroes the engine's gradients. {@code raw}: one replica, one micro-batch: a plain copy.
    */
-  private void capture(int j, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
+  private void capture(
+      int j, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
     int i = replicas.trainable[j];
     int k = counts.length;
     int n = replicas.sizes[i];
@@ -326,8 +348,13 @@ final class TrainStep implements AutoCloseable {
         if (raw) {
           buckets.arena.put(at * 4, view, 0, n * 4);
         } else {
-          accumulate(buckets.floats, at, view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(), n,
-              counts[d] / divisor, first);
+          accumulate(
+              buckets.floats,
+              at,
+              view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(),
+              n,
+              counts[d] / divisor,
+              first);
         }
       }
       zeroGradient(param);
@@ -341,7 +368,9 @@ final class TrainStep implements AutoCloseable {
     }
   }
 
-  /** The non-trainable values (batch-norm running statistics), averaged over the replicas that ran. */
+  /**
+   * The non-trainable values (batch-norm running statistics), averaged over the replicas that ran.
+   */
   private void captureStats(int[] counts, int active) {
     for (int j = 0; j < replicas.stats.length; j++) {
       int i = replicas.stats[j];
@@ -356,14 +385,21 @@ final class TrainStep implements AutoCloseable {
         if (active == 1) {
           buckets.arena.put(at * 4, view, 0, n * 4);
         } else {
-          accumulate(buckets.floats, at, view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(), n, 1f / active, first);
+          accumulate(
+              buckets.floats,
+              at,
+              view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(),
+              n,
+              1f / active,
+              first);
         }
         first = false;
       }
     }
   }
 
-  private static void accumulate(FloatBuffer dst, int at, FloatBuffer src, int n, float weight, boolean first) {
+  private static void accumulate(
+      FloatBuffer dst, int at, FloatBuffer src, int n, float weight, boolean first) {
     if (first) {
       for (int x = 0; x < n; x++) {
         dst.put(at + x, src.get(x) * weight);

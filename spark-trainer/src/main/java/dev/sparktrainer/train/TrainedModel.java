@@ -10,47 +10,56 @@ import dev.sparktrainer.model.ModelSpec;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import java.io.FileNotFoundException;
-import java.util.HashSet;
-import java.util.Set;
 
 /**
  * The result of training: the model spec, its trained parameters (DJL's format) and the history.
  *
  * <p>{@link #save} writes a directory from which {@link #load} rebuilds the model without user code
  * (built-in specs): {@code model.properties} (the spec and the loss), {@code model.params} ({@code
- * Block.saveParameters}), {@code history.json}, for a model trained with feature normalization {@code
- * normalization.csv} (the training data's statistics; {@code normalize=} in the properties), and the
- * completion marker {@value #MARKER}. A save is all or nothing, and a load checks every file against
- * the marker.
+ * Block.saveParameters}), {@code history.json}, for a model trained with feature normalization
+ * {@code normalization.csv} (the training data's statistics; {@code normalize=} in the properties),
+ * and the completion marker {@value #MARKER}. A save is all or nothing, and a load checks every
+ * file against the marker.
  */
 public final class TrainedModel implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final System.Logger LOG = System.getLogger(TrainedModel.class.getName());
 
-  /** The completion marker: written last, it lists every file of the model with its size and CRC-32C. */
+  /**
+   * The completion marker: written last, it lists every file of the model with its size and
+   * CRC-32C.
+   */
   public static final String MARKER = "_COMPLETE";
 
   static final String PROPERTIES = "model.properties";
   static final String PARAMS = "model.params";
   static final String HISTORY = "history.json";
-  /** The normalization's statistics, for a model trained with one (absent otherwise, and in older models). */
+
+  /**
+   * The normalization's statistics, for a model trained with one (absent otherwise, and in older
+   * models).
+   */
   static final String NORMALIZATION = "normalization.csv";
-  private static final List<String> MODEL_FILES = List.of(PROPERTIES, PARAMS, HISTORY, NORMALIZATION);
+
+  private static final List<String> MODEL_FILES =
+      List.of(PROPERTIES, PARAMS, HISTORY, NORMALIZATION);
 
   private final ModelSpec spec;
   private final LossSpec loss;
@@ -62,7 +71,12 @@ public final class TrainedModel implements Serializable {
     this(spec, loss, parameters, history, null);
   }
 
-  TrainedModel(ModelSpec spec, LossSpec loss, byte[] parameters, History history, Normalization normalization) {
+  TrainedModel(
+      ModelSpec spec,
+      LossSpec loss,
+      byte[] parameters,
+      History history,
+      Normalization normalization) {
     this.spec = spec;
     this.loss = loss;
     this.parameters = parameters;
@@ -112,27 +126,31 @@ public final class TrainedModel implements Serializable {
     return block;
   }
 
-  /** Writes the model into {@code dir}, all or nothing: see {@link #save(String, Configuration, Map)}. */
+  /**
+   * Writes the model into {@code dir}, all or nothing: see {@link #save(String, Configuration,
+   * Map)}.
+   */
   public void save(String dir, Configuration conf) throws IOException {
     save(dir, conf, Map.of());
   }
 
   /**
    * Writes {@code model.properties}, {@code model.params}, {@code history.json} and {@code
-   * extraFiles} (name to content, e.g. the command line's {@code inputs.properties}) into {@code dir},
-   * then the completion marker {@value #MARKER}: each file's size and CRC-32C, which {@link #load}
-   * checks.
+   * extraFiles} (name to content, e.g. the command line's {@code inputs.properties}) into {@code
+   * dir}, then the completion marker {@value #MARKER}: each file's size and CRC-32C, which {@link
+   * #load} checks.
    *
    * <p>All or nothing. Where the store renames directories atomically (HDFS, local disks) the files
-   * are written to {@code _tmp-<name>-<uuid>} next to {@code dir} and renamed into place; a previous
-   * model there stays loadable until then. On object stores (S3A, GCS, ...), whose renames copy, the
-   * previous marker is deleted first, the files are written in place and the marker last: a save
-   * that stops half-way leaves nothing marked complete, which the next save replaces.
+   * are written to {@code _tmp-<name>-<uuid>} next to {@code dir} and renamed into place; a
+   * previous model there stays loadable until then. On object stores (S3A, GCS, ...), whose renames
+   * copy, the previous marker is deleted first, the files are written in place and the marker last:
+   * a save that stops half-way leaves nothing marked complete, which the next save replaces.
    *
    * @throws IOException if it cannot be written, or if {@code dir} holds anything that is not part
    *     of a saved model (a save never deletes other files)
    */
-  public void save(String dir, Configuration conf, Map<String, byte[]> extraFiles) throws IOException {
+  public void save(String dir, Configuration conf, Map<String, byte[]> extraFiles)
+      throws IOException {
     Map<String, byte[]> files = new LinkedHashMap<>();
     Properties props = new Properties();
     for (Map.Entry<String, String> e : spec.toProperties().entrySet()) {
@@ -153,8 +171,12 @@ public final class TrainedModel implements Serializable {
     for (Map.Entry<String, byte[]> e : new TreeMap<>(extraFiles).entrySet()) {
       String name = e.getKey();
       if (!name.matches("[A-Za-z0-9][A-Za-z0-9._-]*") || files.containsKey(name)) {
-        throw new IllegalArgumentException("Invalid extra file name '" + name + "': expected a plain file name"
-            + " (letters, digits, '.', '_', '-'; not starting with '_' or '.') other than " + MODEL_FILES);
+        throw new IllegalArgumentException(
+            "Invalid extra file name '"
+                + name
+                + "': expected a plain file name"
+                + " (letters, digits, '.', '_', '-'; not starting with '_' or '.') other than "
+                + MODEL_FILES);
       }
       files.put(name, e.getValue().clone());
     }
@@ -163,7 +185,8 @@ public final class TrainedModel implements Serializable {
     Path d = new Path(dir);
     FileSystem fs = d.getFileSystem(conf);
     if (d.getParent() == null) {
-      throw new IOException("Cannot save a model to the root directory " + d + ": choose a directory under it");
+      throw new IOException(
+          "Cannot save a model to the root directory " + d + ": choose a directory under it");
     }
     checkReplaceable(fs, d, files.keySet());
     if (AtomicOutputs.renamesAtomically(fs)) {
@@ -173,7 +196,10 @@ public final class TrainedModel implements Serializable {
     }
   }
 
-  /** Written next to {@code d}, then renamed into place (the previous model moved aside, then deleted). */
+  /**
+   * Written next to {@code d}, then renamed into place (the previous model moved aside, then
+   * deleted).
+   */
   private static void saveByRename(FileSystem fs, Path d, Map<String, byte[]> files, byte[] marker)
       throws IOException {
     String id = UUID.randomUUID().toString();
@@ -223,7 +249,8 @@ public final class TrainedModel implements Serializable {
     for (Map.Entry<String, byte[]> f : files.entrySet()) {
       AtomicOutputs.writeWhole(fs, new Path(d, f.getKey()), f.getValue());
     }
-    for (FileStatus st : fs.listStatus(d)) { // files of the previous model that this one does not have
+    for (FileStatus st :
+        fs.listStatus(d)) { // files of the previous model that this one does not have
       if (!files.containsKey(st.getPath().getName()) && !st.getPath().getName().equals(MARKER)) {
         fs.delete(st.getPath(), false);
       }
@@ -235,7 +262,8 @@ public final class TrainedModel implements Serializable {
    * A save replaces a previous model (complete or not) but nothing else: {@code d} must be absent,
    * or a directory holding only model files (and their {@code .crc} side files).
    */
-  private static void checkReplaceable(FileSystem fs, Path d, Set<String> names) throws IOException {
+  private static void checkReplaceable(FileSystem fs, Path d, Set<String> names)
+      throws IOException {
     FileStatus status;
     try {
       status = fs.getFileStatus(d);
@@ -243,7 +271,8 @@ public final class TrainedModel implements Serializable {
       return;
     }
     if (!status.isDirectory()) {
-      throw new IOException("Cannot save the model to " + d + ": it is a file, expected a directory");
+      throw new IOException(
+          "Cannot save the model to " + d + ": it is a file, expected a directory");
     }
     Set<String> allowed = new HashSet<>(MODEL_FILES);
     allowed.addAll(names);
@@ -257,8 +286,13 @@ public final class TrainedModel implements Serializable {
       String n = st.getPath().getName();
       String base = n.startsWith(".") && n.endsWith(".crc") ? n.substring(1, n.length() - 4) : n;
       if (st.isDirectory() || !allowed.contains(base)) {
-        throw new IOException("Cannot save the model to " + d + ": it holds " + n + ", which is not part of a"
-            + " saved model: choose a new or empty directory");
+        throw new IOException(
+            "Cannot save the model to "
+                + d
+                + ": it holds "
+                + n
+                + ", which is not part of a"
+                + " saved model: choose a new or empty directory");
       }
     }
   }
@@ -282,7 +316,8 @@ public final class TrainedModel implements Serializable {
     Map<String, byte[]> files = ModelMarker.readVerified(fs, d);
     for (String required : List.of(PROPERTIES, PARAMS)) {
       if (!files.containsKey(required)) {
-        throw new IOException("The model at " + d + " is incomplete: its " + MARKER + " does not list " + required);
+        throw new IOException(
+            "The model at " + d + " is incomplete: its " + MARKER + " does not list " + required);
       }
     }
     Properties props = new Properties();
@@ -294,21 +329,35 @@ public final class TrainedModel implements Serializable {
       }
     }
     Normalization normalization = null;
-    String normalize = props.getProperty("normalize"); // absent in models saved before normalization
+    String normalize =
+        props.getProperty("normalize"); // absent in models saved before normalization
     if (normalize != null) {
       if (!files.containsKey(NORMALIZATION)) {
-        throw new IOException("The model at " + d + " is incomplete: it was trained with " + normalize
-            + " normalization but its " + MARKER + " does not list " + NORMALIZATION);
+        throw new IOException(
+            "The model at "
+                + d
+                + " is incomplete: it was trained with "
+                + normalize
+                + " normalization but its "
+                + MARKER
+                + " does not list "
+                + NORMALIZATION);
       }
       try {
-        normalization = Normalization.fromCsv(Normalization.Mode.parse(normalize), files.get(NORMALIZATION),
-            new Path(d, NORMALIZATION).toString());
+        normalization =
+            Normalization.fromCsv(
+                Normalization.Mode.parse(normalize),
+                files.get(NORMALIZATION),
+                new Path(d, NORMALIZATION).toString());
       } catch (IllegalArgumentException e) {
         throw new IOException("Cannot read the model at " + d + ": " + e.getMessage(), e);
       }
     }
     return new TrainedModel(
-        ModelSpec.fromProperties(specProps), LossSpec.parse(props.getProperty("loss")), files.get(PARAMS),
-        new History(List.of()), normalization);
+        ModelSpec.fromProperties(specProps),
+        LossSpec.parse(props.getProperty("loss")),
+        files.get(PARAMS),
+        new History(List.of()),
+        normalization);
   }
 }

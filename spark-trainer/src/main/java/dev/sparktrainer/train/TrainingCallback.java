@@ -6,9 +6,9 @@ import org.apache.hadoop.conf.Configuration;
 
 /**
  * A hook into training, run by rank 0 (the chief) inside its task: live progress to the driver,
- * TensorBoard event files, anything that watches a run. Shipped to the task with the job, so it must
- * be small and serializable; {@link #start} is called once per task attempt (a retried stage calls
- * it again) and the returned listener lives for that attempt.
+ * TensorBoard event files, anything that watches a run. Shipped to the task with the job, so it
+ * must be small and serializable; {@link #start} is called once per task attempt (a retried stage
+ * calls it again) and the returned listener lives for that attempt.
  *
  * <p>A callback never fails training: an exception from it is logged and the listener is dropped
  * for the rest of the attempt.
@@ -24,8 +24,14 @@ public interface TrainingCallback extends Serializable {
    * @param attempt the stage attempt (0 for the first)
    * @param hadoopConf the job's Hadoop configuration, for writing files
    */
-  Listener start(int numWorkers, int epochs, long stepsPerEpoch, long globalStep, int attempt,
-      Configuration hadoopConf) throws IOException;
+  Listener start(
+      int numWorkers,
+      int epochs,
+      long stepsPerEpoch,
+      long globalStep,
+      int attempt,
+      Configuration hadoopConf)
+      throws IOException;
 
   /**
    * Called on the driver, not in a task, when the trainer relaunches on another number of workers
@@ -38,7 +44,10 @@ public interface TrainingCallback extends Serializable {
     /** After every step (cheap: throttle inside if reporting is expensive). */
     default void onStep(StepProgress step) {}
 
-    /** After every epoch with more than one worker, just before {@link #onEpochEnd}: who was slowest. */
+    /**
+     * After every epoch with more than one worker, just before {@link #onEpochEnd}: who was
+     * slowest.
+     */
     default void onStragglers(StragglerReport report) {}
 
     /** After every epoch, with the globally reduced metrics. */

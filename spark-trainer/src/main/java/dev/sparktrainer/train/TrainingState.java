@@ -1,31 +1,39 @@
 package dev.sparktrainer.train;
 
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
+import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.ArrayList;
-import java.util.List;
-import dev.sparktrainer.optim.OptimizerSpec;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Everything a worker needs to continue, in two parts: the small metadata ({@link #encodeMeta}: the
- * position — epoch, steps done in it, global step —, the partial epoch sums, the parameter names and
- * sizes, the optimizer's rule, step count and slot names, the history so far) and the arrays — every
- * parameter's values and each optimizer slot of each trainable parameter — which checkpoints stream
- * one by one and the start-up broadcast sends one by one (a state can be far larger than 2 GiB). A
- * fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero state).
+ * position — epoch, steps done in it, global step —, the partial epoch sums, the parameter names
+ * and sizes, the optimizer's rule, step count and slot names, the history so far) and the arrays —
+ * every parameter's values and each optimizer slot of each trainable parameter — which checkpoints
+ * stream one by one and the start-up broadcast sends one by one (a state can be far larger than 2
+ * GiB). A fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero
+ * state).
  */
 final class TrainingState {
-  private static final int MAGIC = 0x54535435; // "TST5": the layout that wrote it, worker-count changes
-  /** Previous versions, read too: TST4 without the layout (resumed on its own), TST3 also without skipped checkpoints. */
+  private static final int MAGIC =
+      0x54535435; // "TST5": the layout that wrote it, worker-count changes
+
+  /**
+   * Previous versions, read too: TST4 without the layout (resumed on its own), TST3 also without
+   * skipped checkpoints.
+   */
   private static final int MAGIC_4 = 0x54535434; // "TST4"
+
   private static final int MAGIC_3 = 0x54535433; // "TST3"
+
   /** Starts an {@link #encodeFailure} payload instead. */
   private static final int FAILURE = 0x54455252; // "TERR"
 
@@ -33,41 +41,65 @@ final class TrainingState {
   long stepInEpoch;
   long globalStep;
   long seed;
+
   /**
    * Global sums of the epoch's completed steps: loss x samples, correct, samples, then the
    * regression sums ({@link EpochMetrics.Regression#addSums}).
    */
   double[] partial = new double[3 + EpochMetrics.Regression.SUMS];
-  /** Tags the optional section after the resumes: regression sums and metrics (absent in older states). */
+
+  /**
+   * Tags the optional section after the resumes: regression sums and metrics (absent in older
+   * states).
+   */
   private static final int REGRESSION = 0x52454752; // "REGR"
+
   List<String> names = new ArrayList<>();
   List<float[]> values = new ArrayList<>();
+
   /** The optimizer rule's name ({@code Optimizer.name()}); null at a fresh start. */
   String optimizerName;
+
   long optimizerSteps;
   List<String> slotNames = new ArrayList<>();
+
   /** Names of the trainable parameters (the slots' order). */
   List<String> trainableNames = new ArrayList<>();
+
   /** {@code slots[s][j]}: slot s of trainable parameter j; null at a fresh start (zero state). */
   float[][][] slots;
+
   List<EpochMetrics> history = new ArrayList<>();
+
   /** Every resume so far (the last one is this start's, when it resumed). */
   List<Resume> resumes = new ArrayList<>();
-  /** The layout that wrote the state: workers (0: unknown, an older checkpoint), per-worker batch, accumulation. */
+
+  /**
+   * The layout that wrote the state: workers (0: unknown, an older checkpoint), per-worker batch,
+   * accumulation.
+   */
   int workers;
+
   int batchSize;
   int accumulateSteps = 1;
+
   /**
    * Records of the epoch's global order consumed by its completed steps (a position that survives a
    * change of layout, for sources with a global order: {@code BatchSource.globalOrder}).
    */
   long consumedRecords;
-  /** The learning rate is {@code optimizer.learningRate(step, lrWorkers) x lrScale} (see Worker). */
-  int lrWorkers;
-  double lrScale = 1;
+
   /**
-   * Only in the start-up broadcast: the resumed epoch continues from {@link #consumedRecords} in the
-   * data's global order (a resume on another layout), not by skipping {@link #stepInEpoch} steps.
+   * The learning rate is {@code optimizer.learningRate(step, lrWorkers) x lrScale} (see Worker).
+   */
+  int lrWorkers;
+
+  double lrScale = 1;
+
+  /**
+   * Only in the start-up broadcast: the resumed epoch continues from {@link #consumedRecords} in
+   * the data's global order (a resume on another layout), not by skipping {@link #stepInEpoch}
+   * steps.
    */
   boolean continueByRecords;
 
@@ -76,6 +108,7 @@ final class TrainingState {
     float lr = spec.learningRate(step, lrWorkers);
     return lrScale == 1 ? lr : (float) (lr * lrScale);
   }
+
   /** Array lengths read by {@link #decodeMeta} (values, then slots), before the arrays arrive. */
   int[] valueSizes;
 
@@ -188,9 +221,18 @@ final class TrainingState {
         out.writeLong(m.samples());
         for (double d :
             new double[] {
-              m.loss(), m.accuracy(), m.validationLoss(), m.validationAccuracy(), m.seconds(),
-              m.samplesPerSecond(), m.dataWaitSeconds(), m.computeSeconds(), m.allReduceSeconds(),
-              m.optimizerSeconds(), m.backwardSeconds(), m.communicationSeconds()
+              m.loss(),
+              m.accuracy(),
+              m.validationLoss(),
+              m.validationAccuracy(),
+              m.seconds(),
+              m.samplesPerSecond(),
+              m.dataWaitSeconds(),
+              m.computeSeconds(),
+              m.allReduceSeconds(),
+              m.optimizerSeconds(),
+              m.backwardSeconds(),
+              m.communicationSeconds()
             }) {
           out.writeDouble(d);
         }
@@ -235,8 +277,10 @@ final class TrainingState {
       for (EpochMetrics m : history) {
         out.writeBoolean(m.regression() != null);
         if (m.regression() != null) {
-          for (double d : new double[] {m.mse(), m.mae(), m.r2(), m.validationMse(), m.validationMae(),
-              m.validationR2()}) {
+          for (double d :
+              new double[] {
+                m.mse(), m.mae(), m.r2(), m.validationMse(), m.validationMae(), m.validationR2()
+              }) {
             out.writeDouble(d);
           }
         }
@@ -249,8 +293,8 @@ final class TrainingState {
   }
 
   /**
-   * What rank 0 broadcasts instead of the metadata when it cannot start (the checkpoint could not be
-   * read): {@code message}, so that the other ranks fail with it.
+   * What rank 0 broadcasts instead of the metadata when it cannot start (the checkpoint could not
+   * be read): {@code message}, so that the other ranks fail with it.
    */
   static byte[] encodeFailure(String message) {
     byte[] text = message.getBytes(StandardCharsets.UTF_8);
@@ -309,8 +353,23 @@ final class TrainingState {
         d[k] = in.readDouble();
       }
       s.history.add(
-          new EpochMetrics(epoch, steps, samples, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9],
-              d[10], d[11], in.readUTF()));
+          new EpochMetrics(
+              epoch,
+              steps,
+              samples,
+              d[0],
+              d[1],
+              d[2],
+              d[3],
+              d[4],
+              d[5],
+              d[6],
+              d[7],
+              d[8],
+              d[9],
+              d[10],
+              d[11],
+              in.readUTF()));
     }
     int r = in.readInt();
     for (int i = 0; i < r; i++) {
@@ -337,9 +396,22 @@ final class TrainingState {
       for (int i = 0; i < s.resumes.size(); i++) {
         if (in.readBoolean()) {
           Resume o = s.resumes.get(i);
-          s.resumes.set(i, new Resume(o.step(), o.epoch(), o.stepInEpoch(), o.stageAttempt(), o.checkpoint(),
-              o.skipped(), new WorkerCountChange(in.readInt(), in.readInt(), in.readInt(), in.readInt(),
-                  in.readDouble(), in.readBoolean())));
+          s.resumes.set(
+              i,
+              new Resume(
+                  o.step(),
+                  o.epoch(),
+                  o.stepInEpoch(),
+                  o.stageAttempt(),
+                  o.checkpoint(),
+                  o.skipped(),
+                  new WorkerCountChange(
+                      in.readInt(),
+                      in.readInt(),
+                      in.readInt(),
+                      in.readInt(),
+                      in.readDouble(),
+                      in.readBoolean())));
         }
       }
     }
@@ -350,12 +422,34 @@ final class TrainingState {
       for (int i = 0; i < s.history.size(); i++) {
         if (in.readBoolean()) {
           EpochMetrics m = s.history.get(i);
-          EpochMetrics.Regression g = new EpochMetrics.Regression(in.readDouble(), in.readDouble(), in.readDouble(),
-              in.readDouble(), in.readDouble(), in.readDouble());
-          s.history.set(i, new EpochMetrics(m.epoch(), m.steps(), m.samples(), m.loss(), m.accuracy(),
-              m.validationLoss(), m.validationAccuracy(), m.seconds(), m.samplesPerSecond(), m.dataWaitSeconds(),
-              m.computeSeconds(), m.allReduceSeconds(), m.optimizerSeconds(), m.backwardSeconds(),
-              m.communicationSeconds(), m.parameterHash(), g));
+          EpochMetrics.Regression g =
+              new EpochMetrics.Regression(
+                  in.readDouble(),
+                  in.readDouble(),
+                  in.readDouble(),
+                  in.readDouble(),
+                  in.readDouble(),
+                  in.readDouble());
+          s.history.set(
+              i,
+              new EpochMetrics(
+                  m.epoch(),
+                  m.steps(),
+                  m.samples(),
+                  m.loss(),
+                  m.accuracy(),
+                  m.validationLoss(),
+                  m.validationAccuracy(),
+                  m.seconds(),
+                  m.samplesPerSecond(),
+                  m.dataWaitSeconds(),
+                  m.computeSeconds(),
+                  m.allReduceSeconds(),
+                  m.optimizerSeconds(),
+                  m.backwardSeconds(),
+                  m.communicationSeconds(),
+                  m.parameterHash(),
+                  g));
         }
       }
     }

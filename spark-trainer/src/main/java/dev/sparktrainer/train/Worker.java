@@ -12,6 +12,7 @@ import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.optim.Optimizer;
 import java.io.IOException;
 import java.security.MessageDigest;
@@ -20,10 +21,9 @@ import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
-import dev.sparktrainer.model.LossSpec;
-import java.util.Locale;
 import org.apache.hadoop.fs.Path;
 
 /**
@@ -56,12 +56,21 @@ final class Worker {
   static final OptimizerPlacement CPU_PLACEMENT = OptimizerPlacement.HOST;
 
   private final int cpus;
+
   /** Where this rank runs, for the straggler report (see {@link #on}). */
   private String host;
+
   private String executorId = "local";
 
-  /** @param cpus the task's CPUs: the host optimizer's threads */
-  Worker(TrainingConfig cfg, Communicator comm, List<Device> devices, int attempt, Configuration hadoopConf,
+  /**
+   * @param cpus the task's CPUs: the host optimizer's threads
+   */
+  Worker(
+      TrainingConfig cfg,
+      Communicator comm,
+      List<Device> devices,
+      int attempt,
+      Configuration hadoopConf,
       int cpus) {
     this.cpus = Math.max(1, cpus);
     this.cfg = cfg;
@@ -75,7 +84,10 @@ final class Worker {
     this.host = peer.substring(0, Math.max(0, peer.lastIndexOf(':'))).replaceAll("^\\[|\\]$", "");
   }
 
-  /** Names this rank's host and Spark executor in the straggler report (default: its ring host, "local"). */
+  /**
+   * Names this rank's host and Spark executor in the straggler report (default: its ring host,
+   * "local").
+   */
   Worker on(String host, String executorId) {
     this.host = host;
     this.executorId = executorId;
@@ -84,8 +96,10 @@ final class Worker {
 
   WorkerResult run() throws IOException {
     CheckpointStore store =
-        cfg.checkpointDir == null ? null : new CheckpointStore(cfg.checkpointDir, hadoopConf, cfg.keepCheckpoints)
-            .withBeforeRename(cfg.faults.beforeCheckpointRename());
+        cfg.checkpointDir == null
+            ? null
+            : new CheckpointStore(cfg.checkpointDir, hadoopConf, cfg.keepCheckpoints)
+                .withBeforeRename(cfg.faults.beforeCheckpointRename());
     try (ReplicaSet replicas = new ReplicaSet(cfg.model, devices, (int) cfg.seed)) {
       int[] trainableSizes = new int[replicas.trainable.length];
       for (int j = 0; j < trainableSizes.length; j++) {
@@ -98,28 +112,51 @@ final class Worker {
       List<StragglerReport> stragglers = new ArrayList<>();
       StepTimes times = new StepTimes(cfg.seed, host, executorId);
       boolean stoppedToGrow = false;
-      try (AsyncCheckpointWriter writer = rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
+      try (AsyncCheckpointWriter writer =
+              rank == 0 && store != null ? new AsyncCheckpointWriter(store) : null;
           TrainStep step =
-              new TrainStep(replicas, cfg.loss, comm, optimizer, placement, cpus, cfg.fusionBucketBytes,
-                  cfg.overlap, cfg.overlap && size > 1, cfg.operationTimeout);
+              new TrainStep(
+                  replicas,
+                  cfg.loss,
+                  comm,
+                  optimizer,
+                  placement,
+                  cpus,
+                  cfg.fusionBucketBytes,
+                  cfg.overlap,
+                  cfg.overlap && size > 1,
+                  cfg.operationTimeout);
           TrainSource train = new TrainSource();
-          BatchSource validation = cfg.validationData == null ? null
-              : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
+          BatchSource validation =
+              cfg.validationData == null
+                  ? null
+                  : cfg.validationData.create(rank, size, replicas.manager(), hadoopConf);
           ProgressHook progress = new ProgressHook(cfg, rank, size)) {
         TrainingState state = startState(replicas, store, step.updater, optimizer);
-        // The layout the start chose (another per-worker batch when resuming a checkpoint of another
+        // The layout the start chose (another per-worker batch when resuming a checkpoint of
+        // another
         // worker count): the data is dealt with its batch size.
-        BatchSourceFactory data = state.batchSize == 0 || state.batchSize == cfg.trainData.batchSize()
-            ? cfg.trainData : cfg.trainData.withBatchSize(state.batchSize);
+        BatchSourceFactory data =
+            state.batchSize == 0 || state.batchSize == cfg.trainData.batchSize()
+                ? cfg.trainData
+                : cfg.trainData.withBatchSize(state.batchSize);
         BatchSource source = train.source = data.create(rank, size, replicas.manager(), hadoopConf);
         int accumulate = state.accumulateSteps;
         long globalBatch = (long) state.batchSize * accumulate * size;
         if (rank == 0) {
-          LOG.log(System.Logger.Level.INFO,
-              "rank 0: optimizer on the " + placement.name().toLowerCase(Locale.ROOT) + ", "
-                  + step.buckets.gradientBuckets() + " gradient bucket(s) of up to " + (cfg.fusionBucketBytes >> 10)
-                  + " KiB, " + (cfg.overlap && size > 1
-                      ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
+          LOG.log(
+              System.Logger.Level.INFO,
+              "rank 0: optimizer on the "
+                  + placement.name().toLowerCase(Locale.ROOT)
+                  + ", "
+                  + step.buckets.gradientBuckets()
+                  + " gradient bucket(s) of up to "
+                  + (cfg.fusionBucketBytes >> 10)
+                  + " KiB, "
+                  + (cfg.overlap && size > 1
+                      ? "all-reduce overlapped with backward in "
+                          + step.segmentCount()
+                          + " segment(s)"
                       : "all-reduce after backward"));
         }
         Loss loss = cfg.loss.newLoss();
@@ -134,7 +171,8 @@ final class Worker {
           long consumed = epoch == state.epoch ? state.consumedRecords : 0;
           // A resume on another layout continues the epoch with the records not yet consumed.
           boolean byRecords = epoch == state.epoch && state.continueByRecords;
-          long epochSteps = byRecords ? startStep + source.stepsAfter(consumed) / accumulate : steps;
+          long epochSteps =
+              byRecords ? startStep + source.stepsAfter(consumed) / accumulate : steps;
           // lossSum, correct, samples, then the regression sums; rank 0 carries the global sums
           // restored from a checkpoint.
           double[] acc = new double[3 + EpochMetrics.Regression.SUMS];
@@ -147,7 +185,9 @@ final class Worker {
           long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
           Iterator<Batch> batches =
-              byRecords ? source.epochAfter(epoch, consumed) : source.epoch(epoch, startStep * accumulate);
+              byRecords
+                  ? source.epochAfter(epoch, consumed)
+                  : source.epoch(epoch, startStep * accumulate);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
           // validation pass that ends this epoch.
           if (epoch + 1 < cfg.epochs) {
@@ -165,14 +205,22 @@ final class Worker {
               long w0 = System.nanoTime();
               if (!batches.hasNext()) {
                 throw new IllegalStateException(
-                    "rank " + rank + ": the input pipeline ended after " + ((s - startStep) * accumulate + m)
-                        + " of " + (epochSteps - startStep) * accumulate + " batches of epoch " + epoch
+                    "rank "
+                        + rank
+                        + ": the input pipeline ended after "
+                        + ((s - startStep) * accumulate + m)
+                        + " of "
+                        + (epochSteps - startStep) * accumulate
+                        + " batches of epoch "
+                        + epoch
                         + (startStep > 0 ? " after its resume at step " + startStep : ""));
               }
               try (Batch batch = batches.next()) {
                 dataWait += System.nanoTime() - w0;
-                int seed = accumulate == 1 ? cfg.stepSeed(rank, globalStep)
-                    : cfg.stepSeed(rank, globalStep * accumulate + m);
+                int seed =
+                    accumulate == 1
+                        ? cfg.stepSeed(rank, globalStep)
+                        : cfg.stepSeed(rank, globalStep * accumulate + m);
                 step.accumulate(batch, seed, acc, m, accumulate);
               }
             }
@@ -184,13 +232,26 @@ final class Worker {
             globalStep++;
             consumed += globalBatch;
             progress.step(epoch, s + 1, epochSteps, globalStep, acc);
-            if (store != null && cfg.checkpointEverySteps > 0 && globalStep % cfg.checkpointEverySteps == 0
+            if (store != null
+                && cfg.checkpointEverySteps > 0
+                && globalStep % cfg.checkpointEverySteps == 0
                 && s + 1 < epochSteps) {
               double[] partial = acc.clone();
               comm.allReduce(partial, ReduceOp.SUM);
               if (rank == 0) {
-                writeCheckpoint(writer, state, epoch, s + 1, consumed, globalStep, partial, replicas, step.updater,
-                    optimizer, history, resumes);
+                writeCheckpoint(
+                    writer,
+                    state,
+                    epoch,
+                    s + 1,
+                    consumed,
+                    globalStep,
+                    partial,
+                    replicas,
+                    step.updater,
+                    optimizer,
+                    history,
+                    resumes);
               }
             }
             cfg.faults.failAfterStep(rank, globalStep, attempt);
@@ -199,9 +260,21 @@ final class Worker {
           // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
           double restoredSamples = epoch == state.epoch ? state.partial[2] : 0;
           long[] after = stepTimes(step);
-          double[] sums = {acc[0], acc[1], acc[2], waitNanos / 1e9, (after[0] - before[0]) / 1e9,
-              (after[1] - before[1]) / 1e9, (after[2] - before[2]) / 1e9, (after[3] - before[3]) / 1e9,
-              (after[4] - before[4]) / 1e9, acc[3], acc[4], acc[5], acc[6]};
+          double[] sums = {
+            acc[0],
+            acc[1],
+            acc[2],
+            waitNanos / 1e9,
+            (after[0] - before[0]) / 1e9,
+            (after[1] - before[1]) / 1e9,
+            (after[2] - before[2]) / 1e9,
+            (after[3] - before[3]) / 1e9,
+            (after[4] - before[4]) / 1e9,
+            acc[3],
+            acc[4],
+            acc[5],
+            acc[6]
+          };
           comm.allReduce(sums, ReduceOp.SUM);
           StragglerReport straggler = times.exchange(comm, epoch);
           double[] val = new double[3 + EpochMetrics.Regression.SUMS];
@@ -223,11 +296,23 @@ final class Worker {
           // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
           EpochMetrics m =
               new EpochMetrics(
-                  epoch, epochSteps, (long) sums[2], sums[0] / sums[2], acc1 ? sums[1] / sums[2] : Double.NaN,
+                  epoch,
+                  epochSteps,
+                  (long) sums[2],
+                  sums[0] / sums[2],
+                  acc1 ? sums[1] / sums[2] : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
-                  wall[1], (sums[2] - restoredSamples) / wall[0], sums[3] / size, sums[4] / size, sums[6] / size, sums[8] / size,
-                  sums[5] / size, sums[7] / size, hash, regression(cfg.loss, sums, 9, val, validation != null));
+                  wall[1],
+                  (sums[2] - restoredSamples) / wall[0],
+                  sums[3] / size,
+                  sums[4] / size,
+                  sums[6] / size,
+                  sums[8] / size,
+                  sums[5] / size,
+                  sums[7] / size,
+                  hash,
+                  regression(cfg.loss, sums, 9, val, validation != null));
           history.add(m);
           if (straggler != null) {
             stragglers.add(straggler);
@@ -237,8 +322,19 @@ final class Worker {
           if (rank == 0) {
             LOG.log(System.Logger.Level.INFO, "epoch " + m.toJson());
             if (store != null) {
-              writeCheckpoint(writer, state, epoch + 1, 0, 0, globalStep, new double[3], replicas, step.updater,
-                  optimizer, history, resumes);
+              writeCheckpoint(
+                  writer,
+                  state,
+                  epoch + 1,
+                  0,
+                  0,
+                  globalStep,
+                  new double[3],
+                  replicas,
+                  step.updater,
+                  optimizer,
+                  history,
+                  resumes);
             }
           }
           if (epoch + 1 < cfg.epochs && growRequested(store, writer)) {
@@ -248,8 +344,14 @@ final class Worker {
         }
       }
       String hash = HexFormat.of().formatHex(replicas.hash());
-      return new WorkerResult(rank, history, resumes, rank == 0 && !stoppedToGrow ? replicas.saveParameters() : null,
-          hash, stragglers, stoppedToGrow);
+      return new WorkerResult(
+          rank,
+          history,
+          resumes,
+          rank == 0 && !stoppedToGrow ? replicas.saveParameters() : null,
+          hash,
+          stragglers,
+          stoppedToGrow);
     }
   }
 
@@ -260,14 +362,27 @@ final class Worker {
   private long optimizerSteps(long batches, int accumulate) {
     long steps = batches / accumulate;
     if (steps <= 0) {
-      throw new NonRetryableTrainingException("Invalid accumulateSteps " + accumulate + ": an epoch has only "
-          + batches + " batch(es) per worker, fewer than one accumulated step");
+      throw new NonRetryableTrainingException(
+          "Invalid accumulateSteps "
+              + accumulate
+              + ": an epoch has only "
+              + batches
+              + " batch(es) per worker, fewer than one accumulated step");
     }
     if (rank == 0 && accumulate > 1) {
-      LOG.log(System.Logger.Level.INFO,
-          "rank 0: gradient accumulation over " + accumulate + " micro-batches: " + steps
-              + " optimizer steps per epoch" + (batches % accumulate == 0 ? ""
-                  : "; the last " + batches % accumulate + " batch(es) of each epoch's " + batches
+      LOG.log(
+          System.Logger.Level.INFO,
+          "rank 0: gradient accumulation over "
+              + accumulate
+              + " micro-batches: "
+              + steps
+              + " optimizer steps per epoch"
+              + (batches % accumulate == 0
+                  ? ""
+                  : "; the last "
+                      + batches % accumulate
+                      + " batch(es) of each epoch's "
+                      + batches
                       + " are not trained on (fewer than one step)"));
     }
     return steps;
@@ -278,7 +393,8 @@ final class Worker {
    * for more ({@link DistributedTrainer#GROW_REQUEST} in the checkpoint directory), agreed by every
    * rank; if so rank 0 first waits until the epoch's checkpoint is written.
    */
-  private boolean growRequested(CheckpointStore store, AsyncCheckpointWriter writer) throws IOException {
+  private boolean growRequested(CheckpointStore store, AsyncCheckpointWriter writer)
+      throws IOException {
     if (!cfg.grow || store == null || size >= cfg.plannedWorkers) {
       return false;
     }
@@ -293,13 +409,16 @@ final class Worker {
     }
     if (rank == 0) {
       writer.awaitIdle();
-      LOG.log(System.Logger.Level.INFO,
+      LOG.log(
+          System.Logger.Level.INFO,
           "rank 0: the driver asks for more workers (--grow): stopping at this epoch end, its checkpoint written");
     }
     return true;
   }
 
-  /** The training data's source, opened once the start has chosen the layout; closed with the loop. */
+  /**
+   * The training data's source, opened once the start has chosen the layout; closed with the loop.
+   */
   private static final class TrainSource implements AutoCloseable {
     BatchSource source;
 
@@ -311,9 +430,12 @@ final class Worker {
     }
   }
 
-  /** MSE, MAE and R² of an {@code l2} epoch from the reduced sums (train at {@code at}, validation at 3); else null. */
-  private static EpochMetrics.Regression regression(LossSpec loss, double[] sums, int at,
-      double[] val, boolean validated) {
+  /**
+   * MSE, MAE and R² of an {@code l2} epoch from the reduced sums (train at {@code at}, validation
+   * at 3); else null.
+   */
+  private static EpochMetrics.Regression regression(
+      LossSpec loss, double[] sums, int at, double[] val, boolean validated) {
     if (loss != LossSpec.L2) {
       return null;
     }
@@ -324,8 +446,13 @@ final class Worker {
 
   /** compute, backward, exposed communication, communication, optimizer nanos so far. */
   private static long[] stepTimes(TrainStep step) {
-    return new long[] {step.computeNanos, step.backwardNanos, step.exposedNanos, step.communicationNanos,
-        step.optimizerNanos};
+    return new long[] {
+      step.computeNanos,
+      step.backwardNanos,
+      step.exposedNanos,
+      step.communicationNanos,
+      step.optimizerNanos
+    };
   }
 
   /**
@@ -339,9 +466,12 @@ final class Worker {
     return devices.get(0).isGpu() ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
   }
 
-  /** Rank 0's state (latest checkpoint, or fresh), broadcast to every rank, checked and restored. */
-  private TrainingState startState(ReplicaSet replicas, CheckpointStore store, ParameterUpdater updater,
-      Optimizer optimizer) throws IOException {
+  /**
+   * Rank 0's state (latest checkpoint, or fresh), broadcast to every rank, checked and restored.
+   */
+  private TrainingState startState(
+      ReplicaSet replicas, CheckpointStore store, ParameterUpdater updater, Optimizer optimizer)
+      throws IOException {
     TrainingState state = null;
     byte[] meta = null;
     if (rank == 0) {
@@ -375,13 +505,33 @@ final class Worker {
           throw e;
         }
         state.resumes.add(
-            new Resume(state.globalStep, state.epoch, stepInEpoch, attempt, store.directory(), skipped, change));
-        LOG.log(System.Logger.Level.INFO,
-            "rank 0: resuming from the checkpoint at step " + state.globalStep + " (epoch " + state.epoch
-                + ", " + stepInEpoch + " steps into it) in " + store.directory() + ", stage attempt "
-                + attempt + " (resume " + state.resumes.size() + " of this run)"
+            new Resume(
+                state.globalStep,
+                state.epoch,
+                stepInEpoch,
+                attempt,
+                store.directory(),
+                skipped,
+                change));
+        LOG.log(
+            System.Logger.Level.INFO,
+            "rank 0: resuming from the checkpoint at step "
+                + state.globalStep
+                + " (epoch "
+                + state.epoch
+                + ", "
+                + stepInEpoch
+                + " steps into it) in "
+                + store.directory()
+                + ", stage attempt "
+                + attempt
+                + " (resume "
+                + state.resumes.size()
+                + " of this run)"
                 + (change == null ? "" : "; " + change)
-                + (skipped.isEmpty() ? "" : "; skipped " + skipped.size() + " newer one(s): " + skipped));
+                + (skipped.isEmpty()
+                    ? ""
+                    : "; skipped " + skipped.size() + " newer one(s): " + skipped));
       } else {
         state = new TrainingState();
         freshLayout(state);
@@ -391,9 +541,12 @@ final class Worker {
         if (!skipped.isEmpty()) {
           // Recorded like a resume (at step 0), so the history says why the progress is gone.
           state.resumes.add(new Resume(0, 0, 0, attempt, store.directory(), skipped));
-          LOG.log(System.Logger.Level.WARNING,
-              "rank 0: training starts from scratch because every checkpoint in " + store.directory()
-                  + " was corrupt (or deleted while being read): " + skipped);
+          LOG.log(
+              System.Logger.Level.WARNING,
+              "rank 0: training starts from scratch because every checkpoint in "
+                  + store.directory()
+                  + " was corrupt (or deleted while being read): "
+                  + skipped);
         }
       }
       meta = state.encodeMeta();
@@ -410,7 +563,8 @@ final class Worker {
       }
       state = TrainingState.decodeMeta(meta);
     }
-    int[] valueSizes = rank == 0 ? state.values.stream().mapToInt(v -> v.length).toArray() : state.valueSizes;
+    int[] valueSizes =
+        rank == 0 ? state.values.stream().mapToInt(v -> v.length).toArray() : state.valueSizes;
     checkMatchesModel(state, valueSizes, replicas, optimizer);
     if (rank != 0) {
       int[] trainableSizes = new int[replicas.trainable.length];
@@ -425,7 +579,8 @@ final class Worker {
       }
     }
     if (state.seed != cfg.seed) {
-      LOG.log(System.Logger.Level.WARNING,
+      LOG.log(
+          System.Logger.Level.WARNING,
           "Resuming a run started with seed " + state.seed + " under seed " + cfg.seed);
     }
     updater.restore(state.values.toArray(new float[0][]), state.slots, state.optimizerSteps);
@@ -437,7 +592,10 @@ final class Worker {
     return state;
   }
 
-  /** Prefix of a start-up failure that a retry would repeat (the other ranks fail without retry too). */
+  /**
+   * Prefix of a start-up failure that a retry would repeat (the other ranks fail without retry
+   * too).
+   */
   private static final String NOT_RETRYABLE = "not retryable: ";
 
   /**
@@ -460,10 +618,11 @@ final class Worker {
   /**
    * Rank 0, resuming: the layout to continue with. The checkpoint's when it matches this job (or is
    * of a version that did not record it); on another worker count, the per-worker batch and the
-   * accumulation that keep the global batch ({@link Rescale#GLOBAL_BATCH}: the largest batch up to the
-   * configured one that divides it) or the configured ones with the learning rate scaled ({@link
-   * Rescale#LEARNING_RATE}). The interrupted epoch continues with the records not yet consumed when
-   * the data has a global order, and restarts otherwise. Returns what changed, null if nothing did.
+   * accumulation that keep the global batch ({@link Rescale#GLOBAL_BATCH}: the largest batch up to
+   * the configured one that divides it) or the configured ones with the learning rate scaled
+   * ({@link Rescale#LEARNING_RATE}). The interrupted epoch continues with the records not yet
+   * consumed when the data has a global order, and restarts otherwise. Returns what changed, null
+   * if nothing did.
    */
   private WorkerCountChange chooseLayout(TrainingState state) {
     int batch = cfg.trainData.batchSize();
@@ -482,14 +641,26 @@ final class Worker {
     }
     long global = (long) state.batchSize * state.accumulateSteps * state.workers;
     // (A fresh start on fewer workers than planned has no parameters in its state yet.)
-    String written = (state.names.isEmpty() ? "The job is planned for "
-        : "The checkpoint in " + cfg.checkpointDir + " was written by ")
-        + state.workers + " workers x batch " + state.batchSize + " x " + state.accumulateSteps
-        + " accumulated (global batch " + global + ")";
+    String written =
+        (state.names.isEmpty()
+                ? "The job is planned for "
+                : "The checkpoint in " + cfg.checkpointDir + " was written by ")
+            + state.workers
+            + " workers x batch "
+            + state.batchSize
+            + " x "
+            + state.accumulateSteps
+            + " accumulated (global batch "
+            + global
+            + ")";
     double scale = state.lrScale;
     if (state.workers != size && batch <= 0) {
-      throw new NonRetryableTrainingException(written + "; resuming it on " + size + " workers needs the training"
-          + " data's batch size, which its BatchSourceFactory does not tell (batchSize(), withBatchSize())");
+      throw new NonRetryableTrainingException(
+          written
+              + "; resuming it on "
+              + size
+              + " workers needs the training"
+              + " data's batch size, which its BatchSourceFactory does not tell (batchSize(), withBatchSize())");
     }
     if (state.workers != size && cfg.rescale == Rescale.LEARNING_RATE) {
       scale = state.lrScale * ((double) batch * k * size / global);
@@ -501,11 +672,29 @@ final class Worker {
             counts.add(n);
           }
         }
-        throw new NonRetryableTrainingException(written + ": it cannot be kept on " + size + " workers (" + global
-            + " is not a multiple of " + size + "). Options: resume on a worker count that divides " + global + " "
-            + counts + (counts.size() == 16 ? "..." : "") + ", or keep the per-worker batch and scale the learning"
-            + " rate instead (--rescale lr, optRescale(Rescale.LEARNING_RATE): batch " + batch + " x " + k + " on "
-            + size + " workers, global " + (long) batch * k * size + ")");
+        throw new NonRetryableTrainingException(
+            written
+                + ": it cannot be kept on "
+                + size
+                + " workers ("
+                + global
+                + " is not a multiple of "
+                + size
+                + "). Options: resume on a worker count that divides "
+                + global
+                + " "
+                + counts
+                + (counts.size() == 16 ? "..." : "")
+                + ", or keep the per-worker batch and scale the learning"
+                + " rate instead (--rescale lr, optRescale(Rescale.LEARNING_RATE): batch "
+                + batch
+                + " x "
+                + k
+                + " on "
+                + size
+                + " workers, global "
+                + (long) batch * k * size
+                + ")");
       }
       long perWorker = global / size;
       int b = (int) Math.min(batch, perWorker);
@@ -529,12 +718,28 @@ final class Worker {
       }
     }
     WorkerCountChange change = new WorkerCountChange(state.workers, size, batch, k, scale, restart);
-    LOG.log(restart ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
-        "rank 0: " + written + "; resuming on " + size + " workers with batch " + batch + " x " + k
-            + " accumulated (global batch " + change.globalBatch() + ")"
-            + (scale != state.lrScale ? ", the learning rate scaled by " + scale + " (linear scaling rule)" : "")
-            + (restart ? "; the interrupted epoch " + state.epoch + " restarts: this data has no global order to"
-                + " continue it from on another layout" : ""));
+    LOG.log(
+        restart ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
+        "rank 0: "
+            + written
+            + "; resuming on "
+            + size
+            + " workers with batch "
+            + batch
+            + " x "
+            + k
+            + " accumulated (global batch "
+            + change.globalBatch()
+            + ")"
+            + (scale != state.lrScale
+                ? ", the learning rate scaled by " + scale + " (linear scaling rule)"
+                : "")
+            + (restart
+                ? "; the interrupted epoch "
+                    + state.epoch
+                    + " restarts: this data has no global order to"
+                    + " continue it from on another layout"
+                : ""));
     state.workers = size;
     state.batchSize = batch;
     state.accumulateSteps = k;
@@ -542,29 +747,54 @@ final class Worker {
     return change;
   }
 
-  /** Fails (not retryable) when the state does not fit the model or the optimizer, naming what differs. */
-  private void checkMatchesModel(TrainingState state, int[] valueSizes, ReplicaSet replicas, Optimizer optimizer) {
+  /**
+   * Fails (not retryable) when the state does not fit the model or the optimizer, naming what
+   * differs.
+   */
+  private void checkMatchesModel(
+      TrainingState state, int[] valueSizes, ReplicaSet replicas, Optimizer optimizer) {
     if (!state.names.equals(Arrays.asList(replicas.names))) {
       throw new NonRetryableTrainingException(
-          "The checkpoint in " + cfg.checkpointDir + " does not match the model: it has parameters "
-              + state.names + ", the model " + Arrays.asList(replicas.names));
+          "The checkpoint in "
+              + cfg.checkpointDir
+              + " does not match the model: it has parameters "
+              + state.names
+              + ", the model "
+              + Arrays.asList(replicas.names));
     }
     for (int i = 0; i < replicas.sizes.length; i++) {
       if (valueSizes[i] != replicas.sizes[i]) {
         throw new NonRetryableTrainingException(
-            "The checkpoint in " + cfg.checkpointDir + " does not match the model: parameter "
-                + replicas.names[i] + " has " + valueSizes[i] + " values, the model " + replicas.sizes[i]);
+            "The checkpoint in "
+                + cfg.checkpointDir
+                + " does not match the model: parameter "
+                + replicas.names[i]
+                + " has "
+                + valueSizes[i]
+                + " values, the model "
+                + replicas.sizes[i]);
       }
     }
     if (state.optimizerName != null && !state.optimizerName.equals(optimizer.name())) {
       throw new NonRetryableTrainingException(
-          "The checkpoint in " + cfg.checkpointDir + " was written with optimizer " + state.optimizerName
-              + ", this run uses " + optimizer.name());
+          "The checkpoint in "
+              + cfg.checkpointDir
+              + " was written with optimizer "
+              + state.optimizerName
+              + ", this run uses "
+              + optimizer.name());
     }
-    if (state.optimizerName != null && !state.slotNames.equals(Arrays.asList(optimizer.slotNames()))) {
+    if (state.optimizerName != null
+        && !state.slotNames.equals(Arrays.asList(optimizer.slotNames()))) {
       throw new NonRetryableTrainingException(
-          "The checkpoint in " + cfg.checkpointDir + " has optimizer state " + state.slotNames + ", this run's "
-              + optimizer.name() + " keeps " + Arrays.asList(optimizer.slotNames()));
+          "The checkpoint in "
+              + cfg.checkpointDir
+              + " has optimizer state "
+              + state.slotNames
+              + ", this run's "
+              + optimizer.name()
+              + " keeps "
+              + Arrays.asList(optimizer.slotNames()));
     }
   }
 
@@ -574,11 +804,15 @@ final class Worker {
     comm.allReduce(minMax, ReduceOp.MAX);
     if (-minMax[0] != minMax[1]) {
       throw new NonRetryableTrainingException(
-          "Invalid training data: workers have different stepsPerEpoch (from " + (-minMax[0]) + " to "
-              + minMax[1] + "); synchronous training needs the same number on every worker");
+          "Invalid training data: workers have different stepsPerEpoch (from "
+              + (-minMax[0])
+              + " to "
+              + minMax[1]
+              + "); synchronous training needs the same number on every worker");
     }
     if (steps <= 0) {
-      throw new NonRetryableTrainingException("Invalid training data: 0 steps per epoch (fewer rows than one global batch?)");
+      throw new NonRetryableTrainingException(
+          "Invalid training data: 0 steps per epoch (fewer rows than one global batch?)");
     }
     return steps;
   }
@@ -606,7 +840,8 @@ final class Worker {
     HexFormat hex = HexFormat.of();
     for (int r = 1; r < all.size(); r++) {
       if (!MessageDigest.isEqual(all.get(0), all.get(r))) {
-        StringBuilder sb = new StringBuilder("Replica parameters differ after epoch " + epoch + ":");
+        StringBuilder sb =
+            new StringBuilder("Replica parameters differ after epoch " + epoch + ":");
         for (int k = 0; k < all.size(); k++) {
           sb.append(" rank ").append(k).append(' ').append(hex.formatHex(all.get(k)));
         }
@@ -618,13 +853,23 @@ final class Worker {
 
   /**
    * Rank 0: a snapshot of the whole state (copies: training goes on while it is written), handed to
-   * the background writer. One write is in flight at a time; a snapshot waiting behind it is replaced
-   * by a newer one; an earlier write's failure is thrown here.
+   * the background writer. One write is in flight at a time; a snapshot waiting behind it is
+   * replaced by a newer one; an earlier write's failure is thrown here.
    */
   private void writeCheckpoint(
-      AsyncCheckpointWriter writer, TrainingState run, int epoch, long stepInEpoch, long consumedRecords,
-      long globalStep, double[] partial, ReplicaSet replicas, ParameterUpdater updater, Optimizer optimizer,
-      List<EpochMetrics> history, List<Resume> resumes) throws IOException {
+      AsyncCheckpointWriter writer,
+      TrainingState run,
+      int epoch,
+      long stepInEpoch,
+      long consumedRecords,
+      long globalStep,
+      double[] partial,
+      ReplicaSet replicas,
+      ParameterUpdater updater,
+      Optimizer optimizer,
+      List<EpochMetrics> history,
+      List<Resume> resumes)
+      throws IOException {
     TrainingState st = new TrainingState();
     st.epoch = epoch;
     st.stepInEpoch = stepInEpoch;
@@ -658,8 +903,8 @@ final class Worker {
   }
 
   /**
-   * The newest complete checkpoint as a state, adding those skipped to {@code skipped}; a checkpoint
-   * of an older format fails the run.
+   * The newest complete checkpoint as a state, adding those skipped to {@code skipped}; a
+   * checkpoint of an older format fails the run.
    */
   private Optional<TrainingState> readLatest(CheckpointStore store, List<SkippedCheckpoint> skipped)
       throws IOException {
@@ -692,17 +937,37 @@ final class Worker {
     List<float[]> arrays = new ArrayList<>(cp.arrays().size());
     for (int i = 0; i < cp.arrays().size(); i++) {
       StateArray a = cp.arrays().get(i);
-      if (i >= expected.size() || !a.name().equals(expected.get(i)) || a.values().length != lengths.get(i)) {
-        throw new NonRetryableTrainingException("The checkpoint at step " + cp.step() + " in " + store.directory()
-            + " is inconsistent: array " + i + " is " + a.name() + " (" + a.values().length
-            + " values), its metadata announces "
-            + (i < expected.size() ? expected.get(i) + " (" + lengths.get(i) + ")" : "only " + expected.size()));
+      if (i >= expected.size()
+          || !a.name().equals(expected.get(i))
+          || a.values().length != lengths.get(i)) {
+        throw new NonRetryableTrainingException(
+            "The checkpoint at step "
+                + cp.step()
+                + " in "
+                + store.directory()
+                + " is inconsistent: array "
+                + i
+                + " is "
+                + a.name()
+                + " ("
+                + a.values().length
+                + " values), its metadata announces "
+                + (i < expected.size()
+                    ? expected.get(i) + " (" + lengths.get(i) + ")"
+                    : "only " + expected.size()));
       }
       arrays.add(a.values());
     }
     if (arrays.size() != expected.size()) {
-      throw new NonRetryableTrainingException("The checkpoint at step " + cp.step() + " in " + store.directory()
-          + " is inconsistent: " + arrays.size() + " arrays, its metadata announces " + expected.size());
+      throw new NonRetryableTrainingException(
+          "The checkpoint at step "
+              + cp.step()
+              + " in "
+              + store.directory()
+              + " is inconsistent: "
+              + arrays.size()
+              + " arrays, its metadata announces "
+              + expected.size());
     }
     st.adoptArrays(arrays, st.trainableNames.size());
     return Optional.of(st);

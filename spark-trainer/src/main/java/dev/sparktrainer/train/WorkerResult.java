@@ -9,5 +9,12 @@ import java.util.List;
  * stoppedToGrow}: the workers stopped at an epoch end (its checkpoint written) for the driver to
  * relaunch on more ({@code optGrow}).
  */
-record WorkerResult(int rank, List<EpochMetrics> history, List<Resume> resumes, byte[] parameters,
-    String parameterHash, List<StragglerReport> stragglers, boolean stoppedToGrow) implements Serializable {}
+record WorkerResult(
+    int rank,
+    List<EpochMetrics> history,
+    List<Resume> resumes,
+    byte[] parameters,
+    String parameterHash,
+    List<StragglerReport> stragglers,
+    boolean stoppedToGrow)
+    implements Serializable {}

@@ -3,14 +3,13 @@
  * training with MultiWorkerMirroredStrategy semantics as N barrier-mode Spark tasks and returns a
  * {@link dev.sparktrainer.train.TrainedModel} with its {@link dev.sparktrainer.train.History}.
  *
- * <p>Inside: the pre-flight checks on the driver ({@code Preflight}); the barrier task, which
- * meets its peers through {@code BarrierTaskContext.allGather} and forms the collective ring
- * ({@code BarrierTrainingTask}); the Spark-free worker loop ({@code Worker}) over the model replicas
- * of the worker's devices ({@code ReplicaSet}); and the training state that checkpoints and the
- * start-up broadcast carry ({@code TrainingState}). Each rank's step times ({@code StepTimes}) are
- * gathered at every epoch's end into rank 0's {@link dev.sparktrainer.train.StragglerReport}, which
- * names the slowest rank. Data comes from a {@link
- * dev.sparktrainer.train.BatchSourceFactory}: the input pipeline's, or {@link
- * dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.
+ * <p>Inside: the pre-flight checks on the driver ({@code Preflight}); the barrier task, which meets
+ * its peers through {@code BarrierTaskContext.allGather} and forms the collective ring ({@code
+ * BarrierTrainingTask}); the Spark-free worker loop ({@code Worker}) over the model replicas of the
+ * worker's devices ({@code ReplicaSet}); and the training state that checkpoints and the start-up
+ * broadcast carry ({@code TrainingState}). Each rank's step times ({@code StepTimes}) are gathered
+ * at every epoch's end into rank 0's {@link dev.sparktrainer.train.StragglerReport}, which names
+ * the slowest rank. Data comes from a {@link dev.sparktrainer.train.BatchSourceFactory}: the input
+ * pipeline's, or {@link dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.
  */
 package dev.sparktrainer.train;

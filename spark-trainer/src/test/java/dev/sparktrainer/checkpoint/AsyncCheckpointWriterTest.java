@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -16,10 +17,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.nio.file.Files;
-import java.util.stream.Stream;
 
 class AsyncCheckpointWriterTest {
   private static final Duration DEADLINE = Duration.ofSeconds(30);
@@ -29,14 +29,18 @@ class AsyncCheckpointWriterTest {
   private static CheckpointStore slowStore(Path dir, long closeMillis) {
     TestFileSystems.Slow.reset(closeMillis);
     String scheme = TestFileSystems.Slow.SCHEME;
-    return new CheckpointStore(TestFileSystems.uri(scheme, dir),
-        TestFileSystems.conf(scheme, TestFileSystems.Slow.class), 3);
+    return new CheckpointStore(
+        TestFileSystems.uri(scheme, dir),
+        TestFileSystems.conf(scheme, TestFileSystems.Slow.class),
+        3);
   }
 
   private static CheckpointStore failingStore(Path dir) {
     String scheme = TestFileSystems.FailingCreate.SCHEME;
-    return new CheckpointStore(TestFileSystems.uri(scheme, dir),
-        TestFileSystems.conf(scheme, TestFileSystems.FailingCreate.class), 3);
+    return new CheckpointStore(
+        TestFileSystems.uri(scheme, dir),
+        TestFileSystems.conf(scheme, TestFileSystems.FailingCreate.class),
+        3);
   }
 
   @Test
@@ -47,7 +51,8 @@ class AsyncCheckpointWriterTest {
         CheckpointState snapshot = state(step, new byte[] {(byte) step}, 100_000, 3);
         long start = System.nanoTime();
         writer.submit(snapshot);
-        assertThat(Duration.ofNanos(System.nanoTime() - start)).as("submit of step %d", step)
+        assertThat(Duration.ofNanos(System.nanoTime() - start))
+            .as("submit of step %d", step)
             .isLessThan(Duration.ofMillis(500));
       }
       writer.awaitIdle();
@@ -85,8 +90,10 @@ class AsyncCheckpointWriterTest {
     CheckpointStore store = failingStore(tmp);
     AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store);
     writer.submit(state(7, new byte[0], 10));
-    assertThatThrownBy(writer::awaitIdle).isInstanceOf(IOException.class)
-        .hasMessageContaining("step 7").hasMessageContaining(store.directory())
+    assertThatThrownBy(writer::awaitIdle)
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining("step 7")
+        .hasMessageContaining(store.directory())
         .hasRootCauseMessage(TestFileSystems.FailingCreate.MESSAGE);
     // Reported once: close() neither hangs nor throws it again.
     assertTimeoutPreemptively(DEADLINE, writer::close);
@@ -100,8 +107,10 @@ class AsyncCheckpointWriterTest {
     writer.submit(state(1, new byte[0], 10));
     await(() -> writer.failed() == 1);
 
-    assertThatThrownBy(() -> writer.submit(state(2, new byte[0], 10))).isInstanceOf(IOException.class)
-        .hasMessageContaining("step 1").hasMessageContaining(store.directory())
+    assertThatThrownBy(() -> writer.submit(state(2, new byte[0], 10)))
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining("step 1")
+        .hasMessageContaining(store.directory())
         .hasRootCauseMessage(TestFileSystems.FailingCreate.MESSAGE);
     assertTimeoutPreemptively(DEADLINE, writer::close);
     assertThat(writer.failed()).as("step 2 was not queued").isEqualTo(1);
@@ -112,10 +121,16 @@ class AsyncCheckpointWriterTest {
     CheckpointStore store = failingStore(tmp);
     AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store);
     writer.submit(state(3, new byte[0], 10));
-    assertTimeoutPreemptively(DEADLINE, () -> assertThatThrownBy(writer::close).isInstanceOf(IOException.class)
-        .hasMessageContaining("step 3").hasMessageContaining(store.directory()));
+    assertTimeoutPreemptively(
+        DEADLINE,
+        () ->
+            assertThatThrownBy(writer::close)
+                .isInstanceOf(IOException.class)
+                .hasMessageContaining("step 3")
+                .hasMessageContaining(store.directory()));
     assertTimeoutPreemptively(DEADLINE, writer::close); // twice: nothing left to report
-    assertThatThrownBy(() -> writer.submit(state(4, new byte[0], 1))).isInstanceOf(IllegalStateException.class);
+    assertThatThrownBy(() -> writer.submit(state(4, new byte[0], 1)))
+        .isInstanceOf(IllegalStateException.class);
   }
 
   @Test
@@ -143,15 +158,17 @@ class AsyncCheckpointWriterTest {
       List<Future<?>> done = new ArrayList<>();
       for (int t = 0; t < threads; t++) {
         int first = t * each;
-        done.add(pool.submit(() -> {
-          for (int i = 0; i < each; i++) {
-            writer.submit(state(first + i, new byte[0], 1000));
-            if (i % 10 == 9) {
-              writer.awaitIdle();
-            }
-          }
-          return null;
-        }));
+        done.add(
+            pool.submit(
+                () -> {
+                  for (int i = 0; i < each; i++) {
+                    writer.submit(state(first + i, new byte[0], 1000));
+                    if (i % 10 == 9) {
+                      writer.awaitIdle();
+                    }
+                  }
+                  return null;
+                }));
       }
       for (Future<?> f : done) {
         f.get(DEADLINE.toSeconds(), TimeUnit.SECONDS);

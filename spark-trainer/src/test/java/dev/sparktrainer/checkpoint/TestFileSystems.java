@@ -4,6 +4,7 @@ import java.io.FilterOutputStream;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.OutputStream;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.hadoop.conf.Configuration;
@@ -12,7 +13,6 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.fs.permission.FsPermission;
-import java.net.SocketTimeoutException;
 
 /**
  * Local file systems under their own schemes that misbehave on purpose. Raw (no {@code .crc} side
@@ -43,15 +43,22 @@ final class TestFileSystems {
     return conf;
   }
 
-  /** {@code flaky:} whose {@code open} fails (like a 503 from an object store) the first {@link #failures} times. */
+  /**
+   * {@code flaky:} whose {@code open} fails (like a 503 from an object store) the first {@link
+   * #failures} times.
+   */
   public static class FlakyOpen extends RawLocalFileSystem {
     static final String SCHEME = "flaky";
+
     /** Opens that will still fail. */
     static final AtomicInteger failures = new AtomicInteger();
+
     /** Opens attempted. */
     static final AtomicInteger opens = new AtomicInteger();
 
-    /** Whether the failures are timeouts ({@link java.net.SocketTimeoutException}) rather than 503s. */
+    /**
+     * Whether the failures are timeouts ({@link java.net.SocketTimeoutException}) rather than 503s.
+     */
     static volatile boolean timeouts;
 
     static void reset(int failing) {
@@ -74,7 +81,8 @@ final class TestFileSystems {
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
       opens.incrementAndGet();
       if (failures.getAndDecrement() > 0) {
-        throw timeouts ? new SocketTimeoutException("simulated read timeout")
+        throw timeouts
+            ? new SocketTimeoutException("simulated read timeout")
             : new IOException("simulated 503 Service Unavailable");
       }
       return super.open(f, bufferSize);
@@ -82,8 +90,8 @@ final class TestFileSystems {
   }
 
   /**
-   * {@code slow:} whose output streams take {@link #closeMillis} to close (an object store uploading
-   * on close), counting the streams open at once.
+   * {@code slow:} whose output streams take {@link #closeMillis} to close (an object store
+   * uploading on close), counting the streams open at once.
    */
   public static class Slow extends RawLocalFileSystem {
     static final String SCHEME = "slow";
@@ -108,8 +116,8 @@ final class TestFileSystems {
     }
 
     @Override
-    protected OutputStream createOutputStreamWithMode(Path f, boolean append, FsPermission permission)
-        throws IOException {
+    protected OutputStream createOutputStreamWithMode(
+        Path f, boolean append, FsPermission permission) throws IOException {
       OutputStream out = super.createOutputStreamWithMode(f, append, permission);
       maxOpenWriters.accumulateAndGet(openWriters.incrementAndGet(), Math::max);
       return new FilterOutputStream(out) {
@@ -156,8 +164,8 @@ final class TestFileSystems {
     }
 
     @Override
-    protected OutputStream createOutputStreamWithMode(Path f, boolean append, FsPermission permission)
-        throws IOException {
+    protected OutputStream createOutputStreamWithMode(
+        Path f, boolean append, FsPermission permission) throws IOException {
       throw new IOException(MESSAGE);
     }
   }

@@ -21,9 +21,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The documentation stays true: every relative link in {@code README.md} and {@code docs/} (with its
- * {@code #anchor}) leads somewhere, and every flag of a {@code bin/spark-trainer COMMAND ...} command
- * line or of an option table there is a flag the command has.
+ * The documentation stays true: every relative link in {@code README.md} and {@code docs/} (with
+ * its {@code #anchor}) leads somewhere, and every flag of a {@code bin/spark-trainer COMMAND ...}
+ * command line or of an option table there is a flag the command has.
  */
 class DocsTest {
   private static final Pattern LINK = Pattern.compile("\\]\\(([^)\\s]+)\\)");
@@ -41,7 +41,9 @@ class DocsTest {
     while (root != null && !Files.exists(root.resolve("README.md"))) {
       root = root.getParent();
     }
-    assertThat(root).as("the repository root (with README.md) above %s", Path.of("").toAbsolutePath()).isNotNull();
+    assertThat(root)
+        .as("the repository root (with README.md) above %s", Path.of("").toAbsolutePath())
+        .isNotNull();
     pages = new ArrayList<>();
     pages.add(root.resolve("README.md"));
     Path docs = root.resolve("docs");
@@ -50,8 +52,13 @@ class DocsTest {
         s.filter(p -> p.toString().endsWith(".md")).sorted().forEach(pages::add);
       }
     }
-    for (Command c : List.of(new TrainCommand(), new EvaluateCommand(), new PredictCommand(), new InspectCommand(),
-        new ConvertCommand())) {
+    for (Command c :
+        List.of(
+            new TrainCommand(),
+            new EvaluateCommand(),
+            new PredictCommand(),
+            new InspectCommand(),
+            new ConvertCommand())) {
       Set<String> names = new LinkedHashSet<>();
       c.flags().all().forEach(f -> names.add(f.name()));
       names.add("help");
@@ -76,13 +83,27 @@ class DocsTest {
         String anchor = hash < 0 ? null : target.substring(hash + 1);
         Path resolved = file.isEmpty() ? page : page.getParent().resolve(file).normalize();
         if (!Files.exists(resolved)) {
-          broken.add(root.relativize(page) + ": " + target + " (no such file " + root.relativize(resolved) + ")");
+          broken.add(
+              root.relativize(page)
+                  + ": "
+                  + target
+                  + " (no such file "
+                  + root.relativize(resolved)
+                  + ")");
           continue;
         }
-        if (anchor != null && resolved.toString().endsWith(".md")
+        if (anchor != null
+            && resolved.toString().endsWith(".md")
             && !anchors.computeIfAbsent(resolved, DocsTest::anchorsOf).contains(anchor)) {
-          broken.add(root.relativize(page) + ": " + target + " (no heading #" + anchor + " in "
-              + root.relativize(resolved) + ")");
+          broken.add(
+              root.relativize(page)
+                  + ": "
+                  + target
+                  + " (no heading #"
+                  + anchor
+                  + " in "
+                  + root.relativize(resolved)
+                  + ")");
         }
       }
     }
@@ -117,7 +138,14 @@ class DocsTest {
           while (f.find()) {
             checked++;
             if (!known.contains(f.group(1))) {
-              unknown.add(root.relativize(page) + ":" + (i + 1) + ": `" + inv.group(1) + "` has no --" + f.group(1));
+              unknown.add(
+                  root.relativize(page)
+                      + ":"
+                      + (i + 1)
+                      + ": `"
+                      + inv.group(1)
+                      + "` has no --"
+                      + f.group(1));
             }
           }
         }
@@ -128,8 +156,13 @@ class DocsTest {
             checked++;
             String flag = f.group(1);
             if (FLAGS.values().stream().noneMatch(s -> s.contains(flag))) {
-              unknown.add(root.relativize(page) + ":" + (i + 1) + ": option table names --" + flag
-                  + ", which no command has");
+              unknown.add(
+                  root.relativize(page)
+                      + ":"
+                      + (i + 1)
+                      + ": option table names --"
+                      + flag
+                      + ", which no command has");
             }
           }
         }
@@ -141,12 +174,16 @@ class DocsTest {
 
   @Test
   void slugsFollowGitHub() {
-    assertThat(slug("The input pipeline (`dev.sparktrainer.data`)")).isEqualTo("the-input-pipeline-devsparktrainerdata");
-    assertThat(slug("Deploying (Kubernetes, YARN, Airflow)")).isEqualTo("deploying-kubernetes-yarn-airflow");
+    assertThat(slug("The input pipeline (`dev.sparktrainer.data`)"))
+        .isEqualTo("the-input-pipeline-devsparktrainerdata");
+    assertThat(slug("Deploying (Kubernetes, YARN, Airflow)"))
+        .isEqualTo("deploying-kubernetes-yarn-airflow");
     assertThat(slug("S3 (`s3a://`)")).isEqualTo("s3-s3a");
   }
 
-  /** GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, repeats numbered. */
+  /**
+   * GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, repeats numbered.
+   */
   private static Set<String> anchorsOf(Path page) {
     Set<String> out = new LinkedHashSet<>();
     Map<String, Integer> seen = new HashMap<>();
@@ -166,7 +203,11 @@ class DocsTest {
   }
 
   static String slug(String heading) {
-    return heading.trim().toLowerCase(Locale.ROOT).replaceAll("[^\\p{L}\\p{N} _-]", "").replace(' ', '-');
+    return heading
+        .trim()
+        .toLowerCase(Locale.ROOT)
+        .replaceAll("[^\\p{L}\\p{N} _-]", "")
+        .replace(' ', '-');
   }
 
   /** The text without fenced code blocks (links there are not links). */

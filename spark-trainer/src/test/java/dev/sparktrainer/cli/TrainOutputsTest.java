@@ -3,8 +3,10 @@ package dev.sparktrainer.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
+import java.awt.AWTError;
 import java.io.ByteArrayOutputStream;
 import java.io.FilterOutputStream;
 import java.io.IOException;
@@ -24,10 +26,11 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.train.DistributedTrainer;
-import java.awt.AWTError;
 
-/** The train command's side outputs: metrics.json is replaced atomically; the plot hides only what it should. */
+/**
+ * The train command's side outputs: metrics.json is replaced atomically; the plot hides only what
+ * it should.
+ */
 class TrainOutputsTest {
   @TempDir Path tmp;
 
@@ -36,7 +39,10 @@ class TrainOutputsTest {
     Failing.failure = null;
   }
 
-  /** Local files under {@code failing:}: writes throw {@link #failure} after the first half of the bytes. */
+  /**
+   * Local files under {@code failing:}: writes throw {@link #failure} after the first half of the
+   * bytes.
+   */
   public static class Failing extends RawLocalFileSystem {
     static volatile Supplier<Throwable> failure;
 
@@ -51,8 +57,8 @@ class TrainOutputsTest {
     }
 
     @Override
-    protected OutputStream createOutputStreamWithMode(org.apache.hadoop.fs.Path f, boolean append,
-        FsPermission permission) throws IOException {
+    protected OutputStream createOutputStreamWithMode(
+        org.apache.hadoop.fs.Path f, boolean append, FsPermission permission) throws IOException {
       OutputStream out = super.createOutputStreamWithMode(f, append, permission);
       return new FilterOutputStream(out) {
         @Override
@@ -89,10 +95,17 @@ class TrainOutputsTest {
     String path = "failing://" + tmp.resolve("metrics.json");
     TrainCommand.write(path, "{\"run\": 1}\n".getBytes(StandardCharsets.UTF_8), conf());
     Failing.failure = () -> new IOException("simulated: disk full");
-    assertThatThrownBy(() -> TrainCommand.write(path, "{\"run\": 2, \"more\": \"...\"}\n".getBytes(StandardCharsets.UTF_8),
-        conf())).hasMessageContaining("disk full");
+    assertThatThrownBy(
+            () ->
+                TrainCommand.write(
+                    path,
+                    "{\"run\": 2, \"more\": \"...\"}\n".getBytes(StandardCharsets.UTF_8),
+                    conf()))
+        .hasMessageContaining("disk full");
     Failing.failure = null;
-    assertThat(tmp.resolve("metrics.json")).as("the previous metrics, whole").hasContent("{\"run\": 1}");
+    assertThat(tmp.resolve("metrics.json"))
+        .as("the previous metrics, whole")
+        .hasContent("{\"run\": 1}");
     try (Stream<Path> s = Files.list(tmp)) {
       assertThat(s.map(p -> p.getFileName().toString())).containsExactly("metrics.json");
     }
@@ -101,28 +114,40 @@ class TrainOutputsTest {
   }
 
   private static History history() {
-    return new History(List.of(new EpochMetrics(0, 10, 320, 1.5, 0.5, 1.6, 0.45, 2.0, 160, 0.1, 1.5, 0.2, 0.1,
-        0.8, 0.3, "00")));
+    return new History(
+        List.of(
+            new EpochMetrics(
+                0, 10, 320, 1.5, 0.5, 1.6, 0.45, 2.0, 160, 0.1, 1.5, 0.2, 0.1, 0.8, 0.3, "00")));
   }
 
   @Test
   void thePlotHidesMissingFontsAndDisplaysButNotOutOfMemory() {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    CliContext ctx = new CliContext(new PrintStream(new ByteArrayOutputStream()),
-        new PrintStream(err, true, StandardCharsets.UTF_8), Map.of(), () -> null);
+    CliContext ctx =
+        new CliContext(
+            new PrintStream(new ByteArrayOutputStream()),
+            new PrintStream(err, true, StandardCharsets.UTF_8),
+            Map.of(),
+            () -> null);
     String path = "failing://" + tmp.resolve("training.png");
 
     assertThat(TrainCommand.plot(history(), "t", path, conf(), ctx)).isTrue();
 
-    for (Supplier<Throwable> environment : List.<Supplier<Throwable>>of(
-        () -> new IOException("simulated: no space"),
-        () -> new AWTError("simulated: Can't connect to X11 window server"),
-        () -> new UnsatisfiedLinkError("simulated: libfontmanager.so: libfreetype.so.6: cannot open"),
-        () -> new Error("Probable fatal error:No fonts found."))) {
+    for (Supplier<Throwable> environment :
+        List.<Supplier<Throwable>>of(
+            () -> new IOException("simulated: no space"),
+            () -> new AWTError("simulated: Can't connect to X11 window server"),
+            () ->
+                new UnsatisfiedLinkError(
+                    "simulated: libfontmanager.so: libfreetype.so.6: cannot open"),
+            () -> new Error("Probable fatal error:No fonts found."))) {
       Failing.failure = environment;
-      assertThat(TrainCommand.plot(history(), "t", path, conf(), ctx)).as(environment.get().toString()).isFalse();
+      assertThat(TrainCommand.plot(history(), "t", path, conf(), ctx))
+          .as(environment.get().toString())
+          .isFalse();
     }
-    assertThat(err.toString(StandardCharsets.UTF_8)).contains("warning: could not draw", "No fonts found");
+    assertThat(err.toString(StandardCharsets.UTF_8))
+        .contains("warning: could not draw", "No fonts found");
 
     Failing.failure = () -> new OutOfMemoryError("simulated: Java heap space");
     assertThatThrownBy(() -> TrainCommand.plot(history(), "t", path, conf(), ctx))
@@ -136,7 +161,8 @@ class TrainOutputsTest {
   void theBucketSizeDefaultIsTheTrainersConstant() {
     Flags f = new Flags("train");
     new TrainCommand().define(f);
-    Flags.Flag bucket = f.all().stream().filter(x -> x.name().equals("bucket-mb")).findFirst().orElseThrow();
+    Flags.Flag bucket =
+        f.all().stream().filter(x -> x.name().equals("bucket-mb")).findFirst().orElseThrow();
     assertThat(Double.parseDouble(bucket.defaultValue()) * (1 << 20))
         .isEqualTo((double) DistributedTrainer.DEFAULT_BUCKET_BYTES);
   }

@@ -9,7 +9,9 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,18 +21,16 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
-import java.nio.file.LinkOption;
-import java.nio.file.StandardCopyOption;
-import java.util.Optional;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeoutException;
 
 /**
  * A Spark standalone cluster of separate JVMs on this machine, from Spark's Maven jars (no Spark
@@ -51,14 +51,15 @@ import java.util.concurrent.TimeoutException;
  * }   // stops the drivers, workers (and their executors) and the master, by process id
  * }</pre>
  *
- * <p>{@code SPARK_HOME} (with a {@code RELEASE} file, created if missing) and
- * {@code SPARK_SCALA_VERSION} are set for every process: without them the workers cannot build the
+ * <p>{@code SPARK_HOME} (with a {@code RELEASE} file, created if missing) and {@code
+ * SPARK_SCALA_VERSION} are set for every process: without them the workers cannot build the
  * executors' class path ("Cannot find any build directories"). The process ids are also appended to
  * {@code <workDir>/pids} so a script can stop them if this JVM is killed before {@link #close()}.
  */
 public final class StandaloneCluster implements AutoCloseable {
   private static final String HOST = "127.0.0.1";
   private static final Pattern ALIVE = Pattern.compile("\"aliveworkers\"\\s*:\\s*(\\d+)");
+
   /**
    * Set to the worker's index (0, 1, ...) in each worker's environment, which the worker passes on
    * to what it runs (resource discovery scripts, executors): per-worker behaviour in tests.
@@ -88,9 +89,9 @@ public final class StandaloneCluster implements AutoCloseable {
   }
 
   /**
-   * Makes {@code home} a Spark home for the given runtime jars (Spark, Scala, Hadoop client and their
-   * dependencies): {@code home/jars} holds links to them, and a {@code RELEASE} file. For tests that
-   * take the jars from their own class path.
+   * Makes {@code home} a Spark home for the given runtime jars (Spark, Scala, Hadoop client and
+   * their dependencies): {@code home/jars} holds links to them, and a {@code RELEASE} file. For
+   * tests that take the jars from their own class path.
    */
   public static Path sparkHomeOf(Path home, Collection<Path> runtimeJars) throws IOException {
     Path jars = Files.createDirectories(home.resolve("jars"));
@@ -104,7 +105,10 @@ public final class StandaloneCluster implements AutoCloseable {
     return home;
   }
 
-  /** Writes the class files under {@code classesDir} into {@code jar} (an application jar for tests). */
+  /**
+   * Writes the class files under {@code classesDir} into {@code jar} (an application jar for
+   * tests).
+   */
   public static Path jarOf(Path classesDir, Path jar) throws IOException {
     Files.createDirectories(jar.toAbsolutePath().getParent());
     Path tmp = jar.resolveSibling(jar.getFileName() + ".tmp");
@@ -128,10 +132,18 @@ public final class StandaloneCluster implements AutoCloseable {
     try {
       masterPort = freePort();
       masterUiPort = freePort();
-      Process master = launch("master", List.of("-Xmx" + cfg.daemonHeap),
-          "org.apache.spark.deploy.master.Master",
-          List.of("--host", HOST, "--port", Integer.toString(masterPort), "--webui-port",
-              Integer.toString(masterUiPort)));
+      Process master =
+          launch(
+              "master",
+              List.of("-Xmx" + cfg.daemonHeap),
+              "org.apache.spark.deploy.master.Master",
+              List.of(
+                  "--host",
+                  HOST,
+                  "--port",
+                  Integer.toString(masterPort),
+                  "--webui-port",
+                  Integer.toString(masterUiPort)));
       for (int w = 0; w < cfg.workers; w++) {
         launchWorker(w);
       }
@@ -140,14 +152,27 @@ public final class StandaloneCluster implements AutoCloseable {
       while (alive < cfg.workers) {
         for (Process p : processes) {
           if (!p.isAlive()) {
-            throw new IllegalStateException("A cluster process exited at start-up (" + p.info().commandLine()
-                .orElse("pid " + p.pid()) + "); see the logs in " + logDir());
+            throw new IllegalStateException(
+                "A cluster process exited at start-up ("
+                    + p.info().commandLine().orElse("pid " + p.pid())
+                    + "); see the logs in "
+                    + logDir());
           }
         }
         if (System.nanoTime() > deadline) {
-          throw new IllegalStateException("The standalone cluster did not start in " + cfg.startTimeout
-              + ": " + Math.max(alive, 0) + " of " + cfg.workers + " workers alive at " + masterUrl()
-              + " (master pid " + master.pid() + "); see the logs in " + logDir());
+          throw new IllegalStateException(
+              "The standalone cluster did not start in "
+                  + cfg.startTimeout
+                  + ": "
+                  + Math.max(alive, 0)
+                  + " of "
+                  + cfg.workers
+                  + " workers alive at "
+                  + masterUrl()
+                  + " (master pid "
+                  + master.pid()
+                  + "); see the logs in "
+                  + logDir());
         }
         alive = aliveWorkers();
         if (alive < cfg.workers) {
@@ -172,12 +197,18 @@ public final class StandaloneCluster implements AutoCloseable {
     return cfg.sparkHome;
   }
 
-  /** Where each process's output goes ({@code <name>.log}). Executor logs are under the workers' dirs. */
+  /**
+   * Where each process's output goes ({@code <name>.log}). Executor logs are under the workers'
+   * dirs.
+   */
   public Path logDir() {
     return cfg.workDir.resolve("logs");
   }
 
-  /** Worker {@code w}'s work directory: executors' logs are in {@code <app-id>/<executor-id>/stderr} under it. */
+  /**
+   * Worker {@code w}'s work directory: executors' logs are in {@code <app-id>/<executor-id>/stderr}
+   * under it.
+   */
   public Path workerDir(int w) {
     return cfg.workDir.resolve("worker-" + w);
   }
@@ -189,7 +220,8 @@ public final class StandaloneCluster implements AutoCloseable {
   public List<ProcessHandle> executors() {
     List<ProcessHandle> out = new ArrayList<>();
     for (Process w : workerProcesses) {
-      w.descendants().filter(ProcessHandle::isAlive)
+      w.descendants()
+          .filter(ProcessHandle::isAlive)
           .filter(h -> h.info().commandLine().orElse("").contains("CoarseGrainedExecutorBackend"))
           .forEach(out::add);
     }
@@ -199,23 +231,43 @@ public final class StandaloneCluster implements AutoCloseable {
   private void launchWorker(int w) throws IOException {
     Path dir = Files.createDirectories(workerDir(w));
     List<String> jvm = new ArrayList<>(List.of("-Xmx" + cfg.daemonHeap));
-    cfg.workerConf.forEach((k, v) -> jvm.add("-D" + k + "=" + v)); // SparkConf reads spark.* properties
-    workerProcesses.add(launch("worker-" + w, jvm, "org.apache.spark.deploy.worker.Worker",
-        List.of("--host", HOST, "--cores", Integer.toString(cfg.coresPerWorker), "--memory",
-            cfg.memoryPerWorker, "--work-dir", dir.toString(), "--webui-port", "0", masterUrl()),
-        Map.of(WORKER_INDEX_ENV, Integer.toString(w))));
+    cfg.workerConf.forEach(
+        (k, v) -> jvm.add("-D" + k + "=" + v)); // SparkConf reads spark.* properties
+    workerProcesses.add(
+        launch(
+            "worker-" + w,
+            jvm,
+            "org.apache.spark.deploy.worker.Worker",
+            List.of(
+                "--host",
+                HOST,
+                "--cores",
+                Integer.toString(cfg.coresPerWorker),
+                "--memory",
+                cfg.memoryPerWorker,
+                "--work-dir",
+                dir.toString(),
+                "--webui-port",
+                "0",
+                masterUrl()),
+            Map.of(WORKER_INDEX_ENV, Integer.toString(w))));
   }
 
-  /** Starts one more worker (a machine joining the cluster); returns its index once the master counts it alive. */
+  /**
+   * Starts one more worker (a machine joining the cluster); returns its index once the master
+   * counts it alive.
+   */
   public int addWorker() throws IOException, InterruptedException {
     int w = workerProcesses.size();
     launchWorker(w);
     long live = workerProcesses.stream().filter(Process::isAlive).count();
     long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
-    // (A killed worker counts as alive until the master's worker timeout: at least as many as live.)
+    // (A killed worker counts as alive until the master's worker timeout: at least as many as
+    // live.)
     while (aliveWorkers() < live) {
       if (System.nanoTime() > deadline) {
-        throw new IllegalStateException("Worker " + w + " did not register in " + cfg.startTimeout + "; see " + logDir());
+        throw new IllegalStateException(
+            "Worker " + w + " did not register in " + cfg.startTimeout + "; see " + logDir());
       }
       Thread.sleep(250); // the worker registers asynchronously: poll the master with a deadline
     }
@@ -251,14 +303,18 @@ public final class StandaloneCluster implements AutoCloseable {
       try {
         h.onExit().get(30, TimeUnit.SECONDS);
       } catch (ExecutionException | TimeoutException e) {
-        throw new IllegalStateException("process " + h.pid() + " of worker " + w + " did not exit after SIGKILL", e);
+        throw new IllegalStateException(
+            "process " + h.pid() + " of worker " + w + " did not exit after SIGKILL", e);
       }
       pids.add(h.pid());
     }
     return pids;
   }
 
-  /** The executor JVM with process id {@code pid}, if it is one of this cluster's (see {@link #executors()}). */
+  /**
+   * The executor JVM with process id {@code pid}, if it is one of this cluster's (see {@link
+   * #executors()}).
+   */
   public Optional<ProcessHandle> executor(long pid) {
     return executors().stream().filter(h -> h.pid() == pid).findFirst();
   }
@@ -267,10 +323,12 @@ public final class StandaloneCluster implements AutoCloseable {
   public int aliveWorkers() {
     try {
       HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-      HttpResponse<String> r = http.send(
-          HttpRequest.newBuilder(URI.create("http://" + HOST + ":" + masterUiPort + "/json/"))
-              .timeout(Duration.ofSeconds(5)).build(),
-          HttpResponse.BodyHandlers.ofString());
+      HttpResponse<String> r =
+          http.send(
+              HttpRequest.newBuilder(URI.create("http://" + HOST + ":" + masterUiPort + "/json/"))
+                  .timeout(Duration.ofSeconds(5))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
       Matcher m = ALIVE.matcher(r.body());
       return r.statusCode() == 200 && m.find() ? Integer.parseInt(m.group(1)) : -1;
     } catch (IOException e) {
@@ -286,21 +344,32 @@ public final class StandaloneCluster implements AutoCloseable {
     if (closed) {
       throw new IllegalStateException("The cluster is closed");
     }
-    List<String> args = new ArrayList<>(List.of("--master", masterUrl(), "--deploy-mode", "client",
-        "--class", s.mainClass, "--name", s.name));
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                "--master",
+                masterUrl(),
+                "--deploy-mode",
+                "client",
+                "--class",
+                s.mainClass,
+                "--name",
+                s.name));
     if (!s.jars.isEmpty()) {
       args.add("--jars");
-      args.add(s.jars.stream().map(p -> p.toAbsolutePath().toString()).collect(Collectors.joining(",")));
+      args.add(
+          s.jars.stream().map(p -> p.toAbsolutePath().toString()).collect(Collectors.joining(",")));
     }
     Map<String, String> conf = new LinkedHashMap<>();
     conf.put("spark.driver.host", HOST);
     conf.put("spark.driver.bindAddress", HOST);
     conf.put("spark.ui.enabled", "false");
     conf.putAll(s.conf);
-    conf.forEach((k, v) -> {
-      args.add("--conf");
-      args.add(k + "=" + v);
-    });
+    conf.forEach(
+        (k, v) -> {
+          args.add("--conf");
+          args.add(k + "=" + v);
+        });
     args.add(s.appJar.toAbsolutePath().toString());
     args.addAll(s.args);
     List<String> jvm = new ArrayList<>(List.of("-Xmx" + s.driverHeap));
@@ -309,12 +378,18 @@ public final class StandaloneCluster implements AutoCloseable {
     return new Application(p, logDir().resolve("driver-" + s.name + ".log"));
   }
 
-  private Process launch(String name, List<String> extraJvm, String mainClass, List<String> args) throws IOException {
+  private Process launch(String name, List<String> extraJvm, String mainClass, List<String> args)
+      throws IOException {
     return launch(name, extraJvm, mainClass, args, Map.of());
   }
 
-  private Process launch(String name, List<String> extraJvm, String mainClass, List<String> args,
-      Map<String, String> extraEnv) throws IOException {
+  private Process launch(
+      String name,
+      List<String> extraJvm,
+      String mainClass,
+      List<String> args,
+      Map<String, String> extraEnv)
+      throws IOException {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(cfg.javaOptions);
@@ -324,8 +399,10 @@ public final class StandaloneCluster implements AutoCloseable {
     cmd.add(mainClass);
     cmd.addAll(args);
     Path log = Files.createDirectories(logDir()).resolve(name + ".log");
-    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true)
-        .redirectOutput(ProcessBuilder.Redirect.to(log.toFile()));
+    ProcessBuilder pb =
+        new ProcessBuilder(cmd)
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.to(log.toFile()));
     Map<String, String> env = pb.environment();
     env.put("SPARK_HOME", cfg.sparkHome.toAbsolutePath().toString());
     env.put("SPARK_SCALA_VERSION", cfg.scalaBinaryVersion);
@@ -335,12 +412,18 @@ public final class StandaloneCluster implements AutoCloseable {
     env.putAll(extraEnv);
     Process p = pb.start();
     processes.add(p);
-    Files.writeString(cfg.workDir.resolve("pids"), p.pid() + " " + name + "\n", StandardCharsets.UTF_8,
-        StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+    Files.writeString(
+        cfg.workDir.resolve("pids"),
+        p.pid() + " " + name + "\n",
+        StandardCharsets.UTF_8,
+        StandardOpenOption.CREATE,
+        StandardOpenOption.APPEND);
     return p;
   }
 
-  /** Stops every process this cluster started (executors, drivers, workers, master), by process id. */
+  /**
+   * Stops every process this cluster started (executors, drivers, workers, master), by process id.
+   */
   @Override
   public void close() {
     closed = true;
@@ -363,7 +446,9 @@ public final class StandaloneCluster implements AutoCloseable {
     }
   }
 
-  /** SIGTERM to the process's descendants and the process, SIGKILL to whatever is left after 15 s. */
+  /**
+   * SIGTERM to the process's descendants and the process, SIGKILL to whatever is left after 15 s.
+   */
   static void stop(ProcessHandle p) {
     List<ProcessHandle> tree = new ArrayList<>(p.descendants().toList());
     tree.add(p);
@@ -425,8 +510,13 @@ public final class StandaloneCluster implements AutoCloseable {
     public int waitFor(Duration timeout) throws InterruptedException {
       if (!process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
         stop(process.toHandle());
-        throw new IllegalStateException("The application did not finish in " + timeout + " (driver pid "
-            + process.pid() + ", stopped); see " + log);
+        throw new IllegalStateException(
+            "The application did not finish in "
+                + timeout
+                + " (driver pid "
+                + process.pid()
+                + ", stopped); see "
+                + log);
       }
       return process.exitValue();
     }
@@ -581,7 +671,9 @@ public final class StandaloneCluster implements AutoCloseable {
       return this;
     }
 
-    /** JVM flags for every JVM this starts (e.g. Spark's {@code --add-opens} list, a log4j config). */
+    /**
+     * JVM flags for every JVM this starts (e.g. Spark's {@code --add-opens} list, a log4j config).
+     */
     public Builder optJavaOptions(List<String> options) {
       this.javaOptions.addAll(options);
       return this;
@@ -618,11 +710,16 @@ public final class StandaloneCluster implements AutoCloseable {
       Objects.requireNonNull(sparkHome, "sparkHome: setSparkHome is required");
       Objects.requireNonNull(workDir, "workDir: setWorkDir is required");
       if (!Files.isDirectory(sparkHome.resolve("jars"))) {
-        throw new IllegalArgumentException("Invalid sparkHome '" + sparkHome + "': expected a directory with jars/");
+        throw new IllegalArgumentException(
+            "Invalid sparkHome '" + sparkHome + "': expected a directory with jars/");
       }
       if (workers < 1 || coresPerWorker < 1) {
         throw new IllegalArgumentException(
-            "Invalid cluster " + workers + " workers x " + coresPerWorker + " cores: expected >= 1 each");
+            "Invalid cluster "
+                + workers
+                + " workers x "
+                + coresPerWorker
+                + " cores: expected >= 1 each");
       }
       return new StandaloneCluster(this);
     }

@@ -2,19 +2,19 @@ package dev.sparktrainer.collective;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.sun.management.ThreadMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import org.assertj.core.data.Offset;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import com.sun.management.ThreadMXBean;
-import java.lang.management.ManagementFactory;
-import java.util.Arrays;
-import org.assertj.core.data.Offset;
-import org.junit.jupiter.api.Assumptions;
 
 class AllReduceTest {
   private List<Communicator> comms;
@@ -47,7 +47,9 @@ class AllReduceTest {
     check(n, ElementType.INT64, ReduceOp.MAX, large / 2);
   }
 
-  /** Everything through the ring, in many small chunks: segments shorter than a chunk, empty ones. */
+  /**
+   * Everything through the ring, in many small chunks: segments shorter than a chunk, empty ones.
+   */
   @ParameterizedTest(name = "{0} ranks")
   @ValueSource(ints = {2, 3, 5, 8})
   void ringPathWithTinyChunks(int n) {
@@ -66,7 +68,10 @@ class AllReduceTest {
     byte[] expected = Values.expected(type, op, n, count);
     for (int r = 0; r < n; r++) {
       Values.assertSameBytes(
-          n + " ranks, " + type + " " + op + " x" + count + ", rank " + r, expected, results.get(r), type);
+          n + " ranks, " + type + " " + op + " x" + count + ", rank " + r,
+          expected,
+          results.get(r),
+          type);
     }
   }
 
@@ -100,7 +105,9 @@ class AllReduceTest {
         int first = 0;
         if (small == 0) {
           while (!(i >= RingAllReduce.segmentStart(first, q, rem)
-              && i < RingAllReduce.segmentStart(first, q, rem) + RingAllReduce.segmentLength(first, q, rem))) {
+              && i
+                  < RingAllReduce.segmentStart(first, q, rem)
+                      + RingAllReduce.segmentLength(first, q, rem))) {
             first++;
           }
         }
@@ -148,7 +155,8 @@ class AllReduceTest {
     WirePrecision wire = WirePrecision.valueOf(precision);
     int n = 4;
     int count = 5003;
-    comms = Rings.form(n, b -> b.optChunkBytes(1024).optSmallMessageBytes(0).optWirePrecision(wire));
+    comms =
+        Rings.form(n, b -> b.optChunkBytes(1024).optSmallMessageBytes(0).optWirePrecision(wire));
     for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.MEAN, ReduceOp.MAX}) {
       List<float[]> results =
           Rings.onEachOk(
@@ -165,7 +173,8 @@ class AllReduceTest {
       int rem = count % n;
       int k = 0;
       for (int i = 0; i < count; i++) {
-        while (i >= RingAllReduce.segmentStart(k, q, rem) + RingAllReduce.segmentLength(k, q, rem)) {
+        while (i
+            >= RingAllReduce.segmentStart(k, q, rem) + RingAllReduce.segmentLength(k, q, rem)) {
           k++;
         }
         // Emulate: each hop rounds the partial to the wire format, adds in FP32; the owner rounds.
@@ -209,8 +218,7 @@ class AllReduceTest {
             comms,
             c -> {
               int total = Arrays.stream(regions).sum();
-              ByteBuffer buf =
-                  ByteBuffer.allocateDirect(total * 4).order(ByteOrder.LITTLE_ENDIAN);
+              ByteBuffer buf = ByteBuffer.allocateDirect(total * 4).order(ByteOrder.LITTLE_ENDIAN);
               for (int i = 0; i < total; i++) {
                 buf.putFloat(i * 4, smooth(c.rank(), i));
               }
@@ -234,7 +242,9 @@ class AllReduceTest {
       for (int k = 0; k < n; k++) {
         exact += smooth(k, i);
       }
-      assertThat((double) results.get(0)[i]).as("element %d", i).isCloseTo(exact / n, Offset.offset(tolerance));
+      assertThat((double) results.get(0)[i])
+          .as("element %d", i)
+          .isCloseTo(exact / n, Offset.offset(tolerance));
     }
   }
 
@@ -242,7 +252,10 @@ class AllReduceTest {
     return (float) (3 * Math.sin(i * 0.37 + r));
   }
 
-  /** The ByteBuffer API reduces position..limit in place and leaves position, limit and the rest alone. */
+  /**
+   * The ByteBuffer API reduces position..limit in place and leaves position, limit and the rest
+   * alone.
+   */
   @Test
   void directBufferBetweenPositionAndLimitWithoutCopy() {
     int n = 3;
@@ -252,7 +265,8 @@ class AllReduceTest {
         Rings.onEachOk(
             comms,
             c -> {
-              ByteBuffer buf = ByteBuffer.allocateDirect(16 + count * 4 + 16).order(ByteOrder.LITTLE_ENDIAN);
+              ByteBuffer buf =
+                  ByteBuffer.allocateDirect(16 + count * 4 + 16).order(ByteOrder.LITTLE_ENDIAN);
               for (int i = 0; i < buf.capacity(); i++) {
                 buf.put(i, (byte) 0x5a);
               }
@@ -294,8 +308,8 @@ class AllReduceTest {
   }
 
   /**
-   * Buffers whose elements do not start at a multiple of 8 bytes, heap and direct, on the small path
-   * and the ring: the kernels' typed views follow the buffer's phase.
+   * Buffers whose elements do not start at a multiple of 8 bytes, heap and direct, on the small
+   * path and the ring: the kernels' typed views follow the buffer's phase.
    */
   @Test
   void unalignedAndHeapBuffers() {
@@ -310,7 +324,10 @@ class AllReduceTest {
                     comms,
                     c -> {
                       int bytes = count * type.bytes();
-                      ByteBuffer buf = direct ? ByteBuffer.allocateDirect(offset + bytes) : ByteBuffer.allocate(offset + bytes);
+                      ByteBuffer buf =
+                          direct
+                              ? ByteBuffer.allocateDirect(offset + bytes)
+                              : ByteBuffer.allocate(offset + bytes);
                       buf.position(offset);
                       buf.put(offset, Values.input(type, c.rank(), count));
                       c.allReduce(buf, type, ReduceOp.SUM);
@@ -322,8 +339,18 @@ class AllReduceTest {
               byte[] got = new byte[count * type.bytes()];
               results.get(r).get(offset, got);
               Values.assertSameBytes(
-                  (direct ? "direct" : "heap") + " buffer at offset " + offset + ", " + type + " x" + count + ", rank " + r,
-                  expected, got, type);
+                  (direct ? "direct" : "heap")
+                      + " buffer at offset "
+                      + offset
+                      + ", "
+                      + type
+                      + " x"
+                      + count
+                      + ", rank "
+                      + r,
+                  expected,
+                  got,
+                  type);
             }
           }
         }
@@ -339,8 +366,7 @@ class AllReduceTest {
    */
   @Test
   void steadyStateAllocatesNothing() {
-    ThreadMXBean threads =
-        (ThreadMXBean) ManagementFactory.getThreadMXBean();
+    ThreadMXBean threads = (ThreadMXBean) ManagementFactory.getThreadMXBean();
     Assumptions.assumeTrue(threads.isThreadAllocatedMemorySupported());
     threads.setThreadAllocatedMemoryEnabled(true);
     comms = Rings.form(2, b -> b.optChunkBytes(64 * 1024));
@@ -350,10 +376,13 @@ class AllReduceTest {
           Rings.onEachOk(
               comms,
               c -> {
-                ByteBuffer buf = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.LITTLE_ENDIAN);
+                ByteBuffer buf =
+                    ByteBuffer.allocateDirect(count * 4).order(ByteOrder.LITTLE_ENDIAN);
                 float[] array = new float[count];
                 long[] ids = {Thread.currentThread().getId(), c.senderThread().getId()};
-                for (int it = 0; it < 150; it++) { // warm up: buffers, views, JIT (compiled code allocates less)
+                for (int it = 0;
+                    it < 150;
+                    it++) { // warm up: buffers, views, JIT (compiled code allocates less)
                   c.allReduce(buf, ElementType.FLOAT32, ReduceOp.MEAN);
                   c.allReduce(array, ReduceOp.SUM);
                 }
@@ -370,7 +399,10 @@ class AllReduceTest {
       // Beyond the selector's boxes, allowed: a few hundred stray bytes (the measurement's own
       // arrays). Not allowed: anything per operation or per frame, which over 100 operations would
       // be kilobytes.
-      assertThat(allocated).as("bytes allocated by 100 all-reduces of %d floats, per rank, beyond the JDK selector's", count)
+      assertThat(allocated)
+          .as(
+              "bytes allocated by 100 all-reduces of %d floats, per rank, beyond the JDK selector's",
+              count)
           .allSatisfy(b -> assertThat(b).isLessThan(1024));
     }
   }

@@ -52,9 +52,19 @@ class CollectivesTest {
           double[] d = (double[]) got.get(r)[1];
           long[] l = (long[]) got.get(r)[2];
           for (int i = 0; i < count; i++) {
-            if (f[i] != Values.f32(rt, i) || d[i] != Values.f64(rt, i) || l[i] != Values.i64(rt, i)) {
+            if (f[i] != Values.f32(rt, i)
+                || d[i] != Values.f64(rt, i)
+                || l[i] != Values.i64(rt, i)) {
               throw new AssertionError(
-                  "broadcast root " + rt + " x" + count + ": rank " + r + " element " + i + " differs");
+                  "broadcast root "
+                      + rt
+                      + " x"
+                      + count
+                      + ": rank "
+                      + r
+                      + " element "
+                      + i
+                      + " differs");
             }
           }
         }
@@ -184,20 +194,24 @@ class CollectivesTest {
             });
     assertThat(outcomes)
         .anySatisfy(
-            o -> assertThat(o.error)
-                .isInstanceOf(CollectiveException.class)
-                .hasMessageContaining("same size")
-                // whichever rank reads the other's frame first names both sizes
-                .hasMessageFindingMatch("payload of (400 bytes, expected 404|404 bytes, expected 400)"));
+            o ->
+                assertThat(o.error)
+                    .isInstanceOf(CollectiveException.class)
+                    .hasMessageContaining("same size")
+                    // whichever rank reads the other's frame first names both sizes
+                    .hasMessageFindingMatch(
+                        "payload of (400 bytes, expected 404|404 bytes, expected 400)"));
   }
 
   @Test
   void invalidArgumentsLeaveTheRingUsable() {
     comms = Rings.form(2, b -> {});
     Communicator c0 = comms.get(0);
-    assertThatThrownBy(() -> c0.broadcast(new float[1], 2)).isInstanceOf(IllegalArgumentException.class)
+    assertThatThrownBy(() -> c0.broadcast(new float[1], 2))
+        .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("Invalid root 2");
-    assertThatThrownBy(() -> c0.allReduce(ByteBuffer.allocateDirect(6), ElementType.FLOAT32, ReduceOp.SUM))
+    assertThatThrownBy(
+            () -> c0.allReduce(ByteBuffer.allocateDirect(6), ElementType.FLOAT32, ReduceOp.SUM))
         .isInstanceOf(IllegalArgumentException.class);
     List<float[]> got =
         Rings.onEachOk(
@@ -220,13 +234,15 @@ class CollectivesTest {
         Rings.onEachOk(
             comms,
             c -> {
-              FusionBuffer fusion = FusionBuffer.builder().setCommunicator(c).optCapacityBytes(4096).build();
+              FusionBuffer fusion =
+                  FusionBuffer.builder().setCommunicator(c).optCapacityBytes(4096).build();
               List<float[]> arrays = new ArrayList<>();
               List<ByteBuffer> buffers = new ArrayList<>();
               int base = 0;
               for (int len : lengths) {
                 float[] a = new float[len];
-                ByteBuffer b = ByteBuffer.allocateDirect(len * 8 + 8).order(ByteOrder.LITTLE_ENDIAN);
+                ByteBuffer b =
+                    ByteBuffer.allocateDirect(len * 8 + 8).order(ByteOrder.LITTLE_ENDIAN);
                 b.position(8);
                 for (int i = 0; i < len; i++) {
                   a[i] = Values.f32(c.rank(), base + i);

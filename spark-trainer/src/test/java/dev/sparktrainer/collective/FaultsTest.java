@@ -3,9 +3,9 @@ package dev.sparktrainer.collective;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.List;
@@ -15,9 +15,11 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import java.io.IOException;
 
-/** Dead, stalled and misbehaving peers: always an exception naming ranks, peer and operation, never a hang. */
+/**
+ * Dead, stalled and misbehaving peers: always an exception naming ranks, peer and operation, never
+ * a hang.
+ */
 class FaultsTest {
   private List<Communicator> comms;
 
@@ -33,12 +35,16 @@ class FaultsTest {
   @Test
   void peerWhoseSocketsCloseMidOperation() throws Exception {
     int n = 3;
-    comms = Rings.form(n, b -> b.optChunkBytes(64 * 1024).optOperationTimeout(Duration.ofSeconds(30)));
+    comms =
+        Rings.form(n, b -> b.optChunkBytes(64 * 1024).optOperationTimeout(Duration.ofSeconds(30)));
     Communicator victim = comms.get(1);
     Thread killer =
         new Thread(
             () -> {
-              Rings.await("rank 1 in the middle of an all-reduce", Duration.ofSeconds(30), () -> victim.framesReceived() >= 5);
+              Rings.await(
+                  "rank 1 in the middle of an all-reduce",
+                  Duration.ofSeconds(30),
+                  () -> victim.framesReceived() >= 5);
               victim.leftLink().abort(); // the sockets vanish, as when the executor dies
               victim.rightLink().abort();
             });
@@ -60,7 +66,8 @@ class FaultsTest {
       assertThat((o.endNanos - start) / 1e9).as("seconds to fail").isLessThan(20);
     }
     // The first neighbour to notice blames the victim; the other may instead see that neighbour
-    // close its sockets (failure spreads around the ring by design, so nobody waits for a deadline).
+    // close its sockets (failure spreads around the ring by design, so nobody waits for a
+    // deadline).
     assertThat(outcomes.get(0).error).hasMessageContaining("rank 0 of 3");
     assertThat(outcomes.get(2).error).hasMessageContaining("rank 2 of 3");
     assertThat(List.of(outcomes.get(0).error, outcomes.get(2).error))
@@ -110,7 +117,8 @@ class FaultsTest {
       double seconds = (outcomes.get(r).endNanos - start) / 1e9;
       assertThat(seconds).as("seconds to fail").isLessThan(timeout.toMillis() / 1000.0 + 5);
     }
-    assertThat(outcomes.get(0).error.getMessage()).containsAnyOf("timed out", "closed by", "connection lost");
+    assertThat(outcomes.get(0).error.getMessage())
+        .containsAnyOf("timed out", "closed by", "connection lost");
   }
 
   @Test
@@ -163,19 +171,36 @@ class FaultsTest {
               2,
               r -> {
                 if (r == 0) {
-                  return Communicator.builder().setRank(0).setPeers(peers).setSecret(secret).setListener(l0)
-                      .optOperationTimeout(Duration.ofSeconds(20)).build();
+                  return Communicator.builder()
+                      .setRank(0)
+                      .setPeers(peers)
+                      .setSecret(secret)
+                      .setListener(l0)
+                      .optOperationTimeout(Duration.ofSeconds(20))
+                      .build();
                 }
-                SocketChannel out = SocketChannel.open(new InetSocketAddress("127.0.0.1", l0.port()));
+                SocketChannel out =
+                    SocketChannel.open(new InetSocketAddress("127.0.0.1", l0.port()));
                 Link a = new ChannelLink(out, 0, l0.address());
                 Handshake.client(a, secret, 1, 0, 2, deadline);
                 ByteBuffer noOffer = ByteBuffer.allocate(12);
-                noOffer.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(ShmNegotiation.OFFER).putInt(0).flip();
+                noOffer
+                    .putInt(Wire.MAGIC)
+                    .putShort(Wire.VERSION)
+                    .putShort(ShmNegotiation.OFFER)
+                    .putInt(0)
+                    .flip();
                 a.writeFully(noOffer, null, deadline); // this fake peer speaks TCP only
                 l1.channel().configureBlocking(true);
                 Link b = new ChannelLink(l1.channel().accept(), 0, l0.address());
                 Handshake.server(b, secret, 1, 0, 2, deadline, deadline);
-                assertThat(ShmNegotiation.server(b, new ShmNegotiation.Settings(false, null, 0, p -> p), secret.jobId(), 1, deadline))
+                assertThat(
+                        ShmNegotiation.server(
+                            b,
+                            new ShmNegotiation.Settings(false, null, 0, p -> p),
+                            secret.jobId(),
+                            1,
+                            deadline))
                     .isSameAs(b); // declines rank 0's offer
                 return new Link[] {a, b};
               });
@@ -186,7 +211,9 @@ class FaultsTest {
       toRank0 = ((Link[]) built.get(1).value)[0];
       fromRank0 = ((Link[]) built.get(1).value)[1];
 
-      int tag = Wire.reduceTag(Wire.OP_SMALL_ALL_REDUCE, ElementType.FLOAT32, ReduceOp.SUM, WirePrecision.FP32);
+      int tag =
+          Wire.reduceTag(
+              Wire.OP_SMALL_ALL_REDUCE, ElementType.FLOAT32, ReduceOp.SUM, WirePrecision.FP32);
       ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_BYTES);
       Wire.putHeader(h, secret.jobId(), 0, tag, 4000);
       String expected;
@@ -231,7 +258,8 @@ class FaultsTest {
       // rank 0 closed its sockets: the fake peer sees the end of the stream
       ByteBuffer rest = ByteBuffer.allocate(1 << 20);
       Link fake = fromRank0;
-      assertThatThrownBy(() -> fake.readFully(rest, System.nanoTime() + Duration.ofSeconds(5).toNanos()))
+      assertThatThrownBy(
+              () -> fake.readFully(rest, System.nanoTime() + Duration.ofSeconds(5).toNanos()))
           .isInstanceOf(IOException.class);
     } finally {
       if (toRank0 != null) {

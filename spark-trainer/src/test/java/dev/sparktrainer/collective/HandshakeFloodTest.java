@@ -7,7 +7,6 @@ import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
@@ -42,7 +41,8 @@ class HandshakeFloodTest {
                 b.optConnectTimeout(Communicator.DEFAULT_CONNECT_TIMEOUT)
                     .optHandshakeTimeout(Communicator.DEFAULT_HANDSHAKE_TIMEOUT),
             listeners -> {
-              InetSocketAddress target = new InetSocketAddress("127.0.0.1", listeners.get(1).port());
+              InetSocketAddress target =
+                  new InetSocketAddress("127.0.0.1", listeners.get(1).port());
               try {
                 for (int i = 0; i < idle; i++) {
                   strangers.add(SocketChannel.open(target)); // connects, then says nothing
@@ -61,7 +61,9 @@ class HandshakeFloodTest {
               start[0] = System.nanoTime();
             });
     double seconds = (System.nanoTime() - start[0]) / 1e9;
-    assertThat(seconds).as("seconds to form the ring behind %d strangers", idle + halfHellos).isLessThan(5);
+    assertThat(seconds)
+        .as("seconds to form the ring behind %d strangers", idle + halfHellos)
+        .isLessThan(5);
     assertThat(comms.get(1).rejectedConnections()).isEqualTo(idle + halfHellos);
     assertThat(comms.get(0).rejectedConnections()).isZero();
     // every stranger was disconnected
@@ -88,9 +90,11 @@ class HandshakeFloodTest {
   }
 
   @Test
-  void strangersArrivingWhileTheNeighbourIsLateAreDroppedWithinTheirShortDeadline() throws Exception {
+  void strangersArrivingWhileTheNeighbourIsLateAreDroppedWithinTheirShortDeadline()
+      throws Exception {
     // The neighbour (rank 0) starts 3 s late; meanwhile 20 idle connections come and go: each is
-    // dropped about a second after it connected, not 10 s, and none is still open when rank 0 arrives.
+    // dropped about a second after it connected, not 10 s, and none is still open when rank 0
+    // arrives.
     RingListener l0 = RingListener.bind("127.0.0.1");
     RingListener l1 = RingListener.bind("127.0.0.1");
     List<String> peers = List.of(l0.address(), l1.address());
@@ -109,10 +113,16 @@ class HandshakeFloodTest {
                   s.socket().setSoTimeout(4000);
                   assertThat(s.socket().getInputStream().read()).isEqualTo(-1);
                 }
-                assertThat((System.nanoTime() - opened) / 1e9).as("seconds until all were dropped").isLessThan(2.5);
+                assertThat((System.nanoTime() - opened) / 1e9)
+                    .as("seconds until all were dropped")
+                    .isLessThan(2.5);
               }
-              return Communicator.builder().setRank(r).setPeers(peers).setSecret(secret)
-                  .setListener(r == 0 ? l0 : l1).build();
+              return Communicator.builder()
+                  .setRank(r)
+                  .setPeers(peers)
+                  .setSecret(secret)
+                  .setListener(r == 0 ? l0 : l1)
+                  .build();
             });
     comms = new ArrayList<>();
     for (Rings.Outcome<Communicator> o : outcomes) {

@@ -2,27 +2,29 @@ package dev.sparktrainer.collective;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.nio.file.Path;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.util.stream.Stream;
 
 /** Ranks as separate JVM processes, rendezvous through the parent. */
 class MultiProcessTest {
-  private static final List<String> JVM = List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto");
+  private static final List<String> JVM =
+      List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto");
 
   @TempDir Path shmDir;
 
   @ParameterizedTest(name = "{0} processes")
   @ValueSource(ints = {2, 3})
   void everyProcessComputesTheClosedFormWithIdenticalBits(int n) throws Exception {
-    try (ProcessRing ring = ProcessRing.launch(n, RankMain.class, JVM, List.of("verify", shmDir.toString()))) {
+    try (ProcessRing ring =
+        ProcessRing.launch(n, RankMain.class, JVM, List.of("verify", shmDir.toString()))) {
       List<String> digests = new ArrayList<>();
       for (int r = 0; r < n; r++) {
         // processes on one host: every link through shared memory
@@ -30,14 +32,20 @@ class MultiProcessTest {
             .isEqualTo("TRANSPORT SHARED_MEMORY SHARED_MEMORY");
       }
       for (int r = 0; r < n; r++) {
-        digests.add(ring.awaitLine(r, l -> l.startsWith("DIGEST ") || l.startsWith("MISMATCH"), Duration.ofSeconds(90)));
+        digests.add(
+            ring.awaitLine(
+                r,
+                l -> l.startsWith("DIGEST ") || l.startsWith("MISMATCH"),
+                Duration.ofSeconds(90)));
       }
       int[] codes = ring.awaitExit(Duration.ofSeconds(30));
       for (int r = 0; r < n; r++) {
         assertThat(codes[r]).as("rank %d exit; output:%n%s", r, ring.transcript(r)).isZero();
         assertThat(ring.transcript(r)).doesNotContain("MISMATCH").contains("THREADS []");
       }
-      assertThat(digests).allSatisfy(d -> assertThat(d).startsWith("DIGEST ")).containsOnly(digests.get(0));
+      assertThat(digests)
+          .allSatisfy(d -> assertThat(d).startsWith("DIGEST "))
+          .containsOnly(digests.get(0));
     }
     assertThat(filesIn(shmDir)).isEmpty();
   }
@@ -47,10 +55,12 @@ class MultiProcessTest {
   void aProcessKilledMidOperationFailsTheOthersPromptly(String transport) throws Exception {
     int n = 3;
     String arg = transport.equals("tcp") ? "tcp" : shmDir.toString();
-    String expected = transport.equals("tcp") ? "TRANSPORT TCP TCP" : "TRANSPORT SHARED_MEMORY SHARED_MEMORY";
+    String expected =
+        transport.equals("tcp") ? "TRANSPORT TCP TCP" : "TRANSPORT SHARED_MEMORY SHARED_MEMORY";
     try (ProcessRing ring = ProcessRing.launch(n, RankMain.class, JVM, List.of("loop", arg))) {
       for (int r = 0; r < n; r++) {
-        assertThat(ring.awaitLine(r, l -> l.startsWith("TRANSPORT "), Duration.ofSeconds(60))).isEqualTo(expected);
+        assertThat(ring.awaitLine(r, l -> l.startsWith("TRANSPORT "), Duration.ofSeconds(60)))
+            .isEqualTo(expected);
         ring.awaitLine(r, l -> l.equals("ITER 2"), Duration.ofSeconds(60));
       }
       long killed = System.nanoTime();
@@ -62,7 +72,9 @@ class MultiProcessTest {
         assertThat(failed).contains("rank " + r + " of 3").contains("allReduce");
       }
       // operation timeout is 30 s: the failure must come from the dead sockets, not from a deadline
-      assertThat((System.nanoTime() - killed) / 1e9).as("seconds until both survivors failed").isLessThan(10);
+      assertThat((System.nanoTime() - killed) / 1e9)
+          .as("seconds until both survivors failed")
+          .isLessThan(10);
       assertThat(failures).anySatisfy(f -> assertThat(f).contains("rank 1 at "));
       int[] codes = ring.awaitExit(Duration.ofSeconds(20));
       assertThat(codes[0]).isEqualTo(3);

@@ -5,15 +5,15 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
-import java.nio.file.Path;
-import java.util.Collections;
 
 /**
  * N ranks as separate JVMs on this machine. Each child binds a {@link RingListener}, prints {@code
@@ -29,7 +29,8 @@ final class ProcessRing implements AutoCloseable {
   private final List<List<String>> transcripts = new ArrayList<>();
 
   /** Starts {@code n} children running {@code mainClass rank n args...}. */
-  static ProcessRing launch(int n, Class<?> mainClass, List<String> jvmArgs, List<String> args) throws IOException {
+  static ProcessRing launch(int n, Class<?> mainClass, List<String> jvmArgs, List<String> args)
+      throws IOException {
     ProcessRing ring = new ProcessRing();
     JobSecret secret = JobSecret.generate();
     try {
@@ -54,7 +55,9 @@ final class ProcessRing implements AutoCloseable {
         Thread pump =
             new Thread(
                 () -> {
-                  try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                  try (BufferedReader in =
+                      new BufferedReader(
+                          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
                     for (String line; (line = in.readLine()) != null; ) {
                       transcript.add(line);
                       queue.add(line);
@@ -69,7 +72,8 @@ final class ProcessRing implements AutoCloseable {
       }
       List<String> peers = new ArrayList<>();
       for (int r = 0; r < n; r++) {
-        peers.add(ring.awaitLine(r, l -> l.startsWith("ADDR "), Duration.ofSeconds(60)).substring(5));
+        peers.add(
+            ring.awaitLine(r, l -> l.startsWith("ADDR "), Duration.ofSeconds(60)).substring(5));
       }
       byte[] answer = ("PEERS " + String.join(",", peers) + "\n").getBytes(StandardCharsets.UTF_8);
       for (Process p : ring.processes) {
@@ -84,22 +88,35 @@ final class ProcessRing implements AutoCloseable {
     }
   }
 
-  /** The next line of rank {@code r} matching {@code match}; fails at the deadline or if the child exits. */
+  /**
+   * The next line of rank {@code r} matching {@code match}; fails at the deadline or if the child
+   * exits.
+   */
   String awaitLine(int r, Predicate<String> match, Duration timeout) {
     long deadline = System.nanoTime() + timeout.toNanos();
     try {
       while (true) {
         long left = deadline - System.nanoTime();
         if (left <= 0) {
-          throw new AssertionError("rank " + r + ": no expected line within " + timeout + "; output:\n" + transcript(r));
+          throw new AssertionError(
+              "rank " + r + ": no expected line within " + timeout + "; output:\n" + transcript(r));
         }
-        String line = lines.get(r).poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(200)), TimeUnit.NANOSECONDS);
+        String line =
+            lines
+                .get(r)
+                .poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(200)), TimeUnit.NANOSECONDS);
         if (line == null) {
           if (!processes.get(r).isAlive() && lines.get(r).isEmpty()) {
             // drain what the pump may still deliver
             line = lines.get(r).poll(500, TimeUnit.MILLISECONDS);
             if (line == null) {
-              throw new AssertionError("rank " + r + " exited (" + processes.get(r).exitValue() + "); output:\n" + transcript(r));
+              throw new AssertionError(
+                  "rank "
+                      + r
+                      + " exited ("
+                      + processes.get(r).exitValue()
+                      + "); output:\n"
+                      + transcript(r));
             }
           } else {
             continue;
@@ -128,7 +145,8 @@ final class ProcessRing implements AutoCloseable {
     for (int r = 0; r < codes.length; r++) {
       Process p = processes.get(r);
       if (!p.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-        throw new AssertionError("rank " + r + " did not exit within " + timeout + "; output:\n" + transcript(r));
+        throw new AssertionError(
+            "rank " + r + " did not exit within " + timeout + "; output:\n" + transcript(r));
       }
       codes[r] = p.exitValue();
     }

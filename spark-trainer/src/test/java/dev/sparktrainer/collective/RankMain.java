@@ -3,18 +3,19 @@ package dev.sparktrainer.collective;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
-import java.nio.file.Path;
 
 /**
- * One rank in its own JVM, for {@link MultiProcessTest}: {@code RankMain rank n scenario [shm-dir|tcp]}
- * (shared memory in that directory, or TCP only; default shared memory in {@code /dev/shm}).
- * Scenarios: {@code verify} (every type and op against the closed form, prints digests of the result
- * bits), {@code loop} (large all-reduces until something breaks, then {@code FAILED message}).
+ * One rank in its own JVM, for {@link MultiProcessTest}: {@code RankMain rank n scenario
+ * [shm-dir|tcp]} (shared memory in that directory, or TCP only; default shared memory in {@code
+ * /dev/shm}). Scenarios: {@code verify} (every type and op against the closed form, prints digests
+ * of the result bits), {@code loop} (large all-reduces until something breaks, then {@code FAILED
+ * message}).
  */
 public final class RankMain {
   private RankMain() {}
@@ -28,16 +29,24 @@ public final class RankMain {
     RingListener listener = RingListener.bind("127.0.0.1");
     System.out.println("ADDR " + listener.address());
     System.out.flush();
-    String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+    String line =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
     List<String> peers = Arrays.asList(line.substring("PEERS ".length()).split(","));
     int code = 0;
     try (Communicator c =
-        Communicator.builder().setRank(rank).setPeers(peers).setSecret(secret).setListener(listener)
-            .optConnectTimeout(Duration.ofSeconds(60)).optOperationTimeout(Duration.ofSeconds(30))
+        Communicator.builder()
+            .setRank(rank)
+            .setPeers(peers)
+            .setSecret(secret)
+            .setListener(listener)
+            .optConnectTimeout(Duration.ofSeconds(60))
+            .optOperationTimeout(Duration.ofSeconds(30))
             .optChunkBytes(64 * 1024)
             .optSharedMemory(!"tcp".equals(transport))
             .optSharedMemoryDirectory(
-                transport == null || transport.equals("tcp") ? Communicator.DEFAULT_SHARED_MEMORY_DIRECTORY : Path.of(transport))
+                transport == null || transport.equals("tcp")
+                    ? Communicator.DEFAULT_SHARED_MEMORY_DIRECTORY
+                    : Path.of(transport))
             .build()) {
       System.out.println("READY");
       System.out.println("TRANSPORT " + c.leftTransport() + " " + c.rightTransport());

@@ -5,16 +5,16 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiConsumer;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
-import java.util.concurrent.ExecutionException;
-import java.util.function.BiConsumer;
 
 /** Test support: N ranks as threads on 127.0.0.1. */
 final class Rings {
@@ -40,7 +40,10 @@ final class Rings {
     }
   }
 
-  /** Forms a ring of {@code n} ranks (each built on its own thread, as the builds wait for each other). */
+  /**
+   * Forms a ring of {@code n} ranks (each built on its own thread, as the builds wait for each
+   * other).
+   */
   static List<Communicator> form(int n, Consumer<Communicator.Builder> config) {
     return form(n, config, listeners -> {});
   }
@@ -152,7 +155,9 @@ final class Rings {
       List<Outcome<T>> outcomes = new ArrayList<>();
       for (Future<T> f : futures) {
         try {
-          outcomes.add(new Outcome<>(f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS), null));
+          outcomes.add(
+              new Outcome<>(
+                  f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS), null));
         } catch (ExecutionException e) {
           outcomes.add(new Outcome<>(null, e.getCause()));
         } catch (TimeoutException e) {
@@ -209,8 +214,12 @@ final class Rings {
     for (Communicator c : comms) {
       assertThat(c.isClosed()).isTrue();
       if (c.leftLink() != null) {
-        assertThat(c.leftLink().channel().isOpen()).as("rank %d left socket open", c.rank()).isFalse();
-        assertThat(c.rightLink().channel().isOpen()).as("rank %d right socket open", c.rank()).isFalse();
+        assertThat(c.leftLink().channel().isOpen())
+            .as("rank %d left socket open", c.rank())
+            .isFalse();
+        assertThat(c.rightLink().channel().isOpen())
+            .as("rank %d right socket open", c.rank())
+            .isFalse();
       }
     }
   }

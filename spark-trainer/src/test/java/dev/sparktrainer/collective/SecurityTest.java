@@ -4,7 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.io.FileInputStream;
+import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
@@ -26,8 +28,6 @@ import javax.net.ssl.TrustManagerFactory;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 
 class SecurityTest {
   private List<Communicator> comms;
@@ -68,11 +68,13 @@ class SecurityTest {
               3,
               b -> b.optHandshakeTimeout(Duration.ofMillis(500)),
               listeners -> {
-                InetSocketAddress target = new InetSocketAddress("127.0.0.1", listeners.get(1).port());
+                InetSocketAddress target =
+                    new InetSocketAddress("127.0.0.1", listeners.get(1).port());
                 try {
                   // 1. speaks another protocol
                   SocketChannel http = SocketChannel.open(target);
-                  http.write(ByteBuffer.wrap("GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4).getBytes()));
+                  http.write(
+                      ByteBuffer.wrap("GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4).getBytes()));
                   toClose.add(http);
                   // 2. speaks our protocol with another job's secret
                   SocketChannel impostor = SocketChannel.open(target);
@@ -82,7 +84,12 @@ class SecurityTest {
                           () -> {
                             try {
                               Link link = new ChannelLink(impostor, 1, "impostor");
-                              Handshake.client(link, JobSecret.generate(), 0, 1, 3,
+                              Handshake.client(
+                                  link,
+                                  JobSecret.generate(),
+                                  0,
+                                  1,
+                                  3,
                                   System.nanoTime() + TimeUnit.SECONDS.toNanos(10));
                             } catch (Throwable e) {
                               strangerErrors.add(e);
@@ -101,8 +108,11 @@ class SecurityTest {
       }
       assertThat(strangerErrors).hasSize(1); // the impostor never got in
       assertThat(comms.get(1).rejectedConnections()).isEqualTo(3);
-      assertThat(logged).filteredOn(m -> m.contains("dropped an unauthenticated connection")).hasSize(3);
-      assertThat(logged).anySatisfy(m -> assertThat(m).contains("rank 1 of 3").contains("foreign job"));
+      assertThat(logged)
+          .filteredOn(m -> m.contains("dropped an unauthenticated connection"))
+          .hasSize(3);
+      assertThat(logged)
+          .anySatisfy(m -> assertThat(m).contains("rank 1 of 3").contains("foreign job"));
       List<float[]> got =
           Rings.onEachOk(
               comms,
@@ -129,8 +139,13 @@ class SecurityTest {
         Rings.runEach(
             2,
             r ->
-                Communicator.builder().setRank(r).setPeers(peers).setSecret(secrets[r]).setListener(listeners[r])
-                    .optConnectTimeout(Duration.ofMillis(1500)).build());
+                Communicator.builder()
+                    .setRank(r)
+                    .setPeers(peers)
+                    .setSecret(secrets[r])
+                    .setListener(listeners[r])
+                    .optConnectTimeout(Duration.ofMillis(1500))
+                    .build());
     for (int r = 0; r < 2; r++) {
       assertThat(outcomes.get(r).error)
           .isInstanceOf(CollectiveException.class)
@@ -152,7 +167,8 @@ class SecurityTest {
       // ranks on one host with shared memory allowed (the default): TLS was asked for, TLS it stays
       assertThat(c.rightTransport()).isEqualTo(LinkTransport.TLS);
       assertThat(c.leftTransport()).isEqualTo(LinkTransport.TLS);
-      assertThat(((TlsLink) c.rightLink()).sslSocket().getSession().getProtocol()).startsWith("TLS");
+      assertThat(((TlsLink) c.rightLink()).sslSocket().getSession().getProtocol())
+          .startsWith("TLS");
     }
     int count = 200_003;
     List<Object[]> got =
@@ -166,8 +182,16 @@ class SecurityTest {
               return new Object[] {large, small, gathered};
             });
     for (Object[] r : got) {
-      Values.assertSameBytes("tls large", Values.expected(ElementType.FLOAT32, ReduceOp.SUM, 3, count), (byte[]) r[0], ElementType.FLOAT32);
-      Values.assertSameBytes("tls small", Values.expected(ElementType.INT64, ReduceOp.MAX, 3, 10), (byte[]) r[1], ElementType.INT64);
+      Values.assertSameBytes(
+          "tls large",
+          Values.expected(ElementType.FLOAT32, ReduceOp.SUM, 3, count),
+          (byte[]) r[0],
+          ElementType.FLOAT32);
+      Values.assertSameBytes(
+          "tls small",
+          Values.expected(ElementType.INT64, ReduceOp.MAX, 3, 10),
+          (byte[]) r[1],
+          ElementType.INT64);
       @SuppressWarnings("unchecked")
       List<byte[]> gathered = (List<byte[]>) r[2];
       assertThat(gathered).containsExactly(new byte[] {0}, new byte[] {1}, new byte[] {2});
@@ -198,15 +222,21 @@ class SecurityTest {
         Rings.runEach(
             2,
             r -> {
-              Communicator.Builder b = Communicator.builder().setRank(r).setPeers(peers).setSecret(secret)
-                  .setListener(r == 0 ? l0 : l1).optConnectTimeout(Duration.ofMillis(1500))
-                  .optHandshakeTimeout(Duration.ofMillis(500));
+              Communicator.Builder b =
+                  Communicator.builder()
+                      .setRank(r)
+                      .setPeers(peers)
+                      .setSecret(secret)
+                      .setListener(r == 0 ? l0 : l1)
+                      .optConnectTimeout(Duration.ofMillis(1500))
+                      .optHandshakeTimeout(Duration.ofMillis(500));
               if (r == 0) {
                 b.optSslContext(tls);
               }
               return b.build();
             });
-    assertThat(outcomes).allSatisfy(o -> assertThat(o.error).isInstanceOf(CollectiveException.class));
+    assertThat(outcomes)
+        .allSatisfy(o -> assertThat(o.error).isInstanceOf(CollectiveException.class));
   }
 
   static SSLContext selfSignedContext(Path dir) throws Exception {
@@ -214,14 +244,33 @@ class SecurityTest {
     String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
     Process p =
         new ProcessBuilder(
-                keytool, "-genkeypair", "-alias", "ring", "-keyalg", "EC", "-groupname", "secp256r1",
-                "-dname", "CN=spark-trainer-ring", "-validity", "2", "-storetype", "PKCS12",
-                "-keystore", keystore.toString(), "-storepass", "changeit", "-keypass", "changeit")
+                keytool,
+                "-genkeypair",
+                "-alias",
+                "ring",
+                "-keyalg",
+                "EC",
+                "-groupname",
+                "secp256r1",
+                "-dname",
+                "CN=spark-trainer-ring",
+                "-validity",
+                "2",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                keystore.toString(),
+                "-storepass",
+                "changeit",
+                "-keypass",
+                "changeit")
             .redirectErrorStream(true)
             .start();
     try {
       assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("keytool finished").isTrue();
-      assertThat(p.exitValue()).as("keytool: " + new String(p.getInputStream().readAllBytes())).isZero();
+      assertThat(p.exitValue())
+          .as("keytool: " + new String(p.getInputStream().readAllBytes()))
+          .isZero();
     } finally {
       p.destroyForcibly();
     }
@@ -231,7 +280,8 @@ class SecurityTest {
     }
     KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
     kmf.init(ks, "changeit".toCharArray());
-    TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+    TrustManagerFactory tmf =
+        TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
     tmf.init(ks);
     SSLContext ctx = SSLContext.getInstance("TLS");
     ctx.init(kmf.getKeyManagers(), tmf.getTrustManagers(), null);
@@ -247,29 +297,64 @@ class SecurityTest {
       assertThat(l.address()).isEqualTo("127.0.0.1:" + l.port());
       assertThat(l.port()).isPositive();
     }
-    try (RingListener l = RingListener.builder().setHost("127.0.0.1").optBindAllInterfaces(true).build()) {
+    try (RingListener l =
+        RingListener.builder().setHost("127.0.0.1").optBindAllInterfaces(true).build()) {
       InetSocketAddress bound = (InetSocketAddress) l.channel().getLocalAddress();
       assertThat(bound.getAddress().isAnyLocalAddress()).isTrue();
       assertThat(l.address()).isEqualTo("127.0.0.1:" + l.port());
     }
     assertThat(PeerAddress.format("::1", 5)).isEqualTo("[::1]:5");
     assertThat(PeerAddress.parse("[::1]:5").getHostString()).isEqualTo("::1");
-    assertThatThrownBy(() -> PeerAddress.parse("host")).hasMessageContaining("Invalid peer address 'host'");
-    assertThatThrownBy(() -> PeerAddress.parse("host:99999")).hasMessageContaining("port must be 1..65535");
+    assertThatThrownBy(() -> PeerAddress.parse("host"))
+        .hasMessageContaining("Invalid peer address 'host'");
+    assertThatThrownBy(() -> PeerAddress.parse("host:99999"))
+        .hasMessageContaining("port must be 1..65535");
   }
 
   @Test
   void builderValidatesBeforeConnecting() {
     try (RingListener l = RingListener.bind("127.0.0.1")) {
       JobSecret s = JobSecret.generate();
-      assertThatThrownBy(() -> Communicator.builder().setRank(2).setPeers(List.of(l.address(), "h:1")).setSecret(s).setListener(l).build())
-          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("Invalid rank 2: expected 0..1");
-      assertThatThrownBy(() -> Communicator.builder().setRank(0).setPeers(List.of("other:1", "h:1")).setSecret(s).setListener(l).build())
-          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("peers[0] is 'other:1'");
-      assertThatThrownBy(() -> Communicator.builder().setRank(0).setPeers(List.of(l.address(), "h:1")).setSecret(s).setListener(l).optChunkBytes(7).build())
-          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("Invalid chunkBytes 7");
-      assertThatThrownBy(() -> Communicator.builder().setRank(0).setPeers(List.of(l.address(), "h:1")).setListener(l).build())
-          .isInstanceOf(NullPointerException.class).hasMessageContaining("setSecret");
+      assertThatThrownBy(
+              () ->
+                  Communicator.builder()
+                      .setRank(2)
+                      .setPeers(List.of(l.address(), "h:1"))
+                      .setSecret(s)
+                      .setListener(l)
+                      .build())
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("Invalid rank 2: expected 0..1");
+      assertThatThrownBy(
+              () ->
+                  Communicator.builder()
+                      .setRank(0)
+                      .setPeers(List.of("other:1", "h:1"))
+                      .setSecret(s)
+                      .setListener(l)
+                      .build())
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("peers[0] is 'other:1'");
+      assertThatThrownBy(
+              () ->
+                  Communicator.builder()
+                      .setRank(0)
+                      .setPeers(List.of(l.address(), "h:1"))
+                      .setSecret(s)
+                      .setListener(l)
+                      .optChunkBytes(7)
+                      .build())
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("Invalid chunkBytes 7");
+      assertThatThrownBy(
+              () ->
+                  Communicator.builder()
+                      .setRank(0)
+                      .setPeers(List.of(l.address(), "h:1"))
+                      .setListener(l)
+                      .build())
+          .isInstanceOf(NullPointerException.class)
+          .hasMessageContaining("setSecret");
       assertThat(l.isOpen()).isTrue();
     }
   }
@@ -290,7 +375,12 @@ class SecurityTest {
 
   @Test
   void singleRankNeedsNoNetwork() {
-    Communicator c = Communicator.builder().setRank(0).setPeers(List.of("127.0.0.1:1")).setSecret(JobSecret.generate()).build();
+    Communicator c =
+        Communicator.builder()
+            .setRank(0)
+            .setPeers(List.of("127.0.0.1:1"))
+            .setSecret(JobSecret.generate())
+            .build();
     try {
       float[] a = {1.5f, -2};
       c.allReduce(a, ReduceOp.MEAN);

@@ -9,23 +9,24 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import java.time.Duration;
-import java.util.Arrays;
-import java.util.concurrent.CopyOnWriteArrayList;
 
 /** Rings whose same-host neighbours exchange data through shared memory, against TCP rings. */
 class SharedMemoryTest {
   /** The segments' directory, private to each test so that leftovers are seen. */
   @TempDir Path shmDir;
+
   @TempDir Path elsewhere;
   private List<Communicator> comms;
   private List<Communicator> tcp;
@@ -41,7 +42,9 @@ class SharedMemoryTest {
     }
     Rings.assertNoCommunicatorThreads();
     assertThat(filesIn(shmDir)).as("files left in the shared memory directory").isEmpty();
-    assertThat(mappingsOf(shmDir)).as("segments still mapped after close (their memory is not freed)").isEmpty();
+    assertThat(mappingsOf(shmDir))
+        .as("segments still mapped after close (their memory is not freed)")
+        .isEmpty();
   }
 
   /** This process's mappings of files that were in {@code dir} (Linux; empty elsewhere). */
@@ -62,7 +65,9 @@ class SharedMemoryTest {
 
   private static void assertTransports(List<Communicator> ring, LinkTransport expected) {
     for (Communicator c : ring) {
-      assertThat(c.rightTransport()).as("rank %d -> rank %d", c.rank(), (c.rank() + 1) % ring.size()).isEqualTo(expected);
+      assertThat(c.rightTransport())
+          .as("rank %d -> rank %d", c.rank(), (c.rank() + 1) % ring.size())
+          .isEqualTo(expected);
       assertThat(c.leftTransport()).as("rank %d <- its left", c.rank()).isEqualTo(expected);
     }
   }
@@ -75,7 +80,9 @@ class SharedMemoryTest {
     assertTransports(comms, LinkTransport.SHARED_MEMORY);
     assertTransports(tcp, LinkTransport.TCP);
     assertThat(filesIn(shmDir)).as("names deleted once both ends mapped the files").isEmpty();
-    assertThat(mappingsOf(shmDir)).as("mapped twice per link (both ends in this JVM)").hasSize(2 * n);
+    assertThat(mappingsOf(shmDir))
+        .as("mapped twice per link (both ends in this JVM)")
+        .hasSize(2 * n);
     long seed = 42;
     for (ElementType type : ElementType.values()) {
       for (ReduceOp op : ReduceOp.values()) {
@@ -104,7 +111,8 @@ class SharedMemoryTest {
     }
   }
 
-  private static byte[] reduceRandom(Communicator c, ElementType type, ReduceOp op, int count, long seed) {
+  private static byte[] reduceRandom(
+      Communicator c, ElementType type, ReduceOp op, int count, long seed) {
     SplittableRandom random = new SplittableRandom(seed * 31 + c.rank());
     ByteBuffer buf = ByteBuffer.allocateDirect(count * type.bytes()).order(ByteOrder.LITTLE_ENDIAN);
     for (int i = 0; i < count; i++) {
@@ -163,7 +171,10 @@ class SharedMemoryTest {
     checkWorks(comms);
   }
 
-  /** Rank r's segment directory when the two ranks are on "different hosts": their own /dev/shm each. */
+  /**
+   * Rank r's segment directory when the two ranks are on "different hosts": their own /dev/shm
+   * each.
+   */
   private Path dirOf(int rank) {
     return rank == 0 ? shmDir : elsewhere;
   }
@@ -174,7 +185,9 @@ class SharedMemoryTest {
     comms =
         Rings.formEach(
             2,
-            (r, b) -> b.optSharedMemoryDirectory(dirOf(r)).sharedMemoryServerView(p -> dirOf(r).resolve(p.getFileName())));
+            (r, b) ->
+                b.optSharedMemoryDirectory(dirOf(r))
+                    .sharedMemoryServerView(p -> dirOf(r).resolve(p.getFileName())));
     assertTransports(comms, LinkTransport.TCP);
     checkWorks(comms);
   }
@@ -217,7 +230,13 @@ class SharedMemoryTest {
 
   @Test
   void aSmallRingCarriesLargeOperations() {
-    comms = Rings.form(3, b -> b.optSharedMemoryDirectory(shmDir).optSharedMemoryBytes(4096).optChunkBytes(64 * 1024));
+    comms =
+        Rings.form(
+            3,
+            b ->
+                b.optSharedMemoryDirectory(shmDir)
+                    .optSharedMemoryBytes(4096)
+                    .optChunkBytes(64 * 1024));
     assertTransports(comms, LinkTransport.SHARED_MEMORY);
     checkWorks(comms);
   }
@@ -228,8 +247,13 @@ class SharedMemoryTest {
     try {
       assertThatThrownBy(
               () ->
-                  Communicator.builder().setRank(0).setPeers(List.of(l.address(), "127.0.0.1:1"))
-                      .setSecret(JobSecret.generate()).setListener(l).optSharedMemoryBytes(3 << 20).build())
+                  Communicator.builder()
+                      .setRank(0)
+                      .setPeers(List.of(l.address(), "127.0.0.1:1"))
+                      .setSecret(JobSecret.generate())
+                      .setListener(l)
+                      .optSharedMemoryBytes(3 << 20)
+                      .build())
           .isInstanceOf(IllegalArgumentException.class)
           .hasMessageContaining("Invalid shared memory ring size 3145728");
     } finally {
@@ -239,7 +263,9 @@ class SharedMemoryTest {
 
   @Test
   void closingMidOperationFailsThePeerPromptly() {
-    comms = Rings.form(2, b -> b.optSharedMemoryDirectory(shmDir).optOperationTimeout(Duration.ofSeconds(30)));
+    comms =
+        Rings.form(
+            2, b -> b.optSharedMemoryDirectory(shmDir).optOperationTimeout(Duration.ofSeconds(30)));
     assertTransports(comms, LinkTransport.SHARED_MEMORY);
     Communicator survivor = comms.get(0);
     long start = System.nanoTime();
@@ -264,7 +290,9 @@ class SharedMemoryTest {
   private static void checkWorks(List<Communicator> ring) {
     int n = ring.size();
     for (int count : new int[] {1, 1001, 1_000_003}) {
-      List<byte[]> got = Rings.onEachOk(ring, c -> Values.allReduceArray(c, ElementType.FLOAT32, ReduceOp.SUM, count));
+      List<byte[]> got =
+          Rings.onEachOk(
+              ring, c -> Values.allReduceArray(c, ElementType.FLOAT32, ReduceOp.SUM, count));
       byte[] expected = Values.expected(ElementType.FLOAT32, ReduceOp.SUM, n, count);
       for (byte[] g : got) {
         Values.assertSameBytes(count + " elements", expected, g, ElementType.FLOAT32);

@@ -3,11 +3,12 @@ package dev.sparktrainer.collective;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -27,7 +28,6 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.io.UncheckedIOException;
 
 /**
  * The path a peer offers for shared memory is opened only inside this rank's own segment directory,
@@ -69,7 +69,11 @@ class ShmConfinementTest {
 
   /** A segment name as this code makes them: job, creating process, ranks, random suffix. */
   private String name(long jobId, long pid) {
-    return ShmNegotiation.FILE_PREFIX + Long.toHexString(jobId) + "-p" + pid + "-r0-r1-0123456789abcdef";
+    return ShmNegotiation.FILE_PREFIX
+        + Long.toHexString(jobId)
+        + "-p"
+        + pid
+        + "-r0-r1-0123456789abcdef";
   }
 
   private String name() {
@@ -83,7 +87,9 @@ class ShmConfinementTest {
     Link link;
   }
 
-  /** Rank 1 (segments in shmDir) answers an offer of {@code path} from rank 0 over a loopback pair. */
+  /**
+   * Rank 1 (segments in shmDir) answers an offer of {@code path} from rank 0 over a loopback pair.
+   */
   private Answer offer(String path, byte[] nonce) throws Exception {
     try (ServerSocketChannel server = ServerSocketChannel.open()) {
       server.bind(new InetSocketAddress("127.0.0.1", 0));
@@ -106,7 +112,11 @@ class ShmConfinementTest {
               });
       byte[] p = path.getBytes(StandardCharsets.UTF_8);
       ByteBuffer frame = ByteBuffer.allocate(12 + nonce.length + p.length);
-      frame.putInt(Wire.MAGIC).putShort(Wire.VERSION).putShort(ShmNegotiation.OFFER).putInt(nonce.length + p.length);
+      frame
+          .putInt(Wire.MAGIC)
+          .putShort(Wire.VERSION)
+          .putShort(ShmNegotiation.OFFER)
+          .putInt(nonce.length + p.length);
       frame.put(nonce).put(p).flip();
       clientSide.writeFully(frame, null, deadline);
       ByteBuffer head = ByteBuffer.allocate(11);
@@ -135,7 +145,8 @@ class ShmConfinementTest {
     assertThat(a.link).as("the link stays on TCP").isInstanceOf(ChannelLink.class);
     assertThat(a.link.transport()).isEqualTo(LinkTransport.TCP);
     assertThat(a.reason).contains(offered);
-    assertThat(logged).as("a warning naming the offered path")
+    assertThat(logged)
+        .as("a warning naming the offered path")
         .anySatisfy(m -> assertThat(m).startsWith("WARNING").contains(offered));
     if (shouldSurvive != null) {
       assertThat(shouldSurvive).as("the file the offer pointed at is left alone").exists();
@@ -211,7 +222,8 @@ class ShmConfinementTest {
     FileTime old = FileTime.from(Instant.now().minus(Duration.ofHours(1)));
     Path staleDead = touch(shmDir.resolve(name(otherJob, dead)), old);
     Path staleLive = touch(shmDir.resolve(name(otherJob, live)), old);
-    Path recentDead = touch(shmDir.resolve(name(otherJob, dead).replace("-r0-r1-", "-r1-r2-")), null);
+    Path recentDead =
+        touch(shmDir.resolve(name(otherJob, dead).replace("-r0-r1-", "-r1-r2-")), null);
     Path foreign = touch(shmDir.resolve("spark-trainer-ring-notes-p" + dead), old);
     Path foreignOwner = null;
     if (Integer.valueOf(0).equals(Files.getAttribute(Path.of("/proc/self"), "unix:uid"))) {
@@ -225,12 +237,16 @@ class ShmConfinementTest {
     }
     assertThat(staleDead).as("segment of a dead process").doesNotExist();
     assertThat(staleLive).as("segment of a live process").exists();
-    assertThat(recentDead).as("a segment too recent to be stale (another pid namespace could own it)").exists();
+    assertThat(recentDead)
+        .as("a segment too recent to be stale (another pid namespace could own it)")
+        .exists();
     assertThat(foreign).as("not this code's name").exists();
     if (foreignOwner != null) {
       assertThat(foreignOwner).as("another user's file").exists();
     }
-    assertThat(logged).anySatisfy(m -> assertThat(m).contains("stale").contains(staleDead.getFileName().toString()));
+    assertThat(logged)
+        .anySatisfy(
+            m -> assertThat(m).contains("stale").contains(staleDead.getFileName().toString()));
     try (Stream<Path> s = Files.list(shmDir)) {
       for (Path f : s.toList()) {
         Files.delete(f);

@@ -15,7 +15,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
-import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
@@ -48,10 +47,13 @@ class ShmLinkTest {
       SocketChannel b = server.accept();
       Path file = dir.resolve("segment");
       ShmLink.Segment segment = ShmLink.create(file, forward, reverse);
-      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(file))).isEqualTo("rw-------");
+      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(file)))
+          .isEqualTo("rw-------");
       assertThat(Files.size(file)).isEqualTo(ShmLink.fileBytes(forward, reverse));
       creator = ShmLink.creator(new ChannelLink(a, 1, "host-b:2"), segment, "test");
-      acceptor = ShmLink.acceptor(new ChannelLink(b, 0, "host-a:1"), ShmLink.open(file, segment.nonce), "test");
+      acceptor =
+          ShmLink.acceptor(
+              new ChannelLink(b, 0, "host-a:1"), ShmLink.open(file, segment.nonce), "test");
       Files.delete(file); // the mappings outlive the name
     }
   }
@@ -76,11 +78,15 @@ class ShmLinkTest {
                   SplittableRandom sizes = new SplittableRandom(1);
                   SplittableRandom data = new SplittableRandom(2);
                   for (long sent = 0; sent < total; ) {
-                    // larger than the ring, smaller, split between a header and a payload, heap or direct
+                    // larger than the ring, smaller, split between a header and a payload, heap or
+                    // direct
                     int na = (int) Math.min(sizes.nextInt(0, 64), total - sent);
                     int nb = (int) Math.min(sizes.nextInt(1, 3 * capacity), total - sent - na);
                     ByteBuffer a = ByteBuffer.allocate(na);
-                    ByteBuffer b = sizes.nextBoolean() ? ByteBuffer.allocateDirect(nb) : ByteBuffer.allocate(nb);
+                    ByteBuffer b =
+                        sizes.nextBoolean()
+                            ? ByteBuffer.allocateDirect(nb)
+                            : ByteBuffer.allocate(nb);
                     fill(a, data);
                     fill(b, data);
                     writer.writeFully(a, nb == 0 && sizes.nextBoolean() ? null : b, far());
@@ -97,7 +103,8 @@ class ShmLinkTest {
       ByteBuffer expected = ByteBuffer.allocate(4 * capacity);
       for (long received = 0; received < total; ) {
         int n = (int) Math.min(sizes.nextInt(1, 4 * capacity), total - received);
-        ByteBuffer dst = sizes.nextBoolean() ? ByteBuffer.allocateDirect(n + 7) : ByteBuffer.allocate(n + 7);
+        ByteBuffer dst =
+            sizes.nextBoolean() ? ByteBuffer.allocateDirect(n + 7) : ByteBuffer.allocate(n + 7);
         dst.position(7);
         reader.readFully(dst, far());
         assertThat(dst.position()).isEqualTo(n + 7);
@@ -122,14 +129,25 @@ class ShmLinkTest {
   @Test
   void abortWakesABlockedReaderAndABlockedWriter() throws Exception {
     connect(4096, 4096);
-    creator.writeFully(ByteBuffer.allocate(4096), null, far()); // the acceptor never reads: the ring is full
+    creator.writeFully(
+        ByteBuffer.allocate(4096), null, far()); // the acceptor never reads: the ring is full
     AtomicReference<Throwable> readFailure = new AtomicReference<>();
     AtomicReference<Throwable> writeFailure = new AtomicReference<>();
-    Thread reader = new Thread(() -> readFailure.set(attempt(() -> creator.readFully(ByteBuffer.allocate(10), far()))));
-    Thread writer = new Thread(() -> writeFailure.set(attempt(() -> creator.writeFully(ByteBuffer.allocate(10), null, far()))));
+    Thread reader =
+        new Thread(
+            () ->
+                readFailure.set(attempt(() -> creator.readFully(ByteBuffer.allocate(10), far()))));
+    Thread writer =
+        new Thread(
+            () ->
+                writeFailure.set(
+                    attempt(() -> creator.writeFully(ByteBuffer.allocate(10), null, far()))));
     reader.start();
     writer.start();
-    Rings.await("both threads asleep", Duration.ofSeconds(10), () -> creator.readSleeps > 0 && creator.writeSleeps > 0);
+    Rings.await(
+        "both threads asleep",
+        Duration.ofSeconds(10),
+        () -> creator.readSleeps > 0 && creator.writeSleeps > 0);
     long start = System.nanoTime();
     creator.abort();
     reader.join(10_000);
@@ -139,7 +157,8 @@ class ShmLinkTest {
     assertThat(readFailure.get()).isInstanceOf(AsynchronousCloseException.class);
     assertThat(writeFailure.get()).isInstanceOf(AsynchronousCloseException.class);
     assertThat(creator.channel().isOpen()).isFalse();
-    assertThatThrownBy(() -> creator.readFully(ByteBuffer.allocate(1), far())).isInstanceOf(AsynchronousCloseException.class);
+    assertThatThrownBy(() -> creator.readFully(ByteBuffer.allocate(1), far()))
+        .isInstanceOf(AsynchronousCloseException.class);
     assertThat(creator.unmapped()).as("unmapped once the last thread left").isTrue();
     assertThat(acceptor.unmapped()).isFalse();
     acceptor.abort();
@@ -161,7 +180,9 @@ class ShmLinkTest {
     reader.join(10_000);
     assertThat(reader.isAlive()).isFalse();
     assertThat((System.nanoTime() - start) / 1e9).as("seconds to notice").isLessThan(2);
-    assertThat(failure.get()).isInstanceOf(EOFException.class).hasMessageContaining("rank 0 at host-a:1");
+    assertThat(failure.get())
+        .isInstanceOf(EOFException.class)
+        .hasMessageContaining("rank 0 at host-a:1");
     assertThat(dst.position()).as("the bytes sent before are delivered").isEqualTo(100);
   }
 
@@ -169,11 +190,15 @@ class ShmLinkTest {
   void deadlinesFailWithTheirPeerNamed() throws Exception {
     connect(4096, 4096);
     long start = System.nanoTime();
-    assertThatThrownBy(() -> acceptor.readFully(ByteBuffer.allocate(1), System.nanoTime() + 300_000_000L))
+    assertThatThrownBy(
+            () -> acceptor.readFully(ByteBuffer.allocate(1), System.nanoTime() + 300_000_000L))
         .isInstanceOf(SocketTimeoutException.class)
         .hasMessageContaining("waiting for data from rank 0 at host-a:1");
     assertThat((System.nanoTime() - start) / 1e9).isBetween(0.25, 3.0);
-    assertThatThrownBy(() -> creator.writeFully(ByteBuffer.allocate(4097), null, System.nanoTime() + 300_000_000L))
+    assertThatThrownBy(
+            () ->
+                creator.writeFully(
+                    ByteBuffer.allocate(4097), null, System.nanoTime() + 300_000_000L))
         .isInstanceOf(SocketTimeoutException.class)
         .hasMessageContaining("sending to rank 1 at host-b:2");
   }
@@ -184,12 +209,16 @@ class ShmLinkTest {
     ShmLink.Segment segment = ShmLink.create(file, 4096, 4096);
     byte[] other = segment.nonce.clone();
     other[0] ^= 1;
-    assertThatThrownBy(() -> ShmLink.open(file, other)).isInstanceOf(IOException.class).hasMessageContaining("nonce");
+    assertThatThrownBy(() -> ShmLink.open(file, other))
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining("nonce");
     Path garbage = dir.resolve("garbage");
     Files.write(garbage, new byte[3 * 4096]);
     assertThatThrownBy(() -> ShmLink.open(garbage, segment.nonce)).isInstanceOf(IOException.class);
-    assertThatThrownBy(() -> ShmLink.open(dir.resolve("missing"), segment.nonce)).isInstanceOf(IOException.class);
-    assertThatThrownBy(() -> ShmLink.create(file, 4096, 4096)).isInstanceOf(IOException.class); // never reuses a name
+    assertThatThrownBy(() -> ShmLink.open(dir.resolve("missing"), segment.nonce))
+        .isInstanceOf(IOException.class);
+    assertThatThrownBy(() -> ShmLink.create(file, 4096, 4096))
+        .isInstanceOf(IOException.class); // never reuses a name
   }
 
   private interface Io {

@@ -85,16 +85,22 @@ class TlsRelayTest {
     Relay mitm = new Relay(relay, new InetSocketAddress("127.0.0.1", l1.port()), relayed);
     toClose.add(mitm);
     JobSecret secret = JobSecret.generate();
-    // rank 0 was told that rank 1 is at the relay's address (a poisoned rendezvous or a routed port)
+    // rank 0 was told that rank 1 is at the relay's address (a poisoned rendezvous or a routed
+    // port)
     List<String> peersOf0 = List.of(l0.address(), "127.0.0.1:" + mitm.port());
     List<String> peersOf1 = List.of(l0.address(), l1.address());
     List<Rings.Outcome<Communicator>> outcomes =
         Rings.runEach(
             2,
             r ->
-                Communicator.builder().setRank(r).setPeers(r == 0 ? peersOf0 : peersOf1).setSecret(secret)
-                    .setListener(r == 0 ? l0 : l1).optSslContext(ranks)
-                    .optConnectTimeout(Duration.ofSeconds(4)).build());
+                Communicator.builder()
+                    .setRank(r)
+                    .setPeers(r == 0 ? peersOf0 : peersOf1)
+                    .setSecret(secret)
+                    .setListener(r == 0 ? l0 : l1)
+                    .optSslContext(ranks)
+                    .optConnectTimeout(Duration.ofSeconds(4))
+                    .build());
     comms = new ArrayList<>();
     for (Rings.Outcome<Communicator> o : outcomes) {
       if (o.value != null) {
@@ -107,7 +113,8 @@ class TlsRelayTest {
         .isInstanceOf(CollectiveException.class)
         .hasMessageContaining("authentication with rank 1")
         .hasMessageContaining("failed to prove the job secret");
-    assertThat(outcomes.get(1).error).as("rank 1, whose left neighbour never authenticated")
+    assertThat(outcomes.get(1).error)
+        .as("rank 1, whose left neighbour never authenticated")
         .isInstanceOf(CollectiveException.class);
   }
 
@@ -118,7 +125,10 @@ class TlsRelayTest {
     private final List<Thread> threads = Collections.synchronizedList(new ArrayList<>());
 
     Relay(SSLContext ctx, InetSocketAddress target, AtomicInteger relayed) throws IOException {
-      server = (SSLServerSocket) ctx.getServerSocketFactory().createServerSocket(0, 8, InetAddress.getByName("127.0.0.1"));
+      server =
+          (SSLServerSocket)
+              ctx.getServerSocketFactory()
+                  .createServerSocket(0, 8, InetAddress.getByName("127.0.0.1"));
       server.setNeedClientAuth(true);
       Thread acceptor =
           new Thread(
@@ -128,7 +138,10 @@ class TlsRelayTest {
                     SSLSocket in = (SSLSocket) server.accept();
                     sockets.add(in);
                     in.startHandshake();
-                    SSLSocket out = (SSLSocket) ctx.getSocketFactory().createSocket(target.getAddress(), target.getPort());
+                    SSLSocket out =
+                        (SSLSocket)
+                            ctx.getSocketFactory()
+                                .createSocket(target.getAddress(), target.getPort());
                     sockets.add(out);
                     out.startHandshake();
                     relayed.incrementAndGet();
@@ -154,7 +167,8 @@ class TlsRelayTest {
           new Thread(
               () -> {
                 byte[] buf = new byte[64 * 1024];
-                try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+                try (InputStream in = from.getInputStream();
+                    OutputStream out = to.getOutputStream()) {
                   for (int n; (n = in.read(buf)) >= 0; ) {
                     out.write(buf, 0, n);
                     out.flush();
@@ -197,14 +211,33 @@ class TlsRelayTest {
     String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
     Process p =
         new ProcessBuilder(
-                keytool, "-genkeypair", "-alias", alias, "-keyalg", "EC", "-groupname", "secp256r1",
-                "-dname", "CN=" + alias, "-validity", "2", "-storetype", "PKCS12",
-                "-keystore", keystore.toString(), "-storepass", "changeit", "-keypass", "changeit")
+                keytool,
+                "-genkeypair",
+                "-alias",
+                alias,
+                "-keyalg",
+                "EC",
+                "-groupname",
+                "secp256r1",
+                "-dname",
+                "CN=" + alias,
+                "-validity",
+                "2",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                keystore.toString(),
+                "-storepass",
+                "changeit",
+                "-keypass",
+                "changeit")
             .redirectErrorStream(true)
             .start();
     try {
       assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("keytool finished").isTrue();
-      assertThat(p.exitValue()).as("keytool: " + new String(p.getInputStream().readAllBytes())).isZero();
+      assertThat(p.exitValue())
+          .as("keytool: " + new String(p.getInputStream().readAllBytes()))
+          .isZero();
     } finally {
       p.destroyForcibly();
     }
@@ -218,7 +251,8 @@ class TlsRelayTest {
   private static SSLContext context(KeyStore key, KeyStore trust) throws Exception {
     KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
     kmf.init(key, "changeit".toCharArray());
-    TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+    TrustManagerFactory tmf =
+        TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
     tmf.init(trust);
     SSLContext ctx = SSLContext.getInstance("TLS");
     ctx.init(kmf.getKeyManagers(), tmf.getTrustManagers(), null);

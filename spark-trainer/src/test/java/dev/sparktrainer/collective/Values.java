@@ -55,57 +55,75 @@ final class Values {
     for (int i = 0; i < count; i++) {
       int s = sign(i);
       switch (type) {
-        case FLOAT32: {
-          float sum = (float) (s * tri * g(i));
-          float lo = s > 0 ? g(i) : -n * g(i);
-          float hi = s > 0 ? n * g(i) : -g(i);
-          b.putFloat(op == ReduceOp.SUM ? sum : op == ReduceOp.MEAN ? sum / (float) n : op == ReduceOp.MIN ? lo : hi);
-          break;
-        }
-        case FLOAT64: {
-          double v = g(i) + 0.5;
-          double sum = s * tri * v;
-          double lo = s > 0 ? v : -n * v;
-          double hi = s > 0 ? n * v : -v;
-          b.putDouble(op == ReduceOp.SUM ? sum : op == ReduceOp.MEAN ? sum / n : op == ReduceOp.MIN ? lo : hi);
-          break;
-        }
-        default: {
-          long sum = s * (tri * (1L << 33) + (long) n * i);
-          long lo = s > 0 ? (1L << 33) + i : -(n * (1L << 33) + i);
-          long hi = s > 0 ? n * (1L << 33) + i : -((1L << 33) + i);
-          b.putLong(op == ReduceOp.SUM ? sum : op == ReduceOp.MEAN ? sum / n : op == ReduceOp.MIN ? lo : hi);
-        }
+        case FLOAT32:
+          {
+            float sum = (float) (s * tri * g(i));
+            float lo = s > 0 ? g(i) : -n * g(i);
+            float hi = s > 0 ? n * g(i) : -g(i);
+            b.putFloat(
+                op == ReduceOp.SUM
+                    ? sum
+                    : op == ReduceOp.MEAN ? sum / (float) n : op == ReduceOp.MIN ? lo : hi);
+            break;
+          }
+        case FLOAT64:
+          {
+            double v = g(i) + 0.5;
+            double sum = s * tri * v;
+            double lo = s > 0 ? v : -n * v;
+            double hi = s > 0 ? n * v : -v;
+            b.putDouble(
+                op == ReduceOp.SUM
+                    ? sum
+                    : op == ReduceOp.MEAN ? sum / n : op == ReduceOp.MIN ? lo : hi);
+            break;
+          }
+        default:
+          {
+            long sum = s * (tri * (1L << 33) + (long) n * i);
+            long lo = s > 0 ? (1L << 33) + i : -(n * (1L << 33) + i);
+            long hi = s > 0 ? n * (1L << 33) + i : -((1L << 33) + i);
+            b.putLong(
+                op == ReduceOp.SUM
+                    ? sum
+                    : op == ReduceOp.MEAN ? sum / n : op == ReduceOp.MIN ? lo : hi);
+          }
       }
     }
     return b.array();
   }
 
-  /** Runs allReduce on this rank's closed-form input through the array API; returns the result bytes. */
+  /**
+   * Runs allReduce on this rank's closed-form input through the array API; returns the result
+   * bytes.
+   */
   static byte[] allReduceArray(Communicator c, ElementType type, ReduceOp op, int count) {
     ByteBuffer in = ByteBuffer.wrap(input(type, c.rank(), count)).order(ByteOrder.LITTLE_ENDIAN);
     ByteBuffer out = ByteBuffer.allocate(count * type.bytes()).order(ByteOrder.LITTLE_ENDIAN);
     switch (type) {
-      case FLOAT32: {
-        float[] a = new float[count];
-        in.asFloatBuffer().get(a);
-        c.allReduce(a, op);
-        out.asFloatBuffer().put(a);
-        break;
-      }
-      case FLOAT64: {
-        double[] a = new double[count];
-        in.asDoubleBuffer().get(a);
-        c.allReduce(a, op);
-        out.asDoubleBuffer().put(a);
-        break;
-      }
-      default: {
-        long[] a = new long[count];
-        in.asLongBuffer().get(a);
-        c.allReduce(a, op);
-        out.asLongBuffer().put(a);
-      }
+      case FLOAT32:
+        {
+          float[] a = new float[count];
+          in.asFloatBuffer().get(a);
+          c.allReduce(a, op);
+          out.asFloatBuffer().put(a);
+          break;
+        }
+      case FLOAT64:
+        {
+          double[] a = new double[count];
+          in.asDoubleBuffer().get(a);
+          c.allReduce(a, op);
+          out.asDoubleBuffer().put(a);
+          break;
+        }
+      default:
+        {
+          long[] a = new long[count];
+          in.asLongBuffer().get(a);
+          c.allReduce(a, op);
+          out.asLongBuffer().put(a);
+        }
     }
     return out.array();
   }
@@ -113,7 +131,8 @@ final class Values {
   /** Fails with the first differing element. */
   static void assertSameBytes(String context, byte[] expected, byte[] actual, ElementType type) {
     if (expected.length != actual.length) {
-      throw new AssertionError(context + ": length " + actual.length + ", expected " + expected.length);
+      throw new AssertionError(
+          context + ": length " + actual.length + ", expected " + expected.length);
     }
     ByteBuffer e = ByteBuffer.wrap(expected).order(ByteOrder.LITTLE_ENDIAN);
     ByteBuffer a = ByteBuffer.wrap(actual).order(ByteOrder.LITTLE_ENDIAN);
@@ -123,7 +142,13 @@ final class Values {
       long av = es == 4 ? a.getInt(i * 4) : a.getLong(i * 8);
       if (ev != av) {
         throw new AssertionError(
-            context + ": element " + i + " is " + format(type, a, i) + ", expected " + format(type, e, i)
+            context
+                + ": element "
+                + i
+                + " is "
+                + format(type, a, i)
+                + ", expected "
+                + format(type, e, i)
                 + " (raw bits differ)");
       }
     }

@@ -9,6 +9,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Random;
+import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.parquet.bytes.HeapByteBufferAllocator;
 import org.apache.parquet.column.ParquetProperties.WriterVersion;
@@ -23,7 +24,6 @@ import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.MessageTypeParser;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.function.Consumer;
 
 /**
  * The bulk page decoder: its RLE/bit-packed hybrid decoding against parquet-mr's encoder, and whole
@@ -31,8 +31,7 @@ import java.util.function.Consumer;
  * pages, BYTE_STREAM_SPLIT and DELTA values through parquet-mr's values readers) read back exactly.
  */
 class BulkColumnReaderTest {
-  @TempDir
-  Path dir;
+  @TempDir Path dir;
 
   @Test
   void hybridDecodingMatchesParquetMrsEncoderAtEveryBitWidth() throws IOException {
@@ -47,8 +46,9 @@ class BulkColumnReaderTest {
         long v = width == 0 ? 0 : run ? bound - 1 : (rnd.nextLong() & Long.MAX_VALUE) % bound;
         values[i] = (int) v;
       }
-      RunLengthBitPackingHybridEncoder enc = new RunLengthBitPackingHybridEncoder(width, 64, 1 << 16,
-          HeapByteBufferAllocator.getInstance());
+      RunLengthBitPackingHybridEncoder enc =
+          new RunLengthBitPackingHybridEncoder(
+              width, 64, 1 << 16, HeapByteBufferAllocator.getInstance());
       for (int v : values) {
         enc.writeInt(v);
       }
@@ -65,8 +65,14 @@ class BulkColumnReaderTest {
         }
         float[] gathered = new float[n];
         ByteBuffer b = bytes.duplicate();
-        BulkColumnReader.hybridGather(b.array(), b.arrayOffset() + b.position(), b.arrayOffset() + b.limit(), width,
-            dict, gathered, n);
+        BulkColumnReader.hybridGather(
+            b.array(),
+            b.arrayOffset() + b.position(),
+            b.arrayOffset() + b.limit(),
+            width,
+            dict,
+            gathered,
+            n);
         for (int k = 0; k < n; k++) {
           assertThat(gathered[k]).as("bit width %d, value %d", width, k).isEqualTo(dict[values[k]]);
         }
@@ -76,20 +82,23 @@ class BulkColumnReaderTest {
         int w = width;
         ByteBuffer cut = bytes.duplicate();
         cut.limit(cut.position() + cut.remaining() / 2);
-        assertThatThrownBy(() -> BulkColumnReader.hybrid(cut, w, new int[n], n)).isInstanceOf(IOException.class)
+        assertThatThrownBy(() -> BulkColumnReader.hybrid(cut, w, new int[n], n))
+            .isInstanceOf(IOException.class)
             .hasMessageContaining("cut off");
       }
     }
   }
 
-  private static final MessageType SCHEMA = MessageTypeParser.parseMessageType("message m {\n"
-      + "  required int64 id;\n"
-      + "  optional group v (LIST) { repeated group list { required float element; } }\n"
-      + "  optional group w (LIST) { repeated group list { optional double element; } }\n"
-      + "  required int32 i;\n"
-      + "  optional float f;\n"
-      + "  required int64 label;\n"
-      + "}");
+  private static final MessageType SCHEMA =
+      MessageTypeParser.parseMessageType(
+          "message m {\n"
+              + "  required int64 id;\n"
+              + "  optional group v (LIST) { repeated group list { required float element; } }\n"
+              + "  optional group w (LIST) { repeated group list { optional double element; } }\n"
+              + "  required int32 i;\n"
+              + "  optional float f;\n"
+              + "  required int64 label;\n"
+              + "}");
   private static final int WIDTH = 37;
 
   private static float v(long id, int k) {
@@ -97,14 +106,27 @@ class BulkColumnReaderTest {
     return id % 2 == 0 ? k % 5 : id * 0.25f + k;
   }
 
-  private static void write(Path file, int rows, WriterVersion version, boolean dictionary, boolean byteStreamSplit,
-      long nullRow) throws IOException {
+  private static void write(
+      Path file,
+      int rows,
+      WriterVersion version,
+      boolean dictionary,
+      boolean byteStreamSplit,
+      long nullRow)
+      throws IOException {
     SimpleGroupFactory groups = new SimpleGroupFactory(SCHEMA);
     org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(file.toString());
-    try (ParquetWriter<Group> w = ExampleParquetWriter.builder(HadoopOutputFile.fromPath(p, new Configuration()))
-        .withType(SCHEMA).withWriterVersion(version).withDictionaryEncoding(dictionary)
-        .withByteStreamSplitEncoding(byteStreamSplit).withCompressionCodec(CompressionCodecName.SNAPPY)
-        .withPageRowCountLimit(7).withPageSize(512).withMinRowCountForPageSizeCheck(1).build()) {
+    try (ParquetWriter<Group> w =
+        ExampleParquetWriter.builder(HadoopOutputFile.fromPath(p, new Configuration()))
+            .withType(SCHEMA)
+            .withWriterVersion(version)
+            .withDictionaryEncoding(dictionary)
+            .withByteStreamSplitEncoding(byteStreamSplit)
+            .withCompressionCodec(CompressionCodecName.SNAPPY)
+            .withPageRowCountLimit(7)
+            .withPageSize(512)
+            .withMinRowCountForPageSizeCheck(1)
+            .build()) {
       for (long id = 0; id < rows; id++) {
         Group g = groups.newGroup();
         g.append("id", id);
@@ -127,9 +149,17 @@ class BulkColumnReaderTest {
     }
   }
 
-  private static final DatasetSpec SPEC = DatasetSpec.builder().addPath("x").optFormat(DatasetSpec.Format.PARQUET)
-      .addFeature("id", 1).addFeature("v", WIDTH).addFeature("w", 2).addFeature("i", 1).addFeature("f", 1)
-      .setLabel("label", DatasetSpec.LabelType.INT).build();
+  private static final DatasetSpec SPEC =
+      DatasetSpec.builder()
+          .addPath("x")
+          .optFormat(DatasetSpec.Format.PARQUET)
+          .addFeature("id", 1)
+          .addFeature("v", WIDTH)
+          .addFeature("w", 2)
+          .addFeature("i", 1)
+          .addFeature("f", 1)
+          .setLabel("label", DatasetSpec.LabelType.INT)
+          .build();
 
   private static float[] expected(long id) {
     float[] e = new float[1 + WIDTH + 2 + 2];
@@ -155,16 +185,20 @@ class BulkColumnReaderTest {
           write(file, rows, version, dictionary, split, -1);
           String what = version + ", dictionary " + dictionary + ", byte stream split " + split;
           long[] next = {0};
-          readFile(file, r -> {
-            long id = next[0]++;
-            assertThat(r.features).as("%s: row %d", what, id).containsExactly(expected(id));
-            assertThat(r.label).isEqualTo(id % 10);
-          });
+          readFile(
+              file,
+              r -> {
+                long id = next[0]++;
+                assertThat(r.features).as("%s: row %d", what, id).containsExactly(expected(id));
+                assertThat(r.label).isEqualTo(id % 10);
+              });
           assertThat(next[0]).as(what).isEqualTo(rows);
           // Every third row only: the others are skipped without decoding.
           Split s = new Split(0, file.toString(), 0, Files.size(file), rows, null);
           long[] seen = {0};
-          try (ParquetStream st = new ParquetStream(s, SPEC, j -> j % 3 == 2, new Configuration(), new ArrayPool(42, 4))) {
+          try (ParquetStream st =
+              new ParquetStream(
+                  s, SPEC, j -> j % 3 == 2, new Configuration(), new ArrayPool(42, 4))) {
             for (Record r = st.next(); r != null; r = st.next()) {
               long id = 3 * seen[0]++ + 2;
               assertThat(r.features).as("%s: owned row %d", what, id).containsExactly(expected(id));
@@ -181,14 +215,16 @@ class BulkColumnReaderTest {
     for (WriterVersion version : WriterVersion.values()) {
       Path file = dir.resolve("null-" + version + ".parquet");
       write(file, 60, version, true, false, 45);
-      assertThatThrownBy(() -> readFile(file, r -> {})).isInstanceOf(IOException.class)
+      assertThatThrownBy(() -> readFile(file, r -> {}))
+          .isInstanceOf(IOException.class)
           .hasMessageContaining(file.getFileName() + ", row 45: column 'w' has a null at value 0");
     }
   }
 
   private static void readFile(Path file, Consumer<Record> to) throws IOException {
     Split split = new Split(0, file.toString(), 0, Files.size(file), -1, null);
-    try (ParquetStream s = new ParquetStream(split, SPEC, j -> true, new Configuration(), new ArrayPool(42, 4))) {
+    try (ParquetStream s =
+        new ParquetStream(split, SPEC, j -> true, new Configuration(), new ArrayPool(42, 4))) {
       for (Record r = s.next(); r != null; r = s.next()) {
         to.accept(new Record(Arrays.copyOf(r.features, r.features.length), r.label));
       }

@@ -4,12 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sparktrainer.data.ImageAugment.Layout;
-import org.junit.jupiter.api.Test;
 import java.util.Arrays;
+import org.junit.jupiter.api.Test;
 
 /** The built-in image augmentations on small images whose results are known. */
 class ImageAugmentTest {
-  /** One image column [c, h, w] (CHW) or [h, w, c] (HWC), plus a tabular column that must stay as it is. */
+  /**
+   * One image column [c, h, w] (CHW) or [h, w, c] (HWC), plus a tabular column that must stay as it
+   * is.
+   */
   private static Example example(Layout layout, int c, int h, int w, float[] pixels, long seed) {
     DatasetSpec.Builder b = DatasetSpec.builder().addPath("x");
     if (layout == Layout.CHW) {
@@ -80,7 +83,9 @@ class ImageAugmentTest {
     }
   }
 
-  /** A shift of (dy, dx) with zeros coming in, as padding then cropping at (p + dy, p + dx) does. */
+  /**
+   * A shift of (dy, dx) with zeros coming in, as padding then cropping at (p + dy, p + dx) does.
+   */
   @Test
   void cropShiftsByTheDrawnOffsetWithZeroPadding() throws Exception {
     int c = 2;
@@ -100,7 +105,8 @@ class ImageAugmentTest {
           for (int x = 0; x < w; x++) {
             int sy = y + dy;
             int sx = x + dx;
-            want[(k * h + y) * w + x] = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : (k * h + sy) * w + sx + 1;
+            want[(k * h + y) * w + x] =
+                sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : (k * h + sy) * w + sx + 1;
           }
         }
       }
@@ -111,7 +117,10 @@ class ImageAugmentTest {
     assertThat(sawShift).as("extreme shifts are drawn").isTrue();
   }
 
-  /** By hand: a 3x3 single-channel image shifted down-left by one pixel (window at the padded image's (0, 2)). */
+  /**
+   * By hand: a 3x3 single-channel image shifted down-left by one pixel (window at the padded
+   * image's (0, 2)).
+   */
   @Test
   void cropOfAKnownImage() throws Exception {
     long seed = 0;
@@ -172,7 +181,8 @@ class ImageAugmentTest {
 
   @Test
   void parseKeepsOnlyNormalizationForInference() throws Exception {
-    ImageAugment a = ImageAugment.parse("flip, crop:4, normalize:0.5,0.25,0.75/2,4,0.5", Layout.CHW);
+    ImageAugment a =
+        ImageAugment.parse("flip, crop:4, normalize:0.5,0.25,0.75/2,4,0.5", Layout.CHW);
     assertThat(a.inference()).isNotNull();
     assertThat(ImageAugment.parse("flip,crop:1", Layout.CHW).inference()).isNull();
     long seed = firstSeed(true);
@@ -187,14 +197,18 @@ class ImageAugmentTest {
         .hasMessageContaining("Invalid augmentation 'flip,rotate:3': unknown step 'rotate:3'")
         .hasMessageContaining("flip, crop:PADDING and normalize");
     assertThatThrownBy(() -> ImageAugment.parse("crop", Layout.CHW)).hasMessageContaining("crop:4");
-    assertThatThrownBy(() -> ImageAugment.parse("crop:0", Layout.CHW)).hasMessageContaining("at least 1");
-    assertThatThrownBy(() -> ImageAugment.parse("normalize:0.5,0.5", Layout.CHW)).hasMessageContaining("MEAN/STD");
+    assertThatThrownBy(() -> ImageAugment.parse("crop:0", Layout.CHW))
+        .hasMessageContaining("at least 1");
+    assertThatThrownBy(() -> ImageAugment.parse("normalize:0.5,0.5", Layout.CHW))
+        .hasMessageContaining("MEAN/STD");
     assertThatThrownBy(() -> ImageAugment.parse("normalize:0.5,0.5/1", Layout.CHW))
         .hasMessageContaining("as many means as standard deviations");
-    assertThatThrownBy(() -> ImageAugment.parse("normalize:0.5/0", Layout.CHW)).hasMessageContaining("positive");
+    assertThatThrownBy(() -> ImageAugment.parse("normalize:0.5/0", Layout.CHW))
+        .hasMessageContaining("positive");
     ImageAugment a = ImageAugment.parse("flip,normalize:0.5,0.5,0.5/1,1,1", Layout.CHW);
     assertThatThrownBy(() -> a.check(new long[][] {{784}}, Layout.CHW))
-        .hasMessageContaining("needs an image-shaped feature").hasMessageContaining("[784]");
+        .hasMessageContaining("needs an image-shaped feature")
+        .hasMessageContaining("[784]");
     assertThatThrownBy(() -> a.check(new long[][] {{1, 28, 28}}, Layout.CHW))
         .hasMessageContaining("the image [1, 28, 28] (CHW) has 1 channels");
     a.check(new long[][] {{3, 32, 32}, {5}}, Layout.CHW);

@@ -8,7 +8,11 @@ import ai.djl.ndarray.types.DataType;
 import dev.sparktrainer.data.PipelineOptions.ShardingPolicy;
 import dev.sparktrainer.data.PipelineOptions.UnevenPolicy;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,16 +21,12 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
-import dev.sparktrainer.tfrecord.example.Examples;
-import dev.sparktrainer.tfrecord.example.Feature;
-import java.io.OutputStream;
-import java.util.Map;
 
 class InputPipelineTest {
   private static final int W = 4;
@@ -53,11 +53,15 @@ class InputPipelineTest {
 
   private DatasetPlan plan(int... counts) throws IOException {
     TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, counts);
-    return DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(), TestData.CONF);
+    return DatasetPlanner.plan(
+        TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(), TestData.CONF);
   }
 
   private static PipelineOptions.Builder opts() {
-    return PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(50).optCycleLength(3)
+    return PipelineOptions.builder()
+        .optBatchSize(8)
+        .optShuffleBuffer(50)
+        .optCycleLength(3)
         .optMemoryBudgetBytes(8 << 20);
   }
 
@@ -71,7 +75,8 @@ class InputPipelineTest {
         if (policy == ShardingPolicy.FILE && n > plan.splits().size()) {
           continue;
         }
-        PipelineOptions o = opts().optSharding(policy).optDropRemainder(false).optUneven(UnevenPolicy.PAD).build();
+        PipelineOptions o =
+            opts().optSharding(policy).optDropRemainder(false).optUneven(UnevenPolicy.PAD).build();
         Set<Long> union = new HashSet<>();
         long steps = -1;
         for (int r = 0; r < n; r++) {
@@ -81,7 +86,9 @@ class InputPipelineTest {
             }
             assertThat(p.stepsPerEpoch()).as("same steps on every worker").isEqualTo(steps);
             Set<Long> mine = new HashSet<>(ids(p, 0));
-            assertThat(mine).as(policy + " n=" + n + " rank " + r + " owns").hasSize((int) p.shard().records());
+            assertThat(mine)
+                .as(policy + " n=" + n + " rank " + r + " owns")
+                .hasSize((int) p.shard().records());
             for (Long id : mine) {
               assertThat(union.add(id)).as("record " + id + " seen by two workers").isTrue();
             }
@@ -101,16 +108,25 @@ class InputPipelineTest {
     WorkerShard pad = plan.shard(0, 2, opts().optSharding(ShardingPolicy.FILE).build());
     assertThat(pad.recordsPerWorker()).containsExactlyInAnyOrder(260L, 142L);
     assertThat(pad.stepsPerEpoch()).isEqualTo(260 / 8);
-    WorkerShard cut = plan.shard(0, 2, opts().optSharding(ShardingPolicy.FILE).optUneven(UnevenPolicy.TRUNCATE).build());
+    WorkerShard cut =
+        plan.shard(
+            0, 2, opts().optSharding(ShardingPolicy.FILE).optUneven(UnevenPolicy.TRUNCATE).build());
     assertThat(cut.stepsPerEpoch()).isEqualTo(142 / 8);
     for (int r = 0; r < 2; r++) {
-      try (InputPipeline p = InputPipeline.create(plan, opts().optSharding(ShardingPolicy.FILE)
-          .optUneven(UnevenPolicy.TRUNCATE).build(), r, 2, null, TestData.CONF)) {
+      try (InputPipeline p =
+          InputPipeline.create(
+              plan,
+              opts().optSharding(ShardingPolicy.FILE).optUneven(UnevenPolicy.TRUNCATE).build(),
+              r,
+              2,
+              null,
+              TestData.CONF)) {
         assertThat(ids(p, 1)).hasSize(142 / 8 * 8);
       }
     }
     assertThatThrownBy(() -> plan.shard(0, 2, opts().optBatchSize(1000).build()))
-        .hasMessageContaining("Too little data for a step on every worker: 402 records over 2 workers");
+        .hasMessageContaining(
+            "Too little data for a step on every worker: 402 records over 2 workers");
   }
 
   @Test
@@ -128,17 +144,20 @@ class InputPipelineTest {
       assertThat(ids(p, 0)).isEqualTo(a0);
     }
     assertThat(a1).isNotEqualTo(a0);
-    try (InputPipeline p = InputPipeline.create(plan, opts().optSeed(8).build(), 1, 2, null, TestData.CONF)) {
+    try (InputPipeline p =
+        InputPipeline.create(plan, opts().optSeed(8).build(), 1, 2, null, TestData.CONF)) {
       assertThat(ids(p, 0)).isNotEqualTo(a0);
     }
     // Resuming at step k yields the rest of the same sequence.
     try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
       List<Long> rest = new ArrayList<>();
-      p.hostEpoch(1, 5).forEachRemaining(b -> {
-        for (int i = 0; i < b.size; i++) {
-          rest.add(TestData.idOf(b, i, W));
-        }
-      });
+      p.hostEpoch(1, 5)
+          .forEachRemaining(
+              b -> {
+                for (int i = 0; i < b.size; i++) {
+                  rest.add(TestData.idOf(b, i, W));
+                }
+              });
       assertThat(rest).isEqualTo(a1.subList(5 * 8, a1.size()));
     }
   }
@@ -146,8 +165,14 @@ class InputPipelineTest {
   @Test
   void interleaveWithoutShuffleTakesBlocksInTurn() throws IOException {
     DatasetPlan plan = plan(6, 6);
-    PipelineOptions o = PipelineOptions.builder().optBatchSize(12).optShuffleBuffer(0).optShuffleSplits(false)
-        .optCycleLength(2).optBlockLength(2).build();
+    PipelineOptions o =
+        PipelineOptions.builder()
+            .optBatchSize(12)
+            .optShuffleBuffer(0)
+            .optShuffleSplits(false)
+            .optCycleLength(2)
+            .optBlockLength(2)
+            .build();
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       assertThat(ids(p, 0)).containsExactly(0L, 1L, 6L, 7L, 2L, 3L, 8L, 9L, 4L, 5L, 10L, 11L);
     }
@@ -155,38 +180,50 @@ class InputPipelineTest {
 
   /**
    * Without a shuffle buffer (and with room in the budget) examples are decoded straight from the
-   * readers' buffers into their batches: the same batches, in the same order, as decoding each record
-   * first — for every sharding policy and several workers.
+   * readers' buffers into their batches: the same batches, in the same order, as decoding each
+   * record first — for every sharding policy and several workers.
    */
   @Test
   void decodingStraightIntoBatchesGivesTheSameBatches() throws IOException {
     DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
     for (ShardingPolicy policy : ShardingPolicy.values()) {
       for (int n : new int[] {1, 3}) {
-        PipelineOptions.Builder b = opts().optShuffleBuffer(0).optSharding(policy).optDropRemainder(false)
-            .optUneven(UnevenPolicy.PAD);
+        PipelineOptions.Builder b =
+            opts()
+                .optShuffleBuffer(0)
+                .optSharding(policy)
+                .optDropRemainder(false)
+                .optUneven(UnevenPolicy.PAD);
         for (int r = 0; r < n; r++) {
           List<Long> direct;
           List<Long> copied;
-          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(64 << 20).build(), r, n, null,
-              TestData.CONF)) {
+          try (InputPipeline p =
+              InputPipeline.create(
+                  plan, b.optMemoryBudgetBytes(64 << 20).build(), r, n, null, TestData.CONF)) {
             assertThat(p.decodesInBatch()).isTrue();
             direct = ids(p, 2);
-            // Resuming after 5 steps: the skipped records are released undecoded, the rest is the same.
+            // Resuming after 5 steps: the skipped records are released undecoded, the rest is the
+            // same.
             List<Long> rest = new ArrayList<>();
-            p.hostEpoch(2, 5).forEachRemaining(hb -> {
-              for (int i = 0; i < hb.size; i++) {
-                rest.add(TestData.idOf(hb, i, W));
-              }
-            });
-            assertThat(rest).isEqualTo(direct.subList(Math.min(direct.size(), 5 * 8), direct.size()));
+            p.hostEpoch(2, 5)
+                .forEachRemaining(
+                    hb -> {
+                      for (int i = 0; i < hb.size; i++) {
+                        rest.add(TestData.idOf(hb, i, W));
+                      }
+                    });
+            assertThat(rest)
+                .isEqualTo(direct.subList(Math.min(direct.size(), 5 * 8), direct.size()));
           }
-          try (InputPipeline p = InputPipeline.create(plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, null,
-              TestData.CONF)) {
+          try (InputPipeline p =
+              InputPipeline.create(
+                  plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, null, TestData.CONF)) {
             assertThat(p.decodesInBatch()).as("no room for the read buffers in 1 MB").isFalse();
             copied = ids(p, 2);
           }
-          assertThat(direct).as(policy + " n=" + n + " rank " + r).isEqualTo(copied)
+          assertThat(direct)
+              .as(policy + " n=" + n + " rank " + r)
+              .isEqualTo(copied)
               .hasSizeGreaterThanOrEqualTo((int) plan.shard(r, n, b.build()).records());
         }
       }
@@ -199,9 +236,16 @@ class InputPipelineTest {
     int width = 300_000; // 1.2 MB: more than a read buffer
     TestData.writeTFRecords(dir.resolve("wide"), width, 0, TFRecordCompression.NONE, 3);
     TestData.writeTFRecords(dir.resolve("medium"), 25_000, 100, TFRecordCompression.NONE, 40);
-    PipelineOptions o = PipelineOptions.builder().optBatchSize(1).optShuffleBuffer(0).optCycleLength(1)
-        .optShuffleSplits(false).optMemoryBudgetBytes(256L << 20).build();
-    DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("wide"), width), o, TestData.CONF);
+    PipelineOptions o =
+        PipelineOptions.builder()
+            .optBatchSize(1)
+            .optShuffleBuffer(0)
+            .optCycleLength(1)
+            .optShuffleSplits(false)
+            .optMemoryBudgetBytes(256L << 20)
+            .build();
+    DatasetPlan plan =
+        DatasetPlanner.plan(TestData.spec(dir.resolve("wide"), width), o, TestData.CONF);
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       assertThat(p.decodesInBatch()).isTrue();
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
@@ -216,16 +260,20 @@ class InputPipelineTest {
       }
       assertThat(id).isEqualTo(3);
     }
-    DatasetPlan medium = DatasetPlanner.plan(TestData.spec(dir.resolve("medium"), 25_000), o, TestData.CONF);
-    try (InputPipeline p = InputPipeline.create(medium, o.toBuilder().optBatchSize(3).build(), 0, 1, null,
-        TestData.CONF)) {
+    DatasetPlan medium =
+        DatasetPlanner.plan(TestData.spec(dir.resolve("medium"), 25_000), o, TestData.CONF);
+    try (InputPipeline p =
+        InputPipeline.create(
+            medium, o.toBuilder().optBatchSize(3).build(), 0, 1, null, TestData.CONF)) {
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       long id = 100;
       while (it.hasNext()) {
         HostBatch b = it.next();
         for (int i = 0; i < b.size; i++, id++) {
           for (int k = 0; k < 25_000; k += 101) {
-            assertThat(b.feature(0, i * 25_000 + k)).as("record " + id + " value " + k).isEqualTo(id + 0.5f * k);
+            assertThat(b.feature(0, i * 25_000 + k))
+                .as("record " + id + " value " + k)
+                .isEqualTo(id + 0.5f * k);
           }
         }
       }
@@ -233,7 +281,10 @@ class InputPipelineTest {
     }
   }
 
-  /** An example that frames and checksums correctly but lacks a feature fails its batch, naming file and offset. */
+  /**
+   * An example that frames and checksums correctly but lacks a feature fails its batch, naming file
+   * and offset.
+   */
   @Test
   void malformedExampleDecodedInTheBatchNamesFileAndOffset() throws IOException {
     Path d = dir.resolve("m");
@@ -245,24 +296,26 @@ class InputPipelineTest {
         w.write(TestData.example(i, W));
       }
       badOffset = w.bytesWritten();
-      w.write(Examples.encodeExample(
-          Map.of("label", Feature.ofInt64(1))));
+      w.write(Examples.encodeExample(Map.of("label", Feature.ofInt64(1))));
       for (int i = 31; i < 40; i++) {
         w.write(TestData.example(i, W));
       }
     }
-    DatasetPlan plan = DatasetPlanner.plan(TestData.spec(d, W), PipelineOptions.builder().build(), TestData.CONF);
+    DatasetPlan plan =
+        DatasetPlanner.plan(TestData.spec(d, W), PipelineOptions.builder().build(), TestData.CONF);
     PipelineOptions o = opts().optShuffleBuffer(0).optMemoryBudgetBytes(64 << 20).build();
-    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
-      try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
-        assertThat(p.decodesInBatch()).isTrue();
-        assertThatThrownBy(() -> ids(p, 0))
-            .isInstanceOf(UncheckedIOException.class)
-            .hasMessageContaining("part-000.tfrecord")
-            .hasMessageContaining("at byte offset " + badOffset)
-            .hasMessageContaining("feature 'x' is missing");
-      }
-    });
+    Assertions.assertTimeoutPreemptively(
+        Duration.ofSeconds(60),
+        () -> {
+          try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+            assertThat(p.decodesInBatch()).isTrue();
+            assertThatThrownBy(() -> ids(p, 0))
+                .isInstanceOf(UncheckedIOException.class)
+                .hasMessageContaining("part-000.tfrecord")
+                .hasMessageContaining("at byte offset " + badOffset)
+                .hasMessageContaining("feature 'x' is missing");
+          }
+        });
   }
 
   /**
@@ -287,11 +340,13 @@ class InputPipelineTest {
       assertThat(ids(p, 2)).isEqualTo(e2);
       p.prepare(2);
       List<Long> rest = new ArrayList<>();
-      p.hostEpoch(2, 3).forEachRemaining(b -> { // not what was prepared: read afresh
-        for (int i = 0; i < b.size; i++) {
-          rest.add(TestData.idOf(b, i, W));
-        }
-      });
+      p.hostEpoch(2, 3)
+          .forEachRemaining(
+              b -> { // not what was prepared: read afresh
+                for (int i = 0; i < b.size; i++) {
+                  rest.add(TestData.idOf(b, i, W));
+                }
+              });
       assertThat(rest).isEqualTo(e2.subList(3 * 8, e2.size()));
       p.prepare(1);
       Thread.sleep(200); // the stream ahead runs, then close stops it
@@ -305,7 +360,8 @@ class InputPipelineTest {
 
   private static long pipelineThreads() {
     return Thread.getAllStackTraces().keySet().stream()
-        .filter(t -> t.isAlive() && t.getName().startsWith("pipeline-")).count();
+        .filter(t -> t.isAlive() && t.getName().startsWith("pipeline-"))
+        .count();
   }
 
   @Test
@@ -315,14 +371,18 @@ class InputPipelineTest {
     byte[] bytes = Files.readAllBytes(bad);
     bytes[bytes.length / 2] ^= 0x55;
     Files.write(bad, bytes);
-    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
-      try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
-        assertThatThrownBy(() -> ids(p, 0))
-            .isInstanceOf(UncheckedIOException.class)
-            .hasMessageContaining("Corrupt TFRecord file " + bad.toUri().toString().replace("file:///", "file:/"))
-            .hasMessageContaining("at byte offset");
-      }
-    });
+    Assertions.assertTimeoutPreemptively(
+        Duration.ofSeconds(60),
+        () -> {
+          try (InputPipeline p =
+              InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+            assertThatThrownBy(() -> ids(p, 0))
+                .isInstanceOf(UncheckedIOException.class)
+                .hasMessageContaining(
+                    "Corrupt TFRecord file " + bad.toUri().toString().replace("file:///", "file:/"))
+                .hasMessageContaining("at byte offset");
+          }
+        });
   }
 
   @Test
@@ -333,8 +393,9 @@ class InputPipelineTest {
     // (a split's cache file appears only then) however the threads are scheduled.
     PipelineOptions cached = opts().optDropRemainder(false).optCacheDir(cache.toString()).build();
     List<Long> expected;
-    try (InputPipeline p = InputPipeline.create(plan, opts().optDropRemainder(false).build(), 0, 1, null,
-        TestData.CONF)) {
+    try (InputPipeline p =
+        InputPipeline.create(
+            plan, opts().optDropRemainder(false).build(), 0, 1, null, TestData.CONF)) {
       expected = ids(p, 1);
     }
     try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, null, TestData.CONF)) {
@@ -352,11 +413,16 @@ class InputPipelineTest {
   @Test
   void batchesBecomeNdArraysOfTheSpecsShapes() throws IOException {
     TestData.writeTFRecords(dir.resolve("d"), 6, 0, TFRecordCompression.GZIP, 20);
-    DatasetSpec spec = DatasetSpec.builder().addPath(dir.resolve("d").toString()).addFeature("x", 2, 3)
-        .setLabel("label", DatasetSpec.LabelType.FLOAT).build();
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(dir.resolve("d").toString())
+            .addFeature("x", 2, 3)
+            .setLabel("label", DatasetSpec.LabelType.FLOAT)
+            .build();
     DatasetPlan plan = DatasetPlanner.plan(spec, opts().build(), TestData.CONF);
     try (NDManager m = NDManager.newBaseManager();
-        InputPipeline p = InputPipeline.create(plan, opts().optBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
+        InputPipeline p =
+            InputPipeline.create(plan, opts().optBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
       Iterator<Batch> it = p.epoch(0, 0);
       int n = 0;
       while (it.hasNext()) {
@@ -377,8 +443,16 @@ class InputPipelineTest {
   @Test
   void budgetTooSmallIsAClearError() throws IOException {
     DatasetPlan plan = plan(10);
-    assertThatThrownBy(() -> InputPipeline.create(plan, opts().optShuffleBuffer(1_000_000)
-        .optMemoryBudgetBytes(1 << 20).build(), 0, 1, null, TestData.CONF))
-        .hasMessageStartingWith("memoryBudgetBytes 1048576 is too small: the shuffle buffer (1000000 records");
+    assertThatThrownBy(
+            () ->
+                InputPipeline.create(
+                    plan,
+                    opts().optShuffleBuffer(1_000_000).optMemoryBudgetBytes(1 << 20).build(),
+                    0,
+                    1,
+                    null,
+                    TestData.CONF))
+        .hasMessageStartingWith(
+            "memoryBudgetBytes 1048576 is too small: the shuffle buffer (1000000 records");
   }
 }

@@ -13,12 +13,17 @@ import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** {@link FeatureStatistics} (Welford, Chan's merge) and {@link Normalization} (apply, constants, CSV). */
+/**
+ * {@link FeatureStatistics} (Welford, Chan's merge) and {@link Normalization} (apply, constants,
+ * CSV).
+ */
 class NormalizationTest {
   private static final List<String> NAMES = List.of("a", "v");
   private static final int[] WIDTHS = {1, 3};
 
-  /** Column 0: 1e6 + small noise (a large mean); 1..3: scales 1e-3, 1, 1e4; and a constant one at 3. */
+  /**
+   * Column 0: 1e6 + small noise (a large mean); 1..3: scales 1e-3, 1, 1e4; and a constant one at 3.
+   */
   private static float[][] data(int n, long seed) {
     Random r = new Random(seed);
     float[][] x = new float[n][4];
@@ -63,7 +68,9 @@ class NormalizationTest {
       }
       double std = Math.sqrt(ss.divide(BigDecimal.valueOf(x.length), mc).doubleValue());
       for (FeatureStatistics s : List.of(whole, merged)) {
-        assertThat(s.mean(j)).isCloseTo(mean.doubleValue(), within(1e-9 * Math.max(1, Math.abs(mean.doubleValue()))));
+        assertThat(s.mean(j))
+            .isCloseTo(
+                mean.doubleValue(), within(1e-9 * Math.max(1, Math.abs(mean.doubleValue()))));
         // The 1e6 column's std (~0.5) survives its mean: sum-of-squares in double would lose it.
         assertThat(s.std(j)).isCloseTo(std, within(1e-9 + 1e-7 * std));
       }
@@ -96,10 +103,15 @@ class NormalizationTest {
     for (float[] row : x) {
       st.add(row, 0);
     }
-    for (Normalization.Mode mode : List.of(Normalization.Mode.STANDARD, Normalization.Mode.MINMAX)) {
+    for (Normalization.Mode mode :
+        List.of(Normalization.Mode.STANDARD, Normalization.Mode.MINMAX)) {
       Normalization n = Normalization.of(mode, st);
-      // Column "v" as a batch column buffer (rows of 3 from feature value 1), column "a" as an array.
-      FloatBuffer v = ByteBuffer.allocateDirect(x.length * 3 * 4).order(ByteOrder.nativeOrder()).asFloatBuffer();
+      // Column "v" as a batch column buffer (rows of 3 from feature value 1), column "a" as an
+      // array.
+      FloatBuffer v =
+          ByteBuffer.allocateDirect(x.length * 3 * 4)
+              .order(ByteOrder.nativeOrder())
+              .asFloatBuffer();
       float[] a = new float[x.length];
       for (int i = 0; i < x.length; i++) {
         a[i] = x[i][0];
@@ -136,7 +148,8 @@ class NormalizationTest {
       st.add(row, 0);
     }
     Normalization n = Normalization.of(Normalization.Mode.STANDARD, st);
-    Normalization back = Normalization.fromCsv(Normalization.Mode.STANDARD, n.toCsv(), "m/normalization.csv");
+    Normalization back =
+        Normalization.fromCsv(Normalization.Mode.STANDARD, n.toCsv(), "m/normalization.csv");
     assertThat(back.statistics().names()).containsExactly("a,b", "v");
     assertThat(back.statistics().widths()).containsExactly(1, 3);
     assertThat(back.statistics().count()).isEqualTo(100);
@@ -146,11 +159,18 @@ class NormalizationTest {
       float x = (float) (st.mean(j) + 0.5);
       assertThat(back.apply(j, x)).isEqualTo(n.apply(j, x));
     }
-    assertThatThrownBy(() -> Normalization.fromCsv(Normalization.Mode.MINMAX, "x\n".getBytes(), "m/normalization.csv"))
+    assertThatThrownBy(
+            () ->
+                Normalization.fromCsv(
+                    Normalization.Mode.MINMAX, "x\n".getBytes(), "m/normalization.csv"))
         .hasMessageContaining("m/normalization.csv: not a normalization table");
     String bad = "feature,index,count,mean,std,min,max\nv,0,3,1.0,zz,0,1\n";
-    assertThatThrownBy(() -> Normalization.fromCsv(Normalization.Mode.MINMAX, bad.getBytes(), "m/normalization.csv"))
-        .hasMessageContaining("m/normalization.csv, line 2: invalid normalization entry 'v,0,3,1.0,zz,0,1'");
+    assertThatThrownBy(
+            () ->
+                Normalization.fromCsv(
+                    Normalization.Mode.MINMAX, bad.getBytes(), "m/normalization.csv"))
+        .hasMessageContaining(
+            "m/normalization.csv, line 2: invalid normalization entry 'v,0,3,1.0,zz,0,1'");
     assertThatThrownBy(() -> Normalization.Mode.parse("zscore"))
         .hasMessage("Invalid normalization 'zscore': expected standard, minmax or none");
   }

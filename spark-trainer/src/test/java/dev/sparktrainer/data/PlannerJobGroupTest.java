@@ -18,8 +18,8 @@ import org.junit.jupiter.api.io.TempDir;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Planning runs Spark jobs inside the caller's job group (a notebook or an Airflow task that cancels
- * its group cancels them too) and leaves the caller's group and description as they were.
+ * Planning runs Spark jobs inside the caller's job group (a notebook or an Airflow task that
+ * cancels its group cancels them too) and leaves the caller's group and description as they were.
  */
 class PlannerJobGroupTest {
   private static SparkSession spark;
@@ -29,15 +29,23 @@ class PlannerJobGroupTest {
 
   @BeforeAll
   static void start() {
-    spark = SparkSession.builder().master("local[2]").appName("planner-job-group")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1").getOrCreate();
-    spark.sparkContext().addSparkListener(new SparkListener() {
-      @Override
-      public void onJobStart(SparkListenerJobStart e) {
-        jobs.add(e.properties());
-      }
-    });
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("planner-job-group")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate();
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onJobStart(SparkListenerJobStart e) {
+                jobs.add(e.properties());
+              }
+            });
   }
 
   @AfterAll
@@ -54,8 +62,9 @@ class PlannerJobGroupTest {
     sc.setJobGroup("nightly-etl", "the caller's work", true);
     try {
       jobs.clear();
-      DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("d"), 4), PipelineOptions.builder().build(),
-          spark);
+      DatasetPlan plan =
+          DatasetPlanner.plan(
+              TestData.spec(dir.resolve("d"), 4), PipelineOptions.builder().build(), spark);
       assertThat(plan.totalRecords()).isEqualTo(60);
       sc.listenerBus().waitUntilEmpty();
 
@@ -65,10 +74,13 @@ class PlannerJobGroupTest {
       assertThat(sc.getLocalProperty("spark.job.interruptOnCancel")).isEqualTo("true");
       assertThat(CollectionConverters.asJava(sc.getJobTags())).isEmpty();
       // The counting job ran in the caller's group: sc.cancelJobGroup("nightly-etl") covers it.
-      assertThat(jobs).isNotEmpty().allSatisfy(p -> {
-        assertThat(p.getProperty("spark.jobGroup.id")).isEqualTo("nightly-etl");
-        assertThat(p.getProperty("spark.job.tags", "")).contains("spark-trainer-plan");
-      });
+      assertThat(jobs)
+          .isNotEmpty()
+          .allSatisfy(
+              p -> {
+                assertThat(p.getProperty("spark.jobGroup.id")).isEqualTo("nightly-etl");
+                assertThat(p.getProperty("spark.job.tags", "")).contains("spark-trainer-plan");
+              });
     } finally {
       sc.clearJobGroup();
     }

@@ -10,10 +10,10 @@ import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.concurrent.locks.LockSupport;
 
 /** The decoded-record cache is keyed by each file's version: a rewritten file is read again. */
 class RecordCacheTest {
@@ -48,8 +48,13 @@ class RecordCacheTest {
 
   @Test
   void aFileRewrittenWithTheSameSizeAndCountIsReadAgain() throws IOException {
-    PipelineOptions o = PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(0).optDropRemainder(false)
-        .optCacheDir(dir.resolve("cache").toString()).build();
+    PipelineOptions o =
+        PipelineOptions.builder()
+            .optBatchSize(8)
+            .optShuffleBuffer(0)
+            .optDropRemainder(false)
+            .optCacheDir(dir.resolve("cache").toString())
+            .build();
     TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, 30, 20);
     assertThat(run(o)).hasSize(50).allMatch(id -> id < 50);
     // A split's cache file appears when its reader is closed, on the pipeline's producer thread.
@@ -67,8 +72,12 @@ class RecordCacheTest {
     TestData.writeTFRecords(dir.resolve("d"), W, 1000, TFRecordCompression.NONE, 30, 20);
     assertThat(Files.size(part0)).isEqualTo(before);
     for (String f : List.of("part-000.tfrecord", "part-001.tfrecord")) {
-      Files.setLastModifiedTime(dir.resolve("d").resolve(f), FileTime.fromMillis(mtime.toMillis() + 60_000));
+      Files.setLastModifiedTime(
+          dir.resolve("d").resolve(f), FileTime.fromMillis(mtime.toMillis() + 60_000));
     }
-    assertThat(run(o)).as("the next run reads the new records").hasSize(50).allMatch(id -> id >= 1000);
+    assertThat(run(o))
+        .as("the next run reads the new records")
+        .hasSize(50)
+        .allMatch(id -> id >= 1000);
   }
 }

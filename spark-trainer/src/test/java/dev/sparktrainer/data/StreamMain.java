@@ -4,8 +4,8 @@ import java.nio.file.Path;
 
 /**
  * Streams epochs of a dataset in this JVM, each next epoch prepared ahead as the trainer does, and
- * prints what it read (for the bounded-memory test). Args: dir, width, budget bytes, shuffle buffer,
- * epochs, and optionally "unordered" (deterministic=false).
+ * prints what it read (for the bounded-memory test). Args: dir, width, budget bytes, shuffle
+ * buffer, epochs, and optionally "unordered" (deterministic=false).
  */
 public final class StreamMain {
   private StreamMain() {}
@@ -16,9 +16,14 @@ public final class StreamMain {
     long budget = Long.parseLong(args[2]);
     int shuffle = Integer.parseInt(args[3]);
     int epochs = Integer.parseInt(args[4]);
-    PipelineOptions o = PipelineOptions.builder().optBatchSize(64).optShuffleBuffer(shuffle)
-        .optMemoryBudgetBytes(budget).optDropRemainder(false)
-        .optDeterministic(!(args.length > 5 && args[5].equals("unordered"))).build();
+    PipelineOptions o =
+        PipelineOptions.builder()
+            .optBatchSize(64)
+            .optShuffleBuffer(shuffle)
+            .optMemoryBudgetBytes(budget)
+            .optDropRemainder(false)
+            .optDeterministic(!(args.length > 5 && args[5].equals("unordered")))
+            .build();
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir, width), o, TestData.CONF);
     long records = 0;
     boolean decodesInBatch;
@@ -37,7 +42,14 @@ public final class StreamMain {
       }
     }
     Runtime rt = Runtime.getRuntime();
-    System.out.println("records=" + records + " decodesInBatch=" + decodesInBatch + " unordered=" + unordered + " maxHeapMb="
-        + rt.maxMemory() / (1 << 20));
+    System.out.println(
+        "records="
+            + records
+            + " decodesInBatch="
+            + decodesInBatch
+            + " unordered="
+            + unordered
+            + " maxHeapMb="
+            + rt.maxMemory() / (1 << 20));
   }
 }

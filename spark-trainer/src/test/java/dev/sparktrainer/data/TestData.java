@@ -12,20 +12,27 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 
-/** Datasets for the pipeline tests: record {@code id} has features {@code [id, id + 0.5, ...]} and label {@code id % 10}. */
+/**
+ * Datasets for the pipeline tests: record {@code id} has features {@code [id, id + 0.5, ...]} and
+ * label {@code id % 10}.
+ */
 final class TestData {
   private TestData() {}
 
   static final Configuration CONF = new Configuration();
 
-  /** Writes one file per count, ids numbered consecutively from {@code firstId}; returns the next id. */
-  static long writeTFRecords(Path dir, int width, long firstId, TFRecordCompression c, int... counts)
-      throws IOException {
+  /**
+   * Writes one file per count, ids numbered consecutively from {@code firstId}; returns the next
+   * id.
+   */
+  static long writeTFRecords(
+      Path dir, int width, long firstId, TFRecordCompression c, int... counts) throws IOException {
     Files.createDirectories(dir);
     long id = firstId;
     for (int f = 0; f < counts.length; f++) {
       Path file = dir.resolve(String.format("part-%03d%s", f, c.extension()));
-      try (OutputStream os = Files.newOutputStream(file); TFRecordWriter w = new TFRecordWriter(c.compress(os))) {
+      try (OutputStream os = Files.newOutputStream(file);
+          TFRecordWriter w = new TFRecordWriter(c.compress(os))) {
         for (int i = 0; i < counts[f]; i++, id++) {
           w.write(example(id, width));
         }
@@ -47,8 +54,11 @@ final class TestData {
   }
 
   static DatasetSpec spec(Path dir, int width) {
-    return DatasetSpec.builder().addPath(dir.toString()).addFeature("x", width)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    return DatasetSpec.builder()
+        .addPath(dir.toString())
+        .addFeature("x", width)
+        .setLabel("label", DatasetSpec.LabelType.INT)
+        .build();
   }
 
   /** The id of a decoded record (its first feature value). */

@@ -6,7 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.sparktrainer.data.PipelineOptions.ShardingPolicy;
 import dev.sparktrainer.data.PipelineOptions.UnevenPolicy;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -18,14 +22,10 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
-import dev.sparktrainer.tfrecord.example.Examples;
-import dev.sparktrainer.tfrecord.example.Feature;
-import java.io.OutputStream;
-import java.util.stream.Stream;
 
 /**
  * The pipeline with {@code deterministic=false} and no shuffle buffer: readers make whole batches.
@@ -38,15 +38,22 @@ class UnorderedReadersTest {
 
   private DatasetPlan plan(int... counts) throws IOException {
     TestData.writeTFRecords(dir.resolve("d"), W, 0, TFRecordCompression.NONE, counts);
-    return DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(), TestData.CONF);
+    return DatasetPlanner.plan(
+        TestData.spec(dir.resolve("d"), W), PipelineOptions.builder().build(), TestData.CONF);
   }
 
   private static PipelineOptions.Builder opts() {
-    return PipelineOptions.builder().optBatchSize(8).optShuffleBuffer(0).optDeterministic(false)
-        .optCycleLength(3).optMemoryBudgetBytes(16 << 20);
+    return PipelineOptions.builder()
+        .optBatchSize(8)
+        .optShuffleBuffer(0)
+        .optDeterministic(false)
+        .optCycleLength(3)
+        .optMemoryBudgetBytes(16 << 20);
   }
 
-  /** The ids of one epoch, batch by batch, each row checked against its id; asserts the step count. */
+  /**
+   * The ids of one epoch, batch by batch, each row checked against its id; asserts the step count.
+   */
   private static List<Long> ids(InputPipeline p, int epoch, long skip) {
     assertThat(p.unordered()).as("readers make the batches").isTrue();
     List<Long> out = new ArrayList<>();
@@ -94,7 +101,8 @@ class UnorderedReadersTest {
         for (UnevenPolicy uneven : UnevenPolicy.values()) {
           for (boolean drop : new boolean[] {false, true}) {
             String what = policy + " n=" + n + " " + uneven + " dropRemainder=" + drop;
-            PipelineOptions o = opts().optSharding(policy).optUneven(uneven).optDropRemainder(drop).build();
+            PipelineOptions o =
+                opts().optSharding(policy).optUneven(uneven).optDropRemainder(drop).build();
             Set<Long> union = new HashSet<>();
             long steps = -1;
             for (int r = 0; r < n; r++) {
@@ -103,32 +111,45 @@ class UnorderedReadersTest {
                   if (steps < 0) {
                     steps = p.stepsPerEpoch();
                   }
-                  assertThat(p.stepsPerEpoch()).as(what + ": same steps on every worker").isEqualTo(steps);
+                  assertThat(p.stepsPerEpoch())
+                      .as(what + ": same steps on every worker")
+                      .isEqualTo(steps);
                 }
                 long owned = p.shard().records();
                 List<Long> seen = ids(p, 0, 0);
                 Map<Long, Integer> c = counts(seen);
                 if (uneven == UnevenPolicy.PAD) {
-                  assertThat((long) c.size()).as(what + " rank " + r + ": every owned record")
+                  assertThat((long) c.size())
+                      .as(what + " rank " + r + ": every owned record")
                       .isEqualTo(Math.min(owned, steps * 8));
                   if (drop) {
-                    assertThat((long) seen.size()).as(what + " rank " + r + ": records").isEqualTo(steps * 8);
+                    assertThat((long) seen.size())
+                        .as(what + " rank " + r + ": records")
+                        .isEqualTo(steps * 8);
                   } else {
-                    assertThat((long) seen.size()).as(what + " rank " + r + ": records")
+                    assertThat((long) seen.size())
+                        .as(what + " rank " + r + ": records")
                         .isBetween(Math.max(owned, (steps - 1) * 8 + 1), steps * 8);
                   }
                   if (owned >= steps * 8 - (drop ? 0 : 7)) {
-                    assertThat(c.values()).as(what + " rank " + r + ": enough records, none repeated").containsOnly(1);
+                    assertThat(c.values())
+                        .as(what + " rank " + r + ": enough records, none repeated")
+                        .containsOnly(1);
                   }
                 } else {
-                  assertThat(c.values()).as(what + " rank " + r + ": no record twice").containsOnly(1);
+                  assertThat(c.values())
+                      .as(what + " rank " + r + ": no record twice")
+                      .containsOnly(1);
                   if (uneven == UnevenPolicy.NONE) {
-                    assertThat((long) seen.size()).as(what + " rank " + r)
+                    assertThat((long) seen.size())
+                        .as(what + " rank " + r)
                         .isEqualTo(drop ? owned / 8 * 8 : owned);
                   }
                 }
                 for (Long id : c.keySet()) {
-                  assertThat(union.add(id)).as(what + ": record " + id + " seen by two workers").isTrue();
+                  assertThat(union.add(id))
+                      .as(what + ": record " + id + " seen by two workers")
+                      .isTrue();
                 }
               }
             }
@@ -145,15 +166,22 @@ class UnorderedReadersTest {
   @Test
   void aShuffleBufferKeepsTheOrderedPipeline() throws IOException {
     DatasetPlan plan = plan(40, 30, 20);
-    try (InputPipeline p = InputPipeline.create(plan, opts().optShuffleBuffer(50).build(), 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p =
+        InputPipeline.create(
+            plan, opts().optShuffleBuffer(50).build(), 0, 1, null, TestData.CONF)) {
       assertThat(p.unordered()).isFalse();
     }
-    try (InputPipeline p = InputPipeline.create(plan, opts().optDeterministic(true).build(), 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p =
+        InputPipeline.create(
+            plan, opts().optDeterministic(true).build(), 0, 1, null, TestData.CONF)) {
       assertThat(p.unordered()).isFalse();
     }
   }
 
-  /** Resuming mid-epoch gives the remaining steps; closing mid-epoch or with an epoch read ahead stops every reader. */
+  /**
+   * Resuming mid-epoch gives the remaining steps; closing mid-epoch or with an epoch read ahead
+   * stops every reader.
+   */
   @Test
   void resumeAndCloseMidEpoch() throws Exception {
     DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
@@ -183,12 +211,16 @@ class UnorderedReadersTest {
         List<Long> seen = new ArrayList<>();
         Iterator<HostBatch> it = p.hostEpoch(e, 0);
         p.prepare(e + 1);
-        it.forEachRemaining(b -> {
-          for (int i = 0; i < b.size; i++) {
-            seen.add(TestData.idOf(b, i, W));
-          }
-        });
-        assertThat(new HashSet<>(seen)).as("epoch " + e).hasSize(seen.size()).hasSize((int) plan.totalRecords());
+        it.forEachRemaining(
+            b -> {
+              for (int i = 0; i < b.size; i++) {
+                seen.add(TestData.idOf(b, i, W));
+              }
+            });
+        assertThat(new HashSet<>(seen))
+            .as("epoch " + e)
+            .hasSize(seen.size())
+            .hasSize((int) plan.totalRecords());
       }
     }
   }
@@ -200,14 +232,18 @@ class UnorderedReadersTest {
     byte[] bytes = Files.readAllBytes(bad);
     bytes[bytes.length / 2] ^= 0x55;
     Files.write(bad, bytes);
-    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
-      try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
-        assertThatThrownBy(() -> ids(p, 0, 0))
-            .isInstanceOf(UncheckedIOException.class)
-            .hasMessageContaining("Corrupt TFRecord file " + bad.toUri().toString().replace("file:///", "file:/"))
-            .hasMessageContaining("at byte offset");
-      }
-    });
+    Assertions.assertTimeoutPreemptively(
+        Duration.ofSeconds(60),
+        () -> {
+          try (InputPipeline p =
+              InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+            assertThatThrownBy(() -> ids(p, 0, 0))
+                .isInstanceOf(UncheckedIOException.class)
+                .hasMessageContaining(
+                    "Corrupt TFRecord file " + bad.toUri().toString().replace("file:///", "file:/"))
+                .hasMessageContaining("at byte offset");
+          }
+        });
     Path d = dir.resolve("m");
     Files.createDirectories(d);
     long badOffset;
@@ -217,30 +253,37 @@ class UnorderedReadersTest {
         w.write(TestData.example(i, W));
       }
       badOffset = w.bytesWritten();
-      w.write(Examples.encodeExample(
-          Map.of("label", Feature.ofInt64(1))));
+      w.write(Examples.encodeExample(Map.of("label", Feature.ofInt64(1))));
       for (int i = 31; i < 40; i++) {
         w.write(TestData.example(i, W));
       }
     }
-    DatasetPlan malformed = DatasetPlanner.plan(TestData.spec(d, W), PipelineOptions.builder().build(), TestData.CONF);
-    Assertions.assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
-      try (InputPipeline p = InputPipeline.create(malformed, opts().build(), 0, 1, null, TestData.CONF)) {
-        assertThatThrownBy(() -> ids(p, 0, 0))
-            .isInstanceOf(UncheckedIOException.class)
-            .hasMessageContaining("part-000.tfrecord")
-            .hasMessageContaining("at byte offset " + badOffset)
-            .hasMessageContaining("feature 'x' is missing");
-      }
-    });
+    DatasetPlan malformed =
+        DatasetPlanner.plan(TestData.spec(d, W), PipelineOptions.builder().build(), TestData.CONF);
+    Assertions.assertTimeoutPreemptively(
+        Duration.ofSeconds(60),
+        () -> {
+          try (InputPipeline p =
+              InputPipeline.create(malformed, opts().build(), 0, 1, null, TestData.CONF)) {
+            assertThatThrownBy(() -> ids(p, 0, 0))
+                .isInstanceOf(UncheckedIOException.class)
+                .hasMessageContaining("part-000.tfrecord")
+                .hasMessageContaining("at byte offset " + badOffset)
+                .hasMessageContaining("feature 'x' is missing");
+          }
+        });
   }
 
   /** Records from the cache (decoded arrays, not TFRecord bytes) are batched the same way. */
   @Test
   void cachedEpochsCoverEveryRecord() throws IOException {
     DatasetPlan plan = plan(40, 30, 20);
-    PipelineOptions o = opts().optUneven(UnevenPolicy.NONE).optDropRemainder(false)
-        .optCacheDir(dir.resolve("cache").toString()).build();
+    PipelineOptions o =
+        opts()
+            .optUneven(UnevenPolicy.NONE)
+            .optDropRemainder(false)
+            .optCacheDir(dir.resolve("cache").toString())
+            .build();
     try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
       Set<Long> first = new HashSet<>(ids(p, 0, 0));
       try (Stream<Path> files = Files.walk(dir.resolve("d"))) {
@@ -254,6 +297,7 @@ class UnorderedReadersTest {
 
   private static long pipelineThreads() {
     return Thread.getAllStackTraces().keySet().stream()
-        .filter(t -> t.isAlive() && t.getName().startsWith("pipeline-")).count();
+        .filter(t -> t.isAlive() && t.getName().startsWith("pipeline-"))
+        .count();
   }
 }

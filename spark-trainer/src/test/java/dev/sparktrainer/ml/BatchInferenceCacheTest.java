@@ -27,21 +27,28 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The executor's model cache never closes a model a task is still running: with room for one
- * model, tasks of two models take turns, concurrently, and every output is right.
+ * The executor's model cache never closes a model a task is still running: with room for one model,
+ * tasks of two models take turns, concurrently, and every output is right.
  */
 class BatchInferenceCacheTest {
   private static SparkSession spark;
   private static Dataset<Row> df;
   private static List<Row> rows;
-  private static final TrainedModel A = TestModels.random(MlpSpec.of(8, 3, 16), LossSpec.SOFTMAX_CROSS_ENTROPY, 1);
-  private static final TrainedModel B = TestModels.random(MlpSpec.of(8, 3, 16), LossSpec.SOFTMAX_CROSS_ENTROPY, 2);
+  private static final TrainedModel A =
+      TestModels.random(MlpSpec.of(8, 3, 16), LossSpec.SOFTMAX_CROSS_ENTROPY, 1);
+  private static final TrainedModel B =
+      TestModels.random(MlpSpec.of(8, 3, 16), LossSpec.SOFTMAX_CROSS_ENTROPY, 2);
 
   @BeforeAll
   static void start() {
-    spark = SparkSession.builder().master("local[2]").appName("batch-inference-cache")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1").getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("batch-inference-cache")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate();
     StructType schema = new StructType().add("x", DataTypes.createArrayType(DataTypes.DoubleType));
     rows = new ArrayList<>();
     for (int i = 0; i < 40; i++) {
@@ -98,7 +105,9 @@ class BatchInferenceCacheTest {
     assertThat(a.hasNext()).isTrue();
     Iterator<Row> b = job(B).predict(rows.iterator(), true, true);
     List<List<Double>> gotA = new ArrayList<>();
-    assertThatCode(() -> gotA.addAll(outputs(a))).as("A's task goes on after the eviction").doesNotThrowAnyException();
+    assertThatCode(() -> gotA.addAll(outputs(a)))
+        .as("A's task goes on after the eviction")
+        .doesNotThrowAnyException();
     assertThat(gotA).isEqualTo(expectedA);
     assertThat(outputs(b)).isEqualTo(expectedB);
 
@@ -111,14 +120,16 @@ class BatchInferenceCacheTest {
       List<Future<?>> tasks = new ArrayList<>();
       for (int t = 0; t < 4; t++) {
         int first = t;
-        tasks.add(pool.submit(() -> {
-          for (int i = 0; i < 25; i++) {
-            int which = (first + i) % 2;
-            assertThat(outputs(jobs[which].predict(rows.iterator(), true, true)))
-                .isEqualTo(which == 0 ? expectedA : expectedB);
-          }
-          return null;
-        }));
+        tasks.add(
+            pool.submit(
+                () -> {
+                  for (int i = 0; i < 25; i++) {
+                    int which = (first + i) % 2;
+                    assertThat(outputs(jobs[which].predict(rows.iterator(), true, true)))
+                        .isEqualTo(which == 0 ? expectedA : expectedB);
+                  }
+                  return null;
+                }));
       }
       for (Future<?> f : tasks) {
         f.get(120, TimeUnit.SECONDS);

@@ -1,9 +1,12 @@
 package dev.sparktrainer.ml;
 
+import static org.apache.spark.sql.functions.col;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.apache.spark.sql.functions.col;
 
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.Normalization;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -11,7 +14,9 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.GZIPInputStream;
 import org.apache.spark.ml.Pipeline;
 import org.apache.spark.ml.PipelineModel;
@@ -29,13 +34,11 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.data.ExampleTransform;
-import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.data.Normalization;
-import java.util.Arrays;
-import java.util.concurrent.atomic.AtomicLong;
 
-/** The Estimator in a Spark ML Pipeline after VectorAssembler and StandardScaler; persistence; transform. */
+/**
+ * The Estimator in a Spark ML Pipeline after VectorAssembler and StandardScaler; persistence;
+ * transform.
+ */
 class EstimatorPipelineTest {
   private static SparkSession spark;
   private static Dataset<Row> train;
@@ -45,10 +48,16 @@ class EstimatorPipelineTest {
 
   @BeforeAll
   static void start() throws IOException {
-    spark = SparkSession.builder().master("local[2]").appName("estimator-tests")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1").config("spark.barrier.sync.timeout", "60s")
-        .config("spark.sql.shuffle.partitions", "2").getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("estimator-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.barrier.sync.timeout", "60s")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate();
     // The digits as 64 double columns p0..p63 and an int label: what VectorAssembler starts from.
     StructType schema = new StructType();
     pixelCols = new String[64];
@@ -58,8 +67,11 @@ class EstimatorPipelineTest {
     }
     schema = schema.add("label", DataTypes.IntegerType);
     List<Row> rows = new ArrayList<>();
-    try (InputStream raw = EstimatorPipelineTest.class.getResourceAsStream("/sample-data/digits.csv.gz");
-        BufferedReader r = new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
+    try (InputStream raw =
+            EstimatorPipelineTest.class.getResourceAsStream("/sample-data/digits.csv.gz");
+        BufferedReader r =
+            new BufferedReader(
+                new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
       for (String line; (line = r.readLine()) != null; ) {
         if (!line.isBlank()) {
           String[] f = line.split(",");
@@ -72,7 +84,8 @@ class EstimatorPipelineTest {
         }
       }
     }
-    Dataset<Row>[] split = spark.createDataFrame(rows, schema).randomSplit(new double[] {0.8, 0.2}, 7);
+    Dataset<Row>[] split =
+        spark.createDataFrame(rows, schema).randomSplit(new double[] {0.8, 0.2}, 7);
     train = split[0].cache();
     test = split[1].repartition(3).cache();
   }
@@ -88,28 +101,42 @@ class EstimatorPipelineTest {
   void pipelineTrainsPersistsAndPredictsInBatches() throws IOException {
     VectorAssembler assembler = new VectorAssembler().setInputCols(pixelCols).setOutputCol("raw");
     StandardScaler scaler = new StandardScaler().setInputCol("raw").setOutputCol("features");
-    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:64").setNumWorkers(2)
-        .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setInferenceBatchSize(64)
-        .setStagingDir(tmp.resolve("staging").toString());
-    PipelineModel model = new Pipeline().setStages(new PipelineStage[] {assembler, scaler, trainer}).fit(train);
+    SparkTrainerEstimator trainer =
+        new SparkTrainerEstimator()
+            .setModelSpec("mlp:64")
+            .setNumWorkers(2)
+            .setEpochs(6)
+            .setBatchSize(32)
+            .setLearningRate(0.01)
+            .setSeed(3)
+            .setInferenceBatchSize(64)
+            .setStagingDir(tmp.resolve("staging").toString());
+    PipelineModel model =
+        new Pipeline().setStages(new PipelineStage[] {assembler, scaler, trainer}).fit(train);
 
     SparkTrainerModel stage = (SparkTrainerModel) model.stages()[2];
     assertThat(stage.history().epochs()).hasSize(6);
     assertThat(stage.parent()).isSameAs(trainer);
-    assertThat(stage.trainedModel().spec().toProperties()).containsEntry("outputs", "10")
+    assertThat(stage.trainedModel().spec().toProperties())
+        .containsEntry("outputs", "10")
         .containsEntry("hidden", "64");
 
     long loadsBefore = BatchInference.MODEL_LOADS.get();
     long batchesBefore = BatchInference.BATCHES.get();
-    List<Row> predicted = model.transform(test).select("label", "prediction", "probability", "rawPrediction")
-        .collectAsList();
+    List<Row> predicted =
+        model
+            .transform(test)
+            .select("label", "prediction", "probability", "rawPrediction")
+            .collectAsList();
     long rows = test.count();
     assertThat(predicted).hasSize((int) rows);
     // One JVM (local mode) is one executor: the model was built once, and rows went through in
     // batches of 64 per partition (3 partitions), not one by one.
     assertThat(BatchInference.MODEL_LOADS.get() - loadsBefore).isEqualTo(1);
-    assertThat(BatchInference.BATCHES.get() - batchesBefore).isBetween((rows + 63) / 64, (rows + 63) / 64 + 3);
-    double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) rows;
+    assertThat(BatchInference.BATCHES.get() - batchesBefore)
+        .isBetween((rows + 63) / 64, (rows + 63) / 64 + 3);
+    double accuracy =
+        predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) rows;
     assertThat(accuracy).isGreaterThan(0.9);
     Vector p = predicted.get(0).getAs("probability");
     assertThat(p.size()).isEqualTo(10);
@@ -122,7 +149,8 @@ class EstimatorPipelineTest {
     List<Row> again = loaded.transform(test).select("prediction", "probability").collectAsList();
     for (int i = 0; i < again.size(); i++) {
       assertThat(again.get(i).getDouble(0)).isEqualTo(predicted.get(i).getDouble(1));
-      assertThat(((Vector) again.get(i).getAs(1)).toArray()).isEqualTo(((Vector) predicted.get(i).getAs(2)).toArray());
+      assertThat(((Vector) again.get(i).getAs(1)).toArray())
+          .isEqualTo(((Vector) predicted.get(i).getAs(2)).toArray());
     }
     SparkTrainerModel loadedStage = (SparkTrainerModel) loaded.stages()[2];
     assertThat(loadedStage.uid()).isEqualTo(stage.uid());
@@ -135,10 +163,14 @@ class EstimatorPipelineTest {
     assertThat(e.getOrDefault(e.modelSpec())).isEqualTo("mlp:64");
     assertThat(e.getOrDefault(e.epochs())).isEqualTo(6);
     assertThat(e.getOrDefault(e.learningRate())).isEqualTo(0.01);
-    assertThat(e.explainParams()).contains("numWorkers", "batchSize", "checkpointDir", "seed", "featuresCol");
+    assertThat(e.explainParams())
+        .contains("numWorkers", "batchSize", "checkpointDir", "seed", "featuresCol");
   }
 
-  /** Examples the transform of {@link #aTransformAugmentsTheTrainingDataOnTheExecutors} saw (local mode: one JVM). */
+  /**
+   * Examples the transform of {@link #aTransformAugmentsTheTrainingDataOnTheExecutors} saw (local
+   * mode: one JVM).
+   */
   private static final AtomicLong MAPPED = new AtomicLong();
 
   /**
@@ -148,12 +180,21 @@ class EstimatorPipelineTest {
    */
   @Test
   void aTransformAugmentsTheTrainingDataOnTheExecutors() throws IOException {
-    Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
-    ExampleTransform augment = ImageAugment
-        .parse("flip,crop:1", ImageAugment.Layout.CHW).withImageShape(1, 8, 8).training();
-    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:32").setNumWorkers(2)
-        .setEpochs(2).setBatchSize(32).setSeed(5).setStagingDir(tmp.resolve("staging-map").toString())
-        .setTransform(augment.andThen(ex -> MAPPED.incrementAndGet()));
+    Dataset<Row> assembled =
+        new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    ExampleTransform augment =
+        ImageAugment.parse("flip,crop:1", ImageAugment.Layout.CHW)
+            .withImageShape(1, 8, 8)
+            .training();
+    SparkTrainerEstimator trainer =
+        new SparkTrainerEstimator()
+            .setModelSpec("mlp:32")
+            .setNumWorkers(2)
+            .setEpochs(2)
+            .setBatchSize(32)
+            .setSeed(5)
+            .setStagingDir(tmp.resolve("staging-map").toString())
+            .setTransform(augment.andThen(ex -> MAPPED.incrementAndGet()));
     MAPPED.set(0);
     SparkTrainerModel model = trainer.fit(assembled);
     long rows = assembled.count();
@@ -179,25 +220,44 @@ class EstimatorPipelineTest {
     for (int j = 0; j < 64; j++) {
       scaled[j] = "p" + j + " * " + Math.pow(10, j % 8 - 3) + " AS s" + j;
     }
-    VectorAssembler assembler = new VectorAssembler().setInputCols(Arrays.stream(scaled)
-        .map(c -> c.substring(c.lastIndexOf(' ') + 1)).toArray(String[]::new)).setOutputCol("features");
+    VectorAssembler assembler =
+        new VectorAssembler()
+            .setInputCols(
+                Arrays.stream(scaled)
+                    .map(c -> c.substring(c.lastIndexOf(' ') + 1))
+                    .toArray(String[]::new))
+            .setOutputCol("features");
     String[] cols = Arrays.copyOf(scaled, 65);
     cols[64] = "label";
     Dataset<Row> scaledTrain = assembler.transform(train.selectExpr(cols));
     Dataset<Row> scaledTest = assembler.transform(test.selectExpr(cols));
-    SparkTrainerEstimator trainer = new SparkTrainerEstimator().setModelSpec("mlp:64").setNumWorkers(2)
-        .setEpochs(6).setBatchSize(32).setLearningRate(0.01).setSeed(3).setNormalize("standard")
-        .setStagingDir(tmp.resolve("staging-normalized").toString());
+    SparkTrainerEstimator trainer =
+        new SparkTrainerEstimator()
+            .setModelSpec("mlp:64")
+            .setNumWorkers(2)
+            .setEpochs(6)
+            .setBatchSize(32)
+            .setLearningRate(0.01)
+            .setSeed(3)
+            .setNormalize("standard")
+            .setStagingDir(tmp.resolve("staging-normalized").toString());
     SparkTrainerModel model = trainer.fit(scaledTrain);
     Normalization n = model.trainedModel().normalization();
     assertThat(n.mode()).isEqualTo(Normalization.Mode.STANDARD);
-    assertThat(n.statistics().count()).isEqualTo(scaledTrain.count()); // the training rows, nothing else
+    assertThat(n.statistics().count())
+        .isEqualTo(scaledTrain.count()); // the training rows, nothing else
     List<Row> predicted = model.transform(scaledTest).select("label", "prediction").collectAsList();
-    double accuracy = predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count() / (double) predicted.size();
+    double accuracy =
+        predicted.stream().filter(r -> r.getDouble(1) == r.getInt(0)).count()
+            / (double) predicted.size();
     assertThat(accuracy).isGreaterThan(0.9);
     String path = tmp.resolve("normalized-model").toString();
     model.write().overwrite().save(path);
-    List<Row> again = SparkTrainerModel.load(path).transform(scaledTest).select("label", "prediction").collectAsList();
+    List<Row> again =
+        SparkTrainerModel.load(path)
+            .transform(scaledTest)
+            .select("label", "prediction")
+            .collectAsList();
     assertThat(again).isEqualTo(predicted);
     assertThatThrownBy(() -> new SparkTrainerEstimator().setNormalize("zscore"))
         .hasMessageContaining("normalize");
@@ -205,17 +265,21 @@ class EstimatorPipelineTest {
 
   @Test
   void badColumnsFailBeforeTraining() {
-    Dataset<Row> noVector = train.select(col("p0").as("features"), col("label").cast("string").as("label"));
+    Dataset<Row> noVector =
+        train.select(col("p0").as("features"), col("label").cast("string").as("label"));
     assertThatThrownBy(() -> new SparkTrainerEstimator().fit(noVector))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessage("Label column 'label' has type string: expected a number (a class index; StringIndexer turns"
-            + " strings into one)");
+        .hasMessage(
+            "Label column 'label' has type string: expected a number (a class index; StringIndexer turns"
+                + " strings into one)");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setFeaturesCol("pixels").fit(train))
         .hasMessageStartingWith("No feature column 'pixels' in the data (columns: p0, p1");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setNumWorkers(0))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("numWorkers");
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("numWorkers");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setRingTransport("udp"))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ringTransport");
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("ringTransport");
     SparkTrainerEstimator defaults = new SparkTrainerEstimator();
     assertThat(defaults.getOrDefault(defaults.ringTransport())).isEqualTo("auto");
     assertThat(defaults.getOrDefault(defaults.deterministic())).isEqualTo(true);
@@ -223,17 +287,21 @@ class EstimatorPipelineTest {
     assertThat(defaults.getOrDefault(defaults.rescale())).isEqualTo("batch");
     assertThat(defaults.getOrDefault(defaults.minWorkers())).isEqualTo(0);
     assertThatThrownBy(() -> new SparkTrainerEstimator().setRescale("epochs"))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("rescale");
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("rescale");
     assertThatThrownBy(() -> new SparkTrainerEstimator().setAccumulateSteps(0))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("accumulateSteps");
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("accumulateSteps");
   }
 
   @Test
   void useGpusReachesTheTrainersPreflight() {
-    Dataset<Row> assembled = new VectorAssembler().setInputCols(pixelCols)
-        .setOutputCol("features").transform(train);
-    // This local session has no GPU resources configured: the trainer refuses before any task starts.
-    assertThatThrownBy(() -> new SparkTrainerEstimator().setUseGpus(true).setEpochs(1).fit(assembled))
+    Dataset<Row> assembled =
+        new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    // This local session has no GPU resources configured: the trainer refuses before any task
+    // starts.
+    assertThatThrownBy(
+            () -> new SparkTrainerEstimator().setUseGpus(true).setEpochs(1).fit(assembled))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("spark.task.resource.gpu.amount");
     SparkTrainerEstimator defaults = new SparkTrainerEstimator();

@@ -16,9 +16,9 @@ import java.io.ByteArrayOutputStream;
 import java.io.ObjectInputStream;
 import java.io.ObjectOutputStream;
 import java.util.List;
-import org.junit.jupiter.api.Test;
 import java.util.Map;
 import org.assertj.core.data.Offset;
+import org.junit.jupiter.api.Test;
 
 class ModelSpecTest {
   /** A custom block factory that can be rebuilt from its class name. */
@@ -43,13 +43,16 @@ class ModelSpecTest {
 
   @Test
   void builtInModelsBuildAndRunForwardPasses() {
-    assertThat(forward(MlpSpec.of(64, 10, 32, 16).with(Activation.TANH, 0.1f), 5)).isEqualTo(new Shape(5, 10));
+    assertThat(forward(MlpSpec.of(64, 10, 32, 16).with(Activation.TANH, 0.1f), 5))
+        .isEqualTo(new Shape(5, 10));
     MlpSpec twoFeatures =
         new MlpSpec(new long[][] {{2, 3}, {4}}, new int[] {8}, 1, Activation.GELU, 0f);
     assertThat(forward(twoFeatures, 4)).isEqualTo(new Shape(4, 1));
     assertThat(forward(CnnSpec.of(1, 8, 8, 10), 3)).isEqualTo(new Shape(3, 10));
-    assertThat(forward(new ResNetSpec(new long[] {3, 16, 16}, 20, 4), 2)).isEqualTo(new Shape(2, 4));
-    assertThat(forward(CustomSpec.of(new TinyLinear(), new Shape(6)), 2)).isEqualTo(new Shape(2, 3));
+    assertThat(forward(new ResNetSpec(new long[] {3, 16, 16}, 20, 4), 2))
+        .isEqualTo(new Shape(2, 4));
+    assertThat(forward(CustomSpec.of(new TinyLinear(), new Shape(6)), 2))
+        .isEqualTo(new Shape(2, 3));
   }
 
   @Test
@@ -66,15 +69,18 @@ class ModelSpecTest {
         out.writeObject(s);
       }
       ModelSpec copy =
-          (ModelSpec) new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray())).readObject();
+          (ModelSpec)
+              new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray())).readObject();
       assertThat(copy.toProperties()).isEqualTo(s.toProperties());
-      assertThat(ModelSpec.fromProperties(s.toProperties()).toProperties()).isEqualTo(s.toProperties());
+      assertThat(ModelSpec.fromProperties(s.toProperties()).toProperties())
+          .isEqualTo(s.toProperties());
     }
   }
 
   @Test
   void invalidSpecsFailWithTheValue() {
-    assertThatThrownBy(() -> MlpSpec.of(64, 10, 0)).hasMessage("Invalid hidden layer size 0: expected > 0");
+    assertThatThrownBy(() -> MlpSpec.of(64, 10, 0))
+        .hasMessage("Invalid hidden layer size 0: expected > 0");
     assertThatThrownBy(() -> new CnnSpec(new long[] {1, 4, 4}, new int[] {8, 8, 8}, 16, 2, 0f))
         .hasMessageContaining("3 pooling stages do not fit");
     assertThatThrownBy(() -> ModelSpec.fromProperties(Map.of("type", "rnn")))
@@ -90,7 +96,8 @@ class ModelSpecTest {
       NDArray one = m.create(new float[] {3, -2, 1}, new Shape(3, 1));
       NDArray binary = m.create(new long[] {1, 0, 0});
       assertThat(LossSpec.SIGMOID_BINARY_CROSS_ENTROPY.correct(binary, one)).isEqualTo(2);
-      NDArray l2 = LossSpec.L2.evaluate(LossSpec.L2.newLoss(), m.create(new float[] {1, -2, 1}), one);
+      NDArray l2 =
+          LossSpec.L2.evaluate(LossSpec.L2.newLoss(), m.create(new float[] {1, -2, 1}), one);
       assertThat(l2.getFloat()).isCloseTo((4f + 0 + 0) / 2 / 3, Offset.offset(1e-6f));
     }
   }

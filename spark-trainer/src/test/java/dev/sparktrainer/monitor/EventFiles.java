@@ -18,9 +18,9 @@ import java.util.zip.CRC32C;
 
 /**
  * Reads TensorBoard event files the way TensorBoard's loader does, independently of the project's
- * codec: TFRecord framing with both masked CRC-32C checks (the JDK's CRC32C), then each record parsed
- * as an {@code Event} by Google's protobuf parser (field numbers from tensorflow/core/util/event.proto
- * and summary.proto).
+ * codec: TFRecord framing with both masked CRC-32C checks (the JDK's CRC32C), then each record
+ * parsed as an {@code Event} by Google's protobuf parser (field numbers from
+ * tensorflow/core/util/event.proto and summary.proto).
  */
 final class EventFiles {
   private EventFiles() {}
@@ -30,7 +30,8 @@ final class EventFiles {
 
   static List<Event> read(Path file) throws IOException {
     List<Event> out = new ArrayList<>();
-    try (InputStream raw = Files.newInputStream(file); DataInputStream in = new DataInputStream(raw)) {
+    try (InputStream raw = Files.newInputStream(file);
+        DataInputStream in = new DataInputStream(raw)) {
       while (true) {
         byte[] header = new byte[12];
         try {
@@ -48,7 +49,8 @@ final class EventFiles {
         in.readFully(data);
         byte[] footer = new byte[4];
         in.readFully(footer);
-        if (ByteBuffer.wrap(footer).order(ByteOrder.LITTLE_ENDIAN).getInt() != maskedCrc(data, 0, data.length)) {
+        if (ByteBuffer.wrap(footer).order(ByteOrder.LITTLE_ENDIAN).getInt()
+            != maskedCrc(data, 0, data.length)) {
           throw new IOException("data CRC mismatch at record " + out.size());
         }
         out.add(parseEvent(data));
@@ -68,10 +70,12 @@ final class EventFiles {
     UnknownFieldSet event = UnknownFieldSet.parseFrom(data);
     double wallTime = Double.longBitsToDouble(event.getField(1).getFixed64List().get(0));
     long step = event.hasField(2) ? event.getField(2).getVarintList().get(0) : 0;
-    String version = event.hasField(3) ? event.getField(3).getLengthDelimitedList().get(0).toStringUtf8() : null;
+    String version =
+        event.hasField(3) ? event.getField(3).getLengthDelimitedList().get(0).toStringUtf8() : null;
     Map<String, Float> scalars = new LinkedHashMap<>();
     if (event.hasField(5)) {
-      UnknownFieldSet summary = UnknownFieldSet.parseFrom(event.getField(5).getLengthDelimitedList().get(0));
+      UnknownFieldSet summary =
+          UnknownFieldSet.parseFrom(event.getField(5).getLengthDelimitedList().get(0));
       if (summary.hasField(1)) {
         for (ByteString v : summary.getField(1).getLengthDelimitedList()) {
           UnknownFieldSet value = UnknownFieldSet.parseFrom(v);

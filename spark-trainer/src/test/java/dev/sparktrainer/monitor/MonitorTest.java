@@ -6,44 +6,62 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.Resume;
 import dev.sparktrainer.train.StepProgress;
 import dev.sparktrainer.train.TrainingCallback;
+import dev.sparktrainer.train.WorkerCountChange;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
 import java.io.OutputStreamWriter;
 import java.io.PrintStream;
+import java.lang.reflect.Field;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
 import javax.imageio.ImageIO;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.train.Resume;
-import dev.sparktrainer.train.WorkerCountChange;
-import java.io.ObjectInputStream;
-import java.io.ObjectOutputStream;
-import java.lang.reflect.Field;
-import java.util.HashSet;
-import java.util.LinkedHashMap;
-import java.util.Set;
 
-/** Rank 0 to driver progress, TensorBoard files from the callback, console lines, metrics.json, the plot. */
+/**
+ * Rank 0 to driver progress, TensorBoard files from the callback, console lines, metrics.json, the
+ * plot.
+ */
 class MonitorTest {
   @TempDir Path tmp;
 
   private static EpochMetrics epoch(int e, double loss, double acc, double valLoss, double valAcc) {
-    return new EpochMetrics(e, 23, 1472, loss, acc, valLoss, valAcc, 0.5, 2944, 0.1, 0.2, 0.15, 0.05,
-        0.1, 0.2, "ab".repeat(32));
+    return new EpochMetrics(
+        e,
+        23,
+        1472,
+        loss,
+        acc,
+        valLoss,
+        valAcc,
+        0.5,
+        2944,
+        0.1,
+        0.2,
+        0.15,
+        0.05,
+        0.1,
+        0.2,
+        "ab".repeat(32));
   }
 
   /** Records what the driver receives. */
@@ -83,20 +101,31 @@ class MonitorTest {
     // Steps are throttled, but the last step of each epoch always arrives.
     assertThat(view.steps).isNotEmpty();
     assertThat(view.steps).filteredOn(s -> s.step() == 4).hasSize(2);
-    assertThat(view.steps.get(view.steps.size() - 1)).isEqualTo(new StepProgress(1, 2, 4, 4, 8, 0.25, 1.0, 100, 1e-3, 0.4, 2));
+    assertThat(view.steps.get(view.steps.size() - 1))
+        .isEqualTo(new StepProgress(1, 2, 4, 4, 8, 0.25, 1.0, 100, 1e-3, 0.4, 2));
 
     List<EventFiles.Event> train = EventFiles.read(only(logs.resolve("train")));
     assertThat(train.get(0).fileVersion()).isEqualTo("brain.Event:2");
-    List<EventFiles.Event> epochEvents = train.stream().filter(ev -> ev.scalars().containsKey("epoch_loss")).toList();
+    List<EventFiles.Event> epochEvents =
+        train.stream().filter(ev -> ev.scalars().containsKey("epoch_loss")).toList();
     assertThat(epochEvents).extracting(EventFiles.Event::step).containsExactly(0L, 1L);
-    assertThat(epochEvents.get(0).scalars()).containsEntry("epoch_loss", 1.5f).containsEntry("epoch_accuracy", 0.6f)
-        .containsEntry("epoch_samples_per_sec", 2944f).containsEntry("epoch_learning_rate", 1e-3f)
-        .containsKeys("epoch_time/data_wait_s", "epoch_time/compute_s", "epoch_time/allreduce_s",
+    assertThat(epochEvents.get(0).scalars())
+        .containsEntry("epoch_loss", 1.5f)
+        .containsEntry("epoch_accuracy", 0.6f)
+        .containsEntry("epoch_samples_per_sec", 2944f)
+        .containsEntry("epoch_learning_rate", 1e-3f)
+        .containsKeys(
+            "epoch_time/data_wait_s",
+            "epoch_time/compute_s",
+            "epoch_time/allreduce_s",
             "epoch_time/optimizer_s");
-    assertThat(train.stream().filter(ev -> ev.scalars().containsKey("batch_loss")).count()).isEqualTo(8);
+    assertThat(train.stream().filter(ev -> ev.scalars().containsKey("batch_loss")).count())
+        .isEqualTo(8);
     List<EventFiles.Event> validation = EventFiles.read(only(logs.resolve("validation")));
     assertThat(validation).hasSize(2); // file_version + epoch 0 (epoch 1 had no validation)
-    assertThat(validation.get(1).scalars()).containsEntry("epoch_loss", 0.7f).containsEntry("epoch_accuracy", 0.8f);
+    assertThat(validation.get(1).scalars())
+        .containsEntry("epoch_loss", 0.7f)
+        .containsEntry("epoch_accuracy", 0.8f);
   }
 
   @Test
@@ -109,7 +138,10 @@ class MonitorTest {
       try (Socket s = new Socket()) {
         s.connect(new InetSocketAddress("127.0.0.1", (int) port.get(cb)), 5000);
         OutputStreamWriter w = new OutputStreamWriter(s.getOutputStream(), StandardCharsets.UTF_8);
-        w.write("HELLO 00000000000000000000000000000000\n" + ProgressWire.epoch(epoch(0, 1, 1, 1, 1)) + "\n");
+        w.write(
+            "HELLO 00000000000000000000000000000000\n"
+                + ProgressWire.epoch(epoch(0, 1, 1, 1, 1))
+                + "\n");
         w.flush();
         s.setSoTimeout(5000);
         assertThat(s.getInputStream().read()).as("the monitor closes the connection").isEqualTo(-1);
@@ -122,27 +154,36 @@ class MonitorTest {
   void consoleShowsABarOnATerminalAndLogLinesOtherwise() {
     StepProgress p = new StepProgress(2, 10, 12, 22, 56, 0.42131, 0.5, 2310.4, 1e-3, 6.0, 2);
     assertThat(ConsoleProgress.barLine(p))
-        .isEqualTo("epoch 3/10 [==============>           ] 12/22  loss 0.4213  2,310 samples/s  ETA 1:22");
+        .isEqualTo(
+            "epoch 3/10 [==============>           ] 12/22  loss 0.4213  2,310 samples/s  ETA 1:22");
     // ETA: 0.5 s per step, 10 steps left in this epoch + 7 epochs x 22 steps = 164 steps.
-    assertThat(ConsoleProgress.logLine(p)).isEqualTo("epoch 3/10 step 12/22 loss 0.4213 samples/s 2,310 ETA 1:22");
+    assertThat(ConsoleProgress.logLine(p))
+        .isEqualTo("epoch 3/10 step 12/22 loss 0.4213 samples/s 2,310 ETA 1:22");
 
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    ConsoleProgress log = new ConsoleProgress(new PrintStream(bytes, true, StandardCharsets.UTF_8), false, 3600);
+    ConsoleProgress log =
+        new ConsoleProgress(new PrintStream(bytes, true, StandardCharsets.UTF_8), false, 3600);
     log.onStep(p);
     log.onStep(p); // within the interval: not printed
     log.onEpochEnd(epoch(2, 0.31, 0.912, 0.28, 0.9305));
-    assertThat(bytes.toString(StandardCharsets.UTF_8)).isEqualTo(
-        ConsoleProgress.logLine(p) + System.lineSeparator()
-            + "epoch 3 done in 0.5 s: loss 0.3100 accuracy 0.9120 val_loss 0.2800 val_accuracy 0.9305"
-            + " (2,944 samples/s)" + System.lineSeparator());
+    assertThat(bytes.toString(StandardCharsets.UTF_8))
+        .isEqualTo(
+            ConsoleProgress.logLine(p)
+                + System.lineSeparator()
+                + "epoch 3 done in 0.5 s: loss 0.3100 accuracy 0.9120 val_loss 0.2800 val_accuracy 0.9305"
+                + " (2,944 samples/s)"
+                + System.lineSeparator());
     assertThat(bytes.toString(StandardCharsets.UTF_8)).doesNotContain("\r");
 
     bytes.reset();
-    ConsoleProgress bar = new ConsoleProgress(new PrintStream(bytes, true, StandardCharsets.UTF_8), true, 10);
+    ConsoleProgress bar =
+        new ConsoleProgress(new PrintStream(bytes, true, StandardCharsets.UTF_8), true, 10);
     bar.onStep(new StepProgress(0, 1, 22, 22, 22, 0.1, 0.1, 10, 1e-3, 1, 2));
     bar.onEpochEnd(epoch(0, 0.1, 0.9, Double.NaN, Double.NaN));
-    assertThat(bytes.toString(StandardCharsets.UTF_8)).startsWith("\repoch 1/1 [==========================] 22/22")
-        .contains("\u001b[K\repoch 1 done in").endsWith("\u001b[K" + System.lineSeparator());
+    assertThat(bytes.toString(StandardCharsets.UTF_8))
+        .startsWith("\repoch 1/1 [==========================] 22/22")
+        .contains("\u001b[K\repoch 1 done in")
+        .endsWith("\u001b[K" + System.lineSeparator());
   }
 
   @Test
@@ -153,15 +194,22 @@ class MonitorTest {
     assertThat(root.get("workers").asInt()).isEqualTo(2);
     assertThat(root.get("epochs")).hasSize(2);
     JsonNode e1 = root.get("epochs").get(1);
-    for (String key : List.of("loss", "accuracy", "val_loss", "val_accuracy", "samples_per_sec", "seconds", "time")) {
+    for (String key :
+        List.of(
+            "loss", "accuracy", "val_loss", "val_accuracy", "samples_per_sec", "seconds", "time")) {
       assertThat(e1.has(key)).as(key).isTrue();
     }
     assertThat(e1.get("val_accuracy").asDouble()).isEqualTo(0.95);
     assertThat(e1.get("time").get("allreduce_s").asDouble()).isEqualTo(0.15);
     assertThat(root.get("final").get("val_accuracy").asDouble()).isEqualTo(0.95);
     assertThat(root.get("final").get("wall_seconds").asDouble()).isEqualTo(12.5);
-    JsonNode noValidation = new ObjectMapper().readTree(
-        MetricsReport.toJson(new History(List.of(epoch(0, 1, Double.NaN, Double.NaN, Double.NaN))), 1, Map.of()));
+    JsonNode noValidation =
+        new ObjectMapper()
+            .readTree(
+                MetricsReport.toJson(
+                    new History(List.of(epoch(0, 1, Double.NaN, Double.NaN, Double.NaN))),
+                    1,
+                    Map.of()));
     assertThat(noValidation.get("final").get("val_loss").isNull()).isTrue();
 
     ByteArrayOutputStream png = new ByteArrayOutputStream();
@@ -175,9 +223,10 @@ class MonitorTest {
 
   @Test
   void aChangeOfWorkersIsMarkedInThePlotAndMetricsJson() throws IOException {
-    List<EpochMetrics> epochs = List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95));
-    Resume shrink = new Resume(3, 1, 0, 0, "/ckpt", List.of(),
-        new WorkerCountChange(3, 2, 24, 2, 1, false));
+    List<EpochMetrics> epochs =
+        List.of(epoch(0, 1.5, 0.6, 0.7, 0.8), epoch(1, 0.4, 0.9, 0.3, 0.95));
+    Resume shrink =
+        new Resume(3, 1, 0, 0, "/ckpt", List.of(), new WorkerCountChange(3, 2, 24, 2, 1, false));
     int[] red = new int[2];
     for (History h : List.of(new History(epochs), new History(epochs, List.of(shrink)))) {
       ByteArrayOutputStream png = new ByteArrayOutputStream();
@@ -194,7 +243,9 @@ class MonitorTest {
     }
     assertThat(red[0]).as("red pixels without a change").isZero();
     assertThat(red[1]).as("red pixels of the marker (3 panels tall)").isGreaterThan(300);
-    JsonNode root = new ObjectMapper().readTree(MetricsReport.toJson(new History(epochs, List.of(shrink)), 1, Map.of()));
+    JsonNode root =
+        new ObjectMapper()
+            .readTree(MetricsReport.toJson(new History(epochs, List.of(shrink)), 1, Map.of()));
     assertThat(root.get("resumes").get(0).get("workers").get("to_workers").asInt()).isEqualTo(2);
   }
 

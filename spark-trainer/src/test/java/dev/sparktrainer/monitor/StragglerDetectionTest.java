@@ -11,6 +11,7 @@ import dev.sparktrainer.train.Digits;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.InProcessTraining;
+import dev.sparktrainer.train.StepProgress;
 import dev.sparktrainer.train.StragglerReport;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.ByteArrayOutputStream;
@@ -25,11 +26,11 @@ import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.train.StepProgress;
 
 /**
  * Straggler detection end to end: three in-process workers, one made slower with the fault hook;
- * the report names it in the history, on the driver's progress line, in TensorBoard and metrics.json.
+ * the report names it in the history, on the driver's progress line, in TensorBoard and
+ * metrics.json.
  */
 class StragglerDetectionTest {
   private static final int SLOW = 2;
@@ -67,18 +68,22 @@ class StragglerDetectionTest {
     Path logs = tmp.resolve("logs");
     TrainedModel trained;
     try (TrainingMonitor monitor = TrainingMonitor.start("127.0.0.1", view, logs.toString())) {
-      DistributedTrainer.Builder b = DistributedTrainer.builder()
-          .setModel(MlpSpec.of(64, 10, 16))
-          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-          .setOptimizer(OptimizerSpec.sgd().optLearningRate(0.1f).build())
-          // 960 rows, 3 workers x batch 8: 40 steps an epoch
-          .setTrainingData(Digits.load().slice(0, 960).trainBatches(8, 5, true))
-          .setNumWorkers(3)
-          .optEpochs(2)
-          .optSeed(42)
-          .optCallback(monitor.callback());
-      trained = InProcessTraining.fit(InProcessTraining.injectSlowRank(b, SLOW, SLOW_MILLIS).build(), 0,
-          new Configuration());
+      DistributedTrainer.Builder b =
+          DistributedTrainer.builder()
+              .setModel(MlpSpec.of(64, 10, 16))
+              .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+              .setOptimizer(OptimizerSpec.sgd().optLearningRate(0.1f).build())
+              // 960 rows, 3 workers x batch 8: 40 steps an epoch
+              .setTrainingData(Digits.load().slice(0, 960).trainBatches(8, 5, true))
+              .setNumWorkers(3)
+              .optEpochs(2)
+              .optSeed(42)
+              .optCallback(monitor.callback());
+      trained =
+          InProcessTraining.fit(
+              InProcessTraining.injectSlowRank(b, SLOW, SLOW_MILLIS).build(),
+              0,
+              new Configuration());
     }
 
     List<StragglerReport> reports = trained.history().stragglers();
@@ -97,14 +102,18 @@ class StragglerDetectionTest {
       assertThat(s.slowestStepShare()).isGreaterThan(StragglerReport.WARN_STEP_SHARE);
       assertThat(s.warning()).isTrue();
       // The two others waited about 40 ms a step each for it (less what they computed meanwhile).
-      assertThat(s.othersWaitSeconds()).isBetween(2 * 40 * SLOW_MILLIS / 1e3 * 0.5, 2 * 40 * SLOW_MILLIS / 1e3 * 3);
+      assertThat(s.othersWaitSeconds())
+          .isBetween(2 * 40 * SLOW_MILLIS / 1e3 * 0.5, 2 * 40 * SLOW_MILLIS / 1e3 * 3);
       assertThat(r.ranks()).extracting(StragglerReport.Rank::rank).containsExactly(0, 1, 2);
       StragglerReport.Rank slow = r.ranks().get(SLOW);
-      assertThat(slow.computeSeconds()).as("the pause counts as compute").isGreaterThan(40 * SLOW_MILLIS / 1e3);
+      assertThat(slow.computeSeconds())
+          .as("the pause counts as compute")
+          .isGreaterThan(40 * SLOW_MILLIS / 1e3);
       assertThat(slow.medianWorkSeconds()).isGreaterThanOrEqualTo(SLOW_MILLIS / 1e3);
       for (StragglerReport.Rank k : r.ranks()) {
         if (k.rank() != SLOW) {
-          // (Not their communication wait against its: on a loaded machine the ring's own time varies
+          // (Not their communication wait against its: on a loaded machine the ring's own time
+          // varies
           // more between ranks than the 40 ms.)
           assertThat(k.commWaitSeconds()).as("rank %d", k.rank()).isGreaterThan(0);
           assertThat(k.medianWorkSeconds()).isLessThan(slow.medianWorkSeconds());
@@ -115,9 +124,13 @@ class StragglerDetectionTest {
     // The driver: the slowest rank before each epoch's end, on the epoch's line, and the warning.
     assertThat(view.slowest).containsExactly(reports.get(0).slowest(), reports.get(1).slowest());
     String console = view.bytes.toString(StandardCharsets.UTF_8);
-    assertThat(console).containsPattern("epoch 1 done in .*  slow: rank 2 on 127\\.0\\.0\\.1 \\+\\d+ %\\R");
-    assertThat(console).containsPattern("epoch 2 done in .*  slow: rank 2 on 127\\.0\\.0\\.1 \\+\\d+ %\\R");
-    assertThat(console).contains("warning: straggler: epoch 1: slowest rank 2 on 127.0.0.1 (executor local) of 3,");
+    assertThat(console)
+        .containsPattern("epoch 1 done in .*  slow: rank 2 on 127\\.0\\.0\\.1 \\+\\d+ %\\R");
+    assertThat(console)
+        .containsPattern("epoch 2 done in .*  slow: rank 2 on 127\\.0\\.0\\.1 \\+\\d+ %\\R");
+    assertThat(console)
+        .contains(
+            "warning: straggler: epoch 1: slowest rank 2 on 127.0.0.1 (executor local) of 3,");
 
     // TensorBoard: per-rank scalars at each epoch.
     List<EventFiles.Event> events;
@@ -130,13 +143,20 @@ class StragglerDetectionTest {
     Map<String, Float> e0 = straggler.get(0).scalars();
     assertThat(e0).containsEntry("straggler/rank", (float) SLOW);
     for (int r = 0; r < 3; r++) {
-      assertThat(e0).containsKeys("rank_time/compute_s/rank_" + r, "rank_time/data_wait_s/rank_" + r,
-          "rank_time/comm_wait_s/rank_" + r, "rank_time/step_median_ms/rank_" + r, "rank_time/step_p95_ms/rank_" + r);
+      assertThat(e0)
+          .containsKeys(
+              "rank_time/compute_s/rank_" + r,
+              "rank_time/data_wait_s/rank_" + r,
+              "rank_time/comm_wait_s/rank_" + r,
+              "rank_time/step_median_ms/rank_" + r,
+              "rank_time/step_p95_ms/rank_" + r);
     }
-    assertThat(e0.get("rank_time/step_median_ms/rank_2")).isGreaterThan(e0.get("rank_time/step_median_ms/rank_0"));
+    assertThat(e0.get("rank_time/step_median_ms/rank_2"))
+        .isGreaterThan(e0.get("rank_time/step_median_ms/rank_0"));
 
     // metrics.json
-    JsonNode json = new ObjectMapper().readTree(MetricsReport.toJson(trained.history(), 1, Map.of()));
+    JsonNode json =
+        new ObjectMapper().readTree(MetricsReport.toJson(trained.history(), 1, Map.of()));
     JsonNode s0 = json.get("stragglers").get(0);
     assertThat(s0.get("slowest").get("rank").asInt()).isEqualTo(SLOW);
     assertThat(s0.get("slowest").get("executor").asText()).isEqualTo("local");

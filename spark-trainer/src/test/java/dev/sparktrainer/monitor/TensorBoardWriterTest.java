@@ -11,9 +11,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
+import org.assertj.core.api.Assertions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import org.assertj.core.api.Assertions;
 
 /** Event files written with the project's TFRecord writer, read back as TensorBoard reads them. */
 class TensorBoardWriterTest {
@@ -40,18 +40,21 @@ class TensorBoardWriterTest {
     // One event file, named as TensorFlow names its own, and no Hadoop .crc side file (TensorBoard
     // would try to read any name containing "tfevents").
     assertThat(files).hasSize(1);
-    assertThat(files.get(0).getFileName().toString()).matches("events\\.out\\.tfevents\\.\\d{10}\\..+\\.v2");
+    assertThat(files.get(0).getFileName().toString())
+        .matches("events\\.out\\.tfevents\\.\\d{10}\\..+\\.v2");
 
     List<EventFiles.Event> events = EventFiles.read(files.get(0));
     assertThat(events).hasSize(4);
     EventFiles.Event first = events.get(0);
     assertThat(first.fileVersion()).isEqualTo("brain.Event:2");
     assertThat(first.step()).isZero();
-    assertThat(first.wallTime()).isBetween(before / 1000.0 - 1, System.currentTimeMillis() / 1000.0 + 1);
+    assertThat(first.wallTime())
+        .isBetween(before / 1000.0 - 1, System.currentTimeMillis() / 1000.0 + 1);
     assertThat(events.get(1).step()).isEqualTo(0);
     assertThat(events.get(1).scalars()).containsExactly(Map.entry("epoch_loss", 2.5f));
     assertThat(events.get(2).step()).isEqualTo(1);
-    assertThat(events.get(2).scalars()).containsOnlyKeys("epoch_loss", "epoch_accuracy", "epoch_time/compute_s");
+    assertThat(events.get(2).scalars())
+        .containsOnlyKeys("epoch_loss", "epoch_accuracy", "epoch_time/compute_s");
     assertThat(events.get(2).scalars().get("epoch_accuracy")).isEqualTo(0.96875f);
     assertThat(events.get(2).scalars().get("epoch_time/compute_s")).isCloseTo(1e-3f, within(1e-9f));
     assertThat(events.get(3).step()).isEqualTo(1L << 40);

@@ -33,7 +33,8 @@ class OptimizerTest {
     assertThat(p[0][0]).isCloseTo(0.99f, offset(1e-6f));
     assertThat(p[0][1]).isCloseTo(1.01f, offset(1e-6f));
 
-    Optimizer adamW = OptimizerSpec.adamW().optWeightDecay(0.1f).build().newOptimizer(new int[] {1});
+    Optimizer adamW =
+        OptimizerSpec.adamW().optWeightDecay(0.1f).build().newOptimizer(new int[] {1});
     float[][] q = vec(2f);
     adamW.update(q, vec(0f), 0.01f); // zero gradient: only the decoupled decay, p (1 - lr wd)
     assertThat(q[0][0]).isCloseTo(2f * (1 - 0.001f), offset(1e-6f));
@@ -76,14 +77,20 @@ class OptimizerTest {
     assertThat(pb[1]).containsExactly(p[1]);
 
     Optimizer sgd = OptimizerSpec.sgd().optMomentum(0.5f).build().newOptimizer(new int[] {3, 2});
-    assertThatThrownBy(() -> sgd.readState(new DataInputStream(new ByteArrayInputStream(bytes.toByteArray()))))
+    assertThatThrownBy(
+            () -> sgd.readState(new DataInputStream(new ByteArrayInputStream(bytes.toByteArray()))))
         .hasMessageContaining("written by adamw, restoring into sgd");
   }
 
   @Test
   void scheduleWarmsUpThenDecays() {
-    OptimizerSpec cosine = OptimizerSpec.sgd().optLearningRate(0.1f).optWarmupSteps(10).optCosineDecay(100, 0.001f)
-        .optLinearScaling(true).build();
+    OptimizerSpec cosine =
+        OptimizerSpec.sgd()
+            .optLearningRate(0.1f)
+            .optWarmupSteps(10)
+            .optCosineDecay(100, 0.001f)
+            .optLinearScaling(true)
+            .build();
     assertThat(cosine.learningRate(0, 2)).isCloseTo(0.02f, offset(1e-7f)); // 0.1 x 2 x 1/10
     assertThat(cosine.learningRate(9, 2)).isCloseTo(0.2f, offset(1e-7f));
     assertThat(cosine.learningRate(60, 2)).isCloseTo((float) (0.002 + 0.198 * 0.5), offset(1e-6f));

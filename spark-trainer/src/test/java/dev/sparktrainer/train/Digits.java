@@ -19,7 +19,8 @@ public final class Digits {
   public static InMemoryDataset load() {
     try (InputStream raw = Digits.class.getResourceAsStream("/sample-data/digits.csv.gz");
         BufferedReader r =
-            new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
+            new BufferedReader(
+                new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
       List<float[]> rows = new ArrayList<>();
       List<Long> labels = new ArrayList<>();
       for (String line; (line = r.readLine()) != null; ) {

@@ -32,15 +32,17 @@ class FaultInjectionTest {
   @Test
   void noneInjectsNothingAndIsWhatABuilderStartsFrom() {
     FaultInjection none = FaultInjection.NONE;
-    assertThatCode(() -> {
-      for (int rank = 0; rank < 4; rank++) {
-        none.failAfterStep(rank, 0, 0);
-        none.failAfterStep(rank, -1, 0);
-        none.pauseBeforeStep(rank);
-        none.pauseBeforeRing(rank, 0);
-        none.beforeCheckpointRename().accept(rank);
-      }
-    }).doesNotThrowAnyException();
+    assertThatCode(
+            () -> {
+              for (int rank = 0; rank < 4; rank++) {
+                none.failAfterStep(rank, 0, 0);
+                none.failAfterStep(rank, -1, 0);
+                none.pauseBeforeStep(rank);
+                none.pauseBeforeRing(rank, 0);
+                none.beforeCheckpointRename().accept(rank);
+              }
+            })
+        .doesNotThrowAnyException();
     assertThat(none.diverges(0)).isFalse();
     assertThat(FaultInjection.installed()).isSameAs(FaultInjection.NONE);
   }
@@ -48,33 +50,41 @@ class FaultInjectionTest {
   @Test
   void aFailureHitsItsRankAndStepInTheFirstAttemptOnly() {
     FaultInjection f = FaultInjection.NONE.withFailure(1, 30).withDivergence(2);
-    assertThatThrownBy(() -> f.failAfterStep(1, 30, 0)).isInstanceOf(InjectedFailure.class)
-        .hasMessageContaining("rank 1").hasMessageContaining("step 30");
-    assertThatCode(() -> {
-      f.failAfterStep(1, 30, 1);
-      f.failAfterStep(0, 30, 0);
-      f.failAfterStep(1, 29, 0);
-    }).doesNotThrowAnyException();
+    assertThatThrownBy(() -> f.failAfterStep(1, 30, 0))
+        .isInstanceOf(InjectedFailure.class)
+        .hasMessageContaining("rank 1")
+        .hasMessageContaining("step 30");
+    assertThatCode(
+            () -> {
+              f.failAfterStep(1, 30, 1);
+              f.failAfterStep(0, 30, 0);
+              f.failAfterStep(1, 29, 0);
+            })
+        .doesNotThrowAnyException();
     assertThat(f.diverges(2)).isTrue();
     assertThat(f.diverges(1)).isFalse();
   }
 
   @Test
   void itTravelsWithTheJobConfiguration() throws Exception {
-    FaultInjection f = FaultInjection.NONE.withRingConnectDelay(1, 45000).withCheckpointRenameDelay(20, 4000);
+    FaultInjection f =
+        FaultInjection.NONE.withRingConnectDelay(1, 45000).withCheckpointRenameDelay(20, 4000);
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
       out.writeObject(f);
     }
-    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
+    try (ObjectInputStream in =
+        new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
       assertThat(in.readObject()).isEqualTo(f);
     }
   }
 
   @Test
   void theRenameDelayHoldsOnlyItsStepAndAnInterruptLeavesNoCheckpoint() throws Exception {
-    CheckpointStore store = new CheckpointStore(tmp.toUri().toString(), new Configuration(), 5)
-        .withBeforeRename(FaultInjection.NONE.withCheckpointRenameDelay(3, 400).beforeCheckpointRename());
+    CheckpointStore store =
+        new CheckpointStore(tmp.toUri().toString(), new Configuration(), 5)
+            .withBeforeRename(
+                FaultInjection.NONE.withCheckpointRenameDelay(3, 400).beforeCheckpointRename());
     long t0 = System.nanoTime();
     store.write(new CheckpointState(2, new byte[0], List.of()));
     long other = System.nanoTime() - t0;
@@ -85,28 +95,37 @@ class FaultInjectionTest {
     assertThat(other).isLessThan(delayed);
     assertThat(store.latest()).get().extracting(CheckpointState::step).isEqualTo(3L);
 
-    LongConsumer delay = FaultInjection.NONE.withCheckpointRenameDelay(4, 60_000).beforeCheckpointRename();
+    LongConsumer delay =
+        FaultInjection.NONE.withCheckpointRenameDelay(4, 60_000).beforeCheckpointRename();
     CountDownLatch held = new CountDownLatch(1);
-    CheckpointStore slow = store.withBeforeRename(step -> {
-      held.countDown();
-      delay.accept(step);
-    });
+    CheckpointStore slow =
+        store.withBeforeRename(
+            step -> {
+              held.countDown();
+              delay.accept(step);
+            });
     // Interrupted while held (how Spark kills a task): the write fails and leaves no checkpoint.
     AtomicReference<Throwable> failure = new AtomicReference<>();
-    Thread writer = new Thread(() -> {
-      try {
-        slow.write(new CheckpointState(4, new byte[0], List.of()));
-      } catch (Throwable t) {
-        failure.set(t);
-      }
-    });
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                slow.write(new CheckpointState(4, new byte[0], List.of()));
+              } catch (Throwable t) {
+                failure.set(t);
+              }
+            });
     writer.start();
-    assertThat(held.await(30, TimeUnit.SECONDS)).as("the writer of step 4 held within 30 s").isTrue();
+    assertThat(held.await(30, TimeUnit.SECONDS))
+        .as("the writer of step 4 held within 30 s")
+        .isTrue();
     assertThat(hasFile(n -> n.startsWith("_tmp-4-"))).isTrue();
     writer.interrupt();
     writer.join(30_000);
     assertThat(writer.isAlive()).isFalse();
-    assertThat(failure.get()).isInstanceOf(InterruptedIOException.class).hasMessageContaining("step 4");
+    assertThat(failure.get())
+        .isInstanceOf(InterruptedIOException.class)
+        .hasMessageContaining("step 4");
     assertThat(hasFile(n -> n.startsWith("_tmp-4-") || n.endsWith("4.bin"))).isFalse();
   }
 

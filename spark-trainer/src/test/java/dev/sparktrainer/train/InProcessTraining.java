@@ -12,19 +12,26 @@ public final class InProcessTraining {
 
   /**
    * {@code DistributedTrainer.fitInProcess}: the workers as threads of this JVM, without Spark;
-   * {@code attempt} plays Spark's stage attempt number (an injected failure fires in attempt 0 only).
+   * {@code attempt} plays Spark's stage attempt number (an injected failure fires in attempt 0
+   * only).
    */
-  public static TrainedModel fit(DistributedTrainer trainer, int attempt, Configuration conf) throws Exception {
+  public static TrainedModel fit(DistributedTrainer trainer, int attempt, Configuration conf)
+      throws Exception {
     return trainer.fitInProcess(attempt, conf);
   }
 
-  /** {@code Builder.optInjectFailure}: {@code rank} fails after global step {@code step}, in attempt 0. */
-  public static DistributedTrainer.Builder injectFailure(DistributedTrainer.Builder builder, int rank, long step) {
+  /**
+   * {@code Builder.optInjectFailure}: {@code rank} fails after global step {@code step}, in attempt
+   * 0.
+   */
+  public static DistributedTrainer.Builder injectFailure(
+      DistributedTrainer.Builder builder, int rank, long step) {
     return builder.optInjectFailure(rank, step);
   }
 
   /** {@code Builder.optInjectSlowRank}: {@code rank} pauses {@code millis} before every step. */
-  public static DistributedTrainer.Builder injectSlowRank(DistributedTrainer.Builder builder, int rank, long millis) {
+  public static DistributedTrainer.Builder injectSlowRank(
+      DistributedTrainer.Builder builder, int rank, long millis) {
     return builder.optInjectSlowRank(rank, millis);
   }
 

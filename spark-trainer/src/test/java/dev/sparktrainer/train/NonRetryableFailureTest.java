@@ -3,11 +3,13 @@ package dev.sparktrainer.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
@@ -15,17 +17,15 @@ import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.spark.SparkException;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import dev.sparktrainer.data.DatasetPlanner;
-import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
-import org.apache.spark.SparkException;
-import org.apache.spark.scheduler.SparkListenerTaskEnd;
 
 /**
  * Failures a retry would repeat end the job at the first failed task, with their own message — not
@@ -41,18 +41,27 @@ class NonRetryableFailureTest {
   @BeforeAll
   static void start() {
     // local[2,4]: task failures may be retried, as on a cluster (local[2] would abort at once).
-    spark = SparkSession.builder().master("local[2,4]").appName("non-retryable-tests")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1").config("spark.barrier.sync.timeout", "60s")
-        .config("spark.sql.shuffle.partitions", "2").getOrCreate();
-    spark.sparkContext().addSparkListener(new SparkListener() {
-      @Override
-      public void onStageSubmitted(SparkListenerStageSubmitted e) {
-        if (e.stageInfo().attemptNumber() > 0) {
-          stageRetries.incrementAndGet();
-        }
-      }
-    });
+    spark =
+        SparkSession.builder()
+            .master("local[2,4]")
+            .appName("non-retryable-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.barrier.sync.timeout", "60s")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate();
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onStageSubmitted(SparkListenerStageSubmitted e) {
+                if (e.stageInfo().attemptNumber() > 0) {
+                  stageRetries.incrementAndGet();
+                }
+              }
+            });
   }
 
   @AfterAll
@@ -65,11 +74,15 @@ class NonRetryableFailureTest {
   }
 
   private static DistributedTrainer.Builder job(int hidden) {
-    return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, hidden))
+    return DistributedTrainer.builder()
+        .setModel(MlpSpec.of(64, 10, hidden))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
         .setTrainingData(DIGITS.trainBatches(32, 1, true))
-        .setNumWorkers(2).optEpochs(1).optSeed(3).optRingHost("127.0.0.1");
+        .setNumWorkers(2)
+        .optEpochs(1)
+        .optSeed(3)
+        .optRingHost("127.0.0.1");
   }
 
   /** Retries of stages that {@code body} caused. */
@@ -83,12 +96,14 @@ class NonRetryableFailureTest {
 
   @Test
   void divergedReplicasFailTheJobAtOnce() throws Exception {
-    int retries = retriesDuring(() ->
-        assertThatThrownBy(() -> job(32).optInjectDivergence(1).build().fit(spark))
-            .isInstanceOf(ReplicaMismatchException.class)
-            .hasMessageContaining("Replica parameters differ after epoch 0: rank 0 ")
-            .hasMessageContaining("the job was cancelled instead of retried")
-            .hasCauseInstanceOf(SparkException.class));
+    int retries =
+        retriesDuring(
+            () ->
+                assertThatThrownBy(() -> job(32).optInjectDivergence(1).build().fit(spark))
+                    .isInstanceOf(ReplicaMismatchException.class)
+                    .hasMessageContaining("Replica parameters differ after epoch 0: rank 0 ")
+                    .hasMessageContaining("the job was cancelled instead of retried")
+                    .hasCauseInstanceOf(SparkException.class));
     // Spark schedules a barrier stage's resubmission 200 ms after the failure; the cancellation
     // usually comes first, at worst it stops the second attempt. Without it: 3 retries.
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
@@ -98,11 +113,14 @@ class NonRetryableFailureTest {
   void aCheckpointOfAnotherModelFailsTheJobAtOnce() throws Exception {
     String ckpt = tmp.resolve("ckpt").toString();
     job(32).optCheckpointDir(ckpt).build().fit(spark);
-    int retries = retriesDuring(() ->
-        assertThatThrownBy(() -> job(16).optCheckpointDir(ckpt).build().fit(spark))
-            .isInstanceOf(NonRetryableTrainingException.class)
-            .hasMessageContaining("The checkpoint in " + ckpt + " does not match the model: parameter ")
-            .hasMessageContaining("the job was cancelled instead of retried"));
+    int retries =
+        retriesDuring(
+            () ->
+                assertThatThrownBy(() -> job(16).optCheckpointDir(ckpt).build().fit(spark))
+                    .isInstanceOf(NonRetryableTrainingException.class)
+                    .hasMessageContaining(
+                        "The checkpoint in " + ckpt + " does not match the model: parameter ")
+                    .hasMessageContaining("the job was cancelled instead of retried"));
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
   }
 
@@ -114,15 +132,27 @@ class NonRetryableFailureTest {
     // but is no tf.train.Example: the workers' decoder finds it, in the training stage.
     Path bad = data.resolve("part-1.tfrecord");
     writeDigits(bad, 256, 512, 356);
-    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).optFormat(DatasetSpec.Format.TFRECORD)
-        .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
-    int retries = retriesDuring(() ->
-        assertThatThrownBy(() -> job(32).setTrainingData(spec, PipelineOptions.builder().optBatchSize(32).build())
-            .build().fit(spark))
-            .isInstanceOf(NonRetryableTrainingException.class)
-            .hasMessageContaining("Corrupt TFRecord file ")
-            .hasMessageContaining("part-1.tfrecord at byte offset ")
-            .hasMessageContaining("the job was cancelled instead of retried"));
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(data.toString())
+            .optFormat(DatasetSpec.Format.TFRECORD)
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    int retries =
+        retriesDuring(
+            () ->
+                assertThatThrownBy(
+                        () ->
+                            job(32)
+                                .setTrainingData(
+                                    spec, PipelineOptions.builder().optBatchSize(32).build())
+                                .build()
+                                .fit(spark))
+                    .isInstanceOf(NonRetryableTrainingException.class)
+                    .hasMessageContaining("Corrupt TFRecord file ")
+                    .hasMessageContaining("part-1.tfrecord at byte offset ")
+                    .hasMessageContaining("the job was cancelled instead of retried"));
     assertThat(retries).as("stage retries").isLessThanOrEqualTo(1);
   }
 
@@ -135,27 +165,36 @@ class NonRetryableFailureTest {
     byte[] bytes = Files.readAllBytes(bad);
     bytes[bytes.length / 2] ^= 0x55; // inside some record: its data CRC no longer matches
     Files.write(bad, bytes);
-    DatasetSpec spec = DatasetSpec.builder().addPath(data.toString()).optFormat(DatasetSpec.Format.TFRECORD)
-        .addFeature("pixels", 64).setLabel("label", DatasetSpec.LabelType.INT).build();
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(data.toString())
+            .optFormat(DatasetSpec.Format.TFRECORD)
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
     AtomicInteger failedTasks = new AtomicInteger();
-    SparkListener failures = new SparkListener() {
-      @Override
-      public void onTaskEnd(SparkListenerTaskEnd e) {
-        if (!(e.reason() instanceof org.apache.spark.Success$)) {
-          failedTasks.incrementAndGet();
-        }
-      }
-    };
+    SparkListener failures =
+        new SparkListener() {
+          @Override
+          public void onTaskEnd(SparkListenerTaskEnd e) {
+            if (!(e.reason() instanceof org.apache.spark.Success$)) {
+              failedTasks.incrementAndGet();
+            }
+          }
+        };
     spark.sparkContext().addSparkListener(failures);
     try {
-      assertThatThrownBy(() -> DatasetPlanner.plan(spec,
-              PipelineOptions.builder().optBatchSize(32).build(), spark))
+      assertThatThrownBy(
+              () ->
+                  DatasetPlanner.plan(
+                      spec, PipelineOptions.builder().optBatchSize(32).build(), spark))
           .isInstanceOf(TFRecordCorruptException.class)
           .hasMessageContaining("Corrupt TFRecord file ")
           .hasMessageContaining("part-1.tfrecord at byte offset ")
           .hasMessageContaining("found while counting the records of the dataset");
       spark.sparkContext().listenerBus().waitUntilEmpty();
-      // The corrupt split's task succeeded with the error as its result: no task retries (local[2,4]
+      // The corrupt split's task succeeded with the error as its result: no task retries
+      // (local[2,4]
       // would otherwise run it 4 times).
       assertThat(failedTasks.get()).as("failed task attempts").isZero();
     } finally {
@@ -164,12 +203,13 @@ class NonRetryableFailureTest {
   }
 
   /**
-   * Digits {@code from..to} as TFRecord Examples: {@code pixels} (64 floats), {@code label} (int64);
-   * the record of digit {@code garbage} (if in range) is bytes that do not decode.
+   * Digits {@code from..to} as TFRecord Examples: {@code pixels} (64 floats), {@code label}
+   * (int64); the record of digit {@code garbage} (if in range) is bytes that do not decode.
    */
   private static void writeDigits(Path file, int from, int to, int garbage) throws Exception {
     ExampleEncoder enc = new ExampleEncoder();
-    try (OutputStream os = Files.newOutputStream(file); TFRecordWriter w = new TFRecordWriter(os)) {
+    try (OutputStream os = Files.newOutputStream(file);
+        TFRecordWriter w = new TFRecordWriter(os)) {
       for (int i = from; i < to; i++) {
         if (i == garbage) {
           w.write(new byte[] {0x0a, 0x7f, 0x01}); // field 1, a 127-byte message, 1 byte present

@@ -35,25 +35,34 @@ class PreflightTest {
   }
 
   private void start(Map<String, String> conf) {
-    SparkSession.Builder b = SparkSession.builder().master("local[2]").appName("preflight-tests")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1");
+    SparkSession.Builder b =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("preflight-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1");
     conf.forEach(b::config);
     spark = b.getOrCreate();
-    spark.sparkContext().addSparkListener(new SparkListener() {
-      @Override
-      public void onTaskStart(SparkListenerTaskStart e) {
-        tasksStarted.incrementAndGet();
-      }
-    });
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onTaskStart(SparkListenerTaskStart e) {
+                tasksStarted.incrementAndGet();
+              }
+            });
   }
 
   private static DistributedTrainer.Builder job() {
-    return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 16))
+    return DistributedTrainer.builder()
+        .setModel(MlpSpec.of(64, 10, 16))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().build())
         .setTrainingData(DIGITS.trainBatches(32, 1, true))
-        .setNumWorkers(2).optRingHost("127.0.0.1");
+        .setNumWorkers(2)
+        .optRingHost("127.0.0.1");
   }
 
   private void assertNoTaskRan() throws Exception {
@@ -98,8 +107,10 @@ class PreflightTest {
     SparkConf none = new SparkConf(false);
     SparkConf taskOnly = new SparkConf(false).set("spark.task.resource.gpu.amount", "1");
     SparkConf noDiscovery = taskOnly.clone().set("spark.executor.resource.gpu.amount", "1");
-    SparkConf complete = noDiscovery.clone().set("spark.executor.resource.gpu.discoveryScript", "/opt/gpus.sh");
-    assertThat(Preflight.gpuConfigProblem(none, "yarn", 0)).contains("spark.task.resource.gpu.amount is not set");
+    SparkConf complete =
+        noDiscovery.clone().set("spark.executor.resource.gpu.discoveryScript", "/opt/gpus.sh");
+    assertThat(Preflight.gpuConfigProblem(none, "yarn", 0))
+        .contains("spark.task.resource.gpu.amount is not set");
     assertThat(Preflight.gpuConfigProblem(taskOnly, "k8s://https://api:6443", 0))
         .contains("spark.executor.resource.gpu.amount is not set");
     assertThat(Preflight.gpuConfigProblem(noDiscovery, "yarn", 0))

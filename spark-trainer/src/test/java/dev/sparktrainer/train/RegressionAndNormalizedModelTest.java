@@ -11,12 +11,12 @@ import dev.sparktrainer.model.MlpSpec;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.LinkedHashMap;
 
 /**
  * A model's normalization saved and loaded with it (and models without one still load); the
@@ -41,14 +41,20 @@ class RegressionAndNormalizedModelTest {
   void theNormalizationIsSavedWithTheModelAndOlderModelsStillLoad() throws IOException {
     Configuration conf = new Configuration();
     TrainedModel plain = TestModels.random(MlpSpec.of(8, 3, 4), LossSpec.SOFTMAX_CROSS_ENTROPY, 1);
-    TrainedModel normalized = new TrainedModel(plain.spec(), plain.loss(), plain.parameterBytes(),
-        new History(List.of()), normalization());
+    TrainedModel normalized =
+        new TrainedModel(
+            plain.spec(),
+            plain.loss(),
+            plain.parameterBytes(),
+            new History(List.of()),
+            normalization());
     String dir = tmp.resolve("model").toString();
     normalized.save(dir, conf);
     TrainedModel back = TrainedModel.load(dir, conf);
     assertThat(back.normalization().mode()).isEqualTo(Normalization.Mode.MINMAX);
     for (int j = 0; j < 8; j++) {
-      assertThat(back.normalization().apply(j, 0.5f)).isEqualTo(normalized.normalization().apply(j, 0.5f));
+      assertThat(back.normalization().apply(j, 0.5f))
+          .isEqualTo(normalized.normalization().apply(j, 0.5f));
     }
     assertThat(back.normalization().apply(7, 3f)).isZero(); // the constant feature
 
@@ -68,13 +74,16 @@ class RegressionAndNormalizedModelTest {
       files.put(f, Files.readAllBytes(tmp.resolve("other/" + f)));
     }
     Files.write(tmp.resolve("other/" + TrainedModel.MARKER), ModelMarker.encode(files));
-    try (var crcs = Files.list(tmp.resolve("other"))) { // Hadoop's side checksums of the files edited here
+    try (var crcs =
+        Files.list(tmp.resolve("other"))) { // Hadoop's side checksums of the files edited here
       for (Path c : crcs.filter(f -> f.getFileName().toString().endsWith(".crc")).toList()) {
         Files.delete(c);
       }
     }
-    assertThatThrownBy(() -> TrainedModel.load(other, conf)).isInstanceOf(IOException.class)
-        .hasMessageContaining("trained with standard normalization but its _COMPLETE does not list normalization.csv");
+    assertThatThrownBy(() -> TrainedModel.load(other, conf))
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining(
+            "trained with standard normalization but its _COMPLETE does not list normalization.csv");
   }
 
   @Test
@@ -90,7 +99,8 @@ class RegressionAndNormalizedModelTest {
     assertThat(EpochMetrics.Regression.of(sums, 3, 0)).containsOnly(Double.NaN);
     double[] constant = new double[7];
     EpochMetrics.Regression.addSums(new float[] {2, 2}, new float[] {1, 3}, constant, 3);
-    assertThat(EpochMetrics.Regression.of(constant, 3, 2)[2]).isNaN(); // R² undefined: every label the same
+    assertThat(EpochMetrics.Regression.of(constant, 3, 2)[2])
+        .isNaN(); // R² undefined: every label the same
   }
 
   @Test
@@ -100,13 +110,17 @@ class RegressionAndNormalizedModelTest {
     st.values.add(new float[3]);
     st.partial = new double[] {1, 2, 3, 4, 5, 6, 7};
     EpochMetrics.Regression r = new EpochMetrics.Regression(0.5, 0.4, 0.9, 0.6, 0.5, Double.NaN);
-    st.history.add(new EpochMetrics(0, 10, 320, 0.25, Double.NaN, 0.3, Double.NaN, 1, 320, 0, 0, 0, 0, 0, 0, "h0", r));
-    st.history.add(new EpochMetrics(1, 10, 320, 0.25, 0.9, 0.3, 0.8, 1, 320, 0, 0, 0, 0, 0, 0, "h1"));
+    st.history.add(
+        new EpochMetrics(
+            0, 10, 320, 0.25, Double.NaN, 0.3, Double.NaN, 1, 320, 0, 0, 0, 0, 0, 0, "h0", r));
+    st.history.add(
+        new EpochMetrics(1, 10, 320, 0.25, 0.9, 0.3, 0.8, 1, 320, 0, 0, 0, 0, 0, 0, "h1"));
     TrainingState back = TrainingState.decodeMeta(st.encodeMeta());
     assertThat(back.partial).containsExactly(1, 2, 3, 4, 5, 6, 7);
     assertThat(back.history).isEqualTo(st.history);
-    assertThat(back.history.get(0).toJson()).contains("\"mse\":0.5,\"mae\":0.4,\"r2\":0.9,\"validation_mse\":0.6",
-        "\"validation_r2\":null}");
+    assertThat(back.history.get(0).toJson())
+        .contains(
+            "\"mse\":0.5,\"mae\":0.4,\"r2\":0.9,\"validation_mse\":0.6", "\"validation_r2\":null}");
     assertThat(back.history.get(1).regression()).isNull();
   }
 }

@@ -19,8 +19,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Checkpoints skipped on resume are recorded in the history: a resume from an older checkpoint lists
- * the newer, corrupt ones; when every checkpoint is corrupt the start from scratch is recorded too.
+ * Checkpoints skipped on resume are recorded in the history: a resume from an older checkpoint
+ * lists the newer, corrupt ones; when every checkpoint is corrupt the start from scratch is
+ * recorded too.
  */
 class SkippedCheckpointsTest {
   private static final InMemoryDataset DIGITS = Digits.load().shuffled(3).slice(0, 640);
@@ -47,7 +48,10 @@ class SkippedCheckpointsTest {
     return tmp.resolve(String.format("ckpt-%019d.bin", step));
   }
 
-  /** Flips a byte of an array's data: the checkpoint's CRC (or the local FS's .crc) no longer verifies. */
+  /**
+   * Flips a byte of an array's data: the checkpoint's CRC (or the local FS's .crc) no longer
+   * verifies.
+   */
   private void corrupt(long step) throws Exception {
     try (RandomAccessFile f = new RandomAccessFile(file(step).toFile(), "rw")) {
       long at = f.length() / 2;
@@ -73,16 +77,22 @@ class SkippedCheckpointsTest {
     // The newest is corrupt: resumed from the one before, and the history says why.
     corrupt(40);
     TrainedModel second = job(3).fitInProcess(0, conf);
-    assertThat(second.history().resumes()).singleElement().satisfies(r -> {
-      assertThat(r.step()).isEqualTo(previous);
-      assertThat(r.epoch()).isEqualTo((int) (previous / 20));
-      assertThat(r.stepInEpoch()).isEqualTo(previous % 20);
-      assertThat(r.fromScratch()).isFalse();
-      assertThat(r.skipped()).singleElement().satisfies(k -> {
-        assertThat(name(k)).isEqualTo(file(40).getFileName().toString());
-        assertThat(k.reason()).startsWith("corrupt");
-      });
-    });
+    assertThat(second.history().resumes())
+        .singleElement()
+        .satisfies(
+            r -> {
+              assertThat(r.step()).isEqualTo(previous);
+              assertThat(r.epoch()).isEqualTo((int) (previous / 20));
+              assertThat(r.stepInEpoch()).isEqualTo(previous % 20);
+              assertThat(r.fromScratch()).isFalse();
+              assertThat(r.skipped())
+                  .singleElement()
+                  .satisfies(
+                      k -> {
+                        assertThat(name(k)).isEqualTo(file(40).getFileName().toString());
+                        assertThat(k.reason()).startsWith("corrupt");
+                      });
+            });
     assertThat(second.history().epochs()).hasSize(3);
     List<Long> bad = store.steps();
     assertThat(bad).last().isEqualTo(60L);
@@ -93,7 +103,8 @@ class SkippedCheckpointsTest {
     }
     TrainedModel third = job(1).fitInProcess(0, conf);
     assertThat(third.history().epochs()).hasSize(1);
-    assertThat(third.history().epochs().get(0).parameterHash()).as("epoch 0 trained again from the start")
+    assertThat(third.history().epochs().get(0).parameterHash())
+        .as("epoch 0 trained again from the start")
         .isEqualTo(first.history().epochs().get(0).parameterHash());
     assertThat(third.history().resumes()).hasSize(1);
     Resume scratch = third.history().resumes().get(0);
@@ -104,12 +115,15 @@ class SkippedCheckpointsTest {
     for (int i = bad.size() - 1; i >= 0; i--) {
       newestFirst.add(file(bad.get(i)).getFileName().toString());
     }
-    assertThat(scratch.skipped()).extracting(SkippedCheckpointsTest::name).containsExactlyElementsOf(newestFirst);
+    assertThat(scratch.skipped())
+        .extracting(SkippedCheckpointsTest::name)
+        .containsExactlyElementsOf(newestFirst);
     assertThat(scratch.skipped()).allSatisfy(k -> assertThat(k.reason()).startsWith("corrupt"));
     // Its own checkpoints are kept, though the corrupt ones have later steps.
     assertThat(store.steps()).contains(20L).containsAll(bad);
 
-    // The next run resumes from the restarted run's checkpoint; the start from scratch travelled in it.
+    // The next run resumes from the restarted run's checkpoint; the start from scratch travelled in
+    // it.
     TrainedModel fourth = job(1).fitInProcess(0, conf);
     assertThat(fourth.history().resumes()).hasSize(2);
     assertThat(fourth.history().resumes().get(0)).isEqualTo(scratch);
@@ -129,14 +143,18 @@ class SkippedCheckpointsTest {
     TrainingState st = new TrainingState();
     st.names.add("w");
     st.values.add(new float[3]);
-    List<SkippedCheckpoint> skipped = List.of(new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-2.bin", "corrupt: \"x\"\n"),
-        new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-1.bin", "deleted since the directory was listed"));
+    List<SkippedCheckpoint> skipped =
+        List.of(
+            new SkippedCheckpoint("hdfs://nn/ckpt/ckpt-2.bin", "corrupt: \"x\"\n"),
+            new SkippedCheckpoint(
+                "hdfs://nn/ckpt/ckpt-1.bin", "deleted since the directory was listed"));
     st.resumes.add(new Resume(0, 0, 0, 1, "hdfs://nn/ckpt", skipped));
     st.resumes.add(new Resume(7, 1, 2, 0, "hdfs://nn/ckpt"));
     byte[] meta = st.encodeMeta();
     assertThat(TrainingState.decodeMeta(meta).resumes).isEqualTo(st.resumes);
 
-    // A state written before skipped checkpoints were recorded ("TST3": no count after each resume).
+    // A state written before skipped checkpoints were recorded ("TST3": no count after each
+    // resume).
     TrainingState old = new TrainingState();
     old.names.add("w");
     old.values.add(new float[3]);
@@ -151,7 +169,8 @@ class SkippedCheckpointsTest {
     assertThat(json.get("from_scratch").asBoolean()).isTrue();
     assertThat(json.get("stage_attempt").asInt()).isEqualTo(1);
     assertThat(json.get("skipped")).hasSize(2);
-    assertThat(json.get("skipped").get(0).get("file").asText()).isEqualTo("hdfs://nn/ckpt/ckpt-2.bin");
+    assertThat(json.get("skipped").get(0).get("file").asText())
+        .isEqualTo("hdfs://nn/ckpt/ckpt-2.bin");
     assertThat(json.get("skipped").get(0).get("reason").asText()).isEqualTo("corrupt: \"x\"\n");
     JsonNode plain = new ObjectMapper().readTree(st.resumes.get(1).toJson());
     assertThat(plain.get("from_scratch").asBoolean()).isFalse();

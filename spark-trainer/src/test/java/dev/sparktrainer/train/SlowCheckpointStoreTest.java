@@ -7,6 +7,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -18,9 +19,10 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.io.InterruptedIOException;
 
-/** A checkpoint store slower than the ring's operation timeout does not stall (or fail) training. */
+/**
+ * A checkpoint store slower than the ring's operation timeout does not stall (or fail) training.
+ */
 class SlowCheckpointStoreTest {
   /** The local file system, but every file written takes {@link #CLOSE_MILLIS} to close. */
   public static final class SleepyFileSystem extends RawLocalFileSystem {
@@ -38,14 +40,28 @@ class SlowCheckpointStoreTest {
     }
 
     @Override
-    public FSDataOutputStream create(org.apache.hadoop.fs.Path f, FsPermission permission, boolean overwrite, int bufferSize,
-        short replication, long blockSize, Progressable progress) throws IOException {
-      return sleepy(super.create(f, permission, overwrite, bufferSize, replication, blockSize, progress));
+    public FSDataOutputStream create(
+        org.apache.hadoop.fs.Path f,
+        FsPermission permission,
+        boolean overwrite,
+        int bufferSize,
+        short replication,
+        long blockSize,
+        Progressable progress)
+        throws IOException {
+      return sleepy(
+          super.create(f, permission, overwrite, bufferSize, replication, blockSize, progress));
     }
 
     @Override
-    public FSDataOutputStream create(org.apache.hadoop.fs.Path f, boolean overwrite, int bufferSize,
-        short replication, long blockSize, Progressable progress) throws IOException {
+    public FSDataOutputStream create(
+        org.apache.hadoop.fs.Path f,
+        boolean overwrite,
+        int bufferSize,
+        short replication,
+        long blockSize,
+        Progressable progress)
+        throws IOException {
       return sleepy(super.create(f, overwrite, bufferSize, replication, blockSize, progress));
     }
 
@@ -64,7 +80,6 @@ class SlowCheckpointStoreTest {
         }
       };
     }
-
   }
 
   @TempDir Path tmp;
@@ -78,24 +93,27 @@ class SlowCheckpointStoreTest {
     String dir = "sleepy://" + tmp.resolve("ckpt");
     long start = System.nanoTime();
     // 2 epochs x 20 steps, a checkpoint every 2 steps (19 requested): each takes 3 s to write, the
-    // ring's deadline is 2 s. A writer on the training thread would stall rank 0 past the deadline of
+    // ring's deadline is 2 s. A writer on the training thread would stall rank 0 past the deadline
+    // of
     // the next all-reduce and fail the ring; written in the background, the run goes on.
-    TrainedModel m = DistributedTrainer.builder()
-        .setModel(MlpSpec.of(64, 10, 32))
-        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-        .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
-        .setTrainingData(digits.trainBatches(16, 5, true))
-        .setNumWorkers(2)
-        .optEpochs(2)
-        .optSeed(42)
-        .optOperationTimeout(Duration.ofSeconds(2))
-        .optCheckpointDir(dir)
-        .optCheckpointEverySteps(2)
-        .build()
-        .fitInProcess(0, conf);
+    TrainedModel m =
+        DistributedTrainer.builder()
+            .setModel(MlpSpec.of(64, 10, 32))
+            .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
+            .setTrainingData(digits.trainBatches(16, 5, true))
+            .setNumWorkers(2)
+            .optEpochs(2)
+            .optSeed(42)
+            .optOperationTimeout(Duration.ofSeconds(2))
+            .optCheckpointDir(dir)
+            .optCheckpointEverySteps(2)
+            .build()
+            .fitInProcess(0, conf);
     double seconds = (System.nanoTime() - start) / 1e9;
     assertThat(m.history().epochs()).hasSize(2);
-    // The last (epoch-end) checkpoint was written before fit returned; snapshots that waited behind a
+    // The last (epoch-end) checkpoint was written before fit returned; snapshots that waited behind
+    // a
     // slow write were replaced by newer ones, so far fewer than 19 writes happened.
     CheckpointStore store = new CheckpointStore(dir, conf, 3);
     assertThat(store.steps()).last().isEqualTo(40L);

@@ -8,11 +8,6 @@ import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -24,15 +19,22 @@ import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.sql.SparkSession;
 import org.assertj.core.groups.Tuple;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
-/** The trainer on a local Spark (two task slots, task retries allowed): barrier launch, retry, resume. */
+/**
+ * The trainer on a local Spark (two task slots, task retries allowed): barrier launch, retry,
+ * resume.
+ */
 class SparkTrainerTest {
   private static SparkSession spark;
   private static InMemoryDataset train;
   private static InMemoryDataset test;
-  private static final AtomicInteger retriedStages =
-      new AtomicInteger();
+  private static final AtomicInteger retriedStages = new AtomicInteger();
 
   @TempDir Path tmp;
 
@@ -48,15 +50,17 @@ class SparkTrainerTest {
             .config("spark.barrier.sync.timeout", "60s")
             .config("spark.sql.shuffle.partitions", "2")
             .getOrCreate();
-    spark.sparkContext().addSparkListener(
-        new SparkListener() {
-          @Override
-          public void onStageSubmitted(SparkListenerStageSubmitted e) {
-            if (e.stageInfo().attemptNumber() > 0) {
-              retriedStages.incrementAndGet();
-            }
-          }
-        });
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onStageSubmitted(SparkListenerStageSubmitted e) {
+                if (e.stageInfo().attemptNumber() > 0) {
+                  retriedStages.incrementAndGet();
+                }
+              }
+            });
     InMemoryDataset digits = Digits.load().shuffled(7);
     train = digits.slice(0, 1437);
     test = digits.slice(1437, digits.size());
@@ -86,7 +90,8 @@ class SparkTrainerTest {
 
   @Test
   void twoWorkersConvergeOnDigits() {
-    TrainedModel model = digitsJob(2, 8).optOutputDir(tmp.resolve("model").toString()).build().fit(spark);
+    TrainedModel model =
+        digitsJob(2, 8).optOutputDir(tmp.resolve("model").toString()).build().fit(spark);
     History h = model.history();
     assertThat(h.epochs()).hasSize(8);
     assertThat(h.last().validationAccuracy()).isGreaterThanOrEqualTo(0.95);
@@ -94,10 +99,13 @@ class SparkTrainerTest {
     assertThat(h.epochs()).allSatisfy(e -> assertThat(e.parameterHash()).hasSize(64));
     assertThat(Files.exists(tmp.resolve("model/model.params"))).isTrue();
     // Each epoch's straggler report names the tasks' executors (local mode: "driver") and hosts.
-    assertThat(h.stragglers()).hasSize(8).allSatisfy(r -> assertThat(r.ranks())
-        .extracting(StragglerReport.Rank::executorId, r2 -> r2.host().isEmpty())
-        .containsExactly(Tuple.tuple("driver", false),
-            Tuple.tuple("driver", false)));
+    assertThat(h.stragglers())
+        .hasSize(8)
+        .allSatisfy(
+            r ->
+                assertThat(r.ranks())
+                    .extracting(StragglerReport.Rank::executorId, r2 -> r2.host().isEmpty())
+                    .containsExactly(Tuple.tuple("driver", false), Tuple.tuple("driver", false)));
   }
 
   @Test
@@ -114,15 +122,20 @@ class SparkTrainerTest {
     spark.sparkContext().listenerBus().waitUntilEmpty();
     assertThat(retriedStages.get()).as("the barrier stage was retried").isPositive();
     assertThat(resumed.history().epochs()).hasSize(3);
-    assertThat(tmp.resolve("ckpt").toFile().list((d, n) -> n.startsWith("ckpt-") && n.endsWith(".bin")))
+    assertThat(
+            tmp.resolve("ckpt")
+                .toFile()
+                .list((d, n) -> n.startsWith("ckpt-") && n.endsWith(".bin")))
         .hasSize(3);
-    assertThat(resumed.history().last().parameterHash()).isEqualTo(reference.history().last().parameterHash());
+    assertThat(resumed.history().last().parameterHash())
+        .isEqualTo(reference.history().last().parameterHash());
     assertThat(resumed.parameterBytes()).isEqualTo(reference.parameterBytes());
   }
 
   @Test
   void ringTransportFollowsTheOptionAndLeavesTheResultAlone() {
-    // The communicator logs each link's transport (System.Logger, here backed by java.util.logging).
+    // The communicator logs each link's transport (System.Logger, here backed by
+    // java.util.logging).
     Logger log = Logger.getLogger("dev.sparktrainer.collective.Communicator");
     List<String> lines = Collections.synchronizedList(new ArrayList<>());
     Handler capture =
@@ -143,11 +156,15 @@ class SparkTrainerTest {
     log.addHandler(capture);
     try {
       TrainedModel viaShm = digitsJob(2, 1).build().fit(spark);
-      assertThat(lines).filteredOn(l -> l.contains(" -> rank ")).hasSize(2)
+      assertThat(lines)
+          .filteredOn(l -> l.contains(" -> rank "))
+          .hasSize(2)
           .allSatisfy(l -> assertThat(l).contains("shared memory (same host"));
       lines.clear();
       TrainedModel viaTcp = digitsJob(2, 1).optRingSharedMemory(false).build().fit(spark);
-      assertThat(lines).filteredOn(l -> l.contains(" -> rank ")).hasSize(2)
+      assertThat(lines)
+          .filteredOn(l -> l.contains(" -> rank "))
+          .hasSize(2)
           .allSatisfy(l -> assertThat(l).contains("TCP (shared memory is off)"));
       assertThat(viaTcp.parameterBytes()).isEqualTo(viaShm.parameterBytes());
     } finally {

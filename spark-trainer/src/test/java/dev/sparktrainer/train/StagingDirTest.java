@@ -13,9 +13,12 @@ import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.spark.sql.Dataset;
@@ -28,9 +31,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.Arrays;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileStatus;
 
 /**
  * Where a DataFrame is staged: by default under the checkpoint directory when that is on a shared
@@ -40,7 +40,10 @@ class StagingDirTest {
   private static SparkSession spark;
   @TempDir static Path tmp;
 
-  /** Local files under {@code shared:}, standing for a shared file system (HDFS, S3A): records what is created. */
+  /**
+   * Local files under {@code shared:}, standing for a shared file system (HDFS, S3A): records what
+   * is created.
+   */
   public static class Shared extends RawLocalFileSystem {
     static final List<String> created = new CopyOnWriteArrayList<>();
 
@@ -54,10 +57,16 @@ class StagingDirTest {
       return "shared";
     }
 
-    // RawLocalFileSystem reads permissions through a file: URI: give plain statuses under this scheme.
+    // RawLocalFileSystem reads permissions through a file: URI: give plain statuses under this
+    // scheme.
     private static FileStatus plain(FileStatus s) {
-      return new FileStatus(s.getLen(), s.isDirectory(), s.getReplication(), s.getBlockSize(),
-          s.getModificationTime(), s.getPath());
+      return new FileStatus(
+          s.getLen(),
+          s.isDirectory(),
+          s.getReplication(),
+          s.getBlockSize(),
+          s.getModificationTime(),
+          s.getPath());
     }
 
     @Override
@@ -67,13 +76,12 @@ class StagingDirTest {
 
     @Override
     public FileStatus[] listStatus(org.apache.hadoop.fs.Path f) throws IOException {
-      return Arrays.stream(super.listStatus(f)).map(Shared::plain)
-          .toArray(FileStatus[]::new);
+      return Arrays.stream(super.listStatus(f)).map(Shared::plain).toArray(FileStatus[]::new);
     }
 
     @Override
-    protected OutputStream createOutputStreamWithMode(org.apache.hadoop.fs.Path f, boolean append,
-        FsPermission permission) throws IOException {
+    protected OutputStream createOutputStreamWithMode(
+        org.apache.hadoop.fs.Path f, boolean append, FsPermission permission) throws IOException {
       created.add(f.toString());
       return super.createOutputStreamWithMode(f, append, permission);
     }
@@ -81,11 +89,17 @@ class StagingDirTest {
 
   @BeforeAll
   static void start() {
-    spark = SparkSession.builder().master("local[2]").appName("staging-tests")
-        .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1").config("spark.barrier.sync.timeout", "60s")
-        .config("spark.hadoop.fs.shared.impl", Shared.class.getName())
-        .config("spark.hadoop.fs.shared.impl.disable.cache", "true").getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("staging-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.barrier.sync.timeout", "60s")
+            .config("spark.hadoop.fs.shared.impl", Shared.class.getName())
+            .config("spark.hadoop.fs.shared.impl.disable.cache", "true")
+            .getOrCreate();
   }
 
   @AfterAll
@@ -106,22 +120,41 @@ class StagingDirTest {
       }
       rows.add(RowFactory.create(pixels, (int) digits.label(i)));
     }
-    StructType schema = new StructType().add("pixels", DataTypes.createArrayType(DataTypes.FloatType))
-        .add("label", DataTypes.IntegerType);
+    StructType schema =
+        new StructType()
+            .add("pixels", DataTypes.createArrayType(DataTypes.FloatType))
+            .add("label", DataTypes.IntegerType);
     Dataset<Row> frame = spark.createDataFrame(rows, schema); // not a file scan: it is staged
-    DatasetSpec columns = DatasetSpec.builder().addPath("unused").addFeature("pixels", 64)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    DatasetSpec columns =
+        DatasetSpec.builder()
+            .addPath("unused")
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
     String ckpt = "shared://" + tmp.resolve("ckpt");
     Shared.created.clear();
 
-    TrainedModel model = DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 16))
-        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY).setOptimizer(OptimizerSpec.adam().build())
-        .setTrainingData(frame, columns, PipelineOptions.builder().optBatchSize(32).build())
-        .setNumWorkers(2).optEpochs(1).optRingHost("127.0.0.1").optCheckpointDir(ckpt).build().fit(spark);
+    TrainedModel model =
+        DistributedTrainer.builder()
+            .setModel(MlpSpec.of(64, 10, 16))
+            .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(OptimizerSpec.adam().build())
+            .setTrainingData(frame, columns, PipelineOptions.builder().optBatchSize(32).build())
+            .setNumWorkers(2)
+            .optEpochs(1)
+            .optRingHost("127.0.0.1")
+            .optCheckpointDir(ckpt)
+            .build()
+            .fit(spark);
 
     assertThat(model.history().epochs()).hasSize(1);
-    assertThat(Shared.created).as("Parquet shards staged under the checkpoint directory")
-        .anyMatch(p -> p.startsWith("shared:") && p.contains("/ckpt/_staging/staging-") && p.endsWith(".parquet"));
+    assertThat(Shared.created)
+        .as("Parquet shards staged under the checkpoint directory")
+        .anyMatch(
+            p ->
+                p.startsWith("shared:")
+                    && p.contains("/ckpt/_staging/staging-")
+                    && p.endsWith(".parquet"));
     try (Stream<Path> left = Files.list(tmp.resolve("ckpt/_staging"))) {
       assertThat(left.toList()).as("staging cleaned up").isEmpty();
     }
@@ -138,21 +171,31 @@ class StagingDirTest {
       assertThat(Preflight.stagingProblem(master, tmpDefault, false, local))
           .contains("master " + master, "optStagingDir", "stagingDir", "shared file system");
       assertThat(Preflight.stagingProblem(master, "file:/mnt/staging", true, local))
-          .startsWith("Invalid staging directory 'file:/mnt/staging'").contains("optStagingDir");
-      assertThat(Preflight.stagingProblem(master, "/staging", true, local)).contains("optStagingDir");
+          .startsWith("Invalid staging directory 'file:/mnt/staging'")
+          .contains("optStagingDir");
+      assertThat(Preflight.stagingProblem(master, "/staging", true, local))
+          .contains("optStagingDir");
       assertThat(Preflight.stagingProblem(master, "hdfs://nn:8020/staging", true, local)).isNull();
       assertThat(Preflight.stagingProblem(master, "s3a://bucket/staging", false, local)).isNull();
-      assertThat(Preflight.stagingProblem(master, "/staging", true, hdfsDefault)).as("on fs.defaultFS").isNull();
+      assertThat(Preflight.stagingProblem(master, "/staging", true, hdfsDefault))
+          .as("on fs.defaultFS")
+          .isNull();
     }
     assertThat(Preflight.stagingProblem("local[4]", tmpDefault, false, local)).isNull();
-    assertThat(Preflight.stagingProblem("local-cluster[2,1,1024]", tmpDefault, false, local)).isNull();
+    assertThat(Preflight.stagingProblem("local-cluster[2,1,1024]", tmpDefault, false, local))
+        .isNull();
 
     // The default: under a shared checkpoint directory, else next to a shared output directory.
-    assertThat(DistributedTrainer.defaultStagingDir("hdfs://nn:8020/jobs/a/ckpt", "s3a://b/jobs/a/model", local))
+    assertThat(
+            DistributedTrainer.defaultStagingDir(
+                "hdfs://nn:8020/jobs/a/ckpt", "s3a://b/jobs/a/model", local))
         .isEqualTo("hdfs://nn:8020/jobs/a/ckpt/_staging");
-    assertThat(DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "s3a://b/jobs/a/model", local))
+    assertThat(
+            DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "s3a://b/jobs/a/model", local))
         .isEqualTo("s3a://b/jobs/a/_staging-model");
-    assertThat(DistributedTrainer.defaultStagingDir("/jobs/a/ckpt", null, hdfsDefault)).isEqualTo("/jobs/a/ckpt/_staging");
-    assertThat(DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "/tmp/model", local)).isEqualTo(tmpDefault);
+    assertThat(DistributedTrainer.defaultStagingDir("/jobs/a/ckpt", null, hdfsDefault))
+        .isEqualTo("/jobs/a/ckpt/_staging");
+    assertThat(DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "/tmp/model", local))
+        .isEqualTo(tmpDefault);
   }
 }

@@ -4,16 +4,20 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.function.IntToDoubleFunction;
 import org.junit.jupiter.api.Test;
-import java.util.Arrays;
 
 /** The step-time record of each rank and rank 0's analysis of them, on known times. */
 class StragglerReportTest {
 
-  /** A rank's record of {@code steps} steps whose work (data wait + compute) is {@code millis(step)}. */
-  private static StepTimes.Sample ranked(int rank, long seed, int epoch, int steps, IntToDoubleFunction millis) {
+  /**
+   * A rank's record of {@code steps} steps whose work (data wait + compute) is {@code
+   * millis(step)}.
+   */
+  private static StepTimes.Sample ranked(
+      int rank, long seed, int epoch, int steps, IntToDoubleFunction millis) {
     StepTimes t = new StepTimes(seed, "host-" + rank, "exec-" + rank);
     t.begin(epoch);
     for (int i = 0; i < steps; i++) {
@@ -26,7 +30,8 @@ class StragglerReportTest {
 
   @Test
   void everyRankKeepsTheSameStepsAndTheSums() {
-    // More steps than the reservoir: a sample, the same steps on every rank (the value is the step).
+    // More steps than the reservoir: a sample, the same steps on every rank (the value is the
+    // step).
     StepTimes.Sample a = ranked(0, 7, 3, 5000, i -> i);
     StepTimes.Sample b = ranked(1, 7, 3, 5000, i -> i);
     assertThat(a.work()).hasSize(StepTimes.CAPACITY).containsExactly(b.work());
@@ -70,9 +75,12 @@ class StragglerReportTest {
     assertThat(s.othersWaitSeconds()).isCloseTo(60 * (3 + 2.99 + 2.97) / 1e3, within(1e-4));
     assertThat(s.warning()).isTrue();
     assertThat(s.progressText()).isEqualTo("slow: rank 2 on host-2 +30 %");
-    assertThat(s.summary()).isEqualTo("epoch 1: slowest rank 2 on host-2 (executor exec-2) of 4, +30 % median and"
-        + " +30 % p95 step work against the others, the slowest in 60 % of the steps; the others waited 0.54 s for it");
-    assertThat(report.ranks()).extracting(StragglerReport.Rank::slowestStepShare)
+    assertThat(s.summary())
+        .isEqualTo(
+            "epoch 1: slowest rank 2 on host-2 (executor exec-2) of 4, +30 % median and"
+                + " +30 % p95 step work against the others, the slowest in 60 % of the steps; the others waited 0.54 s for it");
+    assertThat(report.ranks())
+        .extracting(StragglerReport.Rank::slowestStepShare)
         .containsExactly(0.0, 0.0, 0.6, 0.4);
     assertThat(report.ranks().get(1).medianWorkSeconds()).isCloseTo(0.01001, within(1e-7));
     assertThat(report.ranks().get(2).commWaitSeconds()).isCloseTo(0.1, within(1e-9));
@@ -96,7 +104,8 @@ class StragglerReportTest {
 
   @Test
   void noWarningWhenTheOthersHardlyWaited() {
-    // 50 % slower at steps of 10-16 µs, each step 1 ms in the all-reduce: the others lose microseconds.
+    // 50 % slower at steps of 10-16 µs, each step 1 ms in the all-reduce: the others lose
+    // microseconds.
     List<StepTimes.Sample> samples = new ArrayList<>();
     for (int r = 0; r < 3; r++) {
       int rank = r;
@@ -112,7 +121,9 @@ class StragglerReportTest {
 
   @Test
   void ranksThatKeptDifferentStepsAreNotComparedStepByStep() {
-    StragglerReport r = StragglerReport.analyze(0, List.of(ranked(0, 1, 0, 10, i -> 10), ranked(1, 1, 0, 12, i -> 20)));
+    StragglerReport r =
+        StragglerReport.analyze(
+            0, List.of(ranked(0, 1, 0, 10, i -> 10), ranked(1, 1, 0, 12, i -> 20)));
     assertThat(r.slowest().rank()).isEqualTo(1);
     assertThat(r.keptSteps()).isZero();
     assertThat(r.slowest().slowestStepShare()).isNaN();

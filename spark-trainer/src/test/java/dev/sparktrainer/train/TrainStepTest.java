@@ -3,7 +3,6 @@ package dev.sparktrainer.train;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import ai.djl.Device;
-import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
@@ -26,15 +25,14 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * The reworked step on one worker: backward cut into segments gives the gradients of one whole
@@ -42,22 +40,39 @@ import org.junit.jupiter.api.Test;
  * batch norm, DJL's ResNet), and the two optimizer placements agree.
  */
 class TrainStepTest {
-  /** A small residual network: conv, batch norm, a residual unit (a ParallelBlock), dropout, a head. */
+  /**
+   * A small residual network: conv, batch norm, a residual unit (a ParallelBlock), dropout, a head.
+   */
   public static final class SmallResNet implements BlockFactory {
     private static final long serialVersionUID = 1L;
 
     @Override
     public Block newBlock() {
-      SequentialBlock unit = new SequentialBlock()
-          .add(Conv2d.builder().setKernelShape(new Shape(3, 3)).optPadding(new Shape(1, 1)).setFilters(8).optBias(false).build())
-          .add(BatchNorm.builder().build())
-          .add(Activation::relu);
-      ParallelBlock residual = new ParallelBlock(
-          list -> new NDList(list.get(0).singletonOrThrow().add(list.get(1).singletonOrThrow())),
-          List.of(unit, Blocks.identityBlock()));
+      SequentialBlock unit =
+          new SequentialBlock()
+              .add(
+                  Conv2d.builder()
+                      .setKernelShape(new Shape(3, 3))
+                      .optPadding(new Shape(1, 1))
+                      .setFilters(8)
+                      .optBias(false)
+                      .build())
+              .add(BatchNorm.builder().build())
+              .add(Activation::relu);
+      ParallelBlock residual =
+          new ParallelBlock(
+              list ->
+                  new NDList(list.get(0).singletonOrThrow().add(list.get(1).singletonOrThrow())),
+              List.of(unit, Blocks.identityBlock()));
       return new SequentialBlock()
           .add(in -> new NDList(in.singletonOrThrow().reshape(-1, 1, 8, 8)))
-          .add(Conv2d.builder().setKernelShape(new Shape(3, 3)).optPadding(new Shape(1, 1)).setFilters(8).optBias(false).build())
+          .add(
+              Conv2d.builder()
+                  .setKernelShape(new Shape(3, 3))
+                  .optPadding(new Shape(1, 1))
+                  .setFilters(8)
+                  .optBias(false)
+                  .build())
           .add(BatchNorm.builder().build())
           .add(Activation::relu)
           .add(residual)
@@ -69,7 +84,10 @@ class TrainStepTest {
 
   static Stream<Arguments> models() {
     return Stream.of(
-        Arguments.of("mlp", MlpSpec.of(64, 10, 32, 16).with(dev.sparktrainer.model.Activation.RELU, 0.2f), 64),
+        Arguments.of(
+            "mlp",
+            MlpSpec.of(64, 10, 32, 16).with(dev.sparktrainer.model.Activation.RELU, 0.2f),
+            64),
         Arguments.of("cnn", CnnSpec.of(1, 8, 8, 10), 64),
         Arguments.of("residual+batchnorm", CustomSpec.of(new SmallResNet(), new Shape(64)), 64),
         Arguments.of("resnet20", new ResNetSpec(new long[] {1, 8, 8}, 20, 10), 64));
@@ -85,29 +103,69 @@ class TrainStepTest {
     for (int i = 0; i < rows; i++) {
       y[i] = r.nextInt(10);
     }
-    return new Batch(m, new NDList(m.create(x, new Shape(rows, features))), m.create(y, new Shape(rows)), rows);
+    return new Batch(
+        m, new NDList(m.create(x, new Shape(rows, features))), m.create(y, new Shape(rows)), rows);
   }
 
-  /** Runs {@code steps} steps; returns the arena after the last (the raw gradients, size 1) and the values. */
-  private static float[][] run(ModelSpec spec, int features, boolean segmented, OptimizerPlacement placement,
-      int devices, int steps) {
-    return run(spec, features, segmented, placement, devices, steps, OptimizerSpec.adam().optLearningRate(1e-2f).build());
+  /**
+   * Runs {@code steps} steps; returns the arena after the last (the raw gradients, size 1) and the
+   * values.
+   */
+  private static float[][] run(
+      ModelSpec spec,
+      int features,
+      boolean segmented,
+      OptimizerPlacement placement,
+      int devices,
+      int steps) {
+    return run(
+        spec,
+        features,
+        segmented,
+        placement,
+        devices,
+        steps,
+        OptimizerSpec.adam().optLearningRate(1e-2f).build());
   }
 
-  private static float[][] run(ModelSpec spec, int features, boolean segmented, OptimizerPlacement placement,
-      int devices, int steps, OptimizerSpec opt) {
+  private static float[][] run(
+      ModelSpec spec,
+      int features,
+      boolean segmented,
+      OptimizerPlacement placement,
+      int devices,
+      int steps,
+      OptimizerSpec opt) {
     return run(spec, features, segmented, placement, devices, steps, opt, 12);
   }
 
-  private static float[][] run(ModelSpec spec, int features, boolean segmented, OptimizerPlacement placement,
-      int devices, int steps, OptimizerSpec opt, int rows) {
-    try (ReplicaSet replicas = new ReplicaSet(spec, Collections.nCopies(devices, Device.cpu()), 7)) {
+  private static float[][] run(
+      ModelSpec spec,
+      int features,
+      boolean segmented,
+      OptimizerPlacement placement,
+      int devices,
+      int steps,
+      OptimizerSpec opt,
+      int rows) {
+    try (ReplicaSet replicas =
+        new ReplicaSet(spec, Collections.nCopies(devices, Device.cpu()), 7)) {
       int[] sizes = new int[replicas.trainable.length];
       for (int j = 0; j < sizes.length; j++) {
         sizes[j] = replicas.sizes[replicas.trainable[j]];
       }
-      try (TrainStep step = new TrainStep(replicas, LossSpec.SOFTMAX_CROSS_ENTROPY, null, opt.newOptimizer(sizes),
-          placement, 2, 4096, true, segmented, Duration.ofSeconds(30))) {
+      try (TrainStep step =
+          new TrainStep(
+              replicas,
+              LossSpec.SOFTMAX_CROSS_ENTROPY,
+              null,
+              opt.newOptimizer(sizes),
+              placement,
+              2,
+              4096,
+              true,
+              segmented,
+              Duration.ofSeconds(30))) {
         if (segmented && !(spec instanceof MlpSpec mlp && mlp.hidden().length == 0)) {
           assertThat(step.segmentCount()).as("segments of " + spec).isGreaterThan(1);
         }
@@ -155,12 +213,18 @@ class TrainStepTest {
   @ParameterizedTest(name = "{0}")
   @MethodSource("models")
   void devicePlacementEqualsHostPlacement(String name, ModelSpec spec, int features) {
-    // Same operations in the same order, but the engine's kernels round differently from Java's loop
+    // Same operations in the same order, but the engine's kernels round differently from Java's
+    // loop
     // in the last bits; Adam normalises a near-zero gradient to a full step, which would magnify
     // that noise, so compare Adam on gradients that are not noise, and SGD everywhere.
-    for (OptimizerSpec opt : List.of(
-        OptimizerSpec.sgd().optLearningRate(0.05f).optMomentum(0.9f).optWeightDecay(1e-3f).build(),
-        OptimizerSpec.adamW().optLearningRate(1e-3f).optWeightDecay(0.01f).build())) {
+    for (OptimizerSpec opt :
+        List.of(
+            OptimizerSpec.sgd()
+                .optLearningRate(0.05f)
+                .optMomentum(0.9f)
+                .optWeightDecay(1e-3f)
+                .build(),
+            OptimizerSpec.adamW().optLearningRate(1e-3f).optWeightDecay(0.01f).build())) {
       float[][] host = run(spec, features, true, OptimizerPlacement.HOST, 1, 3, opt);
       float[][] device = run(spec, features, true, OptimizerPlacement.DEVICE, 1, 3, opt);
       assertThat(maxRelDiff(device, host)).as(name + " " + opt).isLessThan(1e-3);

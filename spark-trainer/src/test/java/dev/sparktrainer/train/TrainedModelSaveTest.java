@@ -10,7 +10,7 @@ import java.io.OutputStream;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
@@ -19,7 +19,6 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.Arrays;
 
 /**
  * {@link TrainedModel#save} is all or nothing: a save that stops between two files leaves the
@@ -38,7 +37,10 @@ class TrainedModelSaveTest {
     return TestModels.random(MlpSpec.of(8, 3, 4), LossSpec.SOFTMAX_CROSS_ENTROPY, seed);
   }
 
-  /** {@code scheme:} as the local file system whose {@code create} of a file named {@link #crashOn} fails. */
+  /**
+   * {@code scheme:} as the local file system whose {@code create} of a file named {@link #crashOn}
+   * fails.
+   */
   private static Configuration conf(String scheme, Class<? extends RawLocalFileSystem> impl) {
     Configuration conf = new Configuration();
     conf.set("fs." + scheme + ".impl", impl.getName());
@@ -46,7 +48,10 @@ class TrainedModelSaveTest {
     return conf;
   }
 
-  /** Local files under {@code crashing:}: creating a file named {@link #crashOn} fails, as a killed writer would stop. */
+  /**
+   * Local files under {@code crashing:}: creating a file named {@link #crashOn} fails, as a killed
+   * writer would stop.
+   */
   public static class Crashing extends RawLocalFileSystem {
     static volatile String crashOn;
 
@@ -65,8 +70,8 @@ class TrainedModelSaveTest {
     }
 
     @Override
-    protected OutputStream createOutputStreamWithMode(org.apache.hadoop.fs.Path f, boolean append,
-        FsPermission permission) throws IOException {
+    protected OutputStream createOutputStreamWithMode(
+        org.apache.hadoop.fs.Path f, boolean append, FsPermission permission) throws IOException {
       if (f.getName().equals(crashOn)) {
         throw new IOException("simulated crash before writing " + f.getName());
       }
@@ -95,7 +100,8 @@ class TrainedModelSaveTest {
     assertThatThrownBy(() -> second.save(dir, conf)).hasStackTraceContaining("simulated crash");
     Crashing.crashOn = null;
 
-    assertThat(TrainedModel.load(dir, conf).parameterBytes()).as("the previous, complete model")
+    assertThat(TrainedModel.load(dir, conf).parameterBytes())
+        .as("the previous, complete model")
         .matches(b -> Arrays.equals(b, first.parameterBytes()), "the first model's parameters");
     // Nothing of the failed save is left next to it.
     try (Stream<Path> s = Files.list(tmp)) {
@@ -115,7 +121,8 @@ class TrainedModelSaveTest {
     assertThatThrownBy(() -> second.save(dir, conf)).hasStackTraceContaining("simulated crash");
     Crashing.crashOn = null;
 
-    assertThatThrownBy(() -> TrainedModel.load(dir, conf)).isInstanceOf(IOException.class)
+    assertThatThrownBy(() -> TrainedModel.load(dir, conf))
+        .isInstanceOf(IOException.class)
         .hasMessageContaining("_COMPLETE");
     // Re-running over the incomplete leftover succeeds.
     second.save(dir, conf);
@@ -129,8 +136,10 @@ class TrainedModelSaveTest {
     model(1).save(dir, new Configuration());
     Files.deleteIfExists(tmp.resolve("model/_COMPLETE"));
     Files.deleteIfExists(tmp.resolve("model/._COMPLETE.crc"));
-    assertThatThrownBy(() -> TrainedModel.load(dir, new Configuration())).isInstanceOf(IOException.class)
-        .hasMessageContaining("_COMPLETE").hasMessageContaining(dir);
+    assertThatThrownBy(() -> TrainedModel.load(dir, new Configuration()))
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining("_COMPLETE")
+        .hasMessageContaining(dir);
   }
 
   @Test
@@ -146,9 +155,12 @@ class TrainedModelSaveTest {
         b[b.length / 2] ^= 0x40;
       }
       Files.write(params, b);
-      Files.deleteIfExists(d.resolve(".model.params.crc")); // what the marker catches, not Hadoop's side file
-      assertThatThrownBy(() -> TrainedModel.load(d.toString(), new Configuration())).as("truncated " + truncate)
-          .isInstanceOf(IOException.class).hasMessageContaining("model.params");
+      Files.deleteIfExists(
+          d.resolve(".model.params.crc")); // what the marker catches, not Hadoop's side file
+      assertThatThrownBy(() -> TrainedModel.load(d.toString(), new Configuration()))
+          .as("truncated " + truncate)
+          .isInstanceOf(IOException.class)
+          .hasMessageContaining("model.params");
     }
   }
 
@@ -156,9 +168,11 @@ class TrainedModelSaveTest {
   void reSavingOverAnIncompleteLeftoverSucceedsButForeignFilesAreKept() throws IOException {
     Path d = tmp.resolve("model");
     Files.createDirectories(d);
-    Files.write(d.resolve("model.params"), new byte[] {1, 2, 3}); // a save killed half-way, before markers
+    Files.write(
+        d.resolve("model.params"), new byte[] {1, 2, 3}); // a save killed half-way, before markers
     TrainedModel m = model(3);
-    m.save(d.toString(), new Configuration(), Map.of("inputs.properties", "features=x\n".getBytes()));
+    m.save(
+        d.toString(), new Configuration(), Map.of("inputs.properties", "features=x\n".getBytes()));
     TrainedModel loaded = TrainedModel.load(d.toString(), new Configuration());
     assertThat(loaded.parameterBytes()).isEqualTo(m.parameterBytes());
     assertThat(d.resolve("inputs.properties")).hasContent("features=x");
@@ -167,7 +181,8 @@ class TrainedModelSaveTest {
     Path other = tmp.resolve("home");
     Files.createDirectories(other);
     Files.write(other.resolve("notes.txt"), new byte[] {1});
-    assertThatThrownBy(() -> m.save(other.toString(), new Configuration())).isInstanceOf(IOException.class)
+    assertThatThrownBy(() -> m.save(other.toString(), new Configuration()))
+        .isInstanceOf(IOException.class)
         .hasMessageContaining("notes.txt");
     assertThat(other.resolve("notes.txt")).exists();
   }

@@ -25,7 +25,9 @@ import org.junit.jupiter.api.io.TempDir;
  * or to a start from scratch. (On HDFS and S3 through Spark: {@code HadoopFsContract}.)
  */
 class UnreadableCheckpointTest {
-  /** The local file system, whose opens of checkpoints time out while {@link #failures} is positive. */
+  /**
+   * The local file system, whose opens of checkpoints time out while {@link #failures} is positive.
+   */
   public static final class TimingOut extends RawLocalFileSystem {
     static final AtomicInteger failures = new AtomicInteger();
     static final AtomicInteger opens = new AtomicInteger();
@@ -85,8 +87,12 @@ class UnreadableCheckpointTest {
     // Always failing: 4 attempts on the newest (3.5 s of waits), then the run fails naming it.
     TimingOut.failures.set(Integer.MAX_VALUE);
     TimingOut.opens.set(0);
-    assertThatThrownBy(() -> job(dir, 2).fitInProcess(0, conf)).isInstanceOf(IOException.class)
-        .hasMessageContaining("Cannot read checkpoint " + store.directory() + "/ckpt-0000000000000000020.bin (4 attempts)")
+    assertThatThrownBy(() -> job(dir, 2).fitInProcess(0, conf))
+        .isInstanceOf(IOException.class)
+        .hasMessageContaining(
+            "Cannot read checkpoint "
+                + store.directory()
+                + "/ckpt-0000000000000000020.bin (4 attempts)")
         .hasMessageContaining("simulated: read timed out");
     assertThat(TimingOut.opens).hasValue(4);
     assertThat(store.steps()).as("nothing written: no start from scratch").isEqualTo(steps);
@@ -96,9 +102,12 @@ class UnreadableCheckpointTest {
     TimingOut.opens.set(0);
     TrainedModel resumed = job(dir, 2).fitInProcess(0, conf);
     assertThat(TimingOut.opens).hasValue(3);
-    assertThat(resumed.history().resumes()).singleElement().satisfies(r -> {
-      assertThat(r.step()).isEqualTo(20);
-      assertThat(r.skipped()).isEmpty();
-    });
+    assertThat(resumed.history().resumes())
+        .singleElement()
+        .satisfies(
+            r -> {
+              assertThat(r.step()).isEqualTo(20);
+              assertThat(r.skipped()).isEmpty();
+            });
   }
 }

@@ -21,9 +21,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * A checkpoint written by N workers resumes on N' != N: the global batch kept (batch and accumulation
- * chosen), the interrupted epoch continued with the records not yet consumed, each run against an
- * uninterrupted one; or the learning rate rescaled; or refused, naming the options.
+ * A checkpoint written by N workers resumes on N' != N: the global batch kept (batch and
+ * accumulation chosen), the interrupted epoch continued with the records not yet consumed, each run
+ * against an uninterrupted one; or the learning rate rescaled; or refused, naming the options.
  */
 class WorkerCountResumeTest {
   private static InMemoryDataset train;
@@ -40,7 +40,11 @@ class WorkerCountResumeTest {
 
   private static final MlpSpec MODEL = MlpSpec.of(64, 10, 32);
   private static final OptimizerSpec ADAM =
-      OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(80, 1e-4f).build();
+      OptimizerSpec.adamW()
+          .optLearningRate(3e-3f)
+          .optWarmupSteps(10)
+          .optCosineDecay(80, 1e-4f)
+          .build();
 
   private DistributedTrainer.Builder job(int workers, int batch, BatchSourceFactory data) {
     return DistributedTrainer.builder()
@@ -55,13 +59,17 @@ class WorkerCountResumeTest {
   }
 
   private DistributedTrainer.Builder checkpointed(int workers, int batch, BatchSourceFactory data) {
-    return job(workers, batch, data).optCheckpointDir(tmp.toString()).optCheckpointEverySteps(10).optKeepCheckpoints(2);
+    return job(workers, batch, data)
+        .optCheckpointDir(tmp.toString())
+        .optCheckpointEverySteps(10)
+        .optKeepCheckpoints(2);
   }
 
   /** Trains on {@code from} workers until a failure after step 25 (checkpoint at 20, mid-epoch). */
   private void interrupted(int from, int batch, BatchSourceFactory data) {
     DistributedTrainer t = checkpointed(from, batch, data).optInjectFailure(0, 25).build();
-    assertThatThrownBy(() -> t.fitInProcess(0, new Configuration())).isInstanceOf(InjectedFailure.class);
+    assertThatThrownBy(() -> t.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class);
   }
 
   private static List<float[]> parameters(TrainedModel m) {
@@ -85,18 +93,21 @@ class WorkerCountResumeTest {
 
   @ParameterizedTest(name = "{0} -> {2} workers")
   @CsvSource({"2, 16, 1, 16, 2", "1, 24, 3, 8, 1", "3, 8, 2, 6, 2"})
-  void resumedOnAnotherWorkerCountKeepsTheGlobalBatch(int from, int batch, int to, int chosenBatch, int chosenK)
-      throws Exception {
+  void resumedOnAnotherWorkerCountKeepsTheGlobalBatch(
+      int from, int batch, int to, int chosenBatch, int chosenK) throws Exception {
     TrainedModel reference = job(from, batch, null).build().fitInProcess(0, new Configuration());
     interrupted(from, batch, null);
-    TrainedModel resumed = checkpointed(to, batch, null).build().fitInProcess(1, new Configuration());
+    TrainedModel resumed =
+        checkpointed(to, batch, null).build().fitInProcess(1, new Configuration());
 
     Resume r = resumed.history().resumes().get(0);
     assertThat(r.step()).isEqualTo(20);
     assertThat(r.stepInEpoch()).isEqualTo(20);
-    assertThat(r.workers()).isEqualTo(new WorkerCountChange(from, to, chosenBatch, chosenK, 1.0, false));
+    assertThat(r.workers())
+        .isEqualTo(new WorkerCountChange(from, to, chosenBatch, chosenK, 1.0, false));
     assertThat(r.workers().globalBatch()).isEqualTo((long) from * batch);
-    assertThat(r.toJson()).contains("\"workers\":{\"from_workers\":" + from + ",\"to_workers\":" + to);
+    assertThat(r.toJson())
+        .contains("\"workers\":{\"from_workers\":" + from + ",\"to_workers\":" + to);
     for (int e = 0; e < 2; e++) {
       EpochMetrics a = resumed.history().epochs().get(e);
       EpochMetrics b = reference.history().epochs().get(e);
@@ -105,7 +116,8 @@ class WorkerCountResumeTest {
       assertThat(a.loss()).isCloseTo(b.loss(), Offset.offset(1e-3));
       assertThat(a.validationAccuracy()).isCloseTo(b.validationAccuracy(), Offset.offset(0.01));
     }
-    // The same optimizer steps on the same global batches: the same parameters up to float rounding.
+    // The same optimizer steps on the same global batches: the same parameters up to float
+    // rounding.
     assertThat(maxAbsDiff(parameters(resumed), parameters(reference))).isLessThan(1e-4);
   }
 
@@ -123,8 +135,11 @@ class WorkerCountResumeTest {
   @Test
   void rescaleLearningRateKeepsTheBatchAndScalesTheRate() throws Exception {
     interrupted(2, 16, null);
-    TrainedModel resumed = checkpointed(3, 16, null).optRescale(Rescale.LEARNING_RATE).build()
-        .fitInProcess(1, new Configuration());
+    TrainedModel resumed =
+        checkpointed(3, 16, null)
+            .optRescale(Rescale.LEARNING_RATE)
+            .build()
+            .fitInProcess(1, new Configuration());
     WorkerCountChange c = resumed.history().resumes().get(0).workers();
     assertThat(c).isEqualTo(new WorkerCountChange(2, 3, 16, 1, 1.5, false));
     // Epoch 0: 20 steps of 32 (640 records), then the other 797 in steps of 48; epoch 1: 1437 / 48.
@@ -180,8 +195,10 @@ class WorkerCountResumeTest {
     BatchSourceFactory data = withoutGlobalOrder(train.trainBatches(16, 5, true));
     interrupted(2, 16, data);
     TrainedModel resumed = checkpointed(1, 16, data).build().fitInProcess(1, new Configuration());
-    assertThat(resumed.history().resumes().get(0).workers()).isEqualTo(new WorkerCountChange(2, 1, 16, 2, 1.0, true));
-    // The epoch ran whole again after the 20 steps kept: 44 more; its sums count the restarted pass.
+    assertThat(resumed.history().resumes().get(0).workers())
+        .isEqualTo(new WorkerCountChange(2, 1, 16, 2, 1.0, true));
+    // The epoch ran whole again after the 20 steps kept: 44 more; its sums count the restarted
+    // pass.
     assertThat(resumed.history().epochs().get(0).steps()).isEqualTo(44);
     assertThat(resumed.history().epochs().get(0).samples()).isEqualTo(44 * 32);
     assertThat(resumed.history().epochs()).hasSize(2);

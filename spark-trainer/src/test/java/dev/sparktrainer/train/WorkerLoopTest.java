@@ -8,32 +8,32 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
 import ai.djl.training.ParameterStore;
+import dev.sparktrainer.collective.RingTls;
+import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.BlockFactory;
+import dev.sparktrainer.model.CnnSpec;
+import dev.sparktrainer.model.CustomSpec;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.assertj.core.data.Offset;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import ai.djl.nn.SequentialBlock;
-import ai.djl.nn.core.Linear;
-import ai.djl.nn.norm.BatchNorm;
-import dev.sparktrainer.collective.RingTls;
-import dev.sparktrainer.collective.WirePrecision;
-import dev.sparktrainer.model.BlockFactory;
-import dev.sparktrainer.model.CnnSpec;
-import dev.sparktrainer.model.CustomSpec;
-import dev.sparktrainer.model.ModelSpec;
-import java.util.Arrays;
-import java.util.concurrent.TimeUnit;
-import org.assertj.core.data.Offset;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -51,7 +51,8 @@ class WorkerLoopTest {
     test = digits.slice(1437, digits.size());
   }
 
-  private static DistributedTrainer.Builder job(int workers, int batch, MlpSpec model, OptimizerSpec opt) {
+  private static DistributedTrainer.Builder job(
+      int workers, int batch, MlpSpec model, OptimizerSpec opt) {
     return DistributedTrainer.builder()
         .setModel(model)
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
@@ -94,53 +95,80 @@ class WorkerLoopTest {
     OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
     TrainedModel two = fit(job(2, 16, model, sgd));
     TrainedModel one = fit(job(1, 32, model, sgd));
-    TrainedModel untrained = fit(job(1, 32, model, OptimizerSpec.sgd().optLearningRate(1e-30f).build()));
+    TrainedModel untrained =
+        fit(job(1, 32, model, OptimizerSpec.sgd().optLearningRate(1e-30f).build()));
     // 44 synchronous steps of the same global batches: averaging makes them the same updates.
     assertThat(two.history().last().steps()).isEqualTo(one.history().last().steps()).isEqualTo(44);
     assertThat(maxAbsDiff(parameters(two), parameters(one))).isLessThan(2e-5);
-    assertThat(maxAbsDiff(parameters(two), parameters(untrained))).as("training moved the parameters").isGreaterThan(0.05);
-    assertThat(two.history().last().loss()).isCloseTo(one.history().last().loss(), Offset.offset(1e-4));
+    assertThat(maxAbsDiff(parameters(two), parameters(untrained)))
+        .as("training moved the parameters")
+        .isGreaterThan(0.05);
+    assertThat(two.history().last().loss())
+        .isCloseTo(one.history().last().loss(), Offset.offset(1e-4));
   }
 
   @Test
   void accumulatedStepsEqualOneStepOnTheLargerBatch() throws Exception {
-    // AdamW with warmup and cosine decay: the schedule must count optimizer steps, not micro-batches.
+    // AdamW with warmup and cosine decay: the schedule must count optimizer steps, not
+    // micro-batches.
     MlpSpec model = MlpSpec.of(64, 10, 32);
-    OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(60, 1e-4f).build();
+    OptimizerSpec adam =
+        OptimizerSpec.adamW()
+            .optLearningRate(3e-3f)
+            .optWarmupSteps(10)
+            .optCosineDecay(60, 1e-4f)
+            .build();
     TrainedModel big = fit(job(1, 32, model, adam).optEpochs(2));
     // 1 worker x 16 x 2 micro-batches, and 2 workers x 8 x 2 (several buckets, overlap, 2 devices).
     TrainedModel oneAccumulating = fit(job(1, 16, model, adam).optEpochs(2).optAccumulateSteps(2));
-    TrainedModel twoAccumulating = fit(job(2, 8, model, adam).optEpochs(2).optAccumulateSteps(2)
-        .optFusionBucketBytes(2048).optCpuDevicesPerWorker(2));
+    TrainedModel twoAccumulating =
+        fit(
+            job(2, 8, model, adam)
+                .optEpochs(2)
+                .optAccumulateSteps(2)
+                .optFusionBucketBytes(2048)
+                .optCpuDevicesPerWorker(2));
     TrainedModel noAccumulation = fit(job(1, 16, model, adam).optEpochs(2));
     for (TrainedModel m : List.of(oneAccumulating, twoAccumulating)) {
       // 1437 rows: 44 steps of 32 (89 batches of 16: the odd one left out), 1408 samples.
       assertThat(m.history().last().steps()).isEqualTo(big.history().last().steps()).isEqualTo(44);
-      assertThat(m.history().last().samples()).isEqualTo(big.history().last().samples()).isEqualTo(1408);
+      assertThat(m.history().last().samples())
+          .isEqualTo(big.history().last().samples())
+          .isEqualTo(1408);
       assertThat(maxAbsDiff(parameters(m), parameters(big))).isLessThan(2e-5);
-      assertThat(m.history().last().loss()).isCloseTo(big.history().last().loss(), Offset.offset(1e-4));
+      assertThat(m.history().last().loss())
+          .isCloseTo(big.history().last().loss(), Offset.offset(1e-4));
     }
     assertThat(noAccumulation.history().last().steps()).isEqualTo(89);
-    assertThat(maxAbsDiff(parameters(noAccumulation), parameters(big))).as("accumulation changed the steps")
+    assertThat(maxAbsDiff(parameters(noAccumulation), parameters(big)))
+        .as("accumulation changed the steps")
         .isGreaterThan(1e-3);
     assertThatThrownBy(() -> job(1, 16, model, adam).optAccumulateSteps(0).build())
         .hasMessageContaining("Invalid accumulateSteps 0: expected >= 1");
     assertThatThrownBy(() -> fit(job(1, 16, model, adam).optAccumulateSteps(90)))
-        .hasStackTraceContaining("Invalid accumulateSteps 90: an epoch has only 89 batch(es) per worker");
+        .hasStackTraceContaining(
+            "Invalid accumulateSteps 90: an epoch has only 89 batch(es) per worker");
   }
 
   @Test
   void halfPrecisionGradientsStayCloseToFp32AndKeepReplicasIdentical() throws Exception {
-    // 50,826 parameters (203 KB): above the 64 KiB below which messages take the small-message path,
+    // 50,826 parameters (203 KB): above the 64 KiB below which messages take the small-message
+    // path,
     // which always travels at full precision.
     MlpSpec model = MlpSpec.of(64, 10, 256, 128);
     OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
     TrainedModel fp32 = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)));
-    assertThatThrownBy(() -> job(2, 16, model, sgd).optGradientPrecision(WirePrecision.FP16)
-        .build()).hasMessageContaining("Invalid gradientPrecision FP16: expected FP32 or BF16");
+    assertThatThrownBy(
+            () -> job(2, 16, model, sgd).optGradientPrecision(WirePrecision.FP16).build())
+        .hasMessageContaining("Invalid gradientPrecision FP16: expected FP32 or BF16");
     for (WirePrecision p : List.of(WirePrecision.BF16)) {
-      TrainedModel half = fit(job(2, 16, model, sgd).optValidationData(test.evalBatches(50)).optGradientPrecision(p));
-      // The replica check at the epoch end passed (fit would have thrown), and the option took effect:
+      TrainedModel half =
+          fit(
+              job(2, 16, model, sgd)
+                  .optValidationData(test.evalBatches(50))
+                  .optGradientPrecision(p));
+      // The replica check at the epoch end passed (fit would have thrown), and the option took
+      // effect:
       // rounded gradients give slightly different parameters, and about the same accuracy.
       double diff = maxAbsDiff(parameters(half), parameters(fp32));
       assertThat(diff).as(p + " vs FP32").isGreaterThan(0).isLessThan(0.5);
@@ -165,20 +193,24 @@ class WorkerLoopTest {
 
   @Test
   void batchNormStatisticsTravelAtFullPrecisionWhateverTheGradientWire() throws Exception {
-    // A learning rate of ~0: the parameters do not move, so every step's forward sees the same weights
-    // and the running statistics depend only on the data and on how they are averaged. BF16 gradients
-    // must not round the statistics: they end bit-identical to the FP32 run's. 12,000 channels: 96 KB
+    // A learning rate of ~0: the parameters do not move, so every step's forward sees the same
+    // weights
+    // and the running statistics depend only on the data and on how they are averaged. BF16
+    // gradients
+    // must not round the statistics: they end bit-identical to the FP32 run's. 12,000 channels: 96
+    // KB
     // of statistics, above the size below which messages always travel at full precision.
     ModelSpec model = CustomSpec.of(new WideBatchNorm(), new Shape(64));
     OptimizerSpec still = OptimizerSpec.sgd().optLearningRate(1e-30f).build();
-    DistributedTrainer.Builder b = DistributedTrainer.builder()
-        .setModel(model)
-        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-        .setOptimizer(still)
-        .setTrainingData(train.slice(0, 320).trainBatches(16, 5, true))
-        .setNumWorkers(2)
-        .optEpochs(1)
-        .optSeed(42);
+    DistributedTrainer.Builder b =
+        DistributedTrainer.builder()
+            .setModel(model)
+            .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(still)
+            .setTrainingData(train.slice(0, 320).trainBatches(16, 5, true))
+            .setNumWorkers(2)
+            .optEpochs(1)
+            .optSeed(42);
     TrainedModel fp32 = fit(b);
     TrainedModel bf16 = fit(b.optGradientPrecision(WirePrecision.BF16));
     // Parameters 4 and 5: the batch norm's running mean and variance (zero-initialized biases still
@@ -194,33 +226,54 @@ class WorkerLoopTest {
 
   @Test
   void tlsRingTrainsTheSameParametersAndAMissingKeyStoreIsNamed() throws Exception {
-    MlpSpec model = MlpSpec.of(64, 10, 256, 128); // above the small-message path: the big frames go through TLS
+    MlpSpec model =
+        MlpSpec.of(64, 10, 256, 128); // above the small-message path: the big frames go through TLS
     OptimizerSpec sgd = OptimizerSpec.sgd().optLearningRate(0.1f).optMomentum(0.9f).build();
     Path keystore = tmp.resolve("ring.p12");
     String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
-    Process p = new ProcessBuilder(keytool, "-genkeypair", "-alias", "ring", "-keyalg", "EC", "-groupname",
-        "secp256r1", "-dname", "CN=spark-trainer-ring", "-validity", "2", "-storetype", "PKCS12",
-        "-keystore", keystore.toString(), "-storepass", "s3cret", "-keypass", "s3cret")
-        .redirectErrorStream(true).start();
+    Process p =
+        new ProcessBuilder(
+                keytool,
+                "-genkeypair",
+                "-alias",
+                "ring",
+                "-keyalg",
+                "EC",
+                "-groupname",
+                "secp256r1",
+                "-dname",
+                "CN=spark-trainer-ring",
+                "-validity",
+                "2",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                keystore.toString(),
+                "-storepass",
+                "s3cret",
+                "-keypass",
+                "s3cret")
+            .redirectErrorStream(true)
+            .start();
     try {
       assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("keytool finished").isTrue();
       assertThat(p.exitValue()).as(new String(p.getInputStream().readAllBytes())).isZero();
     } finally {
       p.destroyForcibly();
     }
-    RingTls tls =
-        RingTls.builder().setKeyStore(keystore.toString(), "s3cret").build();
+    RingTls tls = RingTls.builder().setKeyStore(keystore.toString(), "s3cret").build();
     TrainedModel plain = fit(job(2, 16, model, sgd));
     TrainedModel encrypted = fit(job(2, 16, model, sgd).optRingTls(tls));
     assertThat(encrypted.parameterBytes()).isEqualTo(plain.parameterBytes());
 
-    RingTls missing = RingTls.builder()
-        .setKeyStore(tmp.resolve("nowhere.p12").toString(), "s3cret").build();
+    RingTls missing =
+        RingTls.builder().setKeyStore(tmp.resolve("nowhere.p12").toString(), "s3cret").build();
     assertThatThrownBy(() -> fit(job(2, 16, model, sgd).optRingTls(missing)))
-        .hasStackTraceContaining("Ring TLS key store " + tmp.resolve("nowhere.p12") + " does not exist");
-    RingTls wrong =
-        RingTls.builder().setKeyStore(keystore.toString(), "guess").build();
-    assertThatThrownBy(wrong::sslContext).hasMessageContaining("Ring TLS key store " + keystore)
+        .hasStackTraceContaining(
+            "Ring TLS key store " + tmp.resolve("nowhere.p12") + " does not exist");
+    RingTls wrong = RingTls.builder().setKeyStore(keystore.toString(), "guess").build();
+    assertThatThrownBy(wrong::sslContext)
+        .hasMessageContaining("Ring TLS key store " + keystore)
         .hasMessageContaining("wrong password or type?");
   }
 
@@ -228,19 +281,32 @@ class WorkerLoopTest {
   void batchSplitAcrossDevicesEqualsOneDevice() throws Exception {
     MlpSpec model = MlpSpec.of(64, 10, 32);
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
-    TrainedModel split = fit(job(1, 32, model, adam).optCpuDevicesPerWorker(3)); // slices of 11, 11, 10
+    TrainedModel split =
+        fit(job(1, 32, model, adam).optCpuDevicesPerWorker(3)); // slices of 11, 11, 10
     TrainedModel whole = fit(job(1, 32, model, adam));
     assertThat(maxAbsDiff(parameters(split), parameters(whole))).isLessThan(1e-4);
   }
 
   @ParameterizedTest
-  @EnumSource(value = OptimizerPlacement.class, names = {"HOST", "DEVICE"})
+  @EnumSource(
+      value = OptimizerPlacement.class,
+      names = {"HOST", "DEVICE"})
   void resumedRunMatchesUninterruptedRunBitForBit(OptimizerPlacement placement) throws Exception {
     // Dropout: the per-step random streams must be restored too. Small buckets: several per step.
     MlpSpec model = MlpSpec.of(64, 10, 32).with(Activation.RELU, 0.2f);
-    OptimizerSpec adam = OptimizerSpec.adamW().optLearningRate(3e-3f).optWarmupSteps(10).optCosineDecay(100, 1e-4f).build();
-    TrainedModel reference = fit(job(2, 16, model, adam).optEpochs(3).optValidationData(test.evalBatches(50))
-        .optOptimizerPlacement(placement).optFusionBucketBytes(2048));
+    OptimizerSpec adam =
+        OptimizerSpec.adamW()
+            .optLearningRate(3e-3f)
+            .optWarmupSteps(10)
+            .optCosineDecay(100, 1e-4f)
+            .build();
+    TrainedModel reference =
+        fit(
+            job(2, 16, model, adam)
+                .optEpochs(3)
+                .optValidationData(test.evalBatches(50))
+                .optOptimizerPlacement(placement)
+                .optFusionBucketBytes(2048));
 
     DistributedTrainer.Builder failing =
         job(2, 16, model, adam)
@@ -275,39 +341,52 @@ class WorkerLoopTest {
   @Test
   void overlapOnAndOffGiveEqualParametersAndReportTheirTimes() throws Exception {
     // A CNN with dropout: backward in segments, 4 KiB buckets (about a dozen a step), two workers.
-    CnnSpec cnn = new CnnSpec(
-        new long[] {1, 8, 8}, new int[] {4, 8}, 16, 10, 0.25f);
+    CnnSpec cnn = new CnnSpec(new long[] {1, 8, 8}, new int[] {4, 8}, 16, 10, 0.25f);
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
-    for (OptimizerPlacement placement : List.of(OptimizerPlacement.HOST, OptimizerPlacement.DEVICE)) {
-      DistributedTrainer.Builder base = DistributedTrainer.builder()
-          .setModel(cnn)
-          .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-          .setOptimizer(adam)
-          .setTrainingData(train.slice(0, 640).trainBatches(16, 5, true))
-          .setNumWorkers(2)
-          .optEpochs(2)
-          .optSeed(42)
-          .optFusionBucketBytes(4096)
-          .optOptimizerPlacement(placement);
+    for (OptimizerPlacement placement :
+        List.of(OptimizerPlacement.HOST, OptimizerPlacement.DEVICE)) {
+      DistributedTrainer.Builder base =
+          DistributedTrainer.builder()
+              .setModel(cnn)
+              .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+              .setOptimizer(adam)
+              .setTrainingData(train.slice(0, 640).trainBatches(16, 5, true))
+              .setNumWorkers(2)
+              .optEpochs(2)
+              .optSeed(42)
+              .optFusionBucketBytes(4096)
+              .optOptimizerPlacement(placement);
       TrainedModel on = fit(base.optOverlap(true));
       TrainedModel off = fit(base.optOverlap(false));
       // The same bucket layout and reduction order: backward in segments gives the same gradients.
-      assertThat(maxAbsDiff(parameters(on), parameters(off))).as(placement.toString()).isLessThan(1e-6);
+      assertThat(maxAbsDiff(parameters(on), parameters(off)))
+          .as(placement.toString())
+          .isLessThan(1e-6);
       EpochMetrics m = on.history().last();
       assertThat(m.backwardSeconds()).isGreaterThan(0).isLessThanOrEqualTo(m.computeSeconds());
       assertThat(m.communicationSeconds()).isGreaterThan(0);
-      // Exposed time is the training thread's wait: the all-reduces it did not hide plus the hand-offs.
-      assertThat(m.allReduceSeconds()).as("exposed").isGreaterThan(0)
+      // Exposed time is the training thread's wait: the all-reduces it did not hide plus the
+      // hand-offs.
+      assertThat(m.allReduceSeconds())
+          .as("exposed")
+          .isGreaterThan(0)
           .isLessThanOrEqualTo(m.communicationSeconds() * 1.5 + 0.05);
       EpochMetrics o = off.history().last();
-      assertThat(o.allReduceSeconds()).as("without overlap all communication is exposed")
+      assertThat(o.allReduceSeconds())
+          .as("without overlap all communication is exposed")
           .isEqualTo(o.communicationSeconds());
     }
   }
 
   @Test
   void savedModelRebuildsWithoutTheSpecObject() throws Exception {
-    TrainedModel m = fit(job(2, 32, MlpSpec.of(64, 10, 32), OptimizerSpec.adam().optLearningRate(1e-2f).build()));
+    TrainedModel m =
+        fit(
+            job(
+                2,
+                32,
+                MlpSpec.of(64, 10, 32),
+                OptimizerSpec.adam().optLearningRate(1e-2f).build()));
     m.save(tmp.resolve("out").toString(), new Configuration());
     TrainedModel loaded = TrainedModel.load(tmp.resolve("out").toString(), new Configuration());
     assertThat(loaded.spec().toProperties()).isEqualTo(m.spec().toProperties());
@@ -320,15 +399,22 @@ class WorkerLoopTest {
   }
 
   private static float[] predict(Block block, NDManager manager, NDArray x) {
-    return block.forward(new ParameterStore(manager, false), new NDList(x), false).head().toFloatArray();
+    return block
+        .forward(new ParameterStore(manager, false), new NDList(x), false)
+        .head()
+        .toFloatArray();
   }
 
   @Test
   void unequalStepsPerEpochFailClearly() {
     BatchSourceFactory uneven =
-        (rank, n, manager) -> train.slice(0, rank == 0 ? 320 : 640).trainBatches(16, 1, false).create(0, 1, manager);
+        (rank, n, manager) ->
+            train.slice(0, rank == 0 ? 320 : 640).trainBatches(16, 1, false).create(0, 1, manager);
     assertThatThrownBy(
-            () -> fit(job(2, 16, MlpSpec.of(64, 10, 8), OptimizerSpec.sgd().build()).setTrainingData(uneven)))
+            () ->
+                fit(
+                    job(2, 16, MlpSpec.of(64, 10, 8), OptimizerSpec.sgd().build())
+                        .setTrainingData(uneven)))
         .hasMessageContaining("workers have different stepsPerEpoch (from 20 to 40)");
   }
 

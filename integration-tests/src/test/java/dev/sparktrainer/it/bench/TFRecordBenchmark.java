@@ -5,6 +5,7 @@ import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
 import java.io.BufferedOutputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -32,6 +33,7 @@ import org.apache.hadoop.io.BytesWritable;
 import org.apache.hadoop.io.NullWritable;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -49,8 +51,6 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.tensorflow.example.Example;
 import org.tensorflow.example.Feature;
 import org.tensorflow.hadoop.io.TFRecordFileInputFormat;
-import java.io.ByteArrayOutputStream;
-import org.apache.spark.api.java.function.FlatMapFunction;
 import scala.collection.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -59,23 +59,24 @@ import scala.jdk.javaapi.CollectionConverters;
  * the same Spark session.
  *
  * <ol>
- *   <li>{@code framing}: our {@link TFRecordReader} alone (framing + both CRC-32C checks), one thread.
+ *   <li>{@code framing}: our {@link TFRecordReader} alone (framing + both CRC-32C checks), one
+ *       thread.
  *   <li>{@code datasource}: {@code spark.read.format("tfrecord")} with the dataset's schema.
  *   <li>{@code tensorflow-hadoop}: what spark-tensorflow-connector and spark-tfrecord do: {@code
- *       newAPIHadoopFile} with tensorflow-hadoop's {@code TFRecordFileInputFormat}, protobuf's {@code
- *       Example.parseFrom}, one {@code Row} per record decoded like the connector's {@code
+ *       newAPIHadoopFile} with tensorflow-hadoop's {@code TFRecordFileInputFormat}, protobuf's
+ *       {@code Example.parseFrom}, one {@code Row} per record decoded like the connector's {@code
  *       DefaultTfRecordRowDecoder}, {@code createDataFrame(rdd, schema)}.
  *   <li>{@code parquet}: the same rows as Parquet (written once, snappy), Spark's built-in reader.
  * </ol>
  *
  * <p>Every Spark path is materialised the same way: {@code df.queryExecution().toRdd()} (the
- * physical plan's {@code InternalRow}s: for the columnar scans, datasource and Parquet, after Spark's
- * generated ColumnarToRow) and a per-partition pass that reads every value of every column (each
- * float of each array, each byte of each string, 8 bytes at a time) into a cheap Fletcher-style
- * checksum per row, summed over rows (order-independent). The three checksums must agree, which
- * also proves the three paths produced identical values. Paths run interleaved (the order rotates
- * every round) after warm-up rounds; the median of the timed rounds is reported. Files are read
- * from the page cache (warm-up reads them).
+ * physical plan's {@code InternalRow}s: for the columnar scans, datasource and Parquet, after
+ * Spark's generated ColumnarToRow) and a per-partition pass that reads every value of every column
+ * (each float of each array, each byte of each string, 8 bytes at a time) into a cheap
+ * Fletcher-style checksum per row, summed over rows (order-independent). The three checksums must
+ * agree, which also proves the three paths produced identical values. Paths run interleaved (the
+ * order rotates every round) after warm-up rounds; the median of the timed rounds is reported.
+ * Files are read from the page cache (warm-up reads them).
  */
 public final class TFRecordBenchmark {
   private static final int DATA_VERSION = 1;
@@ -151,7 +152,9 @@ public final class TFRecordBenchmark {
             System.out.println(
                 "usage: bench-tfrecord [--quick] [--size-mb N (half per dataset, default 400; env BENCH_TFRECORD_MB)]"
                     + " [--runs N (>=3, default 7)] [--warmups N] [--files N per dataset] [--master local[2]]"
-                    + " [--datasets mnist,text] [--paths " + String.join(",", PATHS) + " (a subset, e.g. to"
+                    + " [--datasets mnist,text] [--paths "
+                    + String.join(",", PATHS)
+                    + " (a subset, e.g. to"
                     + " profile one)] [--data DIR] [--out FILE.jsonl]");
             System.exit(0);
             break;
@@ -160,10 +163,12 @@ public final class TFRecordBenchmark {
         }
       }
       if (o.runs < 3) {
-        throw new IllegalArgumentException("Invalid --runs " + o.runs + ": expected at least 3 (the median of 3+)");
+        throw new IllegalArgumentException(
+            "Invalid --runs " + o.runs + ": expected at least 3 (the median of 3+)");
       }
       if (o.totalMb < 1 || o.files < 1 || o.warmups < 0) {
-        throw new IllegalArgumentException("Invalid --size-mb, --files or --warmups: expected positive numbers");
+        throw new IllegalArgumentException(
+            "Invalid --size-mb, --files or --warmups: expected positive numbers");
       }
       for (String d : o.datasets) {
         if (!d.equals("mnist") && !d.equals("text")) {
@@ -241,7 +246,9 @@ public final class TFRecordBenchmark {
     for (int f = 0; f < files; f++) {
       Random rnd = new Random(1_000L * DATA_VERSION + 31L * f + d.name.hashCode()); // deterministic
       Path file = d.tfDir.resolve(String.format(Locale.ROOT, "part-%05d.tfrecord", f));
-      try (TFRecordWriter w = new TFRecordWriter(new BufferedOutputStream(new FileOutputStream(file.toFile()), 1 << 20))) {
+      try (TFRecordWriter w =
+          new TFRecordWriter(
+              new BufferedOutputStream(new FileOutputStream(file.toFile()), 1 << 20))) {
         while (w.bytesWritten() < perFile) {
           enc.reset();
           if (words == null) {
@@ -265,8 +272,13 @@ public final class TFRecordBenchmark {
       p.store(out, "written by TFRecordBenchmark; delete to regenerate");
     }
     System.err.printf(
-        Locale.ROOT, "generated %s: %,d records, %.1f MB in %d files (%.1f s)%n",
-        d.name, rows, bytes / MB, files, (System.nanoTime() - t0) / 1e9);
+        Locale.ROOT,
+        "generated %s: %,d records, %.1f MB in %d files (%.1f s)%n",
+        d.name,
+        rows,
+        bytes / MB,
+        files,
+        (System.nanoTime() - t0) / 1e9);
   }
 
   private static final byte[] PIXELS = "pixels".getBytes(StandardCharsets.UTF_8);
@@ -305,14 +317,18 @@ public final class TFRecordBenchmark {
         StringBuilder sb = new StringBuilder();
         int n = 2 + rnd.nextInt(9);
         for (int j = 0; j < n; j++) {
-          sb.append(letters.charAt(Math.min(letters.length() - 1, (int) (Math.abs(rnd.nextGaussian()) * 8))));
+          sb.append(
+              letters.charAt(
+                  Math.min(letters.length() - 1, (int) (Math.abs(rnd.nextGaussian()) * 8))));
         }
         words[i] = sb.toString().getBytes(StandardCharsets.UTF_8);
       }
     }
 
     byte[] pick(Random rnd) {
-      return words[(int) Math.min(words.length - 1, Math.floor(Math.pow(rnd.nextDouble(), 3) * words.length))];
+      return words[
+          (int)
+              Math.min(words.length - 1, Math.floor(Math.pow(rnd.nextDouble(), 3) * words.length))];
     }
 
     byte[] sentence(Random rnd, int n) {
@@ -358,8 +374,14 @@ public final class TFRecordBenchmark {
   private static void toParquet(SparkSession spark, Data d) throws IOException {
     Path done = d.parquetDir.resolve("_SUCCESS");
     if (!Files.exists(done)) {
-      spark.read().format("tfrecord").schema(d.schema).load(d.tfDir.toString())
-          .write().mode("overwrite").parquet(d.parquetDir.toString());
+      spark
+          .read()
+          .format("tfrecord")
+          .schema(d.schema)
+          .load(d.tfDir.toString())
+          .write()
+          .mode("overwrite")
+          .parquet(d.parquetDir.toString());
     }
     d.parquetBytes = sizeOf(d.parquetDir, ".parquet");
   }
@@ -372,7 +394,8 @@ public final class TFRecordBenchmark {
     long records = 0;
     long sum = 0;
     for (Path file : listFiles(d.tfDir, ".tfrecord")) {
-      try (TFRecordReader r = TFRecordReader.of(new FileInputStream(file.toFile()), file.toString())) {
+      try (TFRecordReader r =
+          TFRecordReader.of(new FileInputStream(file.toFile()), file.toString())) {
         while (r.next()) {
           records++;
           sum += r.dataLength();
@@ -390,7 +413,9 @@ public final class TFRecordBenchmark {
     return spark.read().parquet(d.parquetDir.toString()).select(columns(d.schema));
   }
 
-  /** What the connectors do: Hadoop input format, protobuf parse, a Row per record, createDataFrame. */
+  /**
+   * What the connectors do: Hadoop input format, protobuf parse, a Row per record, createDataFrame.
+   */
   private static Dataset<Row> tensorflowHadoop(SparkSession spark, Data d) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     ConnectorRowDecoder decoder = new ConnectorRowDecoder(d.schema);
@@ -455,7 +480,9 @@ public final class TFRecordBenchmark {
       throw new IllegalArgumentException("Unsupported column " + name + " " + t.simpleString());
     }
 
-    /** A Scala Seq, as the connector's `asScala.map(...)` builds and Spark's Row encoder expects. */
+    /**
+     * A Scala Seq, as the connector's `asScala.map(...)` builds and Spark's Row encoder expects.
+     */
     private static <T> Seq<T> seq(Stream<T> values) {
       return CollectionConverters.asScala(values.collect(Collectors.toList()));
     }
@@ -467,13 +494,14 @@ public final class TFRecordBenchmark {
    */
   private static long[] materialise(Dataset<Row> df) {
     RowChecksum fn = new RowChecksum(df.schema());
-    return df.queryExecution().toRdd().toJavaRDD()
+    return df.queryExecution()
+        .toRdd()
+        .toJavaRDD()
         .mapPartitions(fn)
         .reduce((a, b) -> new long[] {a[0] + b[0], a[1] + b[1]});
   }
 
-  static final class RowChecksum
-      implements FlatMapFunction<Iterator<InternalRow>, long[]> {
+  static final class RowChecksum implements FlatMapFunction<Iterator<InternalRow>, long[]> {
     private static final long serialVersionUID = 1L;
     private static final int LONG = 0;
     private static final int FLOAT = 1;
@@ -487,7 +515,10 @@ public final class TFRecordBenchmark {
         DataType t = schema.fields()[i].dataType();
         boolean array = t instanceof ArrayType;
         DataType e = array ? ((ArrayType) t).elementType() : t;
-        int k = e == DataTypes.LongType ? LONG : e == DataTypes.FloatType ? FLOAT : e == DataTypes.StringType ? STRING : -1;
+        int k =
+            e == DataTypes.LongType
+                ? LONG
+                : e == DataTypes.FloatType ? FLOAT : e == DataTypes.StringType ? STRING : -1;
         if (k < 0) {
           throw new IllegalArgumentException("Unsupported column type " + t.simpleString());
         }
@@ -642,13 +673,21 @@ public final class TFRecordBenchmark {
             r.rows = rc[0];
             r.checksum = rc[1];
             if (r.rows != d.rows) {
-              throw new IllegalStateException(p + " read " + r.rows + " rows of " + d.name + ", expected " + d.rows);
+              throw new IllegalStateException(
+                  p + " read " + r.rows + " rows of " + d.name + ", expected " + d.rows);
             }
             if (timed) {
               r.seconds.add(s);
             }
-            System.err.printf(Locale.ROOT, "%s round %d/%d %-8s %-18s %7.3f s%n",
-                timed ? "timed " : "warmup", round + 1, rounds, d.name, p, s);
+            System.err.printf(
+                Locale.ROOT,
+                "%s round %d/%d %-8s %-18s %7.3f s%n",
+                timed ? "timed " : "warmup",
+                round + 1,
+                rounds,
+                d.name,
+                p,
+                s);
           }
         }
       }
@@ -671,17 +710,30 @@ public final class TFRecordBenchmark {
     }
   }
 
-  private static void report(Options o, List<Data> datasets, Map<String, Result> results, PrintStream out)
+  private static void report(
+      Options o, List<Data> datasets, Map<String, Result> results, PrintStream out)
       throws IOException {
     int cores = Runtime.getRuntime().availableProcessors();
     out.println();
-    out.printf(Locale.ROOT,
+    out.printf(
+        Locale.ROOT,
         "bench-tfrecord: %s, %d warm-up + %d timed rounds (median), paths interleaved; Spark %s on %d cores;"
             + " framing = 1 thread; MB = 10^6 bytes of TFRecord data%n",
-        o.quick ? "QUICK" : "full", o.warmups, o.runs, o.master, cores);
+        o.quick ? "QUICK" : "full",
+        o.warmups,
+        o.runs,
+        o.master,
+        cores);
     for (Data d : datasets) {
-      out.printf(Locale.ROOT, "  %s: %,d records, TFRecord %.1f MB in %d files, Parquet %.1f MB; columns %s%n",
-          d.name, d.rows, d.tfBytes / MB, o.files, d.parquetBytes / MB, d.schema.simpleString());
+      out.printf(
+          Locale.ROOT,
+          "  %s: %,d records, TFRecord %.1f MB in %d files, Parquet %.1f MB; columns %s%n",
+          d.name,
+          d.rows,
+          d.tfBytes / MB,
+          o.files,
+          d.parquetBytes / MB,
+          d.schema.simpleString());
     }
     out.println();
     String fmt = "%-7s %-18s %10s %12s %10s %s%n";
@@ -691,22 +743,42 @@ public final class TFRecordBenchmark {
       for (Data d : datasets) {
         for (String p : o.paths) {
           Result r = results.get(d.name + "/" + p);
-          out.printf(Locale.ROOT, fmt, d.name, p,
+          out.printf(
+              Locale.ROOT,
+              fmt,
+              d.name,
+              p,
               String.format(Locale.ROOT, "%.3f", r.median()),
               String.format(Locale.ROOT, "%,.0f", r.rowsPerSecond()),
               String.format(Locale.ROOT, "%,.0f", r.mbPerSecond()),
-              r.seconds.stream().map(s -> String.format(Locale.ROOT, "%.3f", s)).collect(Collectors.joining(" ")));
-          json.write(String.format(Locale.ROOT,
-              "{\"path\": \"%s\", \"dataset\": \"%s\", \"mb_per_s\": %.1f, \"rows_per_s\": %.0f,"
-                  + " \"median_s\": %.4f, \"runs_s\": [%s], \"rows\": %d, \"tfrecord_bytes\": %d,"
-                  + " \"parquet_bytes\": %d, \"threads\": \"%s\", \"quick\": %b, \"time\": \"%s\"}%n",
-              p, d.name, r.mbPerSecond(), r.rowsPerSecond(), r.median(),
-              r.seconds.stream().map(s -> String.format(Locale.ROOT, "%.4f", s)).collect(Collectors.joining(", ")),
-              d.rows, d.tfBytes, d.parquetBytes, p.equals("framing") ? "1" : o.master, o.quick, Instant.now()));
+              r.seconds.stream()
+                  .map(s -> String.format(Locale.ROOT, "%.3f", s))
+                  .collect(Collectors.joining(" ")));
+          json.write(
+              String.format(
+                  Locale.ROOT,
+                  "{\"path\": \"%s\", \"dataset\": \"%s\", \"mb_per_s\": %.1f, \"rows_per_s\": %.0f,"
+                      + " \"median_s\": %.4f, \"runs_s\": [%s], \"rows\": %d, \"tfrecord_bytes\": %d,"
+                      + " \"parquet_bytes\": %d, \"threads\": \"%s\", \"quick\": %b, \"time\": \"%s\"}%n",
+                  p,
+                  d.name,
+                  r.mbPerSecond(),
+                  r.rowsPerSecond(),
+                  r.median(),
+                  r.seconds.stream()
+                      .map(s -> String.format(Locale.ROOT, "%.4f", s))
+                      .collect(Collectors.joining(", ")),
+                  d.rows,
+                  d.tfBytes,
+                  d.parquetBytes,
+                  p.equals("framing") ? "1" : o.master,
+                  o.quick,
+                  Instant.now()));
         }
       }
     }
-    out.println("(MB/s: the dataset's TFRecord bytes / time, for every path; JSON lines in " + o.out + ")");
+    out.println(
+        "(MB/s: the dataset's TFRecord bytes / time, for every path; JSON lines in " + o.out + ")");
     if (!o.paths.containsAll(List.of(PATHS))) {
       out.println("(a subset of the paths ran: no ratios)");
       return;
@@ -725,21 +797,48 @@ public final class TFRecordBenchmark {
       boolean speedupMet = speedup >= SPEEDUP_TARGET;
       boolean parquetMet = vsParquet <= PARQUET_TIME_TARGET;
       allMet &= framingMet && speedupMet && parquetMet;
-      out.printf(Locale.ROOT, "  %-6s framing + CRC, 1 thread          %7.0f MB/s                 (target >= %.0f MB/s per core) %s%n",
-          d.name, fr.mbPerSecond(), FRAMING_TARGET_MB_S, met(framingMet));
-      out.printf(Locale.ROOT, "  %-6s speed datasource / tf-hadoop     %7.2fx  (paired %5.2fx)   (target >= %.1fx)              %s%n",
-          d.name, speedup, pairedMedian(tf, ds), SPEEDUP_TARGET, met(speedupMet));
-      out.printf(Locale.ROOT, "  %-6s time datasource / parquet        %7.2f   (paired %5.2f)    (target <= %.1f)               %s%n",
-          d.name, vsParquet, pairedMedian(ds, pq), PARQUET_TIME_TARGET, met(parquetMet));
+      out.printf(
+          Locale.ROOT,
+          "  %-6s framing + CRC, 1 thread          %7.0f MB/s                 (target >= %.0f MB/s per core) %s%n",
+          d.name,
+          fr.mbPerSecond(),
+          FRAMING_TARGET_MB_S,
+          met(framingMet));
+      out.printf(
+          Locale.ROOT,
+          "  %-6s speed datasource / tf-hadoop     %7.2fx  (paired %5.2fx)   (target >= %.1fx)              %s%n",
+          d.name,
+          speedup,
+          pairedMedian(tf, ds),
+          SPEEDUP_TARGET,
+          met(speedupMet));
+      out.printf(
+          Locale.ROOT,
+          "  %-6s time datasource / parquet        %7.2f   (paired %5.2f)    (target <= %.1f)               %s%n",
+          d.name,
+          vsParquet,
+          pairedMedian(ds, pq),
+          PARQUET_TIME_TARGET,
+          met(parquetMet));
       boolean same = ds.checksum == tf.checksum && ds.checksum == pq.checksum;
-      out.printf(Locale.ROOT, "  %-6s values identical on the 3 Spark paths (checksum %016x): %s%n",
-          d.name, ds.checksum, same ? "yes" : "NO (tensorflow-hadoop " + Long.toHexString(tf.checksum)
-              + ", parquet " + Long.toHexString(pq.checksum) + ")");
+      out.printf(
+          Locale.ROOT,
+          "  %-6s values identical on the 3 Spark paths (checksum %016x): %s%n",
+          d.name,
+          ds.checksum,
+          same
+              ? "yes"
+              : "NO (tensorflow-hadoop "
+                  + Long.toHexString(tf.checksum)
+                  + ", parquet "
+                  + Long.toHexString(pq.checksum)
+                  + ")");
       allMet &= same;
     }
     out.println(allMet ? "All targets met." : "Some targets MISSED (see above).");
     if (o.quick) {
-      out.println("(--quick: a smoke run; with this little data Spark's per-job overhead dominates the ratios)");
+      out.println(
+          "(--quick: a smoke run; with this little data Spark's per-job overhead dominates the ratios)");
     }
   }
 
@@ -765,12 +864,16 @@ public final class TFRecordBenchmark {
   }
 
   private static Column[] columns(StructType schema) {
-    return Arrays.stream(schema.fieldNames()).map(org.apache.spark.sql.functions::col).toArray(Column[]::new);
+    return Arrays.stream(schema.fieldNames())
+        .map(org.apache.spark.sql.functions::col)
+        .toArray(Column[]::new);
   }
 
   private static List<Path> listFiles(Path dir, String suffix) throws IOException {
     try (Stream<Path> s = Files.list(dir)) {
-      return s.filter(p -> p.getFileName().toString().endsWith(suffix)).sorted().collect(Collectors.toList());
+      return s.filter(p -> p.getFileName().toString().endsWith(suffix))
+          .sorted()
+          .collect(Collectors.toList());
     }
   }
 
@@ -787,10 +890,10 @@ public final class TFRecordBenchmark {
       return;
     }
     try (Stream<Path> s = Files.walk(dir)) {
-      for (Path p : s.sorted((a, b) -> b.getNameCount() - a.getNameCount()).collect(Collectors.toList())) {
+      for (Path p :
+          s.sorted((a, b) -> b.getNameCount() - a.getNameCount()).collect(Collectors.toList())) {
         Files.delete(p);
       }
     }
   }
-
 }

@@ -16,15 +16,17 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A checkpoint larger than 2 GiB, written and read back through the store on the local file system
- * (Hadoop's checksummed one, as a user gets it). The arrays are about 2.4 GB: with the tests' -Xmx4g
- * the written state must be garbage before the read allocates its copy, and neither side may hold a
- * byte[] of an array or of the state.
+ * (Hadoop's checksummed one, as a user gets it). The arrays are about 2.4 GB: with the tests'
+ * -Xmx4g the written state must be garbage before the read allocates its copy, and neither side may
+ * hold a byte[] of an array or of the state.
  */
 class LargeCheckpointIT {
   /** 2.24 GB of data: more bytes than an int counts, in one array. */
   private static final int BIG = 560_000_000;
+
   /** Its record starts beyond 2 GiB. */
   private static final int TAIL = 30_000_001;
+
   private static final byte[] METADATA = "epoch=1".getBytes(StandardCharsets.UTF_8);
 
   @TempDir Path tmp;
@@ -40,7 +42,8 @@ class LargeCheckpointIT {
       assertThat(Files.size(file)).isGreaterThan(4L * (BIG + TAIL)).isGreaterThan(1L << 31);
 
       CheckpointState back = store.latest().orElseThrow();
-      System.out.printf("LargeCheckpointIT: %,d bytes written in %.1f s (arrays filled too), read in %.1f s%n",
+      System.out.printf(
+          "LargeCheckpointIT: %,d bytes written in %.1f s (arrays filled too), read in %.1f s%n",
           Files.size(file), (written - start) / 1e9, (System.nanoTime() - written) / 1e9);
       assertThat(back.step()).isEqualTo(123);
       assertThat(back.metadata()).isEqualTo(METADATA);
@@ -54,8 +57,14 @@ class LargeCheckpointIT {
   }
 
   private static void writeLargeState(CheckpointStore store) throws IOException {
-    store.write(new CheckpointState(123, METADATA, List.of(new StateArray("big", pattern(BIG, 0.25f)),
-        new StateArray("tail", pattern(TAIL, -3f)), new StateArray("one", new float[] {42f}))));
+    store.write(
+        new CheckpointState(
+            123,
+            METADATA,
+            List.of(
+                new StateArray("big", pattern(BIG, 0.25f)),
+                new StateArray("tail", pattern(TAIL, -3f)),
+                new StateArray("one", new float[] {42f}))));
   }
 
   private static float[] pattern(int length, float k) {

@@ -21,63 +21,73 @@ import java.lang.management.MemoryType;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
+import java.util.Comparator;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
+import org.assertj.core.data.Offset;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-import java.util.Comparator;
-import org.assertj.core.data.Offset;
 
 /**
  * A model whose training state is larger than 2 GiB checkpoints and resumes bit for bit: an MLP of
- * 186,650,610 float parameters trained with Adam, so parameters and the two moment slots are
- * 3 x 746.6 MB = 2.24 GB, in one worker (workers as threads, {@code fitInProcess}, no Spark).
+ * 186,650,610 float parameters trained with Adam, so parameters and the two moment slots are 3 x
+ * 746.6 MB = 2.24 GB, in one worker (workers as threads, {@code fitInProcess}, no Spark).
  *
- * <p>Per optimizer placement: an uninterrupted run of 3 steps (one epoch, 6 rows, batch 2); the same
- * job with a checkpoint every 2 steps and a failure injected right after the checkpoint at step 2
- * (mid-epoch); then the next attempt, which must resume from that checkpoint (larger than 2 GiB on
- * disk), train step 3 and write the epoch-end checkpoint (larger than 2 GiB too), and end with
- * parameters bit-identical to the uninterrupted run's (compared by SHA-256: the two never sit in memory
- * together). DEVICE keeps the optimizer state in tensors, HOST in Java arrays.
+ * <p>Per optimizer placement: an uninterrupted run of 3 steps (one epoch, 6 rows, batch 2); the
+ * same job with a checkpoint every 2 steps and a failure injected right after the checkpoint at
+ * step 2 (mid-epoch); then the next attempt, which must resume from that checkpoint (larger than 2
+ * GiB on disk), train step 3 and write the epoch-end checkpoint (larger than 2 GiB too), and end
+ * with parameters bit-identical to the uninterrupted run's (compared by SHA-256: the two never sit
+ * in memory together). DEVICE keeps the optimizer state in tensors, HOST in Java arrays.
  *
  * <p>About 5 minutes on 2 cores, a heap larger than the tests' -Xmx4g and about 13 GB of RSS
- * (measured: see the integration tests' README): it runs only in the profile {@code large-model-it},
- * whose Failsafe execution {@code large-model-checkpoint} gives it a JVM of its own with -Xmx8g and
- * sets {@value #ENABLED}; anywhere else it is skipped (the default execution excludes it, and skips it
- * under {@code -Dit.test=LargeModelCheckpointIT}). Needs about 4.5 GB free in {@code java.io.tmpdir}
- * (two checkpoints while the second is written); everything is deleted at the end.
+ * (measured: see the integration tests' README): it runs only in the profile {@code
+ * large-model-it}, whose Failsafe execution {@code large-model-checkpoint} gives it a JVM of its
+ * own with -Xmx8g and sets {@value #ENABLED}; anywhere else it is skipped (the default execution
+ * excludes it, and skips it under {@code -Dit.test=LargeModelCheckpointIT}). Needs about 4.5 GB
+ * free in {@code java.io.tmpdir} (two checkpoints while the second is written); everything is
+ * deleted at the end.
  */
 class LargeModelCheckpointIT {
   /** Set by the Failsafe execution that gives this test its heap. */
   static final String ENABLED = "sparktrainer.it.largeModelCheckpoint";
+
   /** The heap the runs were measured to need, with margin (see the pom's execution). */
   private static final long HEAP_NEEDED = 8L << 30;
 
   private static final int INPUTS = 64;
   private static final int CLASSES = 10;
   private static final MlpSpec MODEL = MlpSpec.of(INPUTS, CLASSES, 40_000, 4_600);
+
   /** Weights and biases of 64 -> 40000 -> 4600 -> 10. */
   private static final long PARAMETERS =
       64L * 40_000 + 40_000 + 40_000L * 4_600 + 4_600 + 4_600L * 10 + 10;
+
   /** Parameters and Adam's m and v, 4 bytes each. */
   private static final long STATE_BYTES = 3 * 4 * PARAMETERS;
+
   private static final long TWO_GIB = 1L << 31;
 
   @TempDir Path tmp;
 
   @ParameterizedTest
-  @EnumSource(value = OptimizerPlacement.class, names = {"DEVICE", "HOST"})
-  void aModelWithMoreThan2GiBOfTrainingStateResumesBitForBit(OptimizerPlacement placement) throws Exception {
-    assumeTrue(Boolean.getBoolean(ENABLED),
+  @EnumSource(
+      value = OptimizerPlacement.class,
+      names = {"DEVICE", "HOST"})
+  void aModelWithMoreThan2GiBOfTrainingStateResumesBitForBit(OptimizerPlacement placement)
+      throws Exception {
+    assumeTrue(
+        Boolean.getBoolean(ENABLED),
         "LargeModelCheckpointIT runs only with -Plarge-model-it (its own Failsafe execution, with a larger heap)");
     assertThat(PARAMETERS).isEqualTo(186_650_610L);
     assertThat(STATE_BYTES).as("the state must not fit in 2 GiB").isGreaterThan(TWO_GIB);
     assertThat(Runtime.getRuntime().maxMemory())
-        .as("max heap: the Failsafe execution large-model-checkpoint must give this test -Xmx of at least %d GiB",
+        .as(
+            "max heap: the Failsafe execution large-model-checkpoint must give this test -Xmx of at least %d GiB",
             HEAP_NEEDED >> 30)
         .isGreaterThanOrEqualTo(HEAP_NEEDED - (256L << 20));
     Configuration conf = new Configuration();
@@ -95,9 +105,15 @@ class LargeModelCheckpointIT {
 
     // 2. Checkpoint every 2 steps; rank 0 fails right after submitting the checkpoint of step 2.
     Path dir = tmp.resolve("ckpt");
-    DistributedTrainer trainer = InProcessTraining.injectFailure(
-        job(placement).optCheckpointDir(dir.toUri().toString()).optCheckpointEverySteps(2).optKeepCheckpoints(1), 0, 2)
-        .build();
+    DistributedTrainer trainer =
+        InProcessTraining.injectFailure(
+                job(placement)
+                    .optCheckpointDir(dir.toUri().toString())
+                    .optCheckpointEverySteps(2)
+                    .optKeepCheckpoints(1),
+                0,
+                2)
+            .build();
     p = Phase.start(tag + " attempt 0 (fails after step 2)");
     Throwable failure = null;
     try {
@@ -107,11 +123,13 @@ class LargeModelCheckpointIT {
     }
     assertThat(failure).as("attempt 0 must fail with the injected failure").isNotNull();
     if (!InProcessTraining.isInjectedFailure(failure)) {
-      throw new AssertionError(tag + ": attempt 0 failed, but not with the injected failure", failure);
+      throw new AssertionError(
+          tag + ": attempt 0 failed, but not with the injected failure", failure);
     }
     assertThat(failure).hasMessageContaining("after global step 2");
     p.end();
-    // The writer finished the checkpoint before the worker gave up (closing it waits for the write).
+    // The writer finished the checkpoint before the worker gave up (closing it waits for the
+    // write).
     assertThat(checkpoints(dir)).containsExactly("ckpt-0000000000000000002.bin");
     long size2 = Files.size(dir.resolve("ckpt-0000000000000000002.bin"));
     assertCheckpointSize(size2);
@@ -127,7 +145,9 @@ class LargeModelCheckpointIT {
     assertThat(resumes.get(0).epoch()).isZero();
     assertThat(resumes.get(0).stepInEpoch()).isEqualTo(2);
     assertThat(resumes.get(0).stageAttempt()).isEqualTo(1);
-    assertThat(resumedHash).as("SHA-256 of the final parameters, resumed vs uninterrupted").isEqualTo(referenceHash);
+    assertThat(resumedHash)
+        .as("SHA-256 of the final parameters, resumed vs uninterrupted")
+        .isEqualTo(referenceHash);
     EpochMetrics last = resumed.history().last();
     assertThat(last.parameterHash()).isEqualTo(reference.parameterHash());
     assertThat(last.steps()).isEqualTo(reference.steps());
@@ -137,8 +157,9 @@ class LargeModelCheckpointIT {
     assertThat(checkpoints(dir)).containsExactly("ckpt-0000000000000000003.bin");
     long size3 = Files.size(dir.resolve("ckpt-0000000000000000003.bin"));
     assertCheckpointSize(size3);
-    System.out.printf("%s: checkpoints of %,d and %,d bytes (> 2 GiB = %,d); final parameters %s%n", tag, size2,
-        size3, TWO_GIB, resumedHash);
+    System.out.printf(
+        "%s: checkpoints of %,d and %,d bytes (> 2 GiB = %,d); final parameters %s%n",
+        tag, size2, size3, TWO_GIB, resumedHash);
     deleteTree(dir); // 2.24 GB: not left for the end of the run
   }
 
@@ -168,7 +189,10 @@ class LargeModelCheckpointIT {
 
   /** Parameters plus two slots, plus names, metadata and framing (well under a MiB). */
   private static void assertCheckpointSize(long size) {
-    assertThat(size).as("checkpoint size in bytes").isGreaterThan(TWO_GIB).isGreaterThan(STATE_BYTES)
+    assertThat(size)
+        .as("checkpoint size in bytes")
+        .isGreaterThan(TWO_GIB)
+        .isGreaterThan(STATE_BYTES)
         .isLessThan(STATE_BYTES + (1 << 20));
   }
 
@@ -177,7 +201,8 @@ class LargeModelCheckpointIT {
    * Integer.MAX_VALUE) or like too small a heap is turned into an assertion that says so; the
    * injected failure and anything else are rethrown as they are.
    */
-  private static TrainedModel fit(DistributedTrainer trainer, int attempt, Configuration conf) throws Exception {
+  private static TrainedModel fit(DistributedTrainer trainer, int attempt, Configuration conf)
+      throws Exception {
     try {
       return InProcessTraining.fit(trainer, attempt, conf);
     } catch (Exception | Error e) {
@@ -186,13 +211,23 @@ class LargeModelCheckpointIT {
       }
       for (Throwable c = e; c != null; c = c.getCause()) {
         String m = String.valueOf(c.getMessage());
-        if (c instanceof NegativeArraySizeException || m.contains("exceeds VM limit") || m.contains("2 GiB")
+        if (c instanceof NegativeArraySizeException
+            || m.contains("exceeds VM limit")
+            || m.contains("2 GiB")
             || m.contains("Integer.MAX_VALUE")) {
           throw new AssertionError("Attempt " + attempt + " hit a 2 GiB limit: " + c, e);
         }
         if (c instanceof OutOfMemoryError) {
-          throw new AssertionError("Attempt " + attempt + " ran out of memory (" + c.getMessage() + ") with -Xmx "
-              + (Runtime.getRuntime().maxMemory() >> 20) + " MiB: " + Phase.memory(), e);
+          throw new AssertionError(
+              "Attempt "
+                  + attempt
+                  + " ran out of memory ("
+                  + c.getMessage()
+                  + ") with -Xmx "
+                  + (Runtime.getRuntime().maxMemory() >> 20)
+                  + " MiB: "
+                  + Phase.memory(),
+              e);
         }
       }
       throw e;
@@ -202,7 +237,10 @@ class LargeModelCheckpointIT {
   private static List<String> checkpoints(Path dir) throws IOException {
     try (Stream<Path> s = Files.list(dir)) {
       // Hadoop's local file system adds a hidden .crc side file per file.
-      return s.map(p -> p.getFileName().toString()).filter(n -> !n.startsWith(".")).sorted().toList();
+      return s.map(p -> p.getFileName().toString())
+          .filter(n -> !n.startsWith("."))
+          .sorted()
+          .toList();
     }
   }
 
@@ -232,7 +270,9 @@ class LargeModelCheckpointIT {
       System.out.printf("%s: %.1f s, %s%n", name, (System.nanoTime() - startNanos) / 1e9, memory());
     }
 
-    /** Peak heap (sum of the heap pools' peaks since the phase began: an upper bound) and peak RSS. */
+    /**
+     * Peak heap (sum of the heap pools' peaks since the phase began: an upper bound) and peak RSS.
+     */
     static String memory() {
       long heapPeak = 0;
       for (MemoryPoolMXBean pool : ManagementFactory.getMemoryPoolMXBeans()) {
@@ -240,8 +280,9 @@ class LargeModelCheckpointIT {
           heapPeak += pool.getPeakUsage().getUsed();
         }
       }
-      return String.format("heap peak <= %.2f GB, RSS peak %s, RSS now %s", heapPeak / 1e9, status("VmHWM"),
-          status("VmRSS"));
+      return String.format(
+          "heap peak <= %.2f GB, RSS peak %s, RSS now %s",
+          heapPeak / 1e9, status("VmHWM"), status("VmRSS"));
     }
 
     /** Linux: writing 5 to clear_refs resets VmHWM to the current RSS. Best effort. */

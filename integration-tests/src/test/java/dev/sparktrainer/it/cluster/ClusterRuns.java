@@ -6,9 +6,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sparktrainer.cluster.StandaloneCluster;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
-import dev.sparktrainer.train.FaultInjectingCli;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
+import dev.sparktrainer.train.Digits;
+import dev.sparktrainer.train.FaultInjectingCli;
+import dev.sparktrainer.train.InMemoryDataset;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -20,6 +22,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -27,16 +30,13 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
-import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-import dev.sparktrainer.train.Digits;
-import dev.sparktrainer.train.InMemoryDataset;
-import java.util.Collections;
-import java.util.function.Consumer;
 
 /**
  * What the multi-JVM cluster tests share: a Spark standalone cluster from the Maven-assembled
@@ -45,20 +45,29 @@ import java.util.function.Consumer;
  * and executor logs, {@code metrics.json}, the checkpoint directory).
  *
  * <p>Every process is started by {@link StandaloneCluster} and stopped by process id; a test that
- * signals an executor finds it among the live descendants of this cluster's workers
- * ({@link StandaloneCluster#executor(long)}) by the process id the training task logs, never by name.
+ * signals an executor finds it among the live descendants of this cluster's workers ({@link
+ * StandaloneCluster#executor(long)}) by the process id the training task logs, never by name.
  */
 final class ClusterRuns {
-  /** Training command line shared by the runs: small MLP, 4 epochs of 22 steps, checkpoints every 10. */
+  /**
+   * Training command line shared by the runs: small MLP, 4 epochs of 22 steps, checkpoints every
+   * 10.
+   */
   static final int EPOCHS = 4;
-  static final int STEPS_PER_EPOCH = 22; // 1,437 training digits / (2 workers x batch 32), remainder dropped
+
+  static final int STEPS_PER_EPOCH =
+      22; // 1,437 training digits / (2 workers x batch 32), remainder dropped
   static final int CHECKPOINT_EVERY = 10;
+
   /** What an uninterrupted run reaches on the held-out digits (about 0.95 here). */
   static final double MIN_ACCURACY = 0.9;
 
-  /** "rank 1: ring listener on 127.0.0.1:40123 (job 1a2b.., stage attempt 0, executor pid 4242)". */
-  static final Pattern LISTENER = Pattern.compile(
-      "rank (\\d+): ring listener on ([^ ]+):(\\d+) \\(job ([0-9a-f]+), stage attempt (\\d+), executor pid (\\d+)\\)");
+  /**
+   * "rank 1: ring listener on 127.0.0.1:40123 (job 1a2b.., stage attempt 0, executor pid 4242)".
+   */
+  static final Pattern LISTENER =
+      Pattern.compile(
+          "rank (\\d+): ring listener on ([^ ]+):(\\d+) \\(job ([0-9a-f]+), stage attempt (\\d+), executor pid (\\d+)\\)");
 
   private static final ObjectMapper JSON = new ObjectMapper();
   private static Path digits;
@@ -67,7 +76,9 @@ final class ClusterRuns {
 
   static Path sparkHome() {
     Path home = Path.of(required("sparktrainer.it.sparkHome"));
-    assertThat(home.resolve("jars")).as("SPARK_HOME jars (built by integration-tests/spark-home)").isDirectory();
+    assertThat(home.resolve("jars"))
+        .as("SPARK_HOME jars (built by integration-tests/spark-home)")
+        .isDirectory();
     return home;
   }
 
@@ -80,17 +91,25 @@ final class ClusterRuns {
   private static String required(String property) {
     String v = System.getProperty(property);
     if (v == null || v.isBlank()) {
-      throw new IllegalStateException("System property " + property + " is not set: run through Failsafe"
-          + " (mvn -pl integration-tests -am verify -Dit.test=...)");
+      throw new IllegalStateException(
+          "System property "
+              + property
+              + " is not set: run through Failsafe"
+              + " (mvn -pl integration-tests -am verify -Dit.test=...)");
     }
     return v;
   }
 
-  /** The JVM flags Spark 4 needs on Java 17 (the parent pom's list, as this JVM got it), no heap size. */
+  /**
+   * The JVM flags Spark 4 needs on Java 17 (the parent pom's list, as this JVM got it), no heap
+   * size.
+   */
   static List<String> sparkJavaOptions() {
     List<String> out = new ArrayList<>();
     for (String a : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
-      if (a.startsWith("--add-opens") || a.startsWith("-Djdk.reflect") || a.startsWith("-Dio.netty")) {
+      if (a.startsWith("--add-opens")
+          || a.startsWith("-Djdk.reflect")
+          || a.startsWith("-Dio.netty")) {
         out.add(a);
       }
     }
@@ -98,15 +117,23 @@ final class ClusterRuns {
     return out;
   }
 
-  /** A two-worker cluster (one core each) under {@code work}; {@code extra} adds worker settings. */
+  /**
+   * A two-worker cluster (one core each) under {@code work}; {@code extra} adds worker settings.
+   */
   static StandaloneCluster startCluster(Path work, Consumer<StandaloneCluster.Builder> extra)
       throws IOException, InterruptedException {
-    StandaloneCluster.Builder b = StandaloneCluster.builder()
-        .setSparkHome(sparkHome()).setWorkDir(work)
-        .optWorkers(2).optCoresPerWorker(1).optMemoryPerWorker("1500m").optDaemonHeap("256m")
-        .optJavaOptions(sparkJavaOptions())
-        // PyTorch's OpenMP threads sleep instead of spinning while they wait (a shared 2-core machine)
-        .optEnvironment("OMP_WAIT_POLICY", "PASSIVE");
+    StandaloneCluster.Builder b =
+        StandaloneCluster.builder()
+            .setSparkHome(sparkHome())
+            .setWorkDir(work)
+            .optWorkers(2)
+            .optCoresPerWorker(1)
+            .optMemoryPerWorker("1500m")
+            .optDaemonHeap("256m")
+            .optJavaOptions(sparkJavaOptions())
+            // PyTorch's OpenMP threads sleep instead of spinning while they wait (a shared 2-core
+            // machine)
+            .optEnvironment("OMP_WAIT_POLICY", "PASSIVE");
     extra.accept(b);
     return b.build().start();
   }
@@ -138,19 +165,27 @@ final class ClusterRuns {
     int shards = 4;
     int per = (train + shards - 1) / shards;
     for (int s = 0; s < shards; s++) {
-      write(dir.resolve("train").resolve(String.format(Locale.ROOT, "part-%05d.tfrecord", s)), rows, labels,
+      write(
+          dir.resolve("train").resolve(String.format(Locale.ROOT, "part-%05d.tfrecord", s)),
+          rows,
+          labels,
           Arrays.asList(order).subList(s * per, Math.min(train, (s + 1) * per)));
     }
-    write(dir.resolve("test").resolve("part-00000.tfrecord"), rows, labels,
+    write(
+        dir.resolve("test").resolve("part-00000.tfrecord"),
+        rows,
+        labels,
         Arrays.asList(order).subList(train, rows.size()));
     digits = dir;
     return dir;
   }
 
-  private static void write(Path file, List<float[]> rows, List<Long> labels, List<Integer> which) throws IOException {
+  private static void write(Path file, List<float[]> rows, List<Long> labels, List<Integer> which)
+      throws IOException {
     Files.createDirectories(file.getParent());
     ExampleEncoder enc = new ExampleEncoder();
-    try (OutputStream os = new BufferedOutputStream(Files.newOutputStream(file)); TFRecordWriter w = new TFRecordWriter(os)) {
+    try (OutputStream os = new BufferedOutputStream(Files.newOutputStream(file));
+        TFRecordWriter w = new TFRecordWriter(os)) {
       for (int i : which) {
         enc.reset();
         enc.beginFeature("pixels", FeatureKind.FLOAT);
@@ -173,8 +208,10 @@ final class ClusterRuns {
     final Path output;
     final Path checkpoints;
     final List<String> executorOptions = new ArrayList<>();
+
     /** {@link FaultInjectingCli}'s leading arguments: the faults this run's driver installs. */
     final List<String> faults = new ArrayList<>();
+
     final Map<String, String> conf = new LinkedHashMap<>();
     final List<String> extraArgs = new ArrayList<>();
     int workers = 2;
@@ -226,13 +263,41 @@ final class ClusterRuns {
 
     /** The {@code train} arguments (what a user types after the jar). */
     List<String> commandLine(Path data) {
-      List<String> a = new ArrayList<>(List.of("train",
-          "--data", data.resolve("train").toString(), "--validation-data", data.resolve("test").toString(),
-          "--features", "pixels", "--label", "label", "--num-classes", "10", "--model", "mlp:64",
-          "--workers", Integer.toString(workers), "--epochs", Integer.toString(EPOCHS), "--batch-size", "32", "--learning-rate", "0.01",
-          "--seed", "7", "--output", output.toString(),
-          "--checkpoint-dir", checkpoints.toString(), "--checkpoint-every-steps", Integer.toString(CHECKPOINT_EVERY),
-          "--progress", "log", "--skip-label-check"));
+      List<String> a =
+          new ArrayList<>(
+              List.of(
+                  "train",
+                  "--data",
+                  data.resolve("train").toString(),
+                  "--validation-data",
+                  data.resolve("test").toString(),
+                  "--features",
+                  "pixels",
+                  "--label",
+                  "label",
+                  "--num-classes",
+                  "10",
+                  "--model",
+                  "mlp:64",
+                  "--workers",
+                  Integer.toString(workers),
+                  "--epochs",
+                  Integer.toString(EPOCHS),
+                  "--batch-size",
+                  "32",
+                  "--learning-rate",
+                  "0.01",
+                  "--seed",
+                  "7",
+                  "--output",
+                  output.toString(),
+                  "--checkpoint-dir",
+                  checkpoints.toString(),
+                  "--checkpoint-every-steps",
+                  Integer.toString(CHECKPOINT_EVERY),
+                  "--progress",
+                  "log",
+                  "--skip-label-check"));
       a.addAll(extraArgs);
       return a;
     }
@@ -243,21 +308,28 @@ final class ClusterRuns {
      * With faults to inject, the main class is {@link FaultInjectingCli} instead, from a small jar
      * given with {@code --jars} (client mode: loaded with the application jar, by the same loader).
      */
-    StandaloneCluster.Application submit(StandaloneCluster cluster, Path data, String appName) throws IOException {
+    StandaloneCluster.Application submit(StandaloneCluster cluster, Path data, String appName)
+        throws IOException {
       List<String> execOpts = new ArrayList<>(sparkJavaOptions());
       execOpts.add("-Dai.djl.offline=true");
       execOpts.addAll(executorOptions);
-      StandaloneCluster.Submission.Builder s = StandaloneCluster.submission()
-          .optName(appName)
-          .setMainClass(faults.isEmpty() ? "dev.sparktrainer.cli.SparkTrainerCli" : FaultInjectingCli.class.getName())
-          .setAppJar(shadedJar())
-          .conf("spark.executor.extraJavaOptions", String.join(" ", execOpts))
-          .conf("spark.executor.memory", "1g")
-          .conf("spark.executor.cores", "1")
-          .conf("spark.task.cpus", "1")
-          .conf("spark.cores.max", Integer.toString(workers))
-          .conf("spark.executorEnv.OMP_WAIT_POLICY", "PASSIVE")
-          .args(Stream.concat(faults.stream(), commandLine(data).stream()).toArray(String[]::new));
+      StandaloneCluster.Submission.Builder s =
+          StandaloneCluster.submission()
+              .optName(appName)
+              .setMainClass(
+                  faults.isEmpty()
+                      ? "dev.sparktrainer.cli.SparkTrainerCli"
+                      : FaultInjectingCli.class.getName())
+              .setAppJar(shadedJar())
+              .conf("spark.executor.extraJavaOptions", String.join(" ", execOpts))
+              .conf("spark.executor.memory", "1g")
+              .conf("spark.executor.cores", "1")
+              .conf("spark.task.cpus", "1")
+              .conf("spark.cores.max", Integer.toString(workers))
+              .conf("spark.executorEnv.OMP_WAIT_POLICY", "PASSIVE")
+              .args(
+                  Stream.concat(faults.stream(), commandLine(data).stream())
+                      .toArray(String[]::new));
       if (!faults.isEmpty()) {
         s.addJars(List.of(faultInjectionJar(output.getParent().resolve("fault-injection.jar"))));
       }
@@ -300,7 +372,9 @@ final class ClusterRuns {
       return metrics().path("final").path("parameter_hash").asText();
     }
 
-    /** The resumes metrics.json records: {@code step}, {@code epoch}, {@code stage_attempt}... each. */
+    /**
+     * The resumes metrics.json records: {@code step}, {@code epoch}, {@code stage_attempt}... each.
+     */
     List<JsonNode> resumes() throws IOException {
       List<JsonNode> out = new ArrayList<>();
       metrics().path("resumes").forEach(out::add);
@@ -322,12 +396,15 @@ final class ClusterRuns {
 
     /** Temporary checkpoint files ({@code _tmp-<step>-<uuid>}) in the directory. */
     List<Path> checkpointTemps() throws IOException {
-      return files(checkpoints).stream().filter(p -> p.getFileName().toString().startsWith("_tmp-")).toList();
+      return files(checkpoints).stream()
+          .filter(p -> p.getFileName().toString().startsWith("_tmp-"))
+          .toList();
     }
   }
 
   /** Waits for a successful exit; fails with the driver's log tail otherwise. */
-  static void assertSucceeds(StandaloneCluster.Application app, Duration timeout) throws InterruptedException {
+  static void assertSucceeds(StandaloneCluster.Application app, Duration timeout)
+      throws InterruptedException {
     int exit = app.waitFor(timeout);
     assertThat(exit).as("driver exit code; its log ends:\n" + app.logTail(60)).isZero();
   }
@@ -379,10 +456,19 @@ final class ClusterRuns {
   }
 
   /** A rank's ring listener as its task logged it. */
-  record RankInfo(int rank, String host, int port, String jobId, int stageAttempt, long pid, String appId, Path log) {}
+  record RankInfo(
+      int rank,
+      String host,
+      int port,
+      String jobId,
+      int stageAttempt,
+      long pid,
+      String appId,
+      Path log) {}
 
   /** The listener lines of the application whose driver is {@code app}, every attempt. */
-  static List<RankInfo> ranks(StandaloneCluster cluster, StandaloneCluster.Application app) throws IOException {
+  static List<RankInfo> ranks(StandaloneCluster cluster, StandaloneCluster.Application app)
+      throws IOException {
     String appId = appId(app).orElse(null);
     List<RankInfo> out = new ArrayList<>();
     if (appId == null) {
@@ -394,23 +480,42 @@ final class ClusterRuns {
       }
       Matcher m = LISTENER.matcher(read(p));
       while (m.find()) {
-        out.add(new RankInfo(Integer.parseInt(m.group(1)), m.group(2), Integer.parseInt(m.group(3)), m.group(4),
-            Integer.parseInt(m.group(5)), Long.parseLong(m.group(6)), appId, p));
+        out.add(
+            new RankInfo(
+                Integer.parseInt(m.group(1)),
+                m.group(2),
+                Integer.parseInt(m.group(3)),
+                m.group(4),
+                Integer.parseInt(m.group(5)),
+                Long.parseLong(m.group(6)),
+                appId,
+                p));
       }
     }
     return out;
   }
 
   /** Rank {@code rank} of stage attempt {@code attempt}, waiting for its task to log it. */
-  static RankInfo awaitRank(StandaloneCluster cluster, StandaloneCluster.Application app, int rank, int attempt,
-      Duration timeout) throws Exception {
-    return await("rank " + rank + " of stage attempt " + attempt + " to log its ring listener", timeout, app, () -> {
-      try {
-        return ranks(cluster, app).stream().filter(r -> r.rank() == rank && r.stageAttempt() == attempt).findFirst();
-      } catch (IOException e) {
-        return Optional.empty();
-      }
-    });
+  static RankInfo awaitRank(
+      StandaloneCluster cluster,
+      StandaloneCluster.Application app,
+      int rank,
+      int attempt,
+      Duration timeout)
+      throws Exception {
+    return await(
+        "rank " + rank + " of stage attempt " + attempt + " to log its ring listener",
+        timeout,
+        app,
+        () -> {
+          try {
+            return ranks(cluster, app).stream()
+                .filter(r -> r.rank() == rank && r.stageAttempt() == attempt)
+                .findFirst();
+          } catch (IOException e) {
+            return Optional.empty();
+          }
+        });
   }
 
   private static final Pattern APP_ID = Pattern.compile("(app-\\d{14}-\\d{4})");
@@ -428,7 +533,8 @@ final class ClusterRuns {
    * Polls {@code probe} until it returns a value; fails after {@code timeout}, or at once when the
    * driver exits first (with its log tail).
    */
-  static <T> T await(String what, Duration timeout, StandaloneCluster.Application app, Supplier<Optional<T>> probe)
+  static <T> T await(
+      String what, Duration timeout, StandaloneCluster.Application app, Supplier<Optional<T>> probe)
       throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (true) {
@@ -442,11 +548,16 @@ final class ClusterRuns {
         if (v.isPresent()) {
           return v.get();
         }
-        throw new AssertionError("The driver exited before " + what + "; its log ends:\n" + app.logTail(60));
+        throw new AssertionError(
+            "The driver exited before " + what + "; its log ends:\n" + app.logTail(60));
       }
       if (System.nanoTime() > deadline) {
-        throw new AssertionError("Timed out after " + timeout + " waiting for " + what
-            + (app == null ? "" : "; the driver's log ends:\n" + app.logTail(40)));
+        throw new AssertionError(
+            "Timed out after "
+                + timeout
+                + " waiting for "
+                + what
+                + (app == null ? "" : "; the driver's log ends:\n" + app.logTail(40)));
       }
       Thread.sleep(50); // files written by other processes: nothing to wait on but polling
     }
@@ -454,7 +565,10 @@ final class ClusterRuns {
 
   /** Sends {@code signal} (STOP, CONT, KILL) to a process of this cluster, by pid. */
   static void signal(ProcessHandle p, String signal) throws IOException, InterruptedException {
-    Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).redirectErrorStream(true).start();
+    Process kill =
+        new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid()))
+            .redirectErrorStream(true)
+            .start();
     String out = new String(kill.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     assertThat(kill.waitFor()).as("kill -" + signal + " " + p.pid() + ": " + out).isZero();
   }

@@ -14,6 +14,7 @@ import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketException;
+import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -21,17 +22,16 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import java.net.SocketTimeoutException;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * Barrier training across executor JVMs of a Spark standalone cluster (a Master and two Workers as
@@ -44,7 +44,8 @@ import java.util.TreeMap;
  */
 class StandaloneTrainingIT {
   private static final Duration RUN = Duration.ofMinutes(5);
-  private static final Path ROOT = Path.of("target", "it-cluster", "StandaloneTrainingIT").toAbsolutePath();
+  private static final Path ROOT =
+      Path.of("target", "it-cluster", "StandaloneTrainingIT").toAbsolutePath();
   private static StandaloneCluster cluster;
   private static Path data;
   private static Train reference;
@@ -55,14 +56,18 @@ class StandaloneTrainingIT {
     deleteRecursively(ROOT);
     Files.createDirectories(ROOT);
     Path script = ROOT.resolve("fake-gpu-discovery.sh");
-    try (InputStream in = StandaloneTrainingIT.class.getResourceAsStream("/cluster/fake-gpu-discovery.sh")) {
+    try (InputStream in =
+        StandaloneTrainingIT.class.getResourceAsStream("/cluster/fake-gpu-discovery.sh")) {
       Files.copy(in, script);
     }
     Files.setPosixFilePermissions(script, PosixFilePermissions.fromString("rwxr-xr-x"));
     data = ClusterRuns.digits(ROOT);
-    cluster = ClusterRuns.startCluster(ROOT.resolve("cluster"), b -> b
-        .optWorkerConf("spark.worker.resource.gpu.amount", "1")
-        .optWorkerConf("spark.worker.resource.gpu.discoveryScript", script.toString()));
+    cluster =
+        ClusterRuns.startCluster(
+            ROOT.resolve("cluster"),
+            b ->
+                b.optWorkerConf("spark.worker.resource.gpu.amount", "1")
+                    .optWorkerConf("spark.worker.resource.gpu.discoveryScript", script.toString()));
   }
 
   @AfterAll
@@ -87,7 +92,9 @@ class StandaloneTrainingIT {
   @Test
   void trainsAcrossTwoExecutorJvmsWithTheShadedJar() throws Exception {
     Train t = reference();
-    assertThat(t.validationAccuracy()).as("held-out accuracy").isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
+    assertThat(t.validationAccuracy())
+        .as("held-out accuracy")
+        .isGreaterThanOrEqualTo(ClusterRuns.MIN_ACCURACY);
     assertThat(t.metrics().path("epochs").size()).isEqualTo(ClusterRuns.EPOCHS);
     assertThat(t.metrics().path("master").asText()).startsWith("spark://127.0.0.1:");
     assertThat(t.resumes()).as("resumes of an uninterrupted run").isEmpty();
@@ -101,15 +108,18 @@ class StandaloneTrainingIT {
     }
     assertThat(pids).containsOnlyKeys(0, 1);
     assertThat(pids.get(0)).as("rank 0 and rank 1 executor pids").isNotEqualTo(pids.get(1));
-    assertThat(logs).contains("rank 0 of 2 (stage attempt 0)").contains("rank 1 of 2 (stage attempt 0)");
+    assertThat(logs)
+        .contains("rank 0 of 2 (stage attempt 0)")
+        .contains("rank 1 of 2 (stage attempt 0)");
   }
 
   @Test
   void eachTaskGetsItsOwnFakeGpuAndFallsBackToTheCpuWithoutCuda() throws Exception {
-    Train t = new Train(ROOT, "fake-gpus")
-        .conf("spark.executor.resource.gpu.amount", "1")
-        .conf("spark.task.resource.gpu.amount", "1")
-        .args("--epochs", "1", "--gpus");
+    Train t =
+        new Train(ROOT, "fake-gpus")
+            .conf("spark.executor.resource.gpu.amount", "1")
+            .conf("spark.task.resource.gpu.amount", "1")
+            .args("--epochs", "1", "--gpus");
     StandaloneCluster.Application app = t.submit(cluster, data);
     ClusterRuns.assertSucceeds(app, RUN);
     String appId = ClusterRuns.appId(app).orElseThrow();
@@ -121,14 +131,23 @@ class StandaloneTrainingIT {
       byRank.put(Integer.parseInt(m.group(1)), m.group(2));
     }
     assertThat(byRank).as("GPU address per rank").containsOnlyKeys(0, 1);
-    assertThat(Set.copyOf(byRank.values())).as("distinct addresses").containsExactlyInAnyOrder("0", "1");
+    assertThat(Set.copyOf(byRank.values()))
+        .as("distinct addresses")
+        .containsExactlyInAnyOrder("0", "1");
     for (int rank = 0; rank < 2; rank++) {
-      assertThat(logs).contains("rank " + rank + ": Spark assigned GPU " + byRank.get(rank)
-          + ", but CUDA is not available to PyTorch in this executor (it sees 0 GPUs: CPU-only natives, or no CUDA"
-          + " driver): falling back to the CPU with 1 thread(s)");
+      assertThat(logs)
+          .contains(
+              "rank "
+                  + rank
+                  + ": Spark assigned GPU "
+                  + byRank.get(rank)
+                  + ", but CUDA is not available to PyTorch in this executor (it sees 0 GPUs: CPU-only natives, or no CUDA"
+                  + " driver): falling back to the CPU with 1 thread(s)");
     }
     assertThat(t.metrics().path("epochs").size()).isEqualTo(1);
-    assertThat(t.metrics().path("final").path("val_accuracy").asDouble()).as("trained on the CPU").isGreaterThan(0.5);
+    assertThat(t.metrics().path("final").path("val_accuracy").asDouble())
+        .as("trained on the CPU")
+        .isGreaterThan(0.5);
   }
 
   /**
@@ -138,7 +157,9 @@ class StandaloneTrainingIT {
    * real neighbour joins, and training ends exactly as the uninterrupted run did. Once the ring is
    * formed the port is closed: nobody can connect at all.
    */
-  /** The ring protocol's version (collective.Wire.VERSION; 2 since the shared-memory negotiation). */
+  /**
+   * The ring protocol's version (collective.Wire.VERSION; 2 since the shared-memory negotiation).
+   */
   private static final short PROTOCOL = 2;
 
   @Test
@@ -172,18 +193,33 @@ class StandaloneTrainingIT {
         DataInputStream in = new DataInputStream(s.getInputStream());
         byte[] nonce = new byte[32];
         new SecureRandom().nextBytes(nonce);
-        // HELLO: magic "STRC", protocol version 2, type 1, job id, from rank 0, to rank 1, world size 2, nonce
-        ByteBuffer hello = ByteBuffer.allocate(60).putInt(0x53545243).putShort(PROTOCOL).putShort((short) 1)
-            .putLong(Long.parseUnsignedLong(rank1.jobId(), 16)).putInt(0).putInt(1).putInt(2).put(nonce);
+        // HELLO: magic "STRC", protocol version 2, type 1, job id, from rank 0, to rank 1, world
+        // size 2, nonce
+        ByteBuffer hello =
+            ByteBuffer.allocate(60)
+                .putInt(0x53545243)
+                .putShort(PROTOCOL)
+                .putShort((short) 1)
+                .putLong(Long.parseUnsignedLong(rank1.jobId(), 16))
+                .putInt(0)
+                .putInt(1)
+                .putInt(2)
+                .put(nonce);
         out.write(hello.array());
         out.flush();
         byte[] challenge = new byte[72];
         in.readFully(challenge); // the listener accepted the job id and challenges the caller
-        assertThat(ByteBuffer.wrap(challenge).getInt(4) & 0xffff).as("message type: CHALLENGE").isEqualTo(2);
+        assertThat(ByteBuffer.wrap(challenge).getInt(4) & 0xffff)
+            .as("message type: CHALLENGE")
+            .isEqualTo(2);
         byte[] forgedMac = new byte[32];
         new SecureRandom().nextBytes(forgedMac);
-        ByteBuffer response = ByteBuffer.allocate(40).putInt(0x53545243).putShort(PROTOCOL).putShort((short) 3)
-            .put(forgedMac);
+        ByteBuffer response =
+            ByteBuffer.allocate(40)
+                .putInt(0x53545243)
+                .putShort(PROTOCOL)
+                .putShort((short) 3)
+                .put(forgedMac);
         out.write(response.array());
         out.flush();
         assertClosedByPeer(in, "a connection with a made-up proof of the secret");
@@ -192,21 +228,30 @@ class StandaloneTrainingIT {
       ClusterRuns.assertSucceeds(app, RUN);
       String rank1Log = ClusterRuns.read(rank1.log());
       assertThat(rank1Log)
-          .contains("rank 1 of 2: dropped an unauthenticated connection from /127.0.0.1:" + garbagePort
-              + " while waiting for rank 0: not a spark-trainer ring peer (bad magic")
-          .contains("rank 1 of 2: dropped an unauthenticated connection from /127.0.0.1:" + forgedPort
-              + " while waiting for rank 0: wrong proof of the job secret")
+          .contains(
+              "rank 1 of 2: dropped an unauthenticated connection from /127.0.0.1:"
+                  + garbagePort
+                  + " while waiting for rank 0: not a spark-trainer ring peer (bad magic")
+          .contains(
+              "rank 1 of 2: dropped an unauthenticated connection from /127.0.0.1:"
+                  + forgedPort
+                  + " while waiting for rank 0: wrong proof of the job secret")
           .contains("2 unauthenticated connection(s) rejected");
       // After the ring formed the listener is closed: the port refuses connections.
-      assertThatThrownBy(() -> {
-        try (Socket s = new Socket()) {
-          s.connect(port, 5000);
-        }
-      }).isInstanceOf(ConnectException.class);
+      assertThatThrownBy(
+              () -> {
+                try (Socket s = new Socket()) {
+                  s.connect(port, 5000);
+                }
+              })
+          .isInstanceOf(ConnectException.class);
 
       assertThat(t.resumes()).as("no stage retry").isEmpty();
-      assertThat(t.validationAccuracy()).as("held-out accuracy").isEqualTo(ref.validationAccuracy());
-      assertThat(t.parameterHash()).as("final parameters, bit for bit, of the undisturbed run")
+      assertThat(t.validationAccuracy())
+          .as("held-out accuracy")
+          .isEqualTo(ref.validationAccuracy());
+      assertThat(t.parameterHash())
+          .as("final parameters, bit for bit, of the undisturbed run")
           .isEqualTo(ref.parameterHash());
     } finally {
       if (app.isAlive()) {
@@ -225,7 +270,8 @@ class StandaloneTrainingIT {
     } catch (SocketTimeoutException e) {
       throw new AssertionError(what + " was still open after 15 s", e);
     }
-    assertThat(Duration.ofNanos(System.nanoTime() - start)).as(what + ": closed promptly")
+    assertThat(Duration.ofNanos(System.nanoTime() - start))
+        .as(what + ": closed promptly")
         .isLessThan(Duration.ofSeconds(5));
   }
 

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sparktrainer.cli.SparkTrainerCli;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -21,20 +22,20 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.io.IOException;
-import org.junit.jupiter.api.Assumptions;
 
 /**
- * deploy/airflow's DAG: it compiles with python3; imported against a test shim of the Airflow classes
- * it uses (Airflow itself cannot be installed here), its schedule, retries, checkpoint directory per
- * run, gate and the spark-submit command its SparkSubmitOperator would run are checked against the
- * build; and that exact command — its settings pointed at local directories and a CPU-only executor
- * through the DAG's own SPARK_TRAINER_* variables, the connection's master replaced by local[2] — runs
- * here through Spark's SparkSubmit on the digits: killed after its first checkpoint and run again, as
- * an Airflow retry would, it resumes and finishes; then the DAG's gate reads the metrics.json it wrote.
+ * deploy/airflow's DAG: it compiles with python3; imported against a test shim of the Airflow
+ * classes it uses (Airflow itself cannot be installed here), its schedule, retries, checkpoint
+ * directory per run, gate and the spark-submit command its SparkSubmitOperator would run are
+ * checked against the build; and that exact command — its settings pointed at local directories and
+ * a CPU-only executor through the DAG's own SPARK_TRAINER_* variables, the connection's master
+ * replaced by local[2] — runs here through Spark's SparkSubmit on the digits: killed after its
+ * first checkpoint and run again, as an Airflow retry would, it resumes and finishes; then the
+ * DAG's gate reads the metrics.json it wrote.
  */
 class AirflowDagIT {
   private static final String DS = "2025-01-02";
@@ -45,7 +46,8 @@ class AirflowDagIT {
 
   @BeforeAll
   static void paths() throws Exception {
-    Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
+    Assumptions.assumeFalse(
+        Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
         "deploy/ targets the pinned Spark 4 line; this is a Spark 3.5 build (-Pspark-3.5)");
     DeployManifestsIT.load(); // keys and flags
     root = Build.root();
@@ -55,7 +57,9 @@ class AirflowDagIT {
 
   record Py(int code, String out, String err) {}
 
-  /** Runs python3 with the DAG's settings in {@code env} (and none of the caller's SPARK_TRAINER_*). */
+  /**
+   * Runs python3 with the DAG's settings in {@code env} (and none of the caller's SPARK_TRAINER_*).
+   */
   static Py python(List<String> args, Map<String, String> env) throws Exception {
     List<String> cmd = new ArrayList<>(List.of("python3", "-B"));
     cmd.addAll(args);
@@ -71,7 +75,10 @@ class AirflowDagIT {
   }
 
   static JsonNode describe(String ds, Map<String, String> env) throws Exception {
-    Py r = python(List.of(driver.toString(), dag.toString(), "describe", "--ds", ds, "--master", "yarn"), env);
+    Py r =
+        python(
+            List.of(driver.toString(), dag.toString(), "describe", "--ds", ds, "--master", "yarn"),
+            env);
     assertThat(r.code()).as("dag_driver describe: " + r.err()).isZero();
     JsonNode doc = new ObjectMapper().readTree(r.out());
     assertThat(doc.get("dags")).hasSize(1);
@@ -95,8 +102,13 @@ class AirflowDagIT {
 
   @Test
   void dagCompilesWithPython3() throws Exception {
-    Py r = python(List.of("-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')", dag.toString()),
-        Map.of());
+    Py r =
+        python(
+            List.of(
+                "-c",
+                "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
+                dag.toString()),
+            Map.of());
     assertThat(r.code()).as(r.err()).isZero();
   }
 
@@ -112,7 +124,9 @@ class AirflowDagIT {
     assertThat(gate.get("operator").asText()).isEqualTo("ShortCircuitOperator");
     assertThat(strings(train.get("downstream"))).containsExactly("gate_on_metrics");
     assertThat(strings(gate.get("downstream"))).containsExactly("publish_model");
-    assertThat(train.get("kwargs").get("retries").asInt()).as("Airflow retries of the training task").isPositive();
+    assertThat(train.get("kwargs").get("retries").asInt())
+        .as("Airflow retries of the training task")
+        .isPositive();
 
     List<String> cmd = strings(train.get("spark_submit"));
     assertThat(cmd.get(0)).isEqualTo("spark-submit");
@@ -120,12 +134,16 @@ class AirflowDagIT {
     assertThat(submit.option("--master")).isEqualTo("yarn");
     assertThat(submit.option("--class")).isEqualTo(MAIN_CLASS).isEqualTo(Build.mainClass());
     assertThat(Path.of(submit.jar()).getFileName()).isEqualTo(Build.shadedJar().getFileName());
-    assertThat(submit.conf()).containsEntry("spark.submit.deployMode", "cluster").containsKey("spark.yarn.queue")
+    assertThat(submit.conf())
+        .containsEntry("spark.submit.deployMode", "cluster")
+        .containsKey("spark.yarn.queue")
         // one attempt per Airflow try: the retry is Airflow's, and it resumes from the checkpoint
         .containsEntry("spark.yarn.maxAppAttempts", "1");
     DeployManifestsIT.checkKeys(submit.conf(), "the DAG's spark-submit");
-    DeployManifestsIT.checkGpuResources(submit.conf(), "./discover-gpus.sh", "the DAG's spark-submit");
-    assertThat(Path.of(submit.option("--files")).getFileName().toString()).isEqualTo("discover-gpus.sh");
+    DeployManifestsIT.checkGpuResources(
+        submit.conf(), "./discover-gpus.sh", "the DAG's spark-submit");
+    assertThat(Path.of(submit.option("--files")).getFileName().toString())
+        .isEqualTo("discover-gpus.sh");
     DeployManifestsIT.checkSlots(submit.conf(), submit.appArgs(), "the DAG's spark-submit");
     DeployManifestsIT.checkTrainerArgs(submit.appArgs(), "the DAG's spark-submit");
     assertThat(submit.appArgs()).contains("--gpus", "--overwrite");
@@ -135,11 +153,15 @@ class AirflowDagIT {
     String output = submit.appArg("--output");
     assertThat(ckpt).startsWith("hdfs://").contains("20250102");
     List<String> again = strings(task(describe(DS, Map.of()), "train").get("spark_submit"));
-    assertThat(SubmitCommand.parse(again.subList(1, again.size())).appArg("--checkpoint-dir")).isEqualTo(ckpt);
-    List<String> nextDay = strings(task(describe("2025-01-03", Map.of()), "train").get("spark_submit"));
-    assertThat(SubmitCommand.parse(nextDay.subList(1, nextDay.size())).appArg("--checkpoint-dir")).isNotEqualTo(ckpt);
+    assertThat(SubmitCommand.parse(again.subList(1, again.size())).appArg("--checkpoint-dir"))
+        .isEqualTo(ckpt);
+    List<String> nextDay =
+        strings(task(describe("2025-01-03", Map.of()), "train").get("spark_submit"));
+    assertThat(SubmitCommand.parse(nextDay.subList(1, nextDay.size())).appArg("--checkpoint-dir"))
+        .isNotEqualTo(ckpt);
     // The gate reads the metrics.json of this run's --output.
-    assertThat(gate.get("kwargs").get("op_kwargs").get("metrics_path").asText()).isEqualTo(output + "/metrics.json");
+    assertThat(gate.get("kwargs").get("op_kwargs").get("metrics_path").asText())
+        .isEqualTo(output + "/metrics.json");
     assertThat(publish.get("kwargs").get("bash_command").asText()).contains(output + "/model");
   }
 
@@ -152,10 +174,29 @@ class AirflowDagIT {
     }
     Path data = tmp.resolve("data");
     ByteArrayOutputStream cliOut = new ByteArrayOutputStream();
-    int converted = new SparkTrainerCli(new PrintStream(cliOut, true, StandardCharsets.UTF_8),
-        new PrintStream(cliOut, true, StandardCharsets.UTF_8), Map.of()).run(new String[] {"convert", "--input",
-            csv.toString(), "--label", "_c64", "--feature-column", "pixels", "--feature-scale", "0.0625",
-            "--test-fraction", "0.2", "--shards", "4", "--output", data.toString()});
+    int converted =
+        new SparkTrainerCli(
+                new PrintStream(cliOut, true, StandardCharsets.UTF_8),
+                new PrintStream(cliOut, true, StandardCharsets.UTF_8),
+                Map.of())
+            .run(
+                new String[] {
+                  "convert",
+                  "--input",
+                  csv.toString(),
+                  "--label",
+                  "_c64",
+                  "--feature-column",
+                  "pixels",
+                  "--feature-scale",
+                  "0.0625",
+                  "--test-fraction",
+                  "0.2",
+                  "--shards",
+                  "4",
+                  "--output",
+                  data.toString()
+                });
     assertThat(converted).as(cliOut.toString(StandardCharsets.UTF_8)).isZero();
 
     Map<String, String> env = new HashMap<>();
@@ -180,16 +221,21 @@ class AirflowDagIT {
     Path output = Path.of(submit.appArg("--output"));
 
     List<String> options = new ArrayList<>(Build.jvmOptions());
-    options.addAll(List.of("-Djava.io.tmpdir=" + Files.createDirectories(tmp.resolve("spark-tmp")),
-        "-Dspark.ui.enabled=false"));
-    List<String> java = ChildJvm.java(options, Build.sparkClassPath(), "org.apache.spark.deploy.SparkSubmit", args);
+    options.addAll(
+        List.of(
+            "-Djava.io.tmpdir=" + Files.createDirectories(tmp.resolve("spark-tmp")),
+            "-Dspark.ui.enabled=false"));
+    List<String> java =
+        ChildJvm.java(options, Build.sparkClassPath(), "org.apache.spark.deploy.SparkSubmit", args);
     Map<String, String> jvmEnv = Map.of("SPARK_LOCAL_IP", "127.0.0.1");
 
-    // First try: killed (SIGKILL, as a lost Airflow worker or container) once a checkpoint is on disk.
+    // First try: killed (SIGKILL, as a lost Airflow worker or container) once a checkpoint is on
+    // disk.
     try (ChildJvm first = ChildJvm.start(java, jvmEnv, tmp, tmp.resolve("try1.log"))) {
       boolean checkpointed = first.waitUntil(() -> checkpoints(ckpt) > 0, Duration.ofMinutes(3));
       assertThat(checkpointed).as("a checkpoint in " + ckpt + "\n" + first.describe()).isTrue();
-      assertThat(first.isAlive()).as("the first try was still training when it was killed\n" + first.describe())
+      assertThat(first.isAlive())
+          .as("the first try was still training when it was killed\n" + first.describe())
           .isTrue();
       first.kill();
     }
@@ -197,12 +243,19 @@ class AirflowDagIT {
 
     // The retry: the same command.
     try (ChildJvm retry = ChildJvm.start(java, jvmEnv, tmp, tmp.resolve("try2.log"))) {
-      assertThat(retry.waitFor(Duration.ofMinutes(4))).as("retry still running\n" + retry.describe()).isTrue();
+      assertThat(retry.waitFor(Duration.ofMinutes(4)))
+          .as("retry still running\n" + retry.describe())
+          .isTrue();
       assertThat(retry.exitValue()).as(retry.describe()).isZero();
       String out = retry.output();
-      assertThat(out).as(retry.describe()).contains("Held-out accuracy: ").contains("epoch 6 done in");
+      assertThat(out)
+          .as(retry.describe())
+          .contains("Held-out accuracy: ")
+          .contains("epoch 6 done in");
       // It resumed: epoch 1 came from the checkpoint, not from training again.
-      assertThat(Pattern.compile("(?m)^epoch 1 done in").matcher(out).find()).as(retry.describe()).isFalse();
+      assertThat(Pattern.compile("(?m)^epoch 1 done in").matcher(out).find())
+          .as(retry.describe())
+          .isFalse();
     }
     JsonNode metrics = new ObjectMapper().readTree(output.resolve("metrics.json").toFile());
     assertThat(metrics.get("epochs")).hasSize(6);
@@ -210,17 +263,31 @@ class AirflowDagIT {
     assertThat(output.resolve("model/model.params")).isRegularFile();
 
     // The DAG's gate on that metrics.json: passes at 0.9, stops the run above the accuracy reached.
-    Py gate = python(List.of(driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", DS), env);
+    Py gate =
+        python(
+            List.of(driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", DS), env);
     assertThat(gate.code()).as(gate.err()).isZero();
-    assertThat(gate.out()).as("the gate logs what it decided on").contains(String.format(Locale.ROOT,
-        "Held-out accuracy %.4f after 6 epochs (target 0.9)", accuracy));
-    assertThat(lastLine(gate.out())).as("accuracy " + accuracy + ": " + gate.out()).isEqualTo("{\"result\": true}");
+    assertThat(gate.out())
+        .as("the gate logs what it decided on")
+        .contains(
+            String.format(
+                Locale.ROOT, "Held-out accuracy %.4f after 6 epochs (target 0.9)", accuracy));
+    assertThat(lastLine(gate.out()))
+        .as("accuracy " + accuracy + ": " + gate.out())
+        .isEqualTo("{\"result\": true}");
     Map<String, String> strict = new HashMap<>(env);
     strict.put("SPARK_TRAINER_MIN_ACCURACY", String.valueOf(accuracy + 1e-4));
-    gate = python(List.of(driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", DS), strict);
+    gate =
+        python(
+            List.of(driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", DS),
+            strict);
     assertThat(lastLine(gate.out())).as(gate.out()).isEqualTo("{\"result\": false}");
     // No metrics.json for another day's run: the gate fails instead of letting the run through.
-    gate = python(List.of(driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", "2025-01-05"), env);
+    gate =
+        python(
+            List.of(
+                driver.toString(), dag.toString(), "gate", "gate_on_metrics", "--ds", "2025-01-05"),
+            env);
     assertThat(gate.code()).isNotZero();
     assertThat(gate.err()).contains("FileNotFoundError").contains("20250105");
   }

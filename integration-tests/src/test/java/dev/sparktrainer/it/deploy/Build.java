@@ -1,6 +1,8 @@
 package dev.sparktrainer.it.deploy;
 
+import dev.sparktrainer.cli.SparkTrainerCli;
 import java.io.ByteArrayOutputStream;
+import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -20,14 +22,12 @@ import org.w3c.dom.Document;
 import org.w3c.dom.Element;
 import org.w3c.dom.Node;
 import org.w3c.dom.NodeList;
-import dev.sparktrainer.cli.SparkTrainerCli;
-import java.io.File;
 
 /**
- * What the build says, for the deploy and notebook tests: the parent pom's pinned versions, the shaded
- * jar and its main class, the command line's flags (from its own {@code --help}), the JVM options the
- * tests use, and a class path of Spark without the project (for child JVMs that get the shaded jar
- * the way a cluster would).
+ * What the build says, for the deploy and notebook tests: the parent pom's pinned versions, the
+ * shaded jar and its main class, the command line's flags (from its own {@code --help}), the JVM
+ * options the tests use, and a class path of Spark without the project (for child JVMs that get the
+ * shaded jar the way a cluster would).
  */
 public final class Build {
   private Build() {}
@@ -36,18 +36,23 @@ public final class Build {
   public static Path root() {
     Path here = Paths.get("").toAbsolutePath();
     for (Path p = here; p != null; p = p.getParent()) {
-      if (Files.isDirectory(p.resolve("deploy")) && Files.isRegularFile(p.resolve("pom.xml"))
+      if (Files.isDirectory(p.resolve("deploy"))
+          && Files.isRegularFile(p.resolve("pom.xml"))
           && Files.isDirectory(p.resolve("spark-trainer"))) {
         return p;
       }
     }
-    throw new IllegalStateException("No repository root (with deploy/, spark-trainer/ and pom.xml) above " + here);
+    throw new IllegalStateException(
+        "No repository root (with deploy/, spark-trainer/ and pom.xml) above " + here);
   }
 
   /** A property of the parent pom ({@code spark.version}, {@code project.version}...). */
   public static String pom(String name) {
     try {
-      Document doc = DocumentBuilderFactory.newInstance().newDocumentBuilder().parse(root().resolve("pom.xml").toFile());
+      Document doc =
+          DocumentBuilderFactory.newInstance()
+              .newDocumentBuilder()
+              .parse(root().resolve("pom.xml").toFile());
       Element project = doc.getDocumentElement();
       if (name.equals("project.version")) {
         return childText(project, "version");
@@ -76,9 +81,11 @@ public final class Build {
 
   /** spark-trainer/target/spark-trainer-VERSION-all.jar, which must have been built. */
   public static Path shadedJar() {
-    Path jar = root().resolve("spark-trainer/target/spark-trainer-" + pom("project.version") + "-all.jar");
+    Path jar =
+        root().resolve("spark-trainer/target/spark-trainer-" + pom("project.version") + "-all.jar");
     if (!Files.isRegularFile(jar)) {
-      throw new IllegalStateException("No shaded jar at " + jar + ": build it first (mvn -pl integration-tests -am verify)");
+      throw new IllegalStateException(
+          "No shaded jar at " + jar + ": build it first (mvn -pl integration-tests -am verify)");
     }
     return jar;
   }
@@ -102,11 +109,16 @@ public final class Build {
   public static Set<String> cliFlags(String command) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code = new SparkTrainerCli(new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8), Map.of()).run(new String[] {command, "--help"});
+    int code =
+        new SparkTrainerCli(
+                new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(err, true, StandardCharsets.UTF_8),
+                Map.of())
+            .run(new String[] {command, "--help"});
     String help = out.toString(StandardCharsets.UTF_8);
     if (code != 0 || !help.startsWith("Usage: spark-trainer " + command)) {
-      throw new IllegalStateException("spark-trainer " + command + " --help failed (" + code + "): " + help + err);
+      throw new IllegalStateException(
+          "spark-trainer " + command + " --help failed (" + code + "): " + help + err);
     }
     Set<String> flags = new LinkedHashSet<>();
     Matcher m = FLAG.matcher(help);
@@ -116,7 +128,10 @@ public final class Build {
     return flags;
   }
 
-  /** The JVM options of the project's tests ({@code test.jvm.args}: Spark's --add-opens, -Dai.djl.offline=true). */
+  /**
+   * The JVM options of the project's tests ({@code test.jvm.args}: Spark's --add-opens,
+   * -Dai.djl.offline=true).
+   */
   public static List<String> jvmOptions() throws IOException {
     Path f = root().resolve("integration-tests/target/jvm-options.txt");
     List<String> out = new ArrayList<>();
@@ -130,17 +145,20 @@ public final class Build {
   }
 
   /**
-   * The test class path without the project's modules and the libraries the shaded jar bundles (DJL,
-   * PyTorch, JNA, JFreeChart): Spark, Scala, Hadoop — what a Spark installation provides. Child JVMs
-   * get the shaded jar on top of it, as spark-submit and notebooks do.
+   * The test class path without the project's modules and the libraries the shaded jar bundles
+   * (DJL, PyTorch, JNA, JFreeChart): Spark, Scala, Hadoop — what a Spark installation provides.
+   * Child JVMs get the shaded jar on top of it, as spark-submit and notebooks do.
    */
   public static List<String> sparkClassPath() throws IOException {
     Path f = root().resolve("integration-tests/target/test-classpath.txt");
     List<String> out = new ArrayList<>();
     for (String e : Files.readString(f).trim().split(File.pathSeparator)) {
       String p = e.replace('\\', '/');
-      if (p.contains("/spark-trainer/target/") || p.contains("/tfrecord-datasource/target/")
-          || p.contains("/dev/sparktrainer/") || p.contains("/ai/djl/") || p.contains("/net/java/dev/jna/")
+      if (p.contains("/spark-trainer/target/")
+          || p.contains("/tfrecord-datasource/target/")
+          || p.contains("/dev/sparktrainer/")
+          || p.contains("/ai/djl/")
+          || p.contains("/net/java/dev/jna/")
           || p.contains("/org/jfree/")) {
         continue;
       }

@@ -1,5 +1,6 @@
 package dev.sparktrainer.it.deploy;
 
+import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -11,7 +12,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import java.io.File;
 
 /**
  * A JVM the test starts (spark-submit, a notebook's REPL): output to a file, waited for with a
@@ -29,7 +29,8 @@ public final class ChildJvm implements AutoCloseable {
   }
 
   /** {@code java OPTIONS -cp CLASSPATH MAIN ARGS}, with this JVM's java. */
-  public static List<String> java(List<String> options, List<String> classPath, String main, List<String> args) {
+  public static List<String> java(
+      List<String> options, List<String> classPath, String main, List<String> args) {
     List<String> cmd = new ArrayList<>();
     cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(options);
@@ -40,10 +41,17 @@ public final class ChildJvm implements AutoCloseable {
     return cmd;
   }
 
-  /** Starts {@code command} in {@code dir} with extra environment; stdout and stderr go to {@code log}. */
-  public static ChildJvm start(List<String> command, Map<String, String> env, Path dir, Path log) throws IOException {
-    ProcessBuilder pb = new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true)
-        .redirectOutput(log.toFile());
+  /**
+   * Starts {@code command} in {@code dir} with extra environment; stdout and stderr go to {@code
+   * log}.
+   */
+  public static ChildJvm start(List<String> command, Map<String, String> env, Path dir, Path log)
+      throws IOException {
+    ProcessBuilder pb =
+        new ProcessBuilder(command)
+            .directory(dir.toFile())
+            .redirectErrorStream(true)
+            .redirectOutput(log.toFile());
     pb.environment().putAll(env);
     return new ChildJvm(pb.start(), log, command);
   }
@@ -53,8 +61,12 @@ public final class ChildJvm implements AutoCloseable {
     return process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
   }
 
-  /** Polls {@code condition} until it holds (true), the process exits or the deadline passes (false). */
-  public boolean waitUntil(BooleanSupplier condition, Duration timeout) throws InterruptedException {
+  /**
+   * Polls {@code condition} until it holds (true), the process exits or the deadline passes
+   * (false).
+   */
+  public boolean waitUntil(BooleanSupplier condition, Duration timeout)
+      throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (System.nanoTime() < deadline) {
       if (condition.getAsBoolean()) {
@@ -94,7 +106,12 @@ public final class ChildJvm implements AutoCloseable {
       out = "(no output: " + e + ")";
     }
     String cmd = String.join(" ", command);
-    return "command: " + (cmd.length() > 2000 ? cmd.substring(0, 2000) + "..." : cmd) + "\noutput (" + log + "):\n" + out;
+    return "command: "
+        + (cmd.length() > 2000 ? cmd.substring(0, 2000) + "..." : cmd)
+        + "\noutput ("
+        + log
+        + "):\n"
+        + out;
   }
 
   /** Kills the process (SIGKILL, by its pid) if it still runs, and waits for it to go. */

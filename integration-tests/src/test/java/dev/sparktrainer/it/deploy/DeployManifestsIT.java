@@ -20,6 +20,7 @@ import org.apache.spark.resource.ResourceInformation$;
 import org.apache.spark.resource.ResourceRequest;
 import org.apache.spark.resource.ResourceRequirement;
 import org.apache.spark.resource.ResourceUtils$;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -27,14 +28,14 @@ import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
 import scala.jdk.javaapi.CollectionConverters;
-import org.junit.jupiter.api.Assumptions;
 
 /**
- * deploy/ checked against the build: the Dockerfiles (base image = the pinned Spark, their inputs in
- * the build output, non-root), the Kubernetes SparkApplication, pod templates and the equivalent
- * spark-submit, the YARN submit script (run with a spark-submit that records its arguments), and the
- * GPU discovery script (its JSON read by Spark's own parser). Every spark.* key must be one Spark
- * knows ({@link SparkKeys}), every trainer option one {@code spark-trainer train --help} lists.
+ * deploy/ checked against the build: the Dockerfiles (base image = the pinned Spark, their inputs
+ * in the build output, non-root), the Kubernetes SparkApplication, pod templates and the equivalent
+ * spark-submit, the YARN submit script (run with a spark-submit that records its arguments), and
+ * the GPU discovery script (its JSON read by Spark's own parser). Every spark.* key must be one
+ * Spark knows ({@link SparkKeys}), every trainer option one {@code spark-trainer train --help}
+ * lists.
  */
 class DeployManifestsIT {
   static final String MAIN_CLASS = "dev.sparktrainer.cli.SparkTrainerCli";
@@ -45,7 +46,8 @@ class DeployManifestsIT {
 
   @BeforeAll
   static void load() throws Exception {
-    Assumptions.assumeFalse(Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
+    Assumptions.assumeFalse(
+        Boolean.getBoolean("sparktrainer.it.deployChecksSkip"),
         "deploy/ targets the pinned Spark 4 line; this is a Spark 3.5 build (-Pspark-3.5)");
     root = Build.root();
     keys = SparkKeys.load();
@@ -56,23 +58,31 @@ class DeployManifestsIT {
 
   /** The trainer's command line: {@code train} and only options {@code train --help} lists. */
   static void checkTrainerArgs(List<String> appArgs, String where) {
-    assertThat(appArgs).as(where + ": the trainer's command").isNotEmpty().first().isEqualTo("train");
+    assertThat(appArgs)
+        .as(where + ": the trainer's command")
+        .isNotEmpty()
+        .first()
+        .isEqualTo("train");
     for (String a : appArgs.subList(1, appArgs.size())) {
       if (a.startsWith("--")) {
         String flag = a.substring(2).split("=", 2)[0];
-        assertThat(trainFlags).as(where + ": --" + flag + " must be an option of spark-trainer train").contains(flag);
+        assertThat(trainFlags)
+            .as(where + ": --" + flag + " must be an option of spark-trainer train")
+            .contains(flag);
       }
     }
   }
 
   static void checkKeys(Map<String, String> conf, String where) {
     List<String> problems = new ArrayList<>();
-    conf.keySet().forEach(k -> {
-      String p = keys.problem(k);
-      if (p != null) {
-        problems.add(p);
-      }
-    });
+    conf.keySet()
+        .forEach(
+            k -> {
+              String p = keys.problem(k);
+              if (p != null) {
+                problems.add(p);
+              }
+            });
     assertThat(problems).as(where + ": Spark configuration keys").isEmpty();
   }
 
@@ -80,16 +90,18 @@ class DeployManifestsIT {
   static void checkGpuResources(Map<String, String> conf, String discoveryScript, String where) {
     SparkConf sc = new SparkConf(false);
     conf.forEach(sc::set);
-    List<ResourceRequest> executor = CollectionConverters.asJava(ResourceUtils$.MODULE$.parseAllResourceRequests(sc,
-        "spark.executor"));
+    List<ResourceRequest> executor =
+        CollectionConverters.asJava(
+            ResourceUtils$.MODULE$.parseAllResourceRequests(sc, "spark.executor"));
     assertThat(executor).as(where + ": executor resources").hasSize(1);
     ResourceRequest gpu = executor.get(0);
     assertThat(gpu.id().resourceName()).isEqualTo("gpu");
     assertThat(gpu.amount()).as(where + ": GPUs per executor").isGreaterThanOrEqualTo(1);
     assertThat(gpu.discoveryScript()).as(where + ": discovery script").isPresent();
     assertThat(gpu.discoveryScript().get()).isEqualTo(discoveryScript);
-    List<ResourceRequirement> task = CollectionConverters.asJava(ResourceUtils$.MODULE$.parseResourceRequirements(sc,
-        "spark.task"));
+    List<ResourceRequirement> task =
+        CollectionConverters.asJava(
+            ResourceUtils$.MODULE$.parseResourceRequirements(sc, "spark.task"));
     assertThat(task).as(where + ": task resources").hasSize(1);
     assertThat(task.get(0).resourceName()).isEqualTo("gpu");
     assertThat(task.get(0).amount()).isGreaterThanOrEqualTo(1);
@@ -103,14 +115,24 @@ class DeployManifestsIT {
     int taskCpus = Integer.parseInt(conf.getOrDefault("spark.task.cpus", "1"));
     int perExecutor = cores / taskCpus;
     if (conf.containsKey("spark.task.resource.gpu.amount")) {
-      perExecutor = Math.min(perExecutor, (int) (Double.parseDouble(conf.get("spark.executor.resource.gpu.amount"))
-          / Double.parseDouble(conf.get("spark.task.resource.gpu.amount"))));
+      perExecutor =
+          Math.min(
+              perExecutor,
+              (int)
+                  (Double.parseDouble(conf.get("spark.executor.resource.gpu.amount"))
+                      / Double.parseDouble(conf.get("spark.task.resource.gpu.amount"))));
     }
     assertThat(perExecutor).as(where + ": one training task per executor JVM").isEqualTo(1);
-    assertThat(workers).as(where + ": --workers vs. task slots").isLessThanOrEqualTo(executors * perExecutor);
+    assertThat(workers)
+        .as(where + ": --workers vs. task slots")
+        .isLessThanOrEqualTo(executors * perExecutor);
     assertThat(conf).as(where).containsEntry("spark.dynamicAllocation.enabled", "false");
-    assertThat(conf.get("spark.executor.extraJavaOptions")).as(where).contains("-Dai.djl.offline=true");
-    assertThat(conf.get("spark.driver.extraJavaOptions")).as(where).contains("-Dai.djl.offline=true");
+    assertThat(conf.get("spark.executor.extraJavaOptions"))
+        .as(where)
+        .contains("-Dai.djl.offline=true");
+    assertThat(conf.get("spark.driver.extraJavaOptions"))
+        .as(where)
+        .contains("-Dai.djl.offline=true");
   }
 
   static String appArg(List<String> appArgs, String flag) {
@@ -143,7 +165,8 @@ class DeployManifestsIT {
 
   @SuppressWarnings("unchecked")
   static Map<String, Object> yaml(Path p) throws IOException {
-    return (Map<String, Object>) new Yaml(new SafeConstructor(new LoaderOptions())).load(Files.readString(p));
+    return (Map<String, Object>)
+        new Yaml(new SafeConstructor(new LoaderOptions())).load(Files.readString(p));
   }
 
   @SuppressWarnings("unchecked")
@@ -164,11 +187,19 @@ class DeployManifestsIT {
   static Image checkDockerfile(Path file) throws IOException {
     List<Dockerfiles.Stage> stages = Dockerfiles.parse(file);
     String pinned = Build.pom("spark.version");
-    assertThat(pinned).isEqualTo(org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the build's Spark
-    String sparkImage = "apache/spark:" + pinned + "-scala" + Build.pom("scala.binary.version") + "-java"
-        + Build.pom("maven.compiler.release") + "-ubuntu";
+    assertThat(pinned)
+        .isEqualTo(org.apache.spark.package$.MODULE$.SPARK_VERSION()); // the build's Spark
+    String sparkImage =
+        "apache/spark:"
+            + pinned
+            + "-scala"
+            + Build.pom("scala.binary.version")
+            + "-java"
+            + Build.pom("maven.compiler.release")
+            + "-ubuntu";
     assertThat(stages).as(file + ": stages").isNotEmpty();
-    assertThat(stages.stream().map(Dockerfiles.Stage::image)).as(file + ": the official Spark image of the pinned version")
+    assertThat(stages.stream().map(Dockerfiles.Stage::image))
+        .as(file + ": the official Spark image of the pinned version")
         .contains(sparkImage);
     Dockerfiles.Stage last = stages.get(stages.size() - 1);
     Map<String, String> destinations = new HashMap<>();
@@ -176,12 +207,14 @@ class DeployManifestsIT {
       for (Dockerfiles.Copy c : s.copies()) {
         if (c.from() == null) {
           for (String src : c.sources()) {
-            assertThat(root.resolve(src)).as(file + ": COPY input " + src + " (in the build output / repository)")
+            assertThat(root.resolve(src))
+                .as(file + ": COPY input " + src + " (in the build output / repository)")
                 .isRegularFile();
             destinations.put(root.resolve(src).normalize().toString(), c.destination());
           }
         } else {
-          assertThat(stages.stream().map(Dockerfiles.Stage::alias)).as(file + ": COPY --from=" + c.from())
+          assertThat(stages.stream().map(Dockerfiles.Stage::alias))
+              .as(file + ": COPY --from=" + c.from())
               .contains(c.from());
         }
       }
@@ -189,9 +222,14 @@ class DeployManifestsIT {
     String jarDest = destinations.get(Build.shadedJar().normalize().toString());
     assertThat(jarDest).as(file + ": copies the shaded jar").isNotNull();
     assertThat(jarDest).endsWith("/" + Build.shadedJar().getFileName());
-    String scriptDest = destinations.get(root.resolve("deploy/gpu/discover-gpus.sh").normalize().toString());
+    String scriptDest =
+        destinations.get(root.resolve("deploy/gpu/discover-gpus.sh").normalize().toString());
     assertThat(scriptDest).as(file + ": copies the GPU discovery script").isNotNull();
-    assertThat(last.users()).as(file + ": runs as Spark's non-root user 185").isNotEmpty().last().isEqualTo("185");
+    assertThat(last.users())
+        .as(file + ": runs as Spark's non-root user 185")
+        .isNotEmpty()
+        .last()
+        .isEqualTo("185");
     return new Image(jarDest, scriptDest);
   }
 
@@ -200,16 +238,22 @@ class DeployManifestsIT {
     Image cpu = checkDockerfile(root.resolve("deploy/docker/Dockerfile"));
     Image cuda = checkDockerfile(root.resolve("deploy/docker/Dockerfile.cuda"));
     assertThat(cuda).isEqualTo(cpu);
-    List<Dockerfiles.Stage> stages = Dockerfiles.parse(root.resolve("deploy/docker/Dockerfile.cuda"));
+    List<Dockerfiles.Stage> stages =
+        Dockerfiles.parse(root.resolve("deploy/docker/Dockerfile.cuda"));
     // CUDA as the cuda profile's PyTorch natives (pytorch.flavor cu128 -> CUDA 12.8).
-    String flavor = Files.readString(root.resolve("spark-trainer/pom.xml"))
-        .replaceAll("(?s).*<id>cuda</id>.*?<pytorch.flavor>(cu\\d+)</pytorch.flavor>.*", "$1");
+    String flavor =
+        Files.readString(root.resolve("spark-trainer/pom.xml"))
+            .replaceAll("(?s).*<id>cuda</id>.*?<pytorch.flavor>(cu\\d+)</pytorch.flavor>.*", "$1");
     assertThat(flavor).matches("cu\\d+");
-    String cudaVersion = flavor.substring(2, flavor.length() - 1) + "." + flavor.substring(flavor.length() - 1);
+    String cudaVersion =
+        flavor.substring(2, flavor.length() - 1) + "." + flavor.substring(flavor.length() - 1);
     Dockerfiles.Stage last = stages.get(stages.size() - 1);
-    assertThat(last.image()).startsWith("nvidia/cuda:" + cudaVersion + ".").endsWith("-ubuntu22.04");
+    assertThat(last.image())
+        .startsWith("nvidia/cuda:" + cudaVersion + ".")
+        .endsWith("-ubuntu22.04");
     assertThat(last.entrypoint()).containsExactly("[ \"/opt/entrypoint.sh\" ]");
-    assertThat(last.copies().stream().filter(c -> c.from() != null).flatMap(c -> c.sources().stream()))
+    assertThat(
+            last.copies().stream().filter(c -> c.from() != null).flatMap(c -> c.sources().stream()))
         .contains("/opt/spark", "/opt/java/openjdk", "/opt/entrypoint.sh");
   }
 
@@ -220,28 +264,38 @@ class DeployManifestsIT {
     Image image = checkDockerfile(root.resolve("deploy/docker/Dockerfile.cuda"));
     Path dir = root.resolve("deploy/kubernetes");
     Map<String, Object> app = yaml(dir.resolve("spark-application.yaml"));
-    assertThat(app).containsEntry("apiVersion", "sparkoperator.k8s.io/v1beta2").containsEntry("kind", "SparkApplication");
+    assertThat(app)
+        .containsEntry("apiVersion", "sparkoperator.k8s.io/v1beta2")
+        .containsEntry("kind", "SparkApplication");
     Map<String, Object> spec = at(app, "spec");
-    assertThat(spec).containsEntry("type", "Scala").containsEntry("mode", "cluster")
-        .containsEntry("sparkVersion", Build.pom("spark.version")).containsEntry("mainClass", MAIN_CLASS);
+    assertThat(spec)
+        .containsEntry("type", "Scala")
+        .containsEntry("mode", "cluster")
+        .containsEntry("sparkVersion", Build.pom("spark.version"))
+        .containsEntry("mainClass", MAIN_CLASS);
     assertThat(Build.mainClass()).isEqualTo(MAIN_CLASS);
     assertThat(Build.shadedJarHas(MAIN_CLASS)).isTrue();
     assertThat(spec).containsEntry("mainApplicationFile", "local://" + image.jarDestination());
-    List<String> arguments = ((List<?>) spec.get("arguments")).stream().map(String::valueOf).toList();
+    List<String> arguments =
+        ((List<?>) spec.get("arguments")).stream().map(String::valueOf).toList();
     checkTrainerArgs(arguments, "SparkApplication");
     assertThat(arguments).contains("--gpus");
     assertThat(appArg(arguments, "--checkpoint-dir")).matches("(hdfs|s3a)://.+");
     Map<String, String> sparkConf = new LinkedHashMap<>();
-    ((Map<?, ?>) spec.get("sparkConf")).forEach((k, v) -> {
-      assertThat(v).as("sparkConf " + k + " must be a string").isInstanceOf(String.class);
-      sparkConf.put((String) k, (String) v);
-    });
+    ((Map<?, ?>) spec.get("sparkConf"))
+        .forEach(
+            (k, v) -> {
+              assertThat(v).as("sparkConf " + k + " must be a string").isInstanceOf(String.class);
+              sparkConf.put((String) k, (String) v);
+            });
     checkKeys(sparkConf, "SparkApplication sparkConf");
     checkGpuResources(sparkConf, image.discoveryScriptDestination(), "SparkApplication");
     assertThat(sparkConf).containsEntry("spark.executor.resource.gpu.vendor", "nvidia.com");
     Map<String, Object> gpu = at(app, "spec.executor.gpu");
-    assertThat(gpu).containsEntry("name", "nvidia.com/gpu")
-        .containsEntry("quantity", Integer.parseInt(sparkConf.get("spark.executor.resource.gpu.amount")));
+    assertThat(gpu)
+        .containsEntry("name", "nvidia.com/gpu")
+        .containsEntry(
+            "quantity", Integer.parseInt(sparkConf.get("spark.executor.resource.gpu.amount")));
     Map<String, Object> restart = at(app, "spec.restartPolicy");
     assertThat(restart).containsEntry("type", "OnFailure");
     assertThat((Integer) restart.get("onFailureRetries")).isPositive();
@@ -251,14 +305,16 @@ class DeployManifestsIT {
       Map<String, Object> file = yaml(dir.resolve(role + "-pod-template.yaml"));
       assertThat(file).containsEntry("apiVersion", "v1").containsEntry("kind", "Pod");
       Map<String, Object> inline = at(app, "spec." + role + ".template");
-      assertThat(inline).as(role + " template inlined in the SparkApplication")
+      assertThat(inline)
+          .as(role + " template inlined in the SparkApplication")
           .isEqualTo(Map.of("metadata", file.get("metadata"), "spec", file.get("spec")));
       Map<String, Object> security = at(file, "spec.securityContext");
       assertThat(security).containsEntry("runAsNonRoot", true).containsEntry("runAsUser", 185);
       List<Map<String, Object>> containers = at(file, "spec.containers");
       assertThat(containers.get(0)).containsEntry("name", "spark-kubernetes-" + role);
     }
-    List<Map<String, Object>> tolerations = at(yaml(dir.resolve("executor-pod-template.yaml")), "spec.tolerations");
+    List<Map<String, Object>> tolerations =
+        at(yaml(dir.resolve("executor-pod-template.yaml")), "spec.tolerations");
     assertThat(tolerations).anySatisfy(t -> assertThat(t).containsEntry("key", "nvidia.com/gpu"));
 
     // The plain spark-submit: the same job.
@@ -274,17 +330,26 @@ class DeployManifestsIT {
     Map<String, Object> driver = at(app, "spec.driver");
     Map<String, Object> executor = at(app, "spec.executor");
     assertThat(submit.conf())
-        .containsEntry("spark.kubernetes.namespace", String.valueOf((Object) at(app, "metadata.namespace")))
+        .containsEntry(
+            "spark.kubernetes.namespace", String.valueOf((Object) at(app, "metadata.namespace")))
         .containsEntry("spark.kubernetes.container.image", String.valueOf(spec.get("image")))
-        .containsEntry("spark.kubernetes.container.image.pullPolicy", String.valueOf(spec.get("imagePullPolicy")))
-        .containsEntry("spark.kubernetes.authenticate.driver.serviceAccountName", String.valueOf(driver.get("serviceAccount")))
+        .containsEntry(
+            "spark.kubernetes.container.image.pullPolicy",
+            String.valueOf(spec.get("imagePullPolicy")))
+        .containsEntry(
+            "spark.kubernetes.authenticate.driver.serviceAccountName",
+            String.valueOf(driver.get("serviceAccount")))
         .containsEntry("spark.driver.cores", String.valueOf(driver.get("cores")))
         .containsEntry("spark.driver.memory", String.valueOf(driver.get("memory")))
         .containsEntry("spark.executor.instances", String.valueOf(executor.get("instances")))
         .containsEntry("spark.executor.cores", String.valueOf(executor.get("cores")))
         .containsEntry("spark.executor.memory", String.valueOf(executor.get("memory")))
-        .containsEntry("spark.kubernetes.driver.podTemplateFile", dir.resolve("driver-pod-template.yaml").toString())
-        .containsEntry("spark.kubernetes.executor.podTemplateFile", dir.resolve("executor-pod-template.yaml").toString());
+        .containsEntry(
+            "spark.kubernetes.driver.podTemplateFile",
+            dir.resolve("driver-pod-template.yaml").toString())
+        .containsEntry(
+            "spark.kubernetes.executor.podTemplateFile",
+            dir.resolve("executor-pod-template.yaml").toString());
     checkSlots(submit.conf(), submit.appArgs(), "submit-k8s.sh");
   }
 
@@ -305,7 +370,8 @@ class DeployManifestsIT {
     // Shipped with --files into the container's working directory, where the executor runs it.
     checkGpuResources(submit.conf(), "./" + files.getFileName(), "submit-yarn.sh");
     assertThat(submit.conf()).containsEntry("spark.yarn.resourceGpuDeviceName", "yarn.io/gpu");
-    assertThat(keys.yarnKeys()).contains("spark.yarn.resourceGpuDeviceName", "spark.yarn.maxAppAttempts");
+    assertThat(keys.yarnKeys())
+        .contains("spark.yarn.resourceGpuDeviceName", "spark.yarn.maxAppAttempts");
     checkKeys(submit.conf(), "submit-yarn.sh");
     checkSlots(submit.conf(), submit.appArgs(), "submit-yarn.sh");
     checkTrainerArgs(submit.appArgs(), "submit-yarn.sh");
@@ -347,9 +413,12 @@ class DeployManifestsIT {
 
   @Test
   void discoveryScriptPrintsWhatSparkParses() throws Exception {
-    // Two GPUs, as `nvidia-smi --query-gpu=index --format=csv,noheader` prints them (the fake refuses other arguments).
-    Path two = fakeNvidiaSmi("[ \"$*\" = \"--query-gpu=index --format=csv,noheader\" ] || { echo \"bad args: $*\" >&2; exit 3; }\n"
-        + "printf '0\\n1\\n'");
+    // Two GPUs, as `nvidia-smi --query-gpu=index --format=csv,noheader` prints them (the fake
+    // refuses other arguments).
+    Path two =
+        fakeNvidiaSmi(
+            "[ \"$*\" = \"--query-gpu=index --format=csv,noheader\" ] || { echo \"bad args: $*\" >&2; exit 3; }\n"
+                + "printf '0\\n1\\n'");
     String[] r = discover(Map.of("NVIDIA_SMI", two.toString()));
     ResourceInformation info = ResourceInformation$.MODULE$.parseJson(r[0]);
     assertThat(info.name()).isEqualTo("gpu");
@@ -364,9 +433,13 @@ class DeployManifestsIT {
     assertThat(r[1]).contains("no GPU found").contains("is not on the PATH");
 
     // nvidia-smi without a driver.
-    Path broken = fakeNvidiaSmi("echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9");
+    Path broken =
+        fakeNvidiaSmi(
+            "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"; exit 9");
     r = discover(Map.of("NVIDIA_SMI", broken.toString()));
     assertThat(ResourceInformation$.MODULE$.parseJson(r[0]).addresses()).isEmpty();
-    assertThat(r[1]).contains("failed: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver");
+    assertThat(r[1])
+        .contains(
+            "failed: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver");
   }
 }

@@ -19,9 +19,11 @@ import java.util.regex.Pattern;
 final class Dockerfiles {
   record Copy(String from, List<String> sources, String destination) {}
 
-  record Stage(String image, String alias, List<Copy> copies, List<String> users, List<String> entrypoint) {}
+  record Stage(
+      String image, String alias, List<Copy> copies, List<String> users, List<String> entrypoint) {}
 
-  private static final Pattern VAR = Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}|\\$([A-Za-z_][A-Za-z0-9_]*)");
+  private static final Pattern VAR =
+      Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}|\\$([A-Za-z_][A-Za-z0-9_]*)");
 
   private Dockerfiles() {}
 
@@ -54,12 +56,19 @@ final class Dockerfiles {
       switch (op) {
         case "ARG" -> {
           String[] a = rest.split("=", 2);
-          args.put(a[0].strip(), a.length > 1 ? subst(a[1].strip(), args) : global.getOrDefault(a[0].strip(), ""));
+          args.put(
+              a[0].strip(),
+              a.length > 1 ? subst(a[1].strip(), args) : global.getOrDefault(a[0].strip(), ""));
         }
         case "FROM" -> {
           String[] f = subst(rest, global).split("\\s+");
-          stage = new Stage(f[0], f.length >= 3 && f[1].equalsIgnoreCase("AS") ? f[2] : null, new ArrayList<>(),
-              new ArrayList<>(), new ArrayList<>());
+          stage =
+              new Stage(
+                  f[0],
+                  f.length >= 3 && f[1].equalsIgnoreCase("AS") ? f[2] : null,
+                  new ArrayList<>(),
+                  new ArrayList<>(),
+                  new ArrayList<>());
           stages.add(stage);
           args = new HashMap<>(); // a stage sees a global ARG only when it declares it again
         }
@@ -77,7 +86,7 @@ final class Dockerfiles {
         }
         case "USER" -> require(stage, ins).users().add(subst(rest, args).strip());
         case "ENTRYPOINT" -> require(stage, ins).entrypoint().add(rest.strip());
-        default -> { }
+        default -> {}
       }
     }
     return stages;

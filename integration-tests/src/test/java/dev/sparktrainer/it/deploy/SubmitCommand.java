@@ -6,9 +6,18 @@ import java.util.List;
 import java.util.Map;
 
 /** A spark-submit command line, parsed the way spark-submit reads it (the options deploy/ uses). */
-public record SubmitCommand(Map<String, String> options, Map<String, String> conf, String jar, List<String> appArgs) {
-  private static final List<String> WITH_VALUE = List.of("--master", "--deploy-mode", "--name", "--class", "--queue",
-      "--files", "--jars", "--conf");
+public record SubmitCommand(
+    Map<String, String> options, Map<String, String> conf, String jar, List<String> appArgs) {
+  private static final List<String> WITH_VALUE =
+      List.of(
+          "--master",
+          "--deploy-mode",
+          "--name",
+          "--class",
+          "--queue",
+          "--files",
+          "--jars",
+          "--conf");
 
   /** {@code args}: what follows the spark-submit binary. */
   public static SubmitCommand parse(List<String> args) {
@@ -39,7 +48,8 @@ public record SubmitCommand(Map<String, String> options, Map<String, String> con
     if (i >= args.size()) {
       throw new IllegalArgumentException("No application jar in " + args);
     }
-    return new SubmitCommand(options, conf, args.get(i), new ArrayList<>(args.subList(i + 1, args.size())));
+    return new SubmitCommand(
+        options, conf, args.get(i), new ArrayList<>(args.subList(i + 1, args.size())));
   }
 
   public String option(String name) {

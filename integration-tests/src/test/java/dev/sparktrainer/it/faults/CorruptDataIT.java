@@ -65,15 +65,18 @@ class CorruptDataIT {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[2]").appName("CorruptDataIT")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.barrier.sync.timeout", "120s")
-        // a training stage that fails on bad data is retried once, not three times
-        .config("spark.stage.maxConsecutiveAttempts", "2")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("CorruptDataIT")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.barrier.sync.timeout", "120s")
+            // a training stage that fails on bad data is retried once, not three times
+            .config("spark.stage.maxConsecutiveAttempts", "2")
+            .getOrCreate();
   }
 
   @AfterAll
@@ -127,8 +130,10 @@ class CorruptDataIT {
         for (int i = 0; i < PER_FILE; i++) {
           offsets[i] = w.bytesWritten();
           long id = (long) f * PER_FILE + i;
-          w.write(damage == Damage.NOT_AN_EXAMPLE && f == BAD_FILE && i == BAD_RECORD
-              ? new byte[] {(byte) 0xFF, 0x01, 0x02} : example(id));
+          w.write(
+              damage == Damage.NOT_AN_EXAMPLE && f == BAD_FILE && i == BAD_RECORD
+                  ? new byte[] {(byte) 0xFF, 0x01, 0x02}
+                  : example(id));
         }
       }
       byte[] bytes = raw.toByteArray();
@@ -165,13 +170,24 @@ class CorruptDataIT {
   @EnumSource(Damage.class)
   void failFastNamesTheFileAndOffset(Damage damage) throws IOException {
     Corrupted c = write(damage);
-    String where = "Corrupt TFRecord file " + c.badFile().toUri().toString().replace("file:///", "file:/")
-        + " at byte offset " + (c.badOffset() >= 0 ? c.badOffset() + ":" : "");
-    assertThatThrownBy(() -> spark.read().format("tfrecord").load(c.dir().toString()).collectAsList())
+    String where =
+        "Corrupt TFRecord file "
+            + c.badFile().toUri().toString().replace("file:///", "file:/")
+            + " at byte offset "
+            + (c.badOffset() >= 0 ? c.badOffset() + ":" : "");
+    assertThatThrownBy(
+            () -> spark.read().format("tfrecord").load(c.dir().toString()).collectAsList())
         .hasStackTraceContaining(where);
     // FAILFAST is the default; say it explicitly too
-    assertThatThrownBy(() -> spark.read().format("tfrecord").option("mode", "FAILFAST")
-        .schema("id bigint").load(c.dir().toString()).count())
+    assertThatThrownBy(
+            () ->
+                spark
+                    .read()
+                    .format("tfrecord")
+                    .option("mode", "FAILFAST")
+                    .schema("id bigint")
+                    .load(c.dir().toString())
+                    .count())
         .hasStackTraceContaining(where);
   }
 
@@ -180,15 +196,24 @@ class CorruptDataIT {
   void dropMalformedCompletesAndCountsTheDroppedRecords(Damage damage) throws IOException {
     Corrupted c = write(damage);
     for (String columnar : new String[] {"true", "false"}) {
-      Dataset<Row> df = spark.read().format("tfrecord").option("mode", "DROPMALFORMED")
-          .option("columnar", columnar).schema("id bigint, label bigint, pixels array<float>")
-          .load(c.dir().toString());
+      Dataset<Row> df =
+          spark
+              .read()
+              .format("tfrecord")
+              .option("mode", "DROPMALFORMED")
+              .option("columnar", columnar)
+              .schema("id bigint, label bigint, pixels array<float>")
+              .load(c.dir().toString());
       List<Row> rows = df.collectAsList();
       long dropped = ScanMetrics.droppedMalformedRecords(df);
       if (c.expectedRows() >= 0) {
-        assertThat(dropped).as("droppedMalformedRecords (columnar=%s)", columnar).isEqualTo(c.expectedDropped());
+        assertThat(dropped)
+            .as("droppedMalformedRecords (columnar=%s)", columnar)
+            .isEqualTo(c.expectedDropped());
       } else { // garbage inflated before the stream broke may be dropped record by record too
-        assertThat(dropped).as("droppedMalformedRecords (columnar=%s)", columnar).isGreaterThanOrEqualTo(1);
+        assertThat(dropped)
+            .as("droppedMalformedRecords (columnar=%s)", columnar)
+            .isGreaterThanOrEqualTo(1);
       }
       List<Long> ids = new ArrayList<>();
       for (Row r : rows) {
@@ -210,14 +235,18 @@ class CorruptDataIT {
         long fromBad = ids.stream().filter(id -> id / PER_FILE == BAD_FILE).count();
         assertThat(fromBad).isBetween(1L, (long) PER_FILE - 1);
         assertThat(ids.stream().filter(id -> id / PER_FILE == BAD_FILE))
-            .as("a prefix of the damaged file").allMatch(id -> id < BAD_FILE * PER_FILE + fromBad);
+            .as("a prefix of the damaged file")
+            .allMatch(id -> id < BAD_FILE * PER_FILE + fromBad);
       }
     }
   }
 
   private static DatasetSpec spec(Path dir) {
-    return DatasetSpec.builder().addPath(dir.toString()).addFeature("pixels", 8)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    return DatasetSpec.builder()
+        .addPath(dir.toString())
+        .addFeature("pixels", 8)
+        .setLabel("label", DatasetSpec.LabelType.INT)
+        .build();
   }
 
   private static final PipelineOptions OPTIONS =
@@ -244,7 +273,8 @@ class CorruptDataIT {
     int failures = 0;
     try (NDManager manager = NDManager.newBaseManager()) {
       for (int rank = 0; rank < 2; rank++) {
-        try (InputPipeline in = InputPipeline.create(plan, OPTIONS, rank, 2, manager, new Configuration())) {
+        try (InputPipeline in =
+            InputPipeline.create(plan, OPTIONS, rank, 2, manager, new Configuration())) {
           Iterator<Batch> it = in.epoch(0, 0);
           while (it.hasNext()) {
             it.next().close();
@@ -255,44 +285,53 @@ class CorruptDataIT {
         }
       }
     }
-    assertThat(failures).as("the worker that owns the damaged file fails, the other does not").isEqualTo(1);
+    assertThat(failures)
+        .as("the worker that owns the damaged file fails, the other does not")
+        .isEqualTo(1);
   }
 
   /**
-   * A training job on that data fails, and the task of the rank that read the record fails with
-   * the file and offset (what the Spark UI and the driver log show). The exception {@code fit}
-   * throws is Spark's "most recent failure", which is a race: the bad record's error or the other
-   * rank's CollectiveException ("connection closed by rank 0") that it caused.
+   * A training job on that data fails, and the task of the rank that read the record fails with the
+   * file and offset (what the Spark UI and the driver log show). The exception {@code fit} throws
+   * is Spark's "most recent failure", which is a race: the bad record's error or the other rank's
+   * CollectiveException ("connection closed by rank 0") that it caused.
    */
   @Test
   void trainingOnABadRecordFailsAndTheFailedTaskNamesTheFile() throws Exception {
     Corrupted c = write(Damage.NOT_AN_EXAMPLE);
-    DistributedTrainer job = DistributedTrainer.builder().setModel(MlpSpec.of(8, 10, 16))
-        .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
-        .setOptimizer(OptimizerSpec.sgd().build())
-        .setTrainingData(spec(c.dir()), OPTIONS)
-        .setNumWorkers(2).optEpochs(1).optRingHost("127.0.0.1").build();
+    DistributedTrainer job =
+        DistributedTrainer.builder()
+            .setModel(MlpSpec.of(8, 10, 16))
+            .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(OptimizerSpec.sgd().build())
+            .setTrainingData(spec(c.dir()), OPTIONS)
+            .setNumWorkers(2)
+            .optEpochs(1)
+            .optRingHost("127.0.0.1")
+            .build();
     String expected = c.badFile().getFileName() + " at byte offset " + c.badOffset();
     Queue<String> taskErrors = new ConcurrentLinkedQueue<>();
     CountDownLatch named = new CountDownLatch(1);
-    SparkListener listener = new SparkListener() {
-      @Override
-      public void onTaskEnd(SparkListenerTaskEnd end) {
-        if (end.reason() instanceof ExceptionFailure) {
-          String error = ((ExceptionFailure) end.reason()).toErrorString();
-          taskErrors.add(error);
-          if (error.contains(expected)) {
-            named.countDown();
+    SparkListener listener =
+        new SparkListener() {
+          @Override
+          public void onTaskEnd(SparkListenerTaskEnd end) {
+            if (end.reason() instanceof ExceptionFailure) {
+              String error = ((ExceptionFailure) end.reason()).toErrorString();
+              taskErrors.add(error);
+              if (error.contains(expected)) {
+                named.countDown();
+              }
+            }
           }
-        }
-      }
-    };
+        };
     spark.sparkContext().addSparkListener(listener);
     try {
       assertThatThrownBy(() -> job.fit(spark)).isInstanceOf(Exception.class);
       // the listener bus delivers task-end events asynchronously
       assertThat(named.await(30, TimeUnit.SECONDS))
-          .as("a task failure naming %s among %s", expected, taskErrors).isTrue();
+          .as("a task failure naming %s among %s", expected, taskErrors)
+          .isTrue();
     } finally {
       spark.sparkContext().removeSparkListener(listener);
     }

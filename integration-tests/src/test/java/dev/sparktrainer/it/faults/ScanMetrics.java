@@ -8,7 +8,10 @@ import org.apache.spark.sql.execution.adaptive.QueryStageExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import scala.jdk.javaapi.CollectionConverters;
 
-/** Reads the {@code tfrecord} scan's task metric the way the Spark UI shows it: from the executed plan. */
+/**
+ * Reads the {@code tfrecord} scan's task metric the way the Spark UI shows it: from the executed
+ * plan.
+ */
 public final class ScanMetrics {
   private ScanMetrics() {}
 

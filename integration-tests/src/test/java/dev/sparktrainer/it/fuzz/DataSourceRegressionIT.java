@@ -2,6 +2,7 @@ package dev.sparktrainer.it.fuzz;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.sun.management.ThreadMXBean;
 import dev.sparktrainer.it.faults.ScanMetrics;
 import dev.sparktrainer.tfrecord.codec.Crc32c;
 import dev.sparktrainer.tfrecord.codec.LittleEndian;
@@ -25,33 +26,43 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import com.sun.management.ThreadMXBean;
 
 /**
- * Bugs in tfrecord-datasource found by fuzzing and code reading, each kept as the smallest test that
- * failed before its fix.
+ * Bugs in tfrecord-datasource found by fuzzing and code reading, each kept as the smallest test
+ * that failed before its fix.
  */
 class DataSourceRegressionIT {
   @TempDir Path tmp;
 
   /**
-   * A decimal column read from a float feature whose value is NaN or infinite: the row decoder calls
-   * {@code new BigDecimal(Float.toString(v))}, which throws NumberFormatException — not a
+   * A decimal column read from a float feature whose value is NaN or infinite: the row decoder
+   * calls {@code new BigDecimal(Float.toString(v))}, which throws NumberFormatException — not a
    * MalformedRecordException — so DROPMALFORMED fails the whole job instead of dropping the record,
    * and FAILFAST reports it without the file and offset.
    */
   @Test
   void aNaNFloatReadAsADecimalIsAMalformedRecord() throws IOException {
     Path file = tmp.resolve("nan.tfrecord");
-    try (OutputStream os = Files.newOutputStream(file); TFRecordWriter w = new TFRecordWriter(os)) {
+    try (OutputStream os = Files.newOutputStream(file);
+        TFRecordWriter w = new TFRecordWriter(os)) {
       w.write(Examples.encodeExample(Map.of("k", Feature.ofFloats(1.5f))));
       w.write(Examples.encodeExample(Map.of("k", Feature.ofFloats(Float.NaN))));
     }
-    SparkSession spark = SparkSession.builder().master("local[1]").config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1").getOrCreate();
+    SparkSession spark =
+        SparkSession.builder()
+            .master("local[1]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate();
     try {
-      Dataset<Row> df = spark.read().format("tfrecord").schema("k decimal(10,2)").option("mode", "DROPMALFORMED")
-          .load(file.toString());
+      Dataset<Row> df =
+          spark
+              .read()
+              .format("tfrecord")
+              .schema("k decimal(10,2)")
+              .option("mode", "DROPMALFORMED")
+              .load(file.toString());
       List<Row> rows = df.collectAsList(); // today: SparkException caused by NumberFormatException
       assertThat(rows).hasSize(1);
       assertThat(ScanMetrics.droppedMalformedRecords(df)).isEqualTo(1);
@@ -65,10 +76,10 @@ class DataSourceRegressionIT {
   /**
    * The 12-byte header of a 16-byte file claims a 200 MiB record (with a valid length CRC, under
    * the default maxRecordLength of 256 MiB): the reader allocates a 200 MiB buffer before it finds
-   * the file ends (TFRecordReader.fill grows to the claimed length at once). In a 64 MiB heap that is
-   * an OutOfMemoryError instead of "truncated record"; on an executor, every task reading such a
-   * file holds up to 256 MiB. Growing the buffer as bytes actually arrive would bound the allocation
-   * by the file's size.
+   * the file ends (TFRecordReader.fill grows to the claimed length at once). In a 64 MiB heap that
+   * is an OutOfMemoryError instead of "truncated record"; on an executor, every task reading such a
+   * file holds up to 256 MiB. Growing the buffer as bytes actually arrive would bound the
+   * allocation by the file's size.
    */
   @Test
   void aForgedLengthInATinyFileAllocatesNoMoreThanTheFileHolds() {
@@ -84,8 +95,12 @@ class DataSourceRegressionIT {
       error = e;
     }
     long allocated = mx.getThreadAllocatedBytes(Thread.currentThread().getId()) - before;
-    assertThat(error).isInstanceOf(TFRecordCorruptException.class).hasMessageContaining("truncated record");
-    assertThat(allocated).as("bytes allocated to read a 16-byte file").isLessThan(8L << 20); // today: > 200 MiB
+    assertThat(error)
+        .isInstanceOf(TFRecordCorruptException.class)
+        .hasMessageContaining("truncated record");
+    assertThat(allocated)
+        .as("bytes allocated to read a 16-byte file")
+        .isLessThan(8L << 20); // today: > 200 MiB
   }
 
   /**
@@ -99,8 +114,20 @@ class DataSourceRegressionIT {
   void theFastPathAcceptsNothingTheDecoderRejects() {
     // Feature { float_list = 2 { value = 1 [packed]: 1.0f } } with the float_list length 6 written
     // as the 6-byte varint 86 80 80 80 80 0A
-    byte[] feature = {0x12, (byte) 0x86, (byte) 0x80, (byte) 0x80, (byte) 0x80, (byte) 0x80, 0x0A, 0x04, 0, 0,
-        (byte) 0x80, 0x3F};
+    byte[] feature = {
+      0x12,
+      (byte) 0x86,
+      (byte) 0x80,
+      (byte) 0x80,
+      (byte) 0x80,
+      (byte) 0x80,
+      0x0A,
+      0x04,
+      0,
+      0,
+      (byte) 0x80,
+      0x3F
+    };
     boolean decodes;
     try {
       new FeatureValues().decode(feature, 0, feature.length);
@@ -109,6 +136,7 @@ class DataSourceRegressionIT {
       decodes = false; // "length-delimited field of 343597383686 bytes exceeds the 5 left"
     }
     assertThat(decodes).isFalse();
-    assertThat(FeatureValues.packedFloatsAt(feature, 0, feature.length, 1)).isEqualTo(-1); // today: 8
+    assertThat(FeatureValues.packedFloatsAt(feature, 0, feature.length, 1))
+        .isEqualTo(-1); // today: 8
   }
 }

@@ -11,13 +11,13 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Random;
-import java.util.Collections;
 
 /**
- * Seed inputs of many shapes and the mutations applied to them, all from a {@link Random}: the
- * same seed gives the same inputs.
+ * Seed inputs of many shapes and the mutations applied to them, all from a {@link Random}: the same
+ * seed gives the same inputs.
  *
  * <p>Valid records come from two writers: the product's {@link ExampleEncoder} (what TensorFlow
  * emits) and {@link Proto}, a small independent protobuf writer that also produces what protobuf
@@ -28,7 +28,9 @@ import java.util.Collections;
 final class Inputs {
   private Inputs() {}
 
-  static final String[] NAMES = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "", "naïve_特征", "x".repeat(40)};
+  static final String[] NAMES = {
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "", "naïve_特征", "x".repeat(40)
+  };
 
   // ---------------------------------------------------------------------------------------------
   // A protobuf writer, independent of the product's.
@@ -160,15 +162,20 @@ final class Inputs {
       switch (k) {
         case BYTES:
           for (int i = 0; i < n; i++) {
-            list.bytes(1, r.nextBoolean() ? NAMES[r.nextInt(NAMES.length)].getBytes(StandardCharsets.UTF_8)
-                : randomBytes(r, r.nextInt(20)));
+            list.bytes(
+                1,
+                r.nextBoolean()
+                    ? NAMES[r.nextInt(NAMES.length)].getBytes(StandardCharsets.UTF_8)
+                    : randomBytes(r, r.nextInt(20)));
           }
           break;
         case FLOAT:
           if (packed) {
             Proto p = list.child();
             for (int i = 0; i < n; i++) {
-              p.fixed32(Float.floatToRawIntBits(r.nextInt(10) == 0 ? Float.NaN : (float) r.nextGaussian()));
+              p.fixed32(
+                  Float.floatToRawIntBits(
+                      r.nextInt(10) == 0 ? Float.NaN : (float) r.nextGaussian()));
             }
             list.message(1, p);
           } else {
@@ -327,8 +334,29 @@ final class Inputs {
   // Mutations.
 
   private static final long[] INTERESTING_LENGTHS = {
-    0, 1, 2, 11, 12, 15, 16, 127, 128, 255, 65_535, 65_536, (1L << 20) - 16, 1L << 20, (1L << 20) + 1,
-    Integer.MAX_VALUE - 64, Integer.MAX_VALUE, 1L << 31, 0xFFFF_FFFFL, 1L << 32, Long.MAX_VALUE, -1, Long.MIN_VALUE
+    0,
+    1,
+    2,
+    11,
+    12,
+    15,
+    16,
+    127,
+    128,
+    255,
+    65_535,
+    65_536,
+    (1L << 20) - 16,
+    1L << 20,
+    (1L << 20) + 1,
+    Integer.MAX_VALUE - 64,
+    Integer.MAX_VALUE,
+    1L << 31,
+    0xFFFF_FFFFL,
+    1L << 32,
+    Long.MAX_VALUE,
+    -1,
+    Long.MIN_VALUE
   };
 
   /** One to {@code max} random byte-level mutations. */
@@ -345,69 +373,83 @@ final class Inputs {
     switch (r.nextInt(n == 0 ? 2 : 10)) {
       case 0: // random bytes, short
         return randomBytes(r, r.nextInt(24));
-      case 1: { // insert 1..8 bytes
-        int at = n == 0 ? 0 : r.nextInt(n + 1);
-        byte[] ins = r.nextBoolean() ? randomBytes(r, 1 + r.nextInt(8)) : new byte[] {(byte) 0x80, (byte) 0xFF, 0x7F, 0, 0x0A, 0x12, 0x1A};
-        byte[] out = new byte[n + ins.length];
-        System.arraycopy(b, 0, out, 0, at);
-        System.arraycopy(ins, 0, out, at, ins.length);
-        System.arraycopy(b, at, out, at + ins.length, n - at);
-        return out;
-      }
-      case 2: { // bit flip
-        byte[] out = b.clone();
-        out[r.nextInt(n)] ^= (byte) (1 << r.nextInt(8));
-        return out;
-      }
-      case 3: { // random byte
-        byte[] out = b.clone();
-        out[r.nextInt(n)] = (byte) r.nextInt(256);
-        return out;
-      }
-      case 4: { // interesting byte
-        byte[] out = b.clone();
-        byte[] vals = {0, (byte) 0xFF, 0x7F, (byte) 0x80, 1, 0x0A, 0x12, 0x1A, 0x22, 0x0B, 0x0C};
-        out[r.nextInt(n)] = vals[r.nextInt(vals.length)];
-        return out;
-      }
-      case 5: { // delete a range
-        int at = r.nextInt(n);
-        int len = 1 + r.nextInt(Math.min(16, n - at));
-        byte[] out = new byte[n - len];
-        System.arraycopy(b, 0, out, 0, at);
-        System.arraycopy(b, at + len, out, at, n - at - len);
-        return out;
-      }
+      case 1:
+        { // insert 1..8 bytes
+          int at = n == 0 ? 0 : r.nextInt(n + 1);
+          byte[] ins =
+              r.nextBoolean()
+                  ? randomBytes(r, 1 + r.nextInt(8))
+                  : new byte[] {(byte) 0x80, (byte) 0xFF, 0x7F, 0, 0x0A, 0x12, 0x1A};
+          byte[] out = new byte[n + ins.length];
+          System.arraycopy(b, 0, out, 0, at);
+          System.arraycopy(ins, 0, out, at, ins.length);
+          System.arraycopy(b, at, out, at + ins.length, n - at);
+          return out;
+        }
+      case 2:
+        { // bit flip
+          byte[] out = b.clone();
+          out[r.nextInt(n)] ^= (byte) (1 << r.nextInt(8));
+          return out;
+        }
+      case 3:
+        { // random byte
+          byte[] out = b.clone();
+          out[r.nextInt(n)] = (byte) r.nextInt(256);
+          return out;
+        }
+      case 4:
+        { // interesting byte
+          byte[] out = b.clone();
+          byte[] vals = {0, (byte) 0xFF, 0x7F, (byte) 0x80, 1, 0x0A, 0x12, 0x1A, 0x22, 0x0B, 0x0C};
+          out[r.nextInt(n)] = vals[r.nextInt(vals.length)];
+          return out;
+        }
+      case 5:
+        { // delete a range
+          int at = r.nextInt(n);
+          int len = 1 + r.nextInt(Math.min(16, n - at));
+          byte[] out = new byte[n - len];
+          System.arraycopy(b, 0, out, 0, at);
+          System.arraycopy(b, at + len, out, at, n - at - len);
+          return out;
+        }
       case 6: // truncate
         return Arrays.copyOf(b, r.nextInt(n));
-      case 7: { // duplicate a range somewhere else
-        int from = r.nextInt(n);
-        int len = 1 + r.nextInt(Math.min(32, n - from));
-        int at = r.nextInt(n + 1);
-        byte[] out = new byte[n + len];
-        System.arraycopy(b, 0, out, 0, at);
-        System.arraycopy(b, from, out, at, len);
-        System.arraycopy(b, at, out, at + len, n - at);
-        return out;
-      }
-      case 8: { // a varint written over the bytes at a random place (lengths, tags, values)
-        Proto p = new Proto(r, 0.2);
-        p.varint(r.nextBoolean() ? INTERESTING_LENGTHS[r.nextInt(INTERESTING_LENGTHS.length)] : r.nextInt(1 << r.nextInt(31)));
-        byte[] v = p.toByteArray();
-        byte[] out = b.clone();
-        int at = r.nextInt(n);
-        System.arraycopy(v, 0, out, at, Math.min(v.length, n - at));
-        return out;
-      }
-      default: { // swap two bytes
-        byte[] out = b.clone();
-        int i = r.nextInt(n);
-        int j = r.nextInt(n);
-        byte t = out[i];
-        out[i] = out[j];
-        out[j] = t;
-        return out;
-      }
+      case 7:
+        { // duplicate a range somewhere else
+          int from = r.nextInt(n);
+          int len = 1 + r.nextInt(Math.min(32, n - from));
+          int at = r.nextInt(n + 1);
+          byte[] out = new byte[n + len];
+          System.arraycopy(b, 0, out, 0, at);
+          System.arraycopy(b, from, out, at, len);
+          System.arraycopy(b, at, out, at + len, n - at);
+          return out;
+        }
+      case 8:
+        { // a varint written over the bytes at a random place (lengths, tags, values)
+          Proto p = new Proto(r, 0.2);
+          p.varint(
+              r.nextBoolean()
+                  ? INTERESTING_LENGTHS[r.nextInt(INTERESTING_LENGTHS.length)]
+                  : r.nextInt(1 << r.nextInt(31)));
+          byte[] v = p.toByteArray();
+          byte[] out = b.clone();
+          int at = r.nextInt(n);
+          System.arraycopy(v, 0, out, at, Math.min(v.length, n - at));
+          return out;
+        }
+      default:
+        { // swap two bytes
+          byte[] out = b.clone();
+          int i = r.nextInt(n);
+          int j = r.nextInt(n);
+          byte t = out[i];
+          out[i] = out[j];
+          out[j] = t;
+          return out;
+        }
     }
   }
 
@@ -415,7 +457,8 @@ final class Inputs {
    * Corrupts the length field of one record of a TFRecord stream, and with {@code forge} also
    * rewrites its length CRC so the header passes the reader's first check.
    */
-  static byte[] corruptLength(Random r, byte[] stream, long[] offsets, int records, boolean forge, long maxLength) {
+  static byte[] corruptLength(
+      Random r, byte[] stream, long[] offsets, int records, boolean forge, long maxLength) {
     if (records == 0) {
       return stream;
     }

@@ -8,6 +8,7 @@ import dev.sparktrainer.tfrecord.codec.Crc32c;
 import dev.sparktrainer.tfrecord.codec.LittleEndian;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
+import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -15,6 +16,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
@@ -30,8 +32,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.io.File;
-import java.util.Arrays;
 
 /**
  * Fuzzing the TFRecord framing reader, the Example decoder and the SequenceExample decoder: 110,000
@@ -52,12 +52,15 @@ class TFRecordFuzzIT {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[2]").appName("TFRecordFuzzIT")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("TFRecordFuzzIT")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate();
   }
 
   @AfterAll
@@ -83,15 +86,31 @@ class TFRecordFuzzIT {
   void decodersSurviveMutatedInputsInABoundedHeap() throws Exception {
     String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
     Path out = tmp.resolve("fuzzer.out");
-    ProcessBuilder pb = new ProcessBuilder(java, "-Xmx192m", "-XX:+UseSerialGC", "-cp", testClassPath(),
-        TFRecordFuzzer.class.getName(), String.valueOf(SEED), String.valueOf(FRAMING_INPUTS),
-        String.valueOf(EXAMPLE_INPUTS), String.valueOf(SEQUENCE_INPUTS), tmp.resolve("scratch").toString(), "5000");
+    ProcessBuilder pb =
+        new ProcessBuilder(
+            java,
+            "-Xmx192m",
+            "-XX:+UseSerialGC",
+            "-cp",
+            testClassPath(),
+            TFRecordFuzzer.class.getName(),
+            String.valueOf(SEED),
+            String.valueOf(FRAMING_INPUTS),
+            String.valueOf(EXAMPLE_INPUTS),
+            String.valueOf(SEQUENCE_INPUTS),
+            tmp.resolve("scratch").toString(),
+            "5000");
     pb.redirectErrorStream(true).redirectOutput(out.toFile());
     Process p = pb.start();
     try {
       if (!p.waitFor(FORK_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
-        throw new AssertionError("The fuzzer (pid " + p.pid() + ") did not finish within " + FORK_TIMEOUT + ":\n"
-            + Files.readString(out));
+        throw new AssertionError(
+            "The fuzzer (pid "
+                + p.pid()
+                + ") did not finish within "
+                + FORK_TIMEOUT
+                + ":\n"
+                + Files.readString(out));
       }
     } finally {
       if (p.isAlive()) {
@@ -100,40 +119,63 @@ class TFRecordFuzzIT {
       }
     }
     String report = Files.readString(out);
-    System.out.println(report.lines().filter(l -> !l.startsWith("  ")).limit(40)
-        .reduce("TFRecordFuzzer:", (a, b) -> a + "\n  " + b));
-    assertThat(p.exitValue()).as("fuzzer exit code (1 failures, 3 hang, 4 OutOfMemoryError):\n%s", report).isZero();
+    System.out.println(
+        report
+            .lines()
+            .filter(l -> !l.startsWith("  "))
+            .limit(40)
+            .reduce("TFRecordFuzzer:", (a, b) -> a + "\n  " + b));
+    assertThat(p.exitValue())
+        .as("fuzzer exit code (1 failures, 3 hang, 4 OutOfMemoryError):\n%s", report)
+        .isZero();
     Matcher m = Pattern.compile("TOTAL inputs=(\\d+) failures=(\\d+)").matcher(report);
     assertThat(m.find()).as(report).isTrue();
-    assertThat(Long.parseLong(m.group(1))).isEqualTo((long) FRAMING_INPUTS + EXAMPLE_INPUTS + SEQUENCE_INPUTS);
+    assertThat(Long.parseLong(m.group(1)))
+        .isEqualTo((long) FRAMING_INPUTS + EXAMPLE_INPUTS + SEQUENCE_INPUTS);
     assertThat(Long.parseLong(m.group(2))).isZero();
     // the mutations reach both outcomes: rejected inputs and accepted ones
     for (String target : new String[] {"framing", "example", "sequence"}) {
-      Matcher t = Pattern.compile("STAT target=" + target + " inputs=(\\d+) rejected=(\\d+)").matcher(report);
+      Matcher t =
+          Pattern.compile("STAT target=" + target + " inputs=(\\d+) rejected=(\\d+)")
+              .matcher(report);
       assertThat(t.find()).as(report).isTrue();
       long inputs = Long.parseLong(t.group(1));
       long rejected = Long.parseLong(t.group(2));
-      assertThat(rejected).as("%s inputs rejected", target).isBetween(inputs / 20, inputs - inputs / 20);
+      assertThat(rejected)
+          .as("%s inputs rejected", target)
+          .isBetween(inputs / 20, inputs - inputs / 20);
     }
   }
 
   // ---------------------------------------------------------------------------------------------
   // The data source's decoders, through Spark.
 
-  private static final StructType COLUMNAR = new StructType()
-      .add("a", DataTypes.LongType).add("b", DataTypes.createArrayType(DataTypes.LongType))
-      .add("c", DataTypes.FloatType).add("d", DataTypes.createArrayType(DataTypes.FloatType))
-      .add("e", DataTypes.StringType).add("f", DataTypes.createArrayType(DataTypes.BinaryType))
-      .add("g", DataTypes.IntegerType).add("h", DataTypes.DoubleType)
-      .add("i", DataTypes.BooleanType).add("j", DataTypes.createArrayType(DataTypes.DoubleType));
-  private static final StructType ROW_ONLY = new StructType()
-      .add("k", DataTypes.createDecimalType(12, 3)).add("v", SQLDataTypes.VectorType())
-      .add("b", DataTypes.createArrayType(DataTypes.IntegerType)).add("g", DataTypes.ShortType)
-      .add("t", DataTypes.ByteType).add("e", DataTypes.BinaryType);
-  private static final StructType SEQUENCE = new StructType()
-      .add("a", DataTypes.LongType).add("e", DataTypes.StringType)
-      .add("s", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.LongType)))
-      .add("q", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType)));
+  private static final StructType COLUMNAR =
+      new StructType()
+          .add("a", DataTypes.LongType)
+          .add("b", DataTypes.createArrayType(DataTypes.LongType))
+          .add("c", DataTypes.FloatType)
+          .add("d", DataTypes.createArrayType(DataTypes.FloatType))
+          .add("e", DataTypes.StringType)
+          .add("f", DataTypes.createArrayType(DataTypes.BinaryType))
+          .add("g", DataTypes.IntegerType)
+          .add("h", DataTypes.DoubleType)
+          .add("i", DataTypes.BooleanType)
+          .add("j", DataTypes.createArrayType(DataTypes.DoubleType));
+  private static final StructType ROW_ONLY =
+      new StructType()
+          .add("k", DataTypes.createDecimalType(12, 3))
+          .add("v", SQLDataTypes.VectorType())
+          .add("b", DataTypes.createArrayType(DataTypes.IntegerType))
+          .add("g", DataTypes.ShortType)
+          .add("t", DataTypes.ByteType)
+          .add("e", DataTypes.BinaryType);
+  private static final StructType SEQUENCE =
+      new StructType()
+          .add("a", DataTypes.LongType)
+          .add("e", DataTypes.StringType)
+          .add("s", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.LongType)))
+          .add("q", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType)));
 
   /** A record that fits the schemas above: the right kinds, scalars with 0 or 1 value. */
   private static byte[] conforming(Random r, boolean sequence) {
@@ -165,7 +207,8 @@ class TFRecordFuzzIT {
     feature(enc, r, "h", FeatureKind.FLOAT, 1);
     feature(enc, r, "i", FeatureKind.INT64, 1);
     feature(enc, r, "j", FeatureKind.INT64, -1);
-    if (r.nextInt(8) != 0) { // mostly finite values (NaN into a decimal is a dropped record: DataSourceRegressionIT)
+    if (r.nextInt(8) != 0) { // mostly finite values (NaN into a decimal is a dropped record:
+      // DataSourceRegressionIT)
       enc.beginFeature("k", FeatureKind.FLOAT);
       if (r.nextBoolean()) {
         enc.addFloat((float) (r.nextGaussian() * 1000));
@@ -177,7 +220,8 @@ class TFRecordFuzzIT {
     return enc.finishExample();
   }
 
-  private static void feature(ExampleEncoder enc, Random r, String name, FeatureKind kind, int max) {
+  private static void feature(
+      ExampleEncoder enc, Random r, String name, FeatureKind kind, int max) {
     if (r.nextInt(8) == 0) {
       return; // absent
     }
@@ -196,24 +240,32 @@ class TFRecordFuzzIT {
           enc.addFloat(r.nextInt(20) == 0 ? Float.NaN : (float) (r.nextGaussian() * 100));
           break;
         default:
-          enc.addBytes(Inputs.NAMES[r.nextInt(Inputs.NAMES.length)].getBytes(StandardCharsets.UTF_8));
+          enc.addBytes(
+              Inputs.NAMES[r.nextInt(Inputs.NAMES.length)].getBytes(StandardCharsets.UTF_8));
       }
     }
   }
 
   /**
-   * Files of records, 70% of them mutated, each framed with valid CRCs so that every one reaches the
-   * decoders; returns how many records were written.
+   * Files of records, 70% of them mutated, each framed with valid CRCs so that every one reaches
+   * the decoders; returns how many records were written.
    */
-  private static int writeFuzzedFiles(Path dir, Random r, boolean sequence, int files, int perFile) throws IOException {
+  private static int writeFuzzedFiles(Path dir, Random r, boolean sequence, int files, int perFile)
+      throws IOException {
     Files.createDirectories(dir);
     Crc32c crc = new Crc32c();
     for (int f = 0; f < files; f++) {
       List<byte[]> records = new ArrayList<>();
       for (int i = 0; i < perFile; i++) {
-        byte[] rec = r.nextInt(10) < 3 ? conforming(r, sequence)
-            : Inputs.mutate(r, r.nextInt(4) == 0 ? (sequence ? Inputs.sequenceExample(r, 0) : Inputs.example(r))
-                : conforming(r, sequence), 3);
+        byte[] rec =
+            r.nextInt(10) < 3
+                ? conforming(r, sequence)
+                : Inputs.mutate(
+                    r,
+                    r.nextInt(4) == 0
+                        ? (sequence ? Inputs.sequenceExample(r, 0) : Inputs.example(r))
+                        : conforming(r, sequence),
+                    3);
         records.add(rec);
       }
       byte[] framed = Inputs.frame(records, null);
@@ -231,8 +283,14 @@ class TFRecordFuzzIT {
     int n = writeFuzzedFiles(dir, r, false, 4, 3000);
     List<Row> columnarRows = null;
     for (String columnar : new String[] {"true", "false"}) {
-      Dataset<Row> df = spark.read().format("tfrecord").schema(COLUMNAR).option("mode", "DROPMALFORMED")
-          .option("columnar", columnar).load(dir.toString());
+      Dataset<Row> df =
+          spark
+              .read()
+              .format("tfrecord")
+              .schema(COLUMNAR)
+              .option("mode", "DROPMALFORMED")
+              .option("columnar", columnar)
+              .load(dir.toString());
       List<Row> rows = df.collectAsList();
       long dropped = ScanMetrics.droppedMalformedRecords(df);
       assertThat(rows.size() + dropped).as("rows + dropped (columnar=%s)", columnar).isEqualTo(n);
@@ -247,12 +305,26 @@ class TFRecordFuzzIT {
       }
     }
     // decimal and ml Vector columns: the row reader
-    Dataset<Row> rowOnly = spark.read().format("tfrecord").schema(ROW_ONLY).option("mode", "DROPMALFORMED").load(dir.toString());
+    Dataset<Row> rowOnly =
+        spark
+            .read()
+            .format("tfrecord")
+            .schema(ROW_ONLY)
+            .option("mode", "DROPMALFORMED")
+            .load(dir.toString());
     long rows = rowOnly.collectAsList().size();
     assertThat(rows + ScanMetrics.droppedMalformedRecords(rowOnly)).isEqualTo(n);
     // and FAILFAST stops at the first bad record, naming it
-    assertThatThrownBy(() -> spark.read().format("tfrecord").schema(COLUMNAR).load(dir.toString()).collectAsList())
-        .hasStackTraceContaining("Corrupt TFRecord file file:" + dir).hasStackTraceContaining(" at byte offset ");
+    assertThatThrownBy(
+            () ->
+                spark
+                    .read()
+                    .format("tfrecord")
+                    .schema(COLUMNAR)
+                    .load(dir.toString())
+                    .collectAsList())
+        .hasStackTraceContaining("Corrupt TFRecord file file:" + dir)
+        .hasStackTraceContaining(" at byte offset ");
   }
 
   @Test
@@ -260,8 +332,14 @@ class TFRecordFuzzIT {
     Random r = new Random(SEED + 1);
     Path dir = tmp.resolve("sequences");
     int n = writeFuzzedFiles(dir, r, true, 2, 2000);
-    Dataset<Row> df = spark.read().format("tfrecord").option("recordType", "SequenceExample").schema(SEQUENCE)
-        .option("mode", "DROPMALFORMED").load(dir.toString());
+    Dataset<Row> df =
+        spark
+            .read()
+            .format("tfrecord")
+            .option("recordType", "SequenceExample")
+            .schema(SEQUENCE)
+            .option("mode", "DROPMALFORMED")
+            .load(dir.toString());
     long rows = df.collectAsList().size();
     long dropped = ScanMetrics.droppedMalformedRecords(df);
     assertThat(rows + dropped).isEqualTo(n);
@@ -287,25 +365,46 @@ class TFRecordFuzzIT {
             framed[at] ^= (byte) (1 + r.nextInt(255));
             break;
           case 1:
-            framed = concat(Arrays.copyOf(framed, at), Inputs.randomBytes(r, 1 + r.nextInt(3)),
-                Arrays.copyOfRange(framed, at, framed.length));
+            framed =
+                concat(
+                    Arrays.copyOf(framed, at),
+                    Inputs.randomBytes(r, 1 + r.nextInt(3)),
+                    Arrays.copyOfRange(framed, at, framed.length));
             break;
           default:
-            framed = concat(Arrays.copyOf(framed, at), Arrays.copyOfRange(framed, at + 1 + r.nextInt(3), framed.length));
+            framed =
+                concat(
+                    Arrays.copyOf(framed, at),
+                    Arrays.copyOfRange(framed, at + 1 + r.nextInt(3), framed.length));
         }
       }
       Files.write(dir.resolve("part-" + f + ".tfrecord"), framed);
     }
     String old = spark.conf().get("spark.sql.files.maxPartitionBytes");
     try {
-      spark.conf().set("spark.sql.files.maxPartitionBytes", "50000"); // resynchronising split starts too
+      spark
+          .conf()
+          .set("spark.sql.files.maxPartitionBytes", "50000"); // resynchronising split starts too
       // the same records undamaged (some of them malformed for the schema: out-of-range ints)
-      long baseline = spark.read().format("tfrecord").schema(COLUMNAR).option("mode", "DROPMALFORMED")
-          .load(clean.toString()).collectAsList().size();
+      long baseline =
+          spark
+              .read()
+              .format("tfrecord")
+              .schema(COLUMNAR)
+              .option("mode", "DROPMALFORMED")
+              .load(clean.toString())
+              .collectAsList()
+              .size();
       List<Long> counts = new ArrayList<>();
       for (String columnar : new String[] {"true", "false"}) {
-        Dataset<Row> df = spark.read().format("tfrecord").schema(COLUMNAR).option("mode", "DROPMALFORMED")
-            .option("columnar", columnar).load(dir.toString());
+        Dataset<Row> df =
+            spark
+                .read()
+                .format("tfrecord")
+                .schema(COLUMNAR)
+                .option("mode", "DROPMALFORMED")
+                .option("columnar", columnar)
+                .load(dir.toString());
         long rows = df.collectAsList().size();
         long dropped = ScanMetrics.droppedMalformedRecords(df);
         // each of the 60 damages costs the record it hits and, when the framing shifts, no more

@@ -1,6 +1,7 @@
 package dev.sparktrainer.it.fuzz;
 
 import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
 import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
@@ -17,6 +18,9 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -31,10 +35,6 @@ import java.util.Random;
 import java.util.Set;
 import java.util.TreeMap;
 import org.apache.hadoop.conf.Configuration;
-import dev.sparktrainer.tfrecord.codec.LittleEndian;
-import java.io.PrintWriter;
-import java.io.StringWriter;
-import java.io.UncheckedIOException;
 
 /**
  * A seeded mutation fuzzer of the TFRecord framing reader and the Example and SequenceExample
@@ -54,10 +54,10 @@ import java.io.UncheckedIOException;
  *       other; no failure means the same records and no drop); split reads of undamaged streams
  *       return every record exactly once for random split points; a record decodes the same alone
  *       and embedded in a larger buffer (nothing read outside its range); the whole-record parser,
- *       the scanner with the reusable FeatureValues (what the Spark readers use) and the packed-float
- *       fast path (what the input pipeline uses) agree on every record the parser accepts, and the
- *       fast path accepts nothing the parser rejects; padded varints decode like canonical ones; and
- *       a parsed record re-encoded parses to the same features.
+ *       the scanner with the reusable FeatureValues (what the Spark readers use) and the
+ *       packed-float fast path (what the input pipeline uses) agree on every record the parser
+ *       accepts, and the fast path accepts nothing the parser rejects; padded varints decode like
+ *       canonical ones; and a parsed record re-encoded parses to the same features.
  * </ul>
  *
  * <p>Usage: {@code TFRecordFuzzer SEED FRAMING_INPUTS EXAMPLE_INPUTS SEQUENCE_INPUTS SCRATCH_DIR
@@ -112,8 +112,15 @@ public final class TFRecordFuzzer {
         f.sequence(i);
       }
     } catch (OutOfMemoryError e) {
-      System.out.println("OOM target=" + f.currentTarget + " index=" + f.currentIndex + " inputLength="
-          + f.currentInput.length + " input=" + hex(f.currentInput));
+      System.out.println(
+          "OOM target="
+              + f.currentTarget
+              + " index="
+              + f.currentIndex
+              + " inputLength="
+              + f.currentInput.length
+              + " input="
+              + hex(f.currentInput));
       System.out.flush();
       Runtime.getRuntime().halt(4);
     }
@@ -123,26 +130,37 @@ public final class TFRecordFuzzer {
 
   private void startWatchdog(long deadlineMs) {
     Thread main = Thread.currentThread();
-    Thread w = new Thread(() -> {
-      while (true) {
-        try {
-          Thread.sleep(100);
-        } catch (InterruptedException e) {
-          return;
-        }
-        long ms = (System.nanoTime() - currentStart) / 1_000_000;
-        if (currentIndex >= 0 && ms > deadlineMs) {
-          StringBuilder sb = new StringBuilder();
-          for (StackTraceElement el : main.getStackTrace()) {
-            sb.append("\n    at ").append(el);
-          }
-          System.out.println("HANG target=" + currentTarget + " index=" + currentIndex + " after " + ms
-              + " ms, input=" + hex(currentInput) + sb);
-          System.out.flush();
-          Runtime.getRuntime().halt(3);
-        }
-      }
-    }, "fuzz-watchdog");
+    Thread w =
+        new Thread(
+            () -> {
+              while (true) {
+                try {
+                  Thread.sleep(100);
+                } catch (InterruptedException e) {
+                  return;
+                }
+                long ms = (System.nanoTime() - currentStart) / 1_000_000;
+                if (currentIndex >= 0 && ms > deadlineMs) {
+                  StringBuilder sb = new StringBuilder();
+                  for (StackTraceElement el : main.getStackTrace()) {
+                    sb.append("\n    at ").append(el);
+                  }
+                  System.out.println(
+                      "HANG target="
+                          + currentTarget
+                          + " index="
+                          + currentIndex
+                          + " after "
+                          + ms
+                          + " ms, input="
+                          + hex(currentInput)
+                          + sb);
+                  System.out.flush();
+                  Runtime.getRuntime().halt(3);
+                }
+              }
+            },
+            "fuzz-watchdog");
     w.setDaemon(true);
     w.start();
   }
@@ -152,7 +170,10 @@ public final class TFRecordFuzzer {
     currentIndex = index;
     currentStart = System.nanoTime();
     stats.computeIfAbsent(target, k -> new long[2])[0]++;
-    long h = seed * 0x9E3779B97F4A7C15L + target.hashCode() * 0xBF58476D1CE4E5B9L + index * 0x94D049BB133111EBL;
+    long h =
+        seed * 0x9E3779B97F4A7C15L
+            + target.hashCode() * 0xBF58476D1CE4E5B9L
+            + index * 0x94D049BB133111EBL;
     return new Random(h ^ (h >>> 29));
   }
 
@@ -164,8 +185,18 @@ public final class TFRecordFuzzer {
   private void fail(String what, byte[] input, Throwable e) {
     failureCount++;
     if (failures.size() < 20) {
-      StringBuilder sb = new StringBuilder("FAIL target=" + currentTarget + " index=" + currentIndex + " " + what
-          + "\n  input (" + input.length + " bytes) = " + hex(input));
+      StringBuilder sb =
+          new StringBuilder(
+              "FAIL target="
+                  + currentTarget
+                  + " index="
+                  + currentIndex
+                  + " "
+                  + what
+                  + "\n  input ("
+                  + input.length
+                  + " bytes) = "
+                  + hex(input));
       if (e != null) {
         StringWriter sw = new StringWriter();
         e.printStackTrace(new PrintWriter(sw));
@@ -176,20 +207,29 @@ public final class TFRecordFuzzer {
   }
 
   static String hex(byte[] b) {
-    return b.length <= 4096 ? HexFormat.of().formatHex(b) : HexFormat.of().formatHex(b, 0, 4096) + "...";
+    return b.length <= 4096
+        ? HexFormat.of().formatHex(b)
+        : HexFormat.of().formatHex(b, 0, 4096) + "...";
   }
 
   void report(PrintStream out, double seconds) {
     long total = 0;
     for (Map.Entry<String, long[]> e : stats.entrySet()) {
-      out.println("STAT target=" + e.getKey() + " inputs=" + e.getValue()[0] + " rejected=" + e.getValue()[1]);
+      out.println(
+          "STAT target="
+              + e.getKey()
+              + " inputs="
+              + e.getValue()[0]
+              + " rejected="
+              + e.getValue()[1]);
       total += e.getValue()[0];
     }
     for (Map.Entry<String, Long> e : exceptions.entrySet()) {
       out.println("EXCEPTION " + e.getKey() + " " + e.getValue());
     }
-    out.printf("TOTAL inputs=%d failures=%d seconds=%.1f maxHeapMiB=%d%n", total, failureCount, seconds,
-        Runtime.getRuntime().maxMemory() >> 20);
+    out.printf(
+        "TOTAL inputs=%d failures=%d seconds=%.1f maxHeapMiB=%d%n",
+        total, failureCount, seconds, Runtime.getRuntime().maxMemory() >> 20);
     for (String f : failures) {
       out.println(f);
     }
@@ -218,34 +258,54 @@ public final class TFRecordFuzzer {
 
   private Read readStream(byte[] input, TFRecordCompression c, CorruptRecordPolicy policy) {
     if (c == TFRecordCompression.NONE) {
-      return read(new TFRecordReader(new ByteArrayInputStream(input), "fuzz.tfrecord", 0, Long.MAX_VALUE,
-          MAX_RECORD_LENGTH, policy));
+      return read(
+          new TFRecordReader(
+              new ByteArrayInputStream(input),
+              "fuzz.tfrecord",
+              0,
+              Long.MAX_VALUE,
+              MAX_RECORD_LENGTH,
+              policy));
     }
     // compressed: through the public entry point that owns decompression (and its header errors)
     try {
       Path file = scratch.resolve("fuzz" + c.extension());
       Files.write(file, input);
-      return read(TFRecordFiles.open(new org.apache.hadoop.fs.Path(file.toUri()), 0, Long.MAX_VALUE, conf, c,
-          MAX_RECORD_LENGTH, policy));
+      return read(
+          TFRecordFiles.open(
+              new org.apache.hadoop.fs.Path(file.toUri()),
+              0,
+              Long.MAX_VALUE,
+              conf,
+              c,
+              MAX_RECORD_LENGTH,
+              policy));
     } catch (IOException | RuntimeException e) {
       return new Read(List.of(), -1, e);
     }
   }
 
-  /** Checks a reader's exception is a documented corruption report naming the file and an offset. */
+  /**
+   * Checks a reader's exception is a documented corruption report naming the file and an offset.
+   */
   private boolean checkCorruption(Throwable e, byte[] input, boolean uncompressed) {
     if (!(e instanceof TFRecordCorruptException)) {
       fail("undocumented exception from the reader: " + e, input, e);
       return false;
     }
     TFRecordCorruptException c = (TFRecordCorruptException) e;
-    if (!c.getMessage().startsWith("Corrupt TFRecord file ") || !c.getMessage().contains(" at byte offset " + c.offset() + ": ")
-        || c.file() == null || !c.getMessage().contains(c.file())) {
+    if (!c.getMessage().startsWith("Corrupt TFRecord file ")
+        || !c.getMessage().contains(" at byte offset " + c.offset() + ": ")
+        || c.file() == null
+        || !c.getMessage().contains(c.file())) {
       fail("corruption message does not name file and offset: " + c.getMessage(), input, e);
       return false;
     }
     if (c.offset() < 0 || (uncompressed && c.offset() > input.length)) {
-      fail("corruption offset " + c.offset() + " outside the " + input.length + "-byte input", input, e);
+      fail(
+          "corruption offset " + c.offset() + " outside the " + input.length + "-byte input",
+          input,
+          e);
       return false;
     }
     return true;
@@ -261,7 +321,10 @@ public final class TFRecordFuzzer {
     long[] offsets = new long[n];
     byte[] clean = Inputs.frame(records, offsets);
     int kind = r.nextInt(10);
-    TFRecordCompression c = kind < 7 ? TFRecordCompression.NONE : kind < 9 ? TFRecordCompression.GZIP : TFRecordCompression.ZLIB;
+    TFRecordCompression c =
+        kind < 7
+            ? TFRecordCompression.NONE
+            : kind < 9 ? TFRecordCompression.GZIP : TFRecordCompression.ZLIB;
     boolean mutated = r.nextInt(8) != 0;
     byte[] input = clean;
     if (mutated) {
@@ -269,18 +332,19 @@ public final class TFRecordFuzzer {
         case 0:
           input = Inputs.corruptLength(r, clean, offsets, n, r.nextBoolean(), MAX_RECORD_LENGTH);
           break;
-        case 1: { // a damaged payload with valid CRCs around it: only the decoders can tell
-          input = clean.clone();
-          if (n > 0) {
-            int rec = r.nextInt(n);
-            int len = records.get(rec).length;
-            if (len > 0) {
-              input[(int) offsets[rec] + 12 + r.nextInt(len)] ^= (byte) (1 + r.nextInt(255));
-              Inputs.fixDataCrc(input, (int) offsets[rec], len);
+        case 1:
+          { // a damaged payload with valid CRCs around it: only the decoders can tell
+            input = clean.clone();
+            if (n > 0) {
+              int rec = r.nextInt(n);
+              int len = records.get(rec).length;
+              if (len > 0) {
+                input[(int) offsets[rec] + 12 + r.nextInt(len)] ^= (byte) (1 + r.nextInt(255));
+                Inputs.fixDataCrc(input, (int) offsets[rec], len);
+              }
             }
+            break;
           }
-          break;
-        }
         default:
           input = Inputs.mutate(r, clean, 4);
       }
@@ -305,8 +369,10 @@ public final class TFRecordFuzzer {
     }
     if (lenient.error() != null) {
       // DROPMALFORMED throws nothing, except TFRecordFiles.open on an unreadable compressed header
-      boolean header = c != TFRecordCompression.NONE && lenient.error() instanceof TFRecordCorruptException
-          && lenient.error().getMessage().contains("unreadable " + c + " header");
+      boolean header =
+          c != TFRecordCompression.NONE
+              && lenient.error() instanceof TFRecordCorruptException
+              && lenient.error().getMessage().contains("unreadable " + c + " header");
       if (!header) {
         fail("DROPMALFORMED threw " + lenient.error(), input, lenient.error());
       }
@@ -314,12 +380,23 @@ public final class TFRecordFuzzer {
     }
     if (strict.error() == null) {
       if (lenient.dropped() != 0 || !same(strict.records(), lenient.records())) {
-        fail("FAILFAST read cleanly but DROPMALFORMED dropped " + lenient.dropped() + " or read other records", input, null);
+        fail(
+            "FAILFAST read cleanly but DROPMALFORMED dropped "
+                + lenient.dropped()
+                + " or read other records",
+            input,
+            null);
       }
     } else if (lenient.dropped() < 1) {
-      fail("FAILFAST failed (" + strict.error().getMessage() + ") but DROPMALFORMED dropped nothing", input, null);
+      fail(
+          "FAILFAST failed (" + strict.error().getMessage() + ") but DROPMALFORMED dropped nothing",
+          input,
+          null);
     } else if (!isPrefix(strict.records(), lenient.records())) {
-      fail("records before the first corruption differ between FAILFAST and DROPMALFORMED", input, null);
+      fail(
+          "records before the first corruption differ between FAILFAST and DROPMALFORMED",
+          input,
+          null);
     }
     if (unchanged && (strict.error() != null || !same(strict.records(), records))) {
       fail("an undamaged stream did not read back exactly", input, strict.error());
@@ -344,11 +421,16 @@ public final class TFRecordFuzzer {
       for (int s = 0; s + 1 < points.length; s++) {
         long start = points[s];
         long end = s + 2 == points.length ? Long.MAX_VALUE : points[s + 1];
-        ByteArrayInputStream in = new ByteArrayInputStream(input, (int) start, input.length - (int) start);
-        Read part = read(new TFRecordReader(in, "fuzz.tfrecord", start, end, MAX_RECORD_LENGTH, policy));
+        ByteArrayInputStream in =
+            new ByteArrayInputStream(input, (int) start, input.length - (int) start);
+        Read part =
+            read(new TFRecordReader(in, "fuzz.tfrecord", start, end, MAX_RECORD_LENGTH, policy));
         if (part.error() != null) {
           if (policy == CorruptRecordPolicy.DROPMALFORMED) {
-            fail("DROPMALFORMED split [" + start + ", " + end + ") threw " + part.error(), input, part.error());
+            fail(
+                "DROPMALFORMED split [" + start + ", " + end + ") threw " + part.error(),
+                input,
+                part.error());
           } else {
             checkCorruption(part.error(), input, true);
           }
@@ -357,8 +439,18 @@ public final class TFRecordFuzzer {
         all.addAll(part.records());
       }
       if (expected != null && !same(all, expected)) {
-        fail("split reads at " + Arrays.toString(points) + " (" + policy + ") returned " + all.size() + " of "
-            + expected.size() + " records or other records", input, null);
+        fail(
+            "split reads at "
+                + Arrays.toString(points)
+                + " ("
+                + policy
+                + ") returned "
+                + all.size()
+                + " of "
+                + expected.size()
+                + " records or other records",
+            input,
+            null);
       }
     }
   }
@@ -443,11 +535,17 @@ public final class TFRecordFuzzer {
     }
   }
 
-  /** The same record with canonical and with padded varints (both valid protobuf) decodes the same. */
+  /**
+   * The same record with canonical and with padded varints (both valid protobuf) decodes the same.
+   */
   private void paddedVarints(Random r, boolean sequence) {
     long s = r.nextLong();
-    byte[] canonical = sequence ? Inputs.sequenceExample(new Random(s), 0) : Inputs.protoExample(new Random(s), 0);
-    byte[] padded = sequence ? Inputs.sequenceExample(new Random(s), 0.5) : Inputs.protoExample(new Random(s), 0.5);
+    byte[] canonical =
+        sequence ? Inputs.sequenceExample(new Random(s), 0) : Inputs.protoExample(new Random(s), 0);
+    byte[] padded =
+        sequence
+            ? Inputs.sequenceExample(new Random(s), 0.5)
+            : Inputs.protoExample(new Random(s), 0.5);
     currentInput = padded;
     try {
       if (sequence) {
@@ -472,7 +570,8 @@ public final class TFRecordFuzzer {
   }
 
   /** The scanner + FeatureValues path and the packed-float fast path, against the parser. */
-  private void scanExample(Random r, byte[] buf, int off, byte[] input, Map<String, Feature> parsed) {
+  private void scanExample(
+      Random r, byte[] buf, int off, byte[] input, Map<String, Feature> parsed) {
     Set<String> names = new LinkedHashSet<>();
     if (parsed != null) {
       names.addAll(comparable(parsed.keySet()));
@@ -502,7 +601,15 @@ public final class TFRecordFuzzer {
         checkFastPath(buf, fo, fl, input, r);
         Feature got = fv.decode(buf, fo, fl).toFeature();
         if (parsed != null && !Objects.equals(expected, got)) {
-          fail("scanner + FeatureValues decode '" + list.get(i) + "' as " + got + ", the parser as " + expected, input, null);
+          fail(
+              "scanner + FeatureValues decode '"
+                  + list.get(i)
+                  + "' as "
+                  + got
+                  + ", the parser as "
+                  + expected,
+              input,
+              null);
         }
       }
     } catch (MalformedRecordException e) {
@@ -545,8 +652,16 @@ public final class TFRecordFuzzer {
       return;
     }
     if (values == null) {
-      fail("packedFloatsAt accepts a Feature the decoder rejects as malformed (" + n + " floats at " + (at - fo)
-          + " of the " + fl + "-byte Feature)", input, null);
+      fail(
+          "packedFloatsAt accepts a Feature the decoder rejects as malformed ("
+              + n
+              + " floats at "
+              + (at - fo)
+              + " of the "
+              + fl
+              + "-byte Feature)",
+          input,
+          null);
       return;
     }
     if (kind != FeatureKind.FLOAT || count != n || at + 4L * n > fo + fl) {
@@ -589,11 +704,15 @@ public final class TFRecordFuzzer {
       lists.addAll(comparable(parsed.featureLists.keySet()));
       Examples.Sequence back = null;
       try {
-        back = Examples.parseSequenceExample(Examples.encodeSequenceExample(parsed.context, parsed.featureLists));
+        back =
+            Examples.parseSequenceExample(
+                Examples.encodeSequenceExample(parsed.context, parsed.featureLists));
       } catch (RuntimeException e) {
         fail("re-encoding a parsed SequenceExample does not parse: " + e, input, e);
       }
-      if (back != null && (!back.context.equals(parsed.context) || !equalLists(back.featureLists, parsed.featureLists))) {
+      if (back != null
+          && (!back.context.equals(parsed.context)
+              || !equalLists(back.featureLists, parsed.featureLists))) {
         fail("re-encoding the parsed SequenceExample changes it", input, null);
       }
     }
@@ -601,7 +720,8 @@ public final class TFRecordFuzzer {
     lists.add(Inputs.NAMES[r.nextInt(Inputs.NAMES.length)]);
     List<String> ctxNames = new ArrayList<>(ctx);
     List<String> listNames = new ArrayList<>(lists);
-    ExampleScanner scanner = new ExampleScanner(new FeatureLookup(ctxNames), new FeatureLookup(listNames));
+    ExampleScanner scanner =
+        new ExampleScanner(new FeatureLookup(ctxNames), new FeatureLookup(listNames));
     FeatureValues fv = new FeatureValues();
     try {
       scanner.scanSequenceExample(big, off[0], input.length);
@@ -610,7 +730,10 @@ public final class TFRecordFuzzer {
         int fo = scanner.featureOffset[i];
         Feature got = fo < 0 ? null : fv.decode(big, fo, scanner.featureLength[i]).toFeature();
         if (parsed != null && !Objects.equals(expected, got)) {
-          fail("context feature '" + ctxNames.get(i) + "': scanner " + got + ", parser " + expected, input, null);
+          fail(
+              "context feature '" + ctxNames.get(i) + "': scanner " + got + ", parser " + expected,
+              input,
+              null);
         }
       }
       for (int i = 0; i < listNames.size(); i++) {
@@ -625,12 +748,20 @@ public final class TFRecordFuzzer {
         int ll = scanner.listLength[i];
         int count = scanner.countInList(big, lo, ll);
         List<Feature> got = new ArrayList<>();
-        int visited = scanner.forEachInList(big, lo, ll, (j, b, fo, fl) -> got.add(new FeatureValues().decode(b, fo, fl).toFeature()));
+        int visited =
+            scanner.forEachInList(
+                big,
+                lo,
+                ll,
+                (j, b, fo, fl) -> got.add(new FeatureValues().decode(b, fo, fl).toFeature()));
         if (count != visited || count != got.size()) {
           fail("countInList " + count + " but forEachInList visits " + visited, input, null);
         }
         if (parsed != null && !equalList(expected, got)) {
-          fail("feature list '" + listNames.get(i) + "': scanner " + got + ", parser " + expected, input, null);
+          fail(
+              "feature list '" + listNames.get(i) + "': scanner " + got + ", parser " + expected,
+              input,
+              null);
         }
       }
     } catch (MalformedRecordException e) {

@@ -17,13 +17,13 @@ import org.apache.spark.sql.SparkSession;
  * Transient read errors on checkpoints, injected without a wrapper scheme: while installed, a
  * subclass of the storage's real FileSystem class ({@link FlakyDistributedFileSystem}, {@code
  * s3.FlakyS3AFileSystem}) serves the scheme, uncached, and its {@code open} of a {@code ckpt-*.bin}
- * file throws the first {@code failures} times — as a DataNode read timeout or an object store's 503
- * would. Everything else (data, checkpoint writes, listings) goes to the real implementation.
+ * file throws the first {@code failures} times — as a DataNode read timeout or an object store's
+ * 503 would. Everything else (data, checkpoint writes, listings) goes to the real implementation.
  *
- * <p>Installed on the SparkContext's Hadoop configuration, which the trainer broadcasts to its tasks:
- * in local mode they run in this JVM, so the classes and their static counters are shared. {@link
- * #close()} restores the configuration and closes every instance made meanwhile (uncached instances
- * are nobody else's to close).
+ * <p>Installed on the SparkContext's Hadoop configuration, which the trainer broadcasts to its
+ * tasks: in local mode they run in this JVM, so the classes and their static counters are shared.
+ * {@link #close()} restores the configuration and closes every instance made meanwhile (uncached
+ * instances are nobody else's to close).
  */
 public final class FlakyCheckpointReads implements AutoCloseable {
   private static final Pattern CHECKPOINT = Pattern.compile("ckpt-\\d+\\.bin");
@@ -39,7 +39,8 @@ public final class FlakyCheckpointReads implements AutoCloseable {
   private final String oldImpl;
   private final String oldCache;
 
-  private FlakyCheckpointReads(Configuration conf, String scheme, Class<? extends FileSystem> impl, int failures) {
+  private FlakyCheckpointReads(
+      Configuration conf, String scheme, Class<? extends FileSystem> impl, int failures) {
     this.conf = conf;
     this.implKey = "fs." + scheme + ".impl";
     this.cacheKey = "fs." + scheme + ".impl.disable.cache";
@@ -59,9 +60,10 @@ public final class FlakyCheckpointReads implements AutoCloseable {
    * Serves {@code scheme} with {@code impl} for the jobs of {@code spark} until closed; the first
    * {@code failures} opens of a checkpoint fail ({@code Integer.MAX_VALUE}: all of them).
    */
-  public static FlakyCheckpointReads install(SparkSession spark, String scheme, Class<? extends FileSystem> impl,
-      int failures) {
-    return new FlakyCheckpointReads(spark.sparkContext().hadoopConfiguration(), scheme, impl, failures);
+  public static FlakyCheckpointReads install(
+      SparkSession spark, String scheme, Class<? extends FileSystem> impl, int failures) {
+    return new FlakyCheckpointReads(
+        spark.sparkContext().hadoopConfiguration(), scheme, impl, failures);
   }
 
   /** Opens of a checkpoint that failed so far. */
@@ -79,12 +81,17 @@ public final class FlakyCheckpointReads implements AutoCloseable {
     return Set.copyOf(opened);
   }
 
-  /** For the flaky classes: each instance made while installed, to be closed by {@link #close()}. */
+  /**
+   * For the flaky classes: each instance made while installed, to be closed by {@link #close()}.
+   */
   public static void created(FileSystem fs) {
     instances.add(fs);
   }
 
-  /** For the flaky classes, first thing in {@code open(f)}: throws {@code error} if this open is to fail. */
+  /**
+   * For the flaky classes, first thing in {@code open(f)}: throws {@code error} if this open is to
+   * fail.
+   */
   public static void beforeOpen(Path f, Function<Path, IOException> error) throws IOException {
     if (!CHECKPOINT.matcher(f.getName()).matches()) {
       return;
@@ -106,8 +113,10 @@ public final class FlakyCheckpointReads implements AutoCloseable {
       try {
         fs.close();
       } catch (IOException | RuntimeException e) {
-        System.getLogger(FlakyCheckpointReads.class.getName()).log(System.Logger.Level.WARNING,
-            "Cannot close " + fs.getClass().getSimpleName() + " " + fs.getUri() + ": " + e);
+        System.getLogger(FlakyCheckpointReads.class.getName())
+            .log(
+                System.Logger.Level.WARNING,
+                "Cannot close " + fs.getClass().getSimpleName() + " " + fs.getUri() + ": " + e);
       }
     }
   }

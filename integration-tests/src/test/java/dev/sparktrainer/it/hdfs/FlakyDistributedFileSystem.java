@@ -21,8 +21,12 @@ public class FlakyDistributedFileSystem extends DistributedFileSystem {
 
   @Override
   public FSDataInputStream open(Path f, int bufferSize) throws IOException {
-    FlakyCheckpointReads.beforeOpen(f, p -> new SocketTimeoutException(
-        "simulated: 60000 millis timeout while waiting for channel to be ready for read of " + p));
+    FlakyCheckpointReads.beforeOpen(
+        f,
+        p ->
+            new SocketTimeoutException(
+                "simulated: 60000 millis timeout while waiting for channel to be ready for read of "
+                    + p));
     return super.open(f, bufferSize);
   }
 }

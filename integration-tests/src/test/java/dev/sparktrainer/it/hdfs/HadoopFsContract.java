@@ -52,15 +52,15 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
-import scala.jdk.javaapi.CollectionConverters;
 import scala.collection.Iterable;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * What the product needs from a Hadoop FileSystem that holds training data, run against a real one:
  * the {@code tfrecord} data source writing (through Spark's commit protocol) and reading every
- * record type and compression, partitioned writes, split reads of a big uncompressed file, the input
- * pipeline planning and streaming shards, and distributed training whose checkpoints live on the
- * same FileSystem, resumed by a second run of the same job.
+ * record type and compression, partitioned writes, split reads of a big uncompressed file, the
+ * input pipeline planning and streaming shards, and distributed training whose checkpoints live on
+ * the same FileSystem, resumed by a second run of the same job.
  *
  * <p>HDFS ({@link HdfsIT}, a MiniDFSCluster) is the reference; {@code s3.S3IT} runs the same
  * contract on {@code s3a://} against an S3 API server. A subclass starts the storage and one local
@@ -154,15 +154,28 @@ public abstract class HadoopFsContract {
     for (String compression : new String[] {"none", "gzip", "zlib"}) {
       String dir = base + "/example-" + compression;
       df.repartition(3).write().format("tfrecord").option("compression", compression).save(dir);
-      String ext = compression.equals("none") ? ".tfrecord" : compression.equals("gzip") ? ".tfrecord.gz" : ".tfrecord.deflate";
+      String ext =
+          compression.equals("none")
+              ? ".tfrecord"
+              : compression.equals("gzip") ? ".tfrecord.gz" : ".tfrecord.deflate";
       assertThat(partFiles(dir)).as(dir).hasSize(3).allMatch(p -> p.getName().endsWith(ext));
-      assertThat(fs().exists(new Path(dir, "_SUCCESS"))).as("commit protocol marker in " + dir).isTrue();
+      assertThat(fs().exists(new Path(dir, "_SUCCESS")))
+          .as("commit protocol marker in " + dir)
+          .isTrue();
       Dataset<Row> back = spark().read().format("tfrecord").schema(EXAMPLE_SCHEMA).load(dir);
       assertSameRows(back, df);
       // columnar and row read paths agree, on this storage too
-      assertSameRows(spark().read().format("tfrecord").schema(EXAMPLE_SCHEMA).option("columnar", "false").load(dir), df);
+      assertSameRows(
+          spark()
+              .read()
+              .format("tfrecord")
+              .schema(EXAMPLE_SCHEMA)
+              .option("columnar", "false")
+              .load(dir),
+          df);
       // an inferred schema finds every feature
-      assertThat(spark().read().format("tfrecord").load(dir).columns()).contains("id", "blob", "floats", "tags");
+      assertThat(spark().read().format("tfrecord").load(dir).columns())
+          .contains("id", "blob", "floats", "tags");
     }
 
     // SequenceExample: context features and feature lists
@@ -170,8 +183,14 @@ public abstract class HadoopFsContract {
         new StructType()
             .add("id", DataTypes.LongType)
             .add("lang", DataTypes.StringType)
-            .add("tokens", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.LongType, false), false))
-            .add("frames", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType, false), false));
+            .add(
+                "tokens",
+                DataTypes.createArrayType(
+                    DataTypes.createArrayType(DataTypes.LongType, false), false))
+            .add(
+                "frames",
+                DataTypes.createArrayType(
+                    DataTypes.createArrayType(DataTypes.FloatType, false), false));
     List<Row> seqRows = new ArrayList<>();
     Random rnd = new Random(5);
     for (int i = 0; i < 120; i++) {
@@ -191,16 +210,28 @@ public abstract class HadoopFsContract {
     }
     Dataset<Row> seq = spark().createDataFrame(seqRows, seqSchema);
     String seqDir = base + "/sequence-gzip";
-    seq.repartition(2).write().format("tfrecord").option("recordType", "SequenceExample")
-        .option("compression", "gzip").save(seqDir);
+    seq.repartition(2)
+        .write()
+        .format("tfrecord")
+        .option("recordType", "SequenceExample")
+        .option("compression", "gzip")
+        .save(seqDir);
     assertThat(partFiles(seqDir)).allMatch(p -> p.getName().endsWith(".tfrecord.gz"));
-    assertSameRows(spark().read().format("tfrecord").option("recordType", "SequenceExample").schema(seqSchema).load(seqDir), seq);
+    assertSameRows(
+        spark()
+            .read()
+            .format("tfrecord")
+            .option("recordType", "SequenceExample")
+            .schema(seqSchema)
+            .load(seqDir),
+        seq);
 
     // ByteArray: opaque records, byte for byte
     Dataset<Row> raw = df.select(col("blob").as("byteArray"));
     String rawDir = base + "/bytes";
     raw.write().format("tfrecord").option("recordType", "ByteArray").save(rawDir);
-    assertSameRows(spark().read().format("tfrecord").option("recordType", "ByteArray").load(rawDir), raw);
+    assertSameRows(
+        spark().read().format("tfrecord").option("recordType", "ByteArray").load(rawDir), raw);
     df.unpersist();
   }
 
@@ -218,26 +249,36 @@ public abstract class HadoopFsContract {
     assertThat(partitions).containsExactlyInAnyOrder("split=train", "split=test");
     // the partition column comes back from the directory names
     assertSameRows(spark().read().format("tfrecord").schema(EXAMPLE_SCHEMA).load(dir), df);
-    assertThat(spark().read().format("tfrecord").load(dir).where("split = 'train'").count()).isEqualTo(67);
+    assertThat(spark().read().format("tfrecord").load(dir).where("split = 'train'").count())
+        .isEqualTo(67);
     // overwrite replaces, append adds
     df.limit(10).write().format("tfrecord").partitionBy("split").mode(SaveMode.Append).save(dir);
     assertThat(spark().read().format("tfrecord").load(dir).count()).isEqualTo(210);
 
-    // A task that fails (a null inside a list cannot be written) fails the job: nothing is committed.
+    // A task that fails (a null inside a list cannot be written) fails the job: nothing is
+    // committed.
     String failed = root() + "/failed-write";
-    StructType s = new StructType().add("id", DataTypes.LongType)
-        .add("xs", DataTypes.createArrayType(DataTypes.LongType, true));
+    StructType s =
+        new StructType()
+            .add("id", DataTypes.LongType)
+            .add("xs", DataTypes.createArrayType(DataTypes.LongType, true));
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < 50; i++) {
-      rows.add(RowFactory.create((long) i, i == 37 ? new Long[] {1L, null} : new Long[] {(long) i}));
+      rows.add(
+          RowFactory.create((long) i, i == 37 ? new Long[] {1L, null} : new Long[] {(long) i}));
     }
     Dataset<Row> bad = spark().createDataFrame(rows, s).repartition(2);
-    assertThatThrownBy(() -> bad.write().format("tfrecord").save(failed)).hasStackTraceContaining("null");
-    // Nothing committed: no part file outside the committer's _temporary tree. (The other task, killed
+    assertThatThrownBy(() -> bad.write().format("tfrecord").save(failed))
+        .hasStackTraceContaining("null");
+    // Nothing committed: no part file outside the committer's _temporary tree. (The other task,
+    // killed
     // when the job failed, may still commit its attempt into _temporary/0/task_... after the job's
-    // abort has deleted that tree — Spark's commit protocol on an object store; readers never list it.)
-    assertThat(partFiles(failed)).as("part files committed by the failed job in " + failed)
-        .filteredOn(p -> !p.toString().contains("/_temporary/")).isEmpty();
+    // abort has deleted that tree — Spark's commit protocol on an object store; readers never list
+    // it.)
+    assertThat(partFiles(failed))
+        .as("part files committed by the failed job in " + failed)
+        .filteredOn(p -> !p.toString().contains("/_temporary/"))
+        .isEmpty();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -248,12 +289,18 @@ public abstract class HadoopFsContract {
   /** One uncompressed file of {@link #BIG_RECORDS} Examples (id, label, 0-400 bytes of padding). */
   private String bigFile(String dir) throws IOException {
     if (partFiles(dir).isEmpty()) {
-      spark().range(0, BIG_RECORDS, 1, 2)
-          .select(col("id"), col("id").mod(10).as("label"),
+      spark()
+          .range(0, BIG_RECORDS, 1, 2)
+          .select(
+              col("id"),
+              col("id").mod(10).as("label"),
               expr("substring(repeat(sha2(cast(id as string), 256), 7), 1, cast(pmod(hash(id), 400) as int))")
-                  .cast("binary").as("pad"))
+                  .cast("binary")
+                  .as("pad"))
           .coalesce(1)
-          .write().format("tfrecord").save(dir);
+          .write()
+          .format("tfrecord")
+          .save(dir);
     }
     List<Path> parts = partFiles(dir);
     assertThat(parts).hasSize(1);
@@ -270,9 +317,13 @@ public abstract class HadoopFsContract {
     String old = spark().conf().get("spark.sql.files.maxPartitionBytes");
     try {
       spark().conf().set("spark.sql.files.maxPartitionBytes", String.valueOf(200_000));
-      Dataset<Row> df = spark().read().format("tfrecord").schema("id bigint, label bigint").load(dir);
-      assertThat(df.rdd().getNumPartitions()).as("splits of a %d-byte file", size).isGreaterThanOrEqualTo((int) (size / 200_000));
-      Row r = df.selectExpr("count(*)", "count(distinct id)", "sum(id)", "min(id)", "max(id)").first();
+      Dataset<Row> df =
+          spark().read().format("tfrecord").schema("id bigint, label bigint").load(dir);
+      assertThat(df.rdd().getNumPartitions())
+          .as("splits of a %d-byte file", size)
+          .isGreaterThanOrEqualTo((int) (size / 200_000));
+      Row r =
+          df.selectExpr("count(*)", "count(distinct id)", "sum(id)", "min(id)", "max(id)").first();
       assertThat(r.getLong(0)).isEqualTo(BIG_RECORDS);
       assertThat(r.getLong(1)).isEqualTo(BIG_RECORDS);
       assertThat(r.getLong(2)).isEqualTo((long) BIG_RECORDS * (BIG_RECORDS - 1) / 2);
@@ -283,17 +334,29 @@ public abstract class HadoopFsContract {
     }
   }
 
-  /** HDFS checks that the big file really spans several blocks; other stores have nothing to check. */
+  /**
+   * HDFS checks that the big file really spans several blocks; other stores have nothing to check.
+   */
   protected void checkSpansSeveralBlocks(Path file) throws IOException {}
 
   @Test
   public void inputPipelinePlansAndStreamsShardsExactlyOnce() throws IOException {
     String file = bigFile(root() + "/big");
-    DatasetSpec spec = DatasetSpec.builder().addPath(root() + "/big").addFeature("id", 1)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(root() + "/big")
+            .addFeature("id", 1)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
     long splitSize = 300_000;
-    PipelineOptions options = PipelineOptions.builder().optBatchSize(64).optDropRemainder(false)
-        .optShuffleBuffer(256).optSplitSizeBytes(splitSize).optSeed(9).build();
+    PipelineOptions options =
+        PipelineOptions.builder()
+            .optBatchSize(64)
+            .optDropRemainder(false)
+            .optShuffleBuffer(256)
+            .optSplitSizeBytes(splitSize)
+            .optSeed(9)
+            .build();
     DatasetPlan plan = DatasetPlanner.plan(spec, options, spark()); // counts with a Spark job
     long size = fs().getFileStatus(new Path(file)).getLen();
     assertThat(plan.totalRecords()).isEqualTo(BIG_RECORDS);
@@ -340,6 +403,7 @@ public abstract class HadoopFsContract {
 
   /** Rank 0's start events (local mode: the task runs in this JVM). */
   static final ConcurrentLinkedQueue<long[]> STARTS = new ConcurrentLinkedQueue<>();
+
   /** Epochs rank 0 finished, per run. */
   static final ConcurrentLinkedQueue<Integer> EPOCHS = new ConcurrentLinkedQueue<>();
 
@@ -348,7 +412,12 @@ public abstract class HadoopFsContract {
     private static final long serialVersionUID = 1L;
 
     @Override
-    public Listener start(int numWorkers, int epochs, long stepsPerEpoch, long globalStep, int attempt,
+    public Listener start(
+        int numWorkers,
+        int epochs,
+        long stepsPerEpoch,
+        long globalStep,
+        int attempt,
         Configuration hadoopConf) {
       STARTS.add(new long[] {globalStep, stepsPerEpoch, attempt});
       return new Listener() {
@@ -361,16 +430,30 @@ public abstract class HadoopFsContract {
   }
 
   private DistributedTrainer.Builder digitsJob(String data, int epochs) {
-    PipelineOptions options = PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
-    DatasetSpec train = DatasetSpec.builder().addPath(data + "/train").addFeature("pixels", 64)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
-    DatasetSpec test = DatasetSpec.builder().addPath(data + "/test").addFeature("pixels", 64)
-        .setLabel("label", DatasetSpec.LabelType.INT).build();
-    return DistributedTrainer.builder().setModel(MlpSpec.of(64, 10, 64))
+    PipelineOptions options =
+        PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
+    DatasetSpec train =
+        DatasetSpec.builder()
+            .addPath(data + "/train")
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    DatasetSpec test =
+        DatasetSpec.builder()
+            .addPath(data + "/test")
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    return DistributedTrainer.builder()
+        .setModel(MlpSpec.of(64, 10, 64))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(OptimizerSpec.adam().optLearningRate(1e-2f).build())
-        .setTrainingData(train, options).optValidationData(test, options)
-        .setNumWorkers(2).optEpochs(epochs).optSeed(3).optRingHost("127.0.0.1")
+        .setTrainingData(train, options)
+        .optValidationData(test, options)
+        .setNumWorkers(2)
+        .optEpochs(epochs)
+        .optSeed(3)
+        .optRingHost("127.0.0.1")
         .optCallback(new RecordingCallback());
   }
 
@@ -388,18 +471,24 @@ public abstract class HadoopFsContract {
     TrainedModel first = digitsJob(data, 1).optCheckpointDir(ckpt).build().fit(spark());
     assertThat(first.history().epochs()).hasSize(1);
     long stepsPerEpoch = first.history().last().steps();
-    assertThat(STARTS).singleElement().satisfies(s -> assertThat(s[0]).as("first run starts at step 0").isZero());
+    assertThat(STARTS)
+        .singleElement()
+        .satisfies(s -> assertThat(s[0]).as("first run starts at step 0").isZero());
     assertThat(store.steps()).as("checkpoints in %s", ckpt).endsWith(stepsPerEpoch);
 
     // The same job, asked for 3 epochs: it resumes after epoch 0 instead of starting again.
     STARTS.clear();
     EPOCHS.clear();
-    TrainedModel second = digitsJob(data, 3).optCheckpointDir(ckpt).optOutputDir(out).build().fit(spark());
-    assertThat(STARTS).singleElement().satisfies(s -> assertThat(s[0]).as("resumed at global step").isEqualTo(stepsPerEpoch));
+    TrainedModel second =
+        digitsJob(data, 3).optCheckpointDir(ckpt).optOutputDir(out).build().fit(spark());
+    assertThat(STARTS)
+        .singleElement()
+        .satisfies(s -> assertThat(s[0]).as("resumed at global step").isEqualTo(stepsPerEpoch));
     assertThat(EPOCHS).as("epochs run by the second job").containsExactly(1, 2);
     List<EpochMetrics> history = second.history().epochs();
     assertThat(history).hasSize(3);
-    assertThat(history.get(0).parameterHash()).as("epoch 0 restored from the checkpoint")
+    assertThat(history.get(0).parameterHash())
+        .as("epoch 0 restored from the checkpoint")
         .isEqualTo(first.history().epochs().get(0).parameterHash());
     assertThat(store.steps()).as("checkpoints in %s", ckpt).endsWith(3 * stepsPerEpoch);
     assertThat(second.history().last().validationAccuracy()).isGreaterThanOrEqualTo(0.9);
@@ -433,16 +522,24 @@ public abstract class HadoopFsContract {
     return data;
   }
 
-  /** One epoch of the digits job with a checkpoint every 10 steps into {@code ckpt}; its steps per epoch. */
+  /**
+   * One epoch of the digits job with a checkpoint every 10 steps into {@code ckpt}; its steps per
+   * epoch.
+   */
   private long trainOneEpochWithCheckpoints(String data, String ckpt) throws IOException {
     STARTS.clear();
     EPOCHS.clear();
-    TrainedModel first = digitsJob(data, 1).optCheckpointDir(ckpt).optCheckpointEverySteps(10).build().fit(spark());
+    TrainedModel first =
+        digitsJob(data, 1).optCheckpointDir(ckpt).optCheckpointEverySteps(10).build().fit(spark());
     long stepsPerEpoch = first.history().last().steps();
     List<Long> steps = new CheckpointStore(ckpt, hadoopConf(), 3).steps();
     // Older ones too (the background writer may drop a snapshot that waited behind a slow write):
     // falling back to one of them would lose progress without failing.
-    assertThat(steps).as("checkpoints in %s", ckpt).hasSizeGreaterThan(1).last().isEqualTo(stepsPerEpoch);
+    assertThat(steps)
+        .as("checkpoints in %s", ckpt)
+        .hasSizeGreaterThan(1)
+        .last()
+        .isEqualTo(stepsPerEpoch);
     return stepsPerEpoch;
   }
 
@@ -451,7 +548,8 @@ public abstract class HadoopFsContract {
   }
 
   @Test
-  public void aTransientErrorReadingTheCheckpointIsRetriedAndTheRunResumesFromTheNewest() throws IOException {
+  public void aTransientErrorReadingTheCheckpointIsRetriedAndTheRunResumesFromTheNewest()
+      throws IOException {
     String data = digits();
     String ckpt = root() + "/jobs/flaky-read/ckpt";
     long newest = trainOneEpochWithCheckpoints(data, ckpt);
@@ -459,29 +557,48 @@ public abstract class HadoopFsContract {
     STARTS.clear();
     EPOCHS.clear();
     TrainedModel second;
-    FlakyCheckpointReads flaky = FlakyCheckpointReads.install(spark(), scheme(), flakyFileSystem(), 2);
+    FlakyCheckpointReads flaky =
+        FlakyCheckpointReads.install(spark(), scheme(), flakyFileSystem(), 2);
     try (flaky) {
-      second = digitsJob(data, 2).optCheckpointDir(ckpt).optCheckpointEverySteps(10).build().fit(spark());
+      second =
+          digitsJob(data, 2)
+              .optCheckpointDir(ckpt)
+              .optCheckpointEverySteps(10)
+              .build()
+              .fit(spark());
     }
-    assertThat(STARTS).singleElement().satisfies(s -> assertThat(s[0])
-        .as("global step the second run started at: the newest checkpoint's, not an older one's or 0")
-        .isEqualTo(newest));
-    assertThat(flaky.failed()).as("failed opens of the checkpoint (the store makes 4 attempts)").isEqualTo(2);
-    assertThat(flaky.opens()).as("opens of checkpoints: 2 failed, then the newest opened").isEqualTo(3);
+    assertThat(STARTS)
+        .singleElement()
+        .satisfies(
+            s ->
+                assertThat(s[0])
+                    .as(
+                        "global step the second run started at: the newest checkpoint's, not an older one's or 0")
+                    .isEqualTo(newest));
+    assertThat(flaky.failed())
+        .as("failed opens of the checkpoint (the store makes 4 attempts)")
+        .isEqualTo(2);
+    assertThat(flaky.opens())
+        .as("opens of checkpoints: 2 failed, then the newest opened")
+        .isEqualTo(3);
     assertThat(flaky.openedFiles()).containsExactly(String.format("ckpt-%019d.bin", newest));
     assertThat(EPOCHS).as("epochs run by the second job").containsExactly(1);
-    assertThat(second.history().resumes()).singleElement().satisfies(r -> {
-      assertThat(r.step()).isEqualTo(newest);
-      assertThat(r.stageAttempt()).as("no stage retry: the store retried").isZero();
-      assertThat(r.checkpoint()).isEqualTo(ckpt);
-      assertThat(r.skipped()).as("a transient error skips nothing").isEmpty();
-      assertThat(r.fromScratch()).isFalse();
-    });
+    assertThat(second.history().resumes())
+        .singleElement()
+        .satisfies(
+            r -> {
+              assertThat(r.step()).isEqualTo(newest);
+              assertThat(r.stageAttempt()).as("no stage retry: the store retried").isZero();
+              assertThat(r.checkpoint()).isEqualTo(ckpt);
+              assertThat(r.skipped()).as("a transient error skips nothing").isEmpty();
+              assertThat(r.fromScratch()).isFalse();
+            });
     assertThat(second.history().epochs()).hasSize(2);
   }
 
   @Test
-  public void aPersistentErrorReadingTheCheckpointFailsTheRunInsteadOfStartingOver() throws IOException {
+  public void aPersistentErrorReadingTheCheckpointFailsTheRunInsteadOfStartingOver()
+      throws IOException {
     String data = digits();
     String ckpt = root() + "/jobs/unreadable/ckpt";
     long newest = trainOneEpochWithCheckpoints(data, ckpt);
@@ -496,25 +613,40 @@ public abstract class HadoopFsContract {
       // Spark retries the barrier stage (spark.stage.maxConsecutiveAttempts): each attempt's rank 0
       // tries 4 times, then every rank fails naming the checkpoint and the cause.
       assertThatThrownBy(() -> digitsJob(data, 2).optCheckpointDir(ckpt).build().fit(spark()))
-          .as("the run's error").hasMessageContaining("Cannot read checkpoint " + ckpt + "/" + file)
-          .hasMessageContaining("(4 attempts)").hasMessageContaining("simulated: ");
-      assertThat(flaky.failed()).as("failed opens: 4 per stage attempt").isPositive().isEqualTo(flaky.opens())
+          .as("the run's error")
+          .hasMessageContaining("Cannot read checkpoint " + ckpt + "/" + file)
+          .hasMessageContaining("(4 attempts)")
+          .hasMessageContaining("simulated: ");
+      assertThat(flaky.failed())
+          .as("failed opens: 4 per stage attempt")
+          .isPositive()
+          .isEqualTo(flaky.opens())
           .satisfies(n -> assertThat(n % 4).isZero());
-      assertThat(flaky.openedFiles()).as("only the newest tried, never an older one").containsExactly(file);
+      assertThat(flaky.openedFiles())
+          .as("only the newest tried, never an older one")
+          .containsExactly(file);
     }
     assertThat(STARTS).as("training never started").isEmpty();
-    assertThat(store.steps()).as("checkpoints: nothing new (a start from scratch would write some)")
+    assertThat(store.steps())
+        .as("checkpoints: nothing new (a start from scratch would write some)")
         .isEqualTo(before);
   }
 
-  /** The bundled digits as TFRecord shards written by the data source: 4 training files, 1 test file. */
+  /**
+   * The bundled digits as TFRecord shards written by the data source: 4 training files, 1 test
+   * file.
+   */
   private void writeDigits(String dir) {
-    StructType schema = new StructType()
-        .add("pixels", DataTypes.createArrayType(DataTypes.FloatType, false))
-        .add("label", DataTypes.LongType);
+    StructType schema =
+        new StructType()
+            .add("pixels", DataTypes.createArrayType(DataTypes.FloatType, false))
+            .add("label", DataTypes.LongType);
     List<Row> rows = new ArrayList<>();
-    try (InputStream raw = HadoopFsContract.class.getResourceAsStream("/sample-data/digits.csv.gz");
-        BufferedReader r = new BufferedReader(new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
+    try (InputStream raw =
+            HadoopFsContract.class.getResourceAsStream("/sample-data/digits.csv.gz");
+        BufferedReader r =
+            new BufferedReader(
+                new InputStreamReader(new GZIPInputStream(raw), StandardCharsets.US_ASCII))) {
       for (String line; (line = r.readLine()) != null; ) {
         if (line.isBlank()) {
           continue;
@@ -530,10 +662,20 @@ public abstract class HadoopFsContract {
       throw new UncheckedIOException(e);
     }
     Collections.shuffle(rows, new Random(7));
-    spark().createDataFrame(rows.subList(0, 1437), schema).repartition(4)
-        .write().format("tfrecord").mode(SaveMode.Overwrite).save(dir + "/train");
-    spark().createDataFrame(rows.subList(1437, rows.size()), schema).coalesce(1)
-        .write().format("tfrecord").mode(SaveMode.Overwrite).save(dir + "/test");
+    spark()
+        .createDataFrame(rows.subList(0, 1437), schema)
+        .repartition(4)
+        .write()
+        .format("tfrecord")
+        .mode(SaveMode.Overwrite)
+        .save(dir + "/train");
+    spark()
+        .createDataFrame(rows.subList(1437, rows.size()), schema)
+        .coalesce(1)
+        .write()
+        .format("tfrecord")
+        .mode(SaveMode.Overwrite)
+        .save(dir + "/test");
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -563,7 +705,8 @@ public abstract class HadoopFsContract {
    */
   protected static void assertSameRows(Dataset<Row> actual, Dataset<Row> expected) {
     String[] cols = expected.columns();
-    List<String> a = canonical(actual.select(cols[0], Arrays.copyOfRange(cols, 1, cols.length)).collectAsList());
+    List<String> a =
+        canonical(actual.select(cols[0], Arrays.copyOfRange(cols, 1, cols.length)).collectAsList());
     List<String> e = canonical(expected.collectAsList());
     assertThat(a).as("rows read back").hasSameSizeAs(e);
     assertThat(a).as("rows read back").isEqualTo(e);

@@ -36,7 +36,9 @@ class HdfsIT extends HadoopFsContract {
     cluster = new MiniDFSCluster.Builder(conf, tmp.resolve("dfs").toFile()).numDataNodes(1).build();
     cluster.waitActive();
     InetSocketAddress nn = cluster.getNameNode().getNameNodeAddress();
-    assertThat(nn.getAddress().isLoopbackAddress()).as("NameNode bound to loopback: %s", nn).isTrue();
+    assertThat(nn.getAddress().isLoopbackAddress())
+        .as("NameNode bound to loopback: %s", nn)
+        .isTrue();
     root = "hdfs://127.0.0.1:" + nn.getPort() + "/it";
     spark =
         sessionBuilder("HdfsIT")
@@ -82,6 +84,8 @@ class HdfsIT extends HadoopFsContract {
     FileStatus st = fs().getFileStatus(file);
     assertThat(st.getBlockSize()).isEqualTo(BLOCK_SIZE);
     BlockLocation[] blocks = fs().getFileBlockLocations(st, 0, st.getLen());
-    assertThat(blocks.length).as("HDFS blocks of %s (%d bytes)", file, st.getLen()).isGreaterThan(1);
+    assertThat(blocks.length)
+        .as("HDFS blocks of %s (%d bytes)", file, st.getLen())
+        .isGreaterThan(1);
   }
 }

@@ -15,15 +15,15 @@ import scala.tools.nsc.interpreter.shell.ReplReporterImpl;
 
 /**
  * Runs a notebook's Scala cells in order through the Scala 2.13 REPL ({@code IMain}, the class path
- * of this JVM: Spark and the shaded trainer jar), stopping at the first cell that does not compile or
- * throws (exit code 1). Started by {@link NotebooksIT} in its own JVM.
+ * of this JVM: Spark and the shaded trainer jar), stopping at the first cell that does not compile
+ * or throws (exit code 1). Started by {@link NotebooksIT} in its own JVM.
  *
  * <p>{@code NotebookRunner almond|zeppelin FILE}. What is not Scala is handled, and printed, as the
- * notebook's kernel would: Almond's {@code import $ivy} and {@code interp.load} lines load jars that
- * are already on this class path, so they are left out; {@code kernel.publish.html} is a stand-in that
- * prints the HTML. Zeppelin's {@code %md} paragraphs are skipped, {@code %spark.conf} configures the
- * {@code spark} session this runner creates (Zeppelin predefines {@code spark} and {@code sc}), and
- * {@code %spark} paragraphs are Scala; any other interpreter fails the run.
+ * notebook's kernel would: Almond's {@code import $ivy} and {@code interp.load} lines load jars
+ * that are already on this class path, so they are left out; {@code kernel.publish.html} is a
+ * stand-in that prints the HTML. Zeppelin's {@code %md} paragraphs are skipped, {@code %spark.conf}
+ * configures the {@code spark} session this runner creates (Zeppelin predefines {@code spark} and
+ * {@code sc}), and {@code %spark} paragraphs are Scala; any other interpreter fails the run.
  */
 public final class NotebookRunner {
   private NotebookRunner() {}
@@ -34,7 +34,8 @@ public final class NotebookRunner {
     List<String> prelude = new ArrayList<>();
     List<String> cells = new ArrayList<>();
     if (kind.equals("almond")) {
-      prelude.add("object kernel { object publish { def html(html: String): Unit = println(\"[kernel.publish.html] \" + html) } }");
+      prelude.add(
+          "object kernel { object publish { def html(html: String): Unit = println(\"[kernel.publish.html] \" + html) } }");
       for (JsonNode cell : doc.get("cells")) {
         if (!cell.get("cell_type").asText().equals("code")) {
           continue;
@@ -71,19 +72,27 @@ public final class NotebookRunner {
         } else if (first.equals("%spark")) {
           cells.add(body);
         } else if (first.startsWith("%")) {
-          throw new IllegalArgumentException("Paragraph with interpreter " + first + ": this runner knows %md,"
-              + " %spark.conf and %spark");
+          throw new IllegalArgumentException(
+              "Paragraph with interpreter "
+                  + first
+                  + ": this runner knows %md,"
+                  + " %spark.conf and %spark");
         } else {
           cells.add(text); // the note's default interpreter: spark (Scala)
         }
       }
-      StringBuilder session = new StringBuilder("val spark = org.apache.spark.sql.SparkSession.builder()"
-          + ".appName(\"zeppelin note\")");
-      conf.forEach((k, v) -> {
-        if (!k.equals("spark.jars")) { // the jar is on this JVM's class path, as Zeppelin puts it on the REPL's
-          session.append(".config(\"").append(k).append("\", \"").append(v).append("\")");
-        }
-      });
+      StringBuilder session =
+          new StringBuilder(
+              "val spark = org.apache.spark.sql.SparkSession.builder()"
+                  + ".appName(\"zeppelin note\")");
+      conf.forEach(
+          (k, v) -> {
+            if (!k.equals(
+                "spark.jars")) { // the jar is on this JVM's class path, as Zeppelin puts it on the
+              // REPL's
+              session.append(".config(\"").append(k).append("\", \"").append(v).append("\")");
+            }
+          });
       prelude.add(session.append(".getOrCreate()").toString());
       prelude.add("val sc = spark.sparkContext");
     } else {
@@ -94,8 +103,12 @@ public final class NotebookRunner {
     settings.processArgumentString("-usejavacp");
     PrintWriter out = new PrintWriter(System.out, true);
     IMain repl = new IMain(settings, new ReplReporterImpl(settings, out));
-    System.out.println("trainer classes from: "
-        + Class.forName("dev.sparktrainer.ml.SparkTrainerEstimator").getProtectionDomain().getCodeSource().getLocation());
+    System.out.println(
+        "trainer classes from: "
+            + Class.forName("dev.sparktrainer.ml.SparkTrainerEstimator")
+                .getProtectionDomain()
+                .getCodeSource()
+                .getLocation());
     int code = 0;
     try {
       for (String p : prelude) {

@@ -21,8 +21,13 @@ public class FlakyS3AFileSystem extends S3AFileSystem {
 
   @Override
   public FSDataInputStream open(Path f, int bufferSize) throws IOException {
-    FlakyCheckpointReads.beforeOpen(f, p -> new IOException(
-        "simulated: open " + p + ": 503 Service Unavailable (Slow Down), S3A retries exhausted"));
+    FlakyCheckpointReads.beforeOpen(
+        f,
+        p ->
+            new IOException(
+                "simulated: open "
+                    + p
+                    + ": 503 Service Unavailable (Slow Down), S3A retries exhausted"));
     return super.open(f, bufferSize);
   }
 }

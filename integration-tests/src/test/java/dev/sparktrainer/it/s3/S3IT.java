@@ -25,9 +25,9 @@ import software.amazon.awssdk.services.s3.model.S3Object;
 
 /**
  * {@link HadoopFsContract} on {@code s3a://}: hadoop-aws (AWS SDK v2) against s3proxy, a real S3
- * API server started by this test as a separate JVM on 127.0.0.1 (see {@link S3ProxyServer}),
- * with path-style access, signed requests with fixed test credentials and plain HTTP. The settings
- * in {@link #S3A} are the ones the README documents for S3-compatible stores.
+ * API server started by this test as a separate JVM on 127.0.0.1 (see {@link S3ProxyServer}), with
+ * path-style access, signed requests with fixed test credentials and plain HTTP. The settings in
+ * {@link #S3A} are the ones the README documents for S3-compatible stores.
  */
 class S3IT extends HadoopFsContract {
   static final String BUCKET = "spark-trainer-it";
@@ -57,14 +57,18 @@ class S3IT extends HadoopFsContract {
   @BeforeAll
   static void startS3() throws Exception {
     // hadoop-aws 3.4 speaks AWS SDK v2; the spark-3.5 profile's Hadoop 3.3 would need SDK v1.
-    assumeTrue(!VersionInfo.getVersion().startsWith("3.3"), "s3a with AWS SDK v2 needs Hadoop 3.4+");
+    assumeTrue(
+        !VersionInfo.getVersion().startsWith("3.3"), "s3a with AWS SDK v2 needs Hadoop 3.4+");
     server = S3ProxyServer.start(tmp.resolve("proxy"), ACCESS_KEY, SECRET_KEY);
-    s3 = S3Client.builder()
-        .endpointOverride(URI.create(server.endpoint()))
-        .forcePathStyle(true)
-        .region(Region.US_EAST_1)
-        .credentialsProvider(StaticCredentialsProvider.create(AwsBasicCredentials.create(ACCESS_KEY, SECRET_KEY)))
-        .build();
+    s3 =
+        S3Client.builder()
+            .endpointOverride(URI.create(server.endpoint()))
+            .forcePathStyle(true)
+            .region(Region.US_EAST_1)
+            .credentialsProvider(
+                StaticCredentialsProvider.create(
+                    AwsBasicCredentials.create(ACCESS_KEY, SECRET_KEY)))
+            .build();
     s3.createBucket(b -> b.bucket(BUCKET));
     SparkSession.Builder b = sessionBuilder("S3IT");
     s3aSettings(server.endpoint()).forEach((k, v) -> b.config("spark.hadoop." + k, v));
@@ -75,7 +79,9 @@ class S3IT extends HadoopFsContract {
   static void stopS3() throws Exception {
     try {
       if (spark != null) {
-        FileSystem.get(URI.create("s3a://" + BUCKET + "/"), spark.sparkContext().hadoopConfiguration()).close();
+        FileSystem.get(
+                URI.create("s3a://" + BUCKET + "/"), spark.sparkContext().hadoopConfiguration())
+            .close();
         spark.stop();
         SparkSession.clearActiveSession();
         SparkSession.clearDefaultSession();
@@ -109,11 +115,20 @@ class S3IT extends HadoopFsContract {
   @Test
   void theStoreHoldsTheCommittedObjectsOnly() throws IOException {
     String dir = root() + "/committed";
-    spark.range(0, 1000, 1, 3).selectExpr("id", "cast(id as string) as name")
-        .write().format("tfrecord").option("compression", "gzip").save(dir);
-    List<String> keys = s3.listObjectsV2Paginator(r -> r.bucket(BUCKET).prefix("it/committed/")).contents()
-        .stream().map(S3Object::key).collect(Collectors.toList());
-    assertThat(keys).as("objects under it/committed/").contains("it/committed/_SUCCESS")
+    spark
+        .range(0, 1000, 1, 3)
+        .selectExpr("id", "cast(id as string) as name")
+        .write()
+        .format("tfrecord")
+        .option("compression", "gzip")
+        .save(dir);
+    List<String> keys =
+        s3.listObjectsV2Paginator(r -> r.bucket(BUCKET).prefix("it/committed/")).contents().stream()
+            .map(S3Object::key)
+            .collect(Collectors.toList());
+    assertThat(keys)
+        .as("objects under it/committed/")
+        .contains("it/committed/_SUCCESS")
         .noneMatch(k -> k.contains("_temporary"));
     assertThat(keys.stream().filter(k -> k.endsWith(".tfrecord.gz"))).hasSize(3);
     assertThat(spark.read().format("tfrecord").load(dir).count()).isEqualTo(1000);

@@ -47,7 +47,9 @@ final class S3ProxyServer implements AutoCloseable {
     Path p = Paths.get("target", "s3proxy-lib", "s3proxy.jar").toAbsolutePath();
     if (!Files.isRegularFile(p)) {
       throw new IllegalStateException(
-          "No s3proxy at " + p + ": run through Maven (mvn -pl integration-tests verify), which copies it there");
+          "No s3proxy at "
+              + p
+              + ": run through Maven (mvn -pl integration-tests verify), which copies it there");
     }
     return p;
   }
@@ -60,22 +62,34 @@ final class S3ProxyServer implements AutoCloseable {
       throws IOException, InterruptedException {
     Files.createDirectories(workDir);
     IOException last = null;
-    for (int attempt = 0; attempt < 3; attempt++) { // the free port may be taken before s3proxy binds it
+    for (int attempt = 0;
+        attempt < 3;
+        attempt++) { // the free port may be taken before s3proxy binds it
       int port = freePort();
       String endpoint = "http://127.0.0.1:" + port;
       Path conf = workDir.resolve("s3proxy.conf");
-      Files.write(conf, List.of(
-          "s3proxy.endpoint=" + endpoint,
-          "s3proxy.authorization=aws-v2-or-v4",
-          "s3proxy.identity=" + identity,
-          "s3proxy.credential=" + credential,
-          "jclouds.provider=transient",
-          "jclouds.identity=" + identity,
-          "jclouds.credential=" + credential), StandardCharsets.UTF_8);
+      Files.write(
+          conf,
+          List.of(
+              "s3proxy.endpoint=" + endpoint,
+              "s3proxy.authorization=aws-v2-or-v4",
+              "s3proxy.identity=" + identity,
+              "s3proxy.credential=" + credential,
+              "jclouds.provider=transient",
+              "jclouds.identity=" + identity,
+              "jclouds.credential=" + credential),
+          StandardCharsets.UTF_8);
       Path log = workDir.resolve("s3proxy-" + port + ".log");
       String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
-      ProcessBuilder pb = new ProcessBuilder(java, "-Xmx384m", "-cp", jar().toString(),
-          "org.gaul.s3proxy.Main", "--properties", conf.toString());
+      ProcessBuilder pb =
+          new ProcessBuilder(
+              java,
+              "-Xmx384m",
+              "-cp",
+              jar().toString(),
+              "org.gaul.s3proxy.Main",
+              "--properties",
+              conf.toString());
       pb.environment().put("LOG_LEVEL", "warn"); // s3proxy's logback.xml reads it
       pb.redirectErrorStream(true).redirectOutput(log.toFile());
       Process p = pb.start();
@@ -107,7 +121,8 @@ final class S3ProxyServer implements AutoCloseable {
         throw new IOException("s3proxy exited with " + process.exitValue() + ": " + logTail());
       }
       try {
-        HttpURLConnection c = (HttpURLConnection) URI.create(endpoint + "/").toURL().openConnection();
+        HttpURLConnection c =
+            (HttpURLConnection) URI.create(endpoint + "/").toURL().openConnection();
         c.setConnectTimeout(1000);
         c.setReadTimeout(2000);
         int code = c.getResponseCode(); // 403 for an anonymous request: it is serving
@@ -120,7 +135,8 @@ final class S3ProxyServer implements AutoCloseable {
       }
       process.waitFor(250, TimeUnit.MILLISECONDS);
     }
-    throw new IOException("s3proxy did not answer on " + endpoint + " within " + STARTUP + ": " + logTail());
+    throw new IOException(
+        "s3proxy did not answer on " + endpoint + " within " + STARTUP + ": " + logTail());
   }
 
   String logTail() {

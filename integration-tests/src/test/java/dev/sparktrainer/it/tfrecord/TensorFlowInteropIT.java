@@ -9,6 +9,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -23,10 +24,12 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import java.util.zip.DeflaterOutputStream;
 import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
 import java.util.zip.InflaterInputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.io.BytesWritable;
 import org.apache.hadoop.io.NullWritable;
+import org.apache.hadoop.io.compress.CompressionCodec;
 import org.apache.hadoop.io.compress.GzipCodec;
 import org.apache.hadoop.mapreduce.InputSplit;
 import org.apache.hadoop.mapreduce.Job;
@@ -67,18 +70,15 @@ import org.tensorflow.hadoop.io.TFRecordFileOutputFormat;
 import org.tensorflow.hadoop.util.TFRecordReader;
 import org.tensorflow.hadoop.util.TFRecordWriter;
 import scala.Tuple2;
-import scala.jdk.javaapi.CollectionConverters;
-import java.io.UncheckedIOException;
-import java.util.zip.GZIPOutputStream;
-import org.apache.hadoop.io.compress.CompressionCodec;
 import scala.collection.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Interoperability with Google's own TFRecord implementation ({@code org.tensorflow:tensorflow-hadoop}
- * and the generated {@code tf.train.*} classes of {@code org.tensorflow:proto}, on their protobuf-java
- * 3.x runtime): files TensorFlow's classes write are read by the {@code tfrecord} source with
- * identical values, and what the source writes is read back by TensorFlow's reader, record format
- * and Hadoop input format.
+ * Interoperability with Google's own TFRecord implementation ({@code
+ * org.tensorflow:tensorflow-hadoop} and the generated {@code tf.train.*} classes of {@code
+ * org.tensorflow:proto}, on their protobuf-java 3.x runtime): files TensorFlow's classes write are
+ * read by the {@code tfrecord} source with identical values, and what the source writes is read
+ * back by TensorFlow's reader, record format and Hadoop input format.
  *
  * <p>Values are compared exactly: floats by their raw bits (NaN, -0.0, infinities), bytes byte for
  * byte. Expected values are always derived from TensorFlow's own objects (what its builders were
@@ -119,11 +119,28 @@ class TensorFlowInteropIT {
   /** Examples built with TensorFlow's generated builders, covering the edge cases of each kind. */
   private static List<Example> tfExamples() {
     long[] bigs = {
-      0, 1, -1, Long.MIN_VALUE, Long.MAX_VALUE, Integer.MIN_VALUE, 1L << 53, -(1L << 40) - 7, 127, 128
+      0,
+      1,
+      -1,
+      Long.MIN_VALUE,
+      Long.MAX_VALUE,
+      Integer.MIN_VALUE,
+      1L << 53,
+      -(1L << 40) - 7,
+      127,
+      128
     };
     float[] specials = {
-      Float.NaN, NAN_PAYLOAD, -0.0f, 0.0f, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY,
-      Float.MIN_VALUE, Float.MAX_VALUE, -Float.MIN_NORMAL, 1.1f
+      Float.NaN,
+      NAN_PAYLOAD,
+      -0.0f,
+      0.0f,
+      Float.POSITIVE_INFINITY,
+      Float.NEGATIVE_INFINITY,
+      Float.MIN_VALUE,
+      Float.MAX_VALUE,
+      -Float.MIN_NORMAL,
+      1.1f
     };
     String[] strings = {"", "ascii", "héllo wörld", "日本語テキスト", "emoji \uD83D\uDE80", "a\u0000b"};
     Random rnd = new Random(42);
@@ -139,7 +156,8 @@ class TensorFlowInteropIT {
       f.putFeature("ints", int64s(ints));
       float[] floats = new float[i % 4 == 0 ? 0 : 1 + i % 7];
       for (int j = 0; j < floats.length; j++) {
-        floats[j] = j % 2 == 0 ? specials[(i + j) % specials.length] : rnd.nextFloat() * 1e6f - 5e5f;
+        floats[j] =
+            j % 2 == 0 ? specials[(i + j) % specials.length] : rnd.nextFloat() * 1e6f - 5e5f;
       }
       f.putFeature("floats", floats(floats));
       f.putFeature("score", floats(specials[i % specials.length]));
@@ -190,7 +208,8 @@ class TensorFlowInteropIT {
     JavaSparkContext.fromSparkContext(spark.sparkContext())
         .parallelize(records, 2)
         .mapToPair(b -> new Tuple2<>(new BytesWritable(b), NullWritable.get()))
-        .saveAsNewAPIHadoopFile(dir, BytesWritable.class, NullWritable.class, TFRecordFileOutputFormat.class, conf);
+        .saveAsNewAPIHadoopFile(
+            dir, BytesWritable.class, NullWritable.class, TFRecordFileOutputFormat.class, conf);
     assertThat(listFiles(Path.of(dir), ".gz")).hasSize(2);
     checkReadsTfExamples(dir, examples);
   }
@@ -245,11 +264,13 @@ class TensorFlowInteropIT {
 
   private static void checkReadsTfExamples(String dir, List<Example> examples) {
     for (String columnar : COLUMNAR) {
-      Dataset<Row> inferred = spark.read().format("tfrecord").option("columnar", columnar).load(dir);
+      Dataset<Row> inferred =
+          spark.read().format("tfrecord").option("columnar", columnar).load(dir);
       assertThat(inferred.schema()).isEqualTo(INFERRED);
       checkRows(inferred, examples);
 
-      Dataset<Row> user = spark.read().format("tfrecord").option("columnar", columnar).schema(USER).load(dir);
+      Dataset<Row> user =
+          spark.read().format("tfrecord").option("columnar", columnar).schema(USER).load(dir);
       assertThat(user.schema()).isEqualTo(USER);
       checkRows(user, examples);
 
@@ -270,7 +291,9 @@ class TensorFlowInteropIT {
         Object actual = normalize(row.get(schema.fieldIndex(field.name())), field.dataType());
         Object expected = expectedFromTf(features.get(field.name()), field.dataType());
         assertThat(actual)
-            .as("row id %d column %s (%s)", row.getLong(idIndex), field.name(), field.dataType().simpleString())
+            .as(
+                "row id %d column %s (%s)",
+                row.getLong(idIndex), field.name(), field.dataType().simpleString())
             .isEqualTo(expected);
       }
     }
@@ -308,9 +331,21 @@ class TensorFlowInteropIT {
       parsedByTf.add(Example.parseFrom(r));
     }
     // Sanity of the test: TensorFlow sees the values, and its own encoding (packed) is different.
-    assertThat(parsedByTf.get(5).getFeatures().getFeatureOrThrow("ints").getInt64List().getValueCount())
+    assertThat(
+            parsedByTf
+                .get(5)
+                .getFeatures()
+                .getFeatureOrThrow("ints")
+                .getInt64List()
+                .getValueCount())
         .isEqualTo(5);
-    assertThat(parsedByTf.get(3).getFeatures().getFeatureOrThrow("ints").getInt64List().getValueCount())
+    assertThat(
+            parsedByTf
+                .get(3)
+                .getFeatures()
+                .getFeatureOrThrow("ints")
+                .getInt64List()
+                .getValueCount())
         .isEqualTo(3);
     assertThat(parsedByTf.get(3).toByteArray()).isNotEqualTo(records.get(3)); // i = 3: all unpacked
 
@@ -321,8 +356,11 @@ class TensorFlowInteropIT {
             .add("floats", DataTypes.createArrayType(DataTypes.FloatType));
     for (String columnar : COLUMNAR) {
       String dir = file.getParent().toString();
-      checkRows(spark.read().format("tfrecord").option("columnar", columnar).schema(schema).load(dir), parsedByTf);
-      Dataset<Row> inferred = spark.read().format("tfrecord").option("columnar", columnar).load(dir);
+      checkRows(
+          spark.read().format("tfrecord").option("columnar", columnar).schema(schema).load(dir),
+          parsedByTf);
+      Dataset<Row> inferred =
+          spark.read().format("tfrecord").option("columnar", columnar).load(dir);
       assertThat(inferred.schema().fieldNames()).containsExactly("floats", "id", "ints");
       checkRows(inferred, parsedByTf);
     }
@@ -331,7 +369,8 @@ class TensorFlowInteropIT {
   /**
    * Protobuf merge semantics TensorFlow's parser applies, on records no TensorFlow writer emits but
    * any protobuf library may: a repeated map key (the last entry wins), {@code Example.features}
-   * twice (the maps merge), a list split into two runs (they concatenate), unknown fields (skipped).
+   * twice (the maps merge), a list split into two runs (they concatenate), unknown fields
+   * (skipped).
    */
   @Test
   void readsProtobufMergeSemanticsAsTensorFlowDoes() throws IOException {
@@ -374,10 +413,18 @@ class TensorFlowInteropIT {
     for (byte[] r : records) {
       parsedByTf.add(Example.parseFrom(r));
     }
-    assertThat(parsedByTf.get(3).getFeatures().getFeatureOrThrow("dup").getInt64List().getValueList())
+    assertThat(
+            parsedByTf.get(3).getFeatures().getFeatureOrThrow("dup").getInt64List().getValueList())
         .containsExactly(3000L);
-    assertThat(parsedByTf.get(3).getFeatures().getFeatureMap()).containsKeys("id", "split", "other");
-    assertThat(parsedByTf.get(3).getFeatures().getFeatureOrThrow("split").getFloatList().getValueList())
+    assertThat(parsedByTf.get(3).getFeatures().getFeatureMap())
+        .containsKeys("id", "split", "other");
+    assertThat(
+            parsedByTf
+                .get(3)
+                .getFeatures()
+                .getFeatureOrThrow("split")
+                .getFloatList()
+                .getValueList())
         .containsExactly(1.5f, -0.0f, Float.NaN, 3f);
 
     StructType schema =
@@ -388,7 +435,9 @@ class TensorFlowInteropIT {
             .add("other", DataTypes.createArrayType(DataTypes.LongType));
     for (String columnar : COLUMNAR) {
       String dir = file.getParent().toString();
-      checkRows(spark.read().format("tfrecord").option("columnar", columnar).schema(schema).load(dir), parsedByTf);
+      checkRows(
+          spark.read().format("tfrecord").option("columnar", columnar).schema(schema).load(dir),
+          parsedByTf);
       checkRows(spark.read().format("tfrecord").option("columnar", columnar).load(dir), parsedByTf);
     }
   }
@@ -487,7 +536,8 @@ class TensorFlowInteropIT {
   }
 
   /** One entry of Features.feature (map&lt;string, Feature&gt;): key field 1, value field 2. */
-  private static void writeEntry(CodedOutputStream o, String key, byte[] feature) throws IOException {
+  private static void writeEntry(CodedOutputStream o, String key, byte[] feature)
+      throws IOException {
     ByteArrayOutputStream b = new ByteArrayOutputStream();
     CodedOutputStream e = CodedOutputStream.newInstance(b);
     e.writeString(1, key);
@@ -521,7 +571,8 @@ class TensorFlowInteropIT {
       if (i % 3 != 2) {
         FeatureList.Builder frames = FeatureList.newBuilder();
         for (int t = 0; t < 1 + i % 3; t++) {
-          frames.addFeature(floats(rnd.nextFloat(), Float.NaN, t == 0 ? Float.NEGATIVE_INFINITY : -0.0f));
+          frames.addFeature(
+              floats(rnd.nextFloat(), Float.NaN, t == 0 ? Float.NEGATIVE_INFINITY : -0.0f));
         }
         lists.putFeatureList("frames", frames.build()); // missing in a third of the records
       }
@@ -551,7 +602,11 @@ class TensorFlowInteropIT {
             .add("weight", DataTypes.FloatType)
             .add("words", nested(DataTypes.StringType));
     Dataset<Row> inferred =
-        spark.read().format("tfrecord").option("recordType", "SequenceExample").load(file.getParent().toString());
+        spark
+            .read()
+            .format("tfrecord")
+            .option("recordType", "SequenceExample")
+            .load(file.getParent().toString());
     assertThat(inferred.schema()).isEqualTo(expectedSchema);
     checkSequenceRows(inferred, seqs);
 
@@ -563,7 +618,11 @@ class TensorFlowInteropIT {
             .add("weight", DataTypes.DoubleType)
             .add("frames", nested(DataTypes.DoubleType));
     checkSequenceRows(
-        spark.read().format("tfrecord").option("recordType", "SequenceExample").schema(user)
+        spark
+            .read()
+            .format("tfrecord")
+            .option("recordType", "SequenceExample")
+            .schema(user)
             .load(file.getParent().toString()),
         seqs);
   }
@@ -597,7 +656,9 @@ class TensorFlowInteropIT {
           expected = expectedFromTf(s.getContext().getFeatureMap().get(field.name()), t);
         }
         Object actual = normalize(row.get(schema.fieldIndex(field.name())), t);
-        assertThat(actual).as("row id %d column %s", row.getLong(idIndex), field.name()).isEqualTo(expected);
+        assertThat(actual)
+            .as("row id %d column %s", row.getLong(idIndex), field.name())
+            .isEqualTo(expected);
       }
     }
   }
@@ -620,7 +681,9 @@ class TensorFlowInteropIT {
 
   private static List<Row> writeRows() {
     Random rnd = new Random(11);
-    float[] specials = {Float.NaN, -0.0f, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.MIN_VALUE};
+    float[] specials = {
+      Float.NaN, -0.0f, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.MIN_VALUE
+    };
     List<Row> rows = new ArrayList<>();
     for (int n = 0; n < 120; n++) {
       long id = n;
@@ -645,8 +708,16 @@ class TensorFlowInteropIT {
       }
       rows.add(
           RowFactory.create(
-              id, i, flag, f, d, s, n % 9 == 8 ? null : bin,
-              n % 11 == 10 ? null : boxed(longs), boxed(floats), Arrays.asList(strs)));
+              id,
+              i,
+              flag,
+              f,
+              d,
+              s,
+              n % 9 == 8 ? null : bin,
+              n % 11 == 10 ? null : boxed(longs),
+              boxed(floats),
+              Arrays.asList(strs)));
     }
     return rows;
   }
@@ -656,8 +727,13 @@ class TensorFlowInteropIT {
   void tensorFlowReadsExamplesWrittenBySource(String compression) throws IOException {
     List<Row> rows = writeRows();
     String dir = tmp.resolve("ours-example-" + compression).toString();
-    spark.createDataFrame(rows, WRITE_SCHEMA).repartition(3)
-        .write().format("tfrecord").option("compression", compression).save(dir);
+    spark
+        .createDataFrame(rows, WRITE_SCHEMA)
+        .repartition(3)
+        .write()
+        .format("tfrecord")
+        .option("compression", compression)
+        .save(dir);
 
     List<byte[]> records = readWithTensorFlow(Path.of(dir), compression);
     assertThat(records).hasSize(rows.size());
@@ -665,14 +741,18 @@ class TensorFlowInteropIT {
     for (byte[] r : records) {
       examples.add(Example.parseFrom(r)); // TensorFlow's own parser
     }
-    examples.sort(Comparator.comparingLong(e -> e.getFeatures().getFeatureOrThrow("id").getInt64List().getValue(0)));
+    examples.sort(
+        Comparator.comparingLong(
+            e -> e.getFeatures().getFeatureOrThrow("id").getInt64List().getValue(0)));
     for (int n = 0; n < rows.size(); n++) {
       Row row = rows.get(n);
       Map<String, Feature> features = examples.get(n).getFeatures().getFeatureMap();
       for (StructField field : WRITE_SCHEMA.fields()) {
         Object value = row.get(WRITE_SCHEMA.fieldIndex(field.name()));
         if (value == null) {
-          assertThat(features).as("row %d: null column %s is omitted", n, field.name()).doesNotContainKey(field.name());
+          assertThat(features)
+              .as("row %d: null column %s is omitted", n, field.name())
+              .doesNotContainKey(field.name());
         } else {
           assertThat(tfView(features.get(field.name())))
               .as("row %d column %s", n, field.name())
@@ -710,24 +790,36 @@ class TensorFlowInteropIT {
       List<List<String>> words = List.of(List.of("a" + n, ""), List.of("ü" + n));
       rows.add(
           RowFactory.create(
-              (long) n, n % 5 == 4 ? null : "label" + n, tokens, n % 3 == 2 ? null : frames, words));
+              (long) n,
+              n % 5 == 4 ? null : "label" + n,
+              tokens,
+              n % 3 == 2 ? null : frames,
+              words));
     }
     String dir = tmp.resolve("ours-seq-" + compression).toString();
-    spark.createDataFrame(rows, schema).repartition(2)
-        .write().format("tfrecord").option("recordType", "SequenceExample")
-        .option("compression", compression).save(dir);
+    spark
+        .createDataFrame(rows, schema)
+        .repartition(2)
+        .write()
+        .format("tfrecord")
+        .option("recordType", "SequenceExample")
+        .option("compression", compression)
+        .save(dir);
 
     List<SequenceExample> seqs = new ArrayList<>();
     for (byte[] r : readWithTensorFlow(Path.of(dir), compression)) {
       seqs.add(SequenceExample.parseFrom(r));
     }
     assertThat(seqs).hasSize(rows.size());
-    seqs.sort(Comparator.comparingLong(s -> s.getContext().getFeatureOrThrow("id").getInt64List().getValue(0)));
+    seqs.sort(
+        Comparator.comparingLong(
+            s -> s.getContext().getFeatureOrThrow("id").getInt64List().getValue(0)));
     for (int n = 0; n < rows.size(); n++) {
       Row row = rows.get(n);
       SequenceExample s = seqs.get(n);
       assertThat(s.getContext().getFeatureMap().keySet())
-          .containsExactlyInAnyOrderElementsOf(row.get(1) == null ? List.of("id") : List.of("id", "label"));
+          .containsExactlyInAnyOrderElementsOf(
+              row.get(1) == null ? List.of("id") : List.of("id", "label"));
       if (row.get(1) != null) {
         assertThat(tfView(s.getContext().getFeatureOrThrow("label")))
             .isEqualTo(expectedTfView(row.get(1), DataTypes.StringType));
@@ -736,7 +828,9 @@ class TensorFlowInteropIT {
       for (String name : List.of("tokens", "frames", "words")) {
         Object value = row.get(schema.fieldIndex(name));
         if (value == null) {
-          assertThat(lists).as("row %d: null feature list %s is omitted", n, name).doesNotContainKey(name);
+          assertThat(lists)
+              .as("row %d: null feature list %s is omitted", n, name)
+              .doesNotContainKey(name);
           continue;
         }
         ArrayType inner = (ArrayType) ((ArrayType) schema.apply(name).dataType()).elementType();
@@ -764,19 +858,29 @@ class TensorFlowInteropIT {
     }
     StructType schema = new StructType().add("byteArray", DataTypes.BinaryType, false);
     String dir = tmp.resolve("ours-bytes-" + compression).toString();
-    spark.createDataFrame(rows, schema).repartition(2)
-        .write().format("tfrecord").option("recordType", "ByteArray")
-        .option("compression", compression).save(dir);
-    List<String> expected = rows.stream().map(r -> hex((byte[]) r.get(0))).sorted().collect(Collectors.toList());
+    spark
+        .createDataFrame(rows, schema)
+        .repartition(2)
+        .write()
+        .format("tfrecord")
+        .option("recordType", "ByteArray")
+        .option("compression", compression)
+        .save(dir);
+    List<String> expected =
+        rows.stream().map(r -> hex((byte[]) r.get(0))).sorted().collect(Collectors.toList());
     List<String> actual =
-        readWithTensorFlow(Path.of(dir), compression).stream().map(TensorFlowInteropIT::hex).sorted()
+        readWithTensorFlow(Path.of(dir), compression).stream()
+            .map(TensorFlowInteropIT::hex)
+            .sorted()
             .collect(Collectors.toList());
     assertThat(actual).isEqualTo(expected);
   }
 
   /** Every record of the part files in {@code dir}, by TensorFlow's reader with CRC checks on. */
   private static List<byte[]> readWithTensorFlow(Path dir, String compression) throws IOException {
-    String ext = Map.of("none", ".tfrecord", "gzip", ".tfrecord.gz", "zlib", ".tfrecord.deflate").get(compression);
+    String ext =
+        Map.of("none", ".tfrecord", "gzip", ".tfrecord.gz", "zlib", ".tfrecord.deflate")
+            .get(compression);
     List<Path> files = listFiles(dir, ext);
     assertThat(files).as("part files *%s in %s", ext, dir).isNotEmpty();
     List<byte[]> records = new ArrayList<>();
@@ -803,8 +907,13 @@ class TensorFlowInteropIT {
   void tensorFlowInputFormatReadsFilesWrittenBySource(String compression) throws Exception {
     List<Row> rows = writeRows();
     Path dir = tmp.resolve("ours-for-inputformat-" + compression);
-    spark.createDataFrame(rows, WRITE_SCHEMA).repartition(2)
-        .write().format("tfrecord").option("compression", compression).save(dir.toString());
+    spark
+        .createDataFrame(rows, WRITE_SCHEMA)
+        .repartition(2)
+        .write()
+        .format("tfrecord")
+        .option("compression", compression)
+        .save(dir.toString());
     // zlib files are named .deflate, the extension of Hadoop's zlib codec (DefaultCodec), so
     // Hadoop tools such as TF's input format read them as they are.
     Job job = Job.getInstance(new Configuration(spark.sparkContext().hadoopConfiguration()));
@@ -816,8 +925,10 @@ class TensorFlowInteropIT {
     List<Long> ids = new ArrayList<>();
     for (InputSplit split : splits) {
       TaskAttemptContext ctx =
-          new TaskAttemptContextImpl(job.getConfiguration(), new TaskAttemptID("it", 1, TaskType.MAP, 0, 0));
-      try (RecordReader<BytesWritable, NullWritable> reader = format.createRecordReader(split, ctx)) {
+          new TaskAttemptContextImpl(
+              job.getConfiguration(), new TaskAttemptID("it", 1, TaskType.MAP, 0, 0));
+      try (RecordReader<BytesWritable, NullWritable> reader =
+          format.createRecordReader(split, ctx)) {
         reader.initialize(split, ctx);
         while (reader.nextKeyValue()) {
           BytesWritable key = reader.getCurrentKey();
@@ -827,7 +938,9 @@ class TensorFlowInteropIT {
       }
     }
     assertThat(ids).hasSize(rows.size());
-    assertThat(ids).containsExactlyInAnyOrderElementsOf(rows.stream().map(r -> r.getLong(0)).collect(Collectors.toList()));
+    assertThat(ids)
+        .containsExactlyInAnyOrderElementsOf(
+            rows.stream().map(r -> r.getLong(0)).collect(Collectors.toList()));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -900,10 +1013,7 @@ class TensorFlowInteropIT {
     if (t instanceof ArrayType) {
       DataType e = ((ArrayType) t).elementType();
       List<Object> out = new ArrayList<>();
-      Iterable<?> it =
-          v instanceof Seq
-              ? CollectionConverters.asJava((Seq<?>) v)
-              : (Iterable<?>) v;
+      Iterable<?> it = v instanceof Seq ? CollectionConverters.asJava((Seq<?>) v) : (Iterable<?>) v;
       for (Object x : it) {
         out.add(normalize(x, e));
       }
@@ -922,8 +1032,8 @@ class TensorFlowInteropIT {
   }
 
   /**
-   * What a column of type {@code t} must hold for TensorFlow's Feature {@code f} (null: absent),
-   * in comparable form: scalars take the one value (none: null), arrays the list.
+   * What a column of type {@code t} must hold for TensorFlow's Feature {@code f} (null: absent), in
+   * comparable form: scalars take the one value (none: null), arrays the list.
    */
   private static Object expectedFromTf(Feature f, DataType t) {
     if (f == null) {
@@ -935,7 +1045,9 @@ class TensorFlowInteropIT {
       case INT64_LIST:
         for (long x : f.getInt64List().getValueList()) {
           values.add(
-              elem == DataTypes.FloatType ? Bits.of(x) : elem == DataTypes.DoubleType ? DBits.of(x) : (Object) x);
+              elem == DataTypes.FloatType
+                  ? Bits.of(x)
+                  : elem == DataTypes.DoubleType ? DBits.of(x) : (Object) x);
         }
         break;
       case FLOAT_LIST:

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,19 +31,19 @@ import org.apache.hadoop.yarn.api.records.YarnApplicationState;
 import org.apache.hadoop.yarn.client.api.YarnClient;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
-import java.net.URI;
 
 /**
- * A MiniDFSCluster (1 NameNode, 1 DataNode) and a MiniYARNCluster (1 ResourceManager, 1 NodeManager)
- * in this JVM, the second using the first as its default file system, and the client configuration
- * a submitter needs ({@code core-site.xml}, {@code yarn-site.xml}) written to a HADOOP_CONF_DIR.
+ * A MiniDFSCluster (1 NameNode, 1 DataNode) and a MiniYARNCluster (1 ResourceManager, 1
+ * NodeManager) in this JVM, the second using the first as its default file system, and the client
+ * configuration a submitter needs ({@code core-site.xml}, {@code yarn-site.xml}) written to a
+ * HADOOP_CONF_DIR.
  *
- * <p>The NodeManager offers 6 GiB and 4 vcores: a Spark ApplicationMaster (or cluster-mode driver) and
- * two 1-core executors of 1 GiB heap fit at once, as barrier mode needs. Memory is not enforced (the
- * mini cluster disables the pmem/vmem checks) and the disk health check tolerates a nearly full disk,
- * so a shared build machine does not make the node unhealthy. The daemons bind to this machine's
- * host name ({@code MiniYARNCluster} takes it from {@link InetAddress#getLocalHost()}); start fails
- * unless every address is a loopback one, so nothing listens beyond this machine.
+ * <p>The NodeManager offers 6 GiB and 4 vcores: a Spark ApplicationMaster (or cluster-mode driver)
+ * and two 1-core executors of 1 GiB heap fit at once, as barrier mode needs. Memory is not enforced
+ * (the mini cluster disables the pmem/vmem checks) and the disk health check tolerates a nearly
+ * full disk, so a shared build machine does not make the node unhealthy. The daemons bind to this
+ * machine's host name ({@code MiniYARNCluster} takes it from {@link InetAddress#getLocalHost()});
+ * start fails unless every address is a loopback one, so nothing listens beyond this machine.
  *
  * <p>Containers are child processes of this JVM (the NodeManager's DefaultContainerExecutor);
  * {@link #close()} stops the clusters, then every process this JVM started that is still alive, by
@@ -59,7 +60,12 @@ final class MiniHadoop implements AutoCloseable {
   private final String hdfsRoot;
   private final FileSystem fs;
 
-  private MiniHadoop(MiniDFSCluster dfs, MiniYARNCluster yarn, YarnClient client, Path confDir, String hdfsRoot,
+  private MiniHadoop(
+      MiniDFSCluster dfs,
+      MiniYARNCluster yarn,
+      YarnClient client,
+      Path confDir,
+      String hdfsRoot,
       FileSystem fs) {
     this.dfs = dfs;
     this.yarn = yarn;
@@ -69,7 +75,9 @@ final class MiniHadoop implements AutoCloseable {
     this.fs = fs;
   }
 
-  /** Starts both clusters (work directories under {@code target/<name>}) and writes {@code confDir}. */
+  /**
+   * Starts both clusters (work directories under {@code target/<name>}) and writes {@code confDir}.
+   */
   static MiniHadoop start(String name, Path confDir) throws Exception {
     MiniDFSCluster dfs = null;
     MiniYARNCluster yarn = null;
@@ -109,26 +117,33 @@ final class MiniHadoop implements AutoCloseable {
       yarn.init(conf);
       yarn.start();
       if (!yarn.waitForNodeManagersToConnect(60_000)) {
-        throw new IllegalStateException("The NodeManager did not register with the ResourceManager in 60 s");
+        throw new IllegalStateException(
+            "The NodeManager did not register with the ResourceManager in 60 s");
       }
       Configuration clientConf = yarn.getConfig();
-      String rm = awaitBoundAddress(clientConf, YarnConfiguration.RM_ADDRESS, Duration.ofSeconds(30));
-      requireLoopback("ResourceManager (" + rm + ")", InetAddress.getByName(rm.substring(0, rm.lastIndexOf(':'))));
+      String rm =
+          awaitBoundAddress(clientConf, YarnConfiguration.RM_ADDRESS, Duration.ofSeconds(30));
+      requireLoopback(
+          "ResourceManager (" + rm + ")",
+          InetAddress.getByName(rm.substring(0, rm.lastIndexOf(':'))));
 
       client = YarnClient.createYarnClient();
       client.init(clientConf);
       client.start();
       List<NodeReport> nodes = client.getNodeReports(NodeState.RUNNING);
       if (nodes.size() != 1) {
-        throw new IllegalStateException("Expected 1 running NodeManager, the ResourceManager reports " + nodes);
+        throw new IllegalStateException(
+            "Expected 1 running NodeManager, the ResourceManager reports " + nodes);
       }
-      requireLoopback("NodeManager (" + nodes.get(0).getNodeId() + ")",
+      requireLoopback(
+          "NodeManager (" + nodes.get(0).getNodeId() + ")",
           InetAddress.getByName(nodes.get(0).getNodeId().getHost()));
 
       Files.createDirectories(confDir);
       for (String file : List.of("core-site.xml", "yarn-site.xml")) {
         try (OutputStream out = Files.newOutputStream(confDir.resolve(file))) {
-          clientConf.writeXml(out); // everything, as Spark's own YARN tests do: the client reads what it needs
+          clientConf.writeXml(
+              out); // everything, as Spark's own YARN tests do: the client reads what it needs
         }
       }
       FileSystem fs = FileSystem.newInstance(URI.create(defaultFs), clientConf);
@@ -154,16 +169,23 @@ final class MiniHadoop implements AutoCloseable {
   }
 
   /**
-   * The newest application named {@code name} once YARN has finished it (FINISHED, FAILED or KILLED),
-   * waiting up to {@code timeout}: a client-mode driver exits before the ApplicationMaster unregisters.
+   * The newest application named {@code name} once YARN has finished it (FINISHED, FAILED or
+   * KILLED), waiting up to {@code timeout}: a client-mode driver exits before the ApplicationMaster
+   * unregisters.
    */
   ApplicationReport finishedApplication(String name, Duration timeout) throws Exception {
     long deadline = System.nanoTime() + timeout.toNanos();
     EnumSet<YarnApplicationState> done =
-        EnumSet.of(YarnApplicationState.FINISHED, YarnApplicationState.FAILED, YarnApplicationState.KILLED);
+        EnumSet.of(
+            YarnApplicationState.FINISHED,
+            YarnApplicationState.FAILED,
+            YarnApplicationState.KILLED);
     while (true) {
-      ApplicationReport newest = client.getApplications().stream().filter(a -> a.getName().equals(name))
-          .max(Comparator.comparingLong(ApplicationReport::getStartTime)).orElse(null);
+      ApplicationReport newest =
+          client.getApplications().stream()
+              .filter(a -> a.getName().equals(name))
+              .max(Comparator.comparingLong(ApplicationReport::getStartTime))
+              .orElse(null);
       if (newest == null) {
         // the submitter has exited: an application it created is known to the ResourceManager
         throw new AssertionError("YARN has no application named '" + name + "'");
@@ -172,14 +194,22 @@ final class MiniHadoop implements AutoCloseable {
         return newest;
       }
       if (System.nanoTime() > deadline) {
-        throw new AssertionError("Application " + newest.getApplicationId() + " is still "
-            + newest.getYarnApplicationState() + " after " + timeout);
+        throw new AssertionError(
+            "Application "
+                + newest.getApplicationId()
+                + " is still "
+                + newest.getYarnApplicationState()
+                + " after "
+                + timeout);
       }
       Thread.sleep(200); // YARN's state changes asynchronously: poll with a deadline
     }
   }
 
-  /** The container directories of {@code app} in the NodeManager's log directory, by container number. */
+  /**
+   * The container directories of {@code app} in the NodeManager's log directory, by container
+   * number.
+   */
   List<Path> containerLogDirs(ApplicationReport app) throws IOException {
     String logDirs = yarn.getNodeManager(0).getConfig().get(YarnConfiguration.NM_LOG_DIRS);
     List<Path> out = new ArrayList<>();
@@ -195,7 +225,10 @@ final class MiniHadoop implements AutoCloseable {
     return out;
   }
 
-  /** A log file ({@code stdout}, {@code stderr}) of the container whose number is {@code number} (1: the AM). */
+  /**
+   * A log file ({@code stdout}, {@code stderr}) of the container whose number is {@code number} (1:
+   * the AM).
+   */
   String containerLog(ApplicationReport app, int number, String file) throws IOException {
     String suffix = String.format("_%06d", number);
     for (Path dir : containerLogDirs(app)) {
@@ -203,8 +236,13 @@ final class MiniHadoop implements AutoCloseable {
         return Files.readString(dir.resolve(file), StandardCharsets.UTF_8);
       }
     }
-    throw new AssertionError("No container " + number + " of " + app.getApplicationId() + " in "
-        + containerLogDirs(app));
+    throw new AssertionError(
+        "No container "
+            + number
+            + " of "
+            + app.getApplicationId()
+            + " in "
+            + containerLogDirs(app));
   }
 
   /** stderr of every container but the first (the ApplicationMaster), by container id. */
@@ -213,7 +251,8 @@ final class MiniHadoop implements AutoCloseable {
     List<Path> dirs = containerLogDirs(app);
     for (Path dir : dirs.subList(Math.min(1, dirs.size()), dirs.size())) {
       Path stderr = dir.resolve("stderr");
-      out.put(dir.getFileName().toString(),
+      out.put(
+          dir.getFileName().toString(),
           Files.exists(stderr) ? Files.readString(stderr, StandardCharsets.UTF_8) : "");
     }
     return out;
@@ -227,8 +266,13 @@ final class MiniHadoop implements AutoCloseable {
         for (String file : List.of("stdout", "stderr")) {
           Path f = dir.resolve(file);
           if (Files.exists(f)) {
-            sb.append("[").append(dir.getFileName()).append("/").append(file).append("]\n")
-                .append(YarnTrainingIT.tail(f, lines)).append('\n');
+            sb.append("[")
+                .append(dir.getFileName())
+                .append("/")
+                .append(file)
+                .append("]\n")
+                .append(YarnTrainingIT.tail(f, lines))
+                .append('\n');
           }
         }
       }
@@ -253,7 +297,8 @@ final class MiniHadoop implements AutoCloseable {
     stop(client, yarn, dfs, fs);
   }
 
-  private static void stop(YarnClient client, MiniYARNCluster yarn, MiniDFSCluster dfs, FileSystem fs) {
+  private static void stop(
+      YarnClient client, MiniYARNCluster yarn, MiniDFSCluster dfs, FileSystem fs) {
     // Each step on its own: a failure is logged and the rest still stops.
     try {
       if (client != null) {
@@ -283,16 +328,26 @@ final class MiniHadoop implements AutoCloseable {
     } catch (RuntimeException e) {
       System.err.println("MiniHadoop: stopping the MiniDFSCluster failed: " + e);
     }
-    // Containers the NodeManager launched (and their children) that outlived it: this JVM started them.
-    List<ProcessHandle> left = ProcessHandle.current().children().filter(ProcessHandle::isAlive)
-        .collect(Collectors.toList());
+    // Containers the NodeManager launched (and their children) that outlived it: this JVM started
+    // them.
+    List<ProcessHandle> left =
+        ProcessHandle.current()
+            .children()
+            .filter(ProcessHandle::isAlive)
+            .collect(Collectors.toList());
     for (ProcessHandle p : left) {
-      System.err.println("MiniHadoop: stopping leftover process " + p.pid() + " " + p.info().commandLine().orElse(""));
+      System.err.println(
+          "MiniHadoop: stopping leftover process "
+              + p.pid()
+              + " "
+              + p.info().commandLine().orElse(""));
       stopTree(p);
     }
   }
 
-  /** SIGTERM to the process's descendants and the process, SIGKILL to whatever is left after 15 s. */
+  /**
+   * SIGTERM to the process's descendants and the process, SIGKILL to whatever is left after 15 s.
+   */
   static void stopTree(ProcessHandle p) {
     List<ProcessHandle> tree = new ArrayList<>(p.descendants().collect(Collectors.toList()));
     tree.add(p);
@@ -307,7 +362,8 @@ final class MiniHadoop implements AutoCloseable {
     }
   }
 
-  private static String awaitBoundAddress(Configuration conf, String key, Duration timeout) throws InterruptedException {
+  private static String awaitBoundAddress(Configuration conf, String key, Duration timeout)
+      throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (true) {
       String address = conf.get(key);
@@ -317,7 +373,8 @@ final class MiniHadoop implements AutoCloseable {
       if (System.nanoTime() > deadline) {
         throw new IllegalStateException(key + " is still '" + address + "' after " + timeout);
       }
-      Thread.sleep(100); // the ResourceManager writes its bound port into the configuration when it starts
+      Thread.sleep(
+          100); // the ResourceManager writes its bound port into the configuration when it starts
     }
   }
 
@@ -334,8 +391,14 @@ final class MiniHadoop implements AutoCloseable {
 
   private static void requireLoopback(String what, InetAddress address) {
     if (!address.isLoopbackAddress()) {
-      throw new IllegalStateException(what + " listens on " + address + ", not on loopback: MiniYARNCluster binds"
-          + " to this machine's host name (" + address + "); map it to 127.0.0.1 in /etc/hosts to run this test");
+      throw new IllegalStateException(
+          what
+              + " listens on "
+              + address
+              + ", not on loopback: MiniYARNCluster binds"
+              + " to this machine's host name ("
+              + address
+              + "); map it to 127.0.0.1 in /etc/hosts to run this test");
     }
   }
 }

@@ -9,7 +9,9 @@ public enum CorruptRecordPolicy {
   /** Skip the corrupt record (or the unreadable rest of the file) and count what was dropped. */
   DROPMALFORMED;
 
-  /** Parses the {@code mode} option; Spark's PERMISSIVE is not offered (no corrupt-record column). */
+  /**
+   * Parses the {@code mode} option; Spark's PERMISSIVE is not offered (no corrupt-record column).
+   */
   public static CorruptRecordPolicy parse(String option, String value) {
     if (value == null || value.isBlank()) {
       return FAILFAST;

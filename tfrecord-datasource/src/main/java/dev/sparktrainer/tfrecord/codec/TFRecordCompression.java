@@ -4,12 +4,12 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.util.Locale;
+import java.util.zip.Deflater;
 import java.util.zip.DeflaterOutputStream;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.GZIPOutputStream;
-import java.util.zip.InflaterInputStream;
-import java.util.zip.Deflater;
 import java.util.zip.Inflater;
+import java.util.zip.InflaterInputStream;
 
 /** TensorFlow's compression types for TFRecord files, and how each is named on disk. */
 public enum TFRecordCompression {
@@ -39,7 +39,9 @@ public enum TFRecordCompression {
     return this == NONE;
   }
 
-  /** The compression a file's name implies: {@code .gz}/{@code .gzip}, {@code .zlib}/{@code .zz}. */
+  /**
+   * The compression a file's name implies: {@code .gz}/{@code .gzip}, {@code .zlib}/{@code .zz}.
+   */
   public static TFRecordCompression fromFileName(String name) {
     String n = name.toLowerCase(Locale.ROOT);
     if (n.endsWith(".gz") || n.endsWith(".gzip")) {

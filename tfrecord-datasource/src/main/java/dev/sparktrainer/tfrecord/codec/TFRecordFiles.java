@@ -9,7 +9,10 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
-/** Opens TFRecord files, or byte ranges of them, on any Hadoop FileSystem: the one place that knows how. */
+/**
+ * Opens TFRecord files, or byte ranges of them, on any Hadoop FileSystem: the one place that knows
+ * how.
+ */
 public final class TFRecordFiles {
   private TFRecordFiles() {}
 
@@ -29,7 +32,8 @@ public final class TFRecordFiles {
       CorruptRecordPolicy policy)
       throws IOException {
     FileSystem fs = path.getFileSystem(conf);
-    // A small stream buffer: the reader asks for large blocks, which then bypass it (one copy less).
+    // A small stream buffer: the reader asks for large blocks, which then bypass it (one copy
+    // less).
     FSDataInputStream raw = fs.open(path, 1 << 16);
     try {
       InputStream in;
@@ -43,7 +47,11 @@ public final class TFRecordFiles {
       } else {
         if (start > 0) {
           throw new IllegalArgumentException(
-              "Split of compressed file " + path + " at " + start + ": compressed files are not splittable");
+              "Split of compressed file "
+                  + path
+                  + " at "
+                  + start
+                  + ": compressed files are not splittable");
         }
         in = compression.decompress(raw);
         end = Long.MAX_VALUE;

@@ -1,9 +1,9 @@
 package dev.sparktrainer.tfrecord.codec;
 
 import java.io.Closeable;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.EOFException;
 import java.util.zip.ZipException;
 
 /**
@@ -199,13 +199,16 @@ public final class TFRecordReader implements Closeable {
    * Takes over the reader's buffers: from now on the reader never overwrites bytes of a record it
    * has returned. Where it would (moving unread bytes to the front, or growing), it takes a fresh
    * buffer from {@code handoff} instead, copies the unread bytes over, and retires the old one to
-   * {@code handoff}: its records stay valid for whoever owns it now. For readers whose records are decoded later, elsewhere, without a copy.
+   * {@code handoff}: its records stay valid for whoever owns it now. For readers whose records are
+   * decoded later, elsewhere, without a copy.
    */
   public void setBufferHandoff(BufferHandoff handoff) {
     this.handoff = handoff;
   }
 
-  /** Supplies fresh buffers to a reader that hands its full ones over ({@link #setBufferHandoff}). */
+  /**
+   * Supplies fresh buffers to a reader that hands its full ones over ({@link #setBufferHandoff}).
+   */
   public interface BufferHandoff {
     /** A buffer of at least {@code minLength} bytes (what the reader needs next) to continue in. */
     byte[] take(int minLength);

@@ -17,13 +17,13 @@ import java.util.Arrays;
  * Writes {@code tf.train.Example} and {@code tf.train.SequenceExample} records one feature at a
  * time — the Spark writer's hot path — with protobuf-java's {@link CodedOutputStream} and the field
  * numbers of the classes protoc generates from TensorFlow's {@code example.proto} and {@code
- * feature.proto} ({@link dev.sparktrainer.tfrecord.proto}). The bytes are exactly what those classes'
- * {@code toByteArray()} writes for the same message (packed float and int64 lists, as TensorFlow
- * writes them; ExampleEncoderTest checks it on random records); building the messages with their
- * builders instead costs a boxed-free but per-value copy into a growable list and a second pass to
- * serialize, several times this encoder's time for dense float features. Values are kept in
- * primitive arrays until {@link #finishExample()}, which sizes the record exactly and writes it once.
- * Reused across records: {@link #reset()}, add features, then finish.
+ * feature.proto} ({@link dev.sparktrainer.tfrecord.proto}). The bytes are exactly what those
+ * classes' {@code toByteArray()} writes for the same message (packed float and int64 lists, as
+ * TensorFlow writes them; ExampleEncoderTest checks it on random records); building the messages
+ * with their builders instead costs a boxed-free but per-value copy into a growable list and a
+ * second pass to serialize, several times this encoder's time for dense float features. Values are
+ * kept in primitive arrays until {@link #finishExample()}, which sizes the record exactly and
+ * writes it once. Reused across records: {@link #reset()}, add features, then finish.
  *
  * <pre>{@code
  * enc.reset();

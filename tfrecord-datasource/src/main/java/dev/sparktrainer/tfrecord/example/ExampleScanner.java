@@ -8,12 +8,12 @@ import java.util.Arrays;
 
 /**
  * Finds where the wanted features of one serialized record are, without decoding any value: for
- * each wanted name, the offset and length of its {@code Feature} (Example, SequenceExample
- * context) or {@code FeatureList} (SequenceExample feature_lists) message in {@link #buffer()}.
- * Absent features have offset -1. Protobuf's semantics, as its generated parser has them
- * (ScannerDifferentialTest): a key seen twice keeps its last value; a map entry with its value field
- * twice merges them — the scanner then makes a copy of the record with the merged value appended,
- * which {@link #buffer()} returns (no writer emits that; the common case copies nothing).
+ * each wanted name, the offset and length of its {@code Feature} (Example, SequenceExample context)
+ * or {@code FeatureList} (SequenceExample feature_lists) message in {@link #buffer()}. Absent
+ * features have offset -1. Protobuf's semantics, as its generated parser has them
+ * (ScannerDifferentialTest): a key seen twice keeps its last value; a map entry with its value
+ * field twice merges them — the scanner then makes a copy of the record with the merged value
+ * appended, which {@link #buffer()} returns (no writer emits that; the common case copies nothing).
  *
  * <p>TensorFlow keeps a hand-written parser for the same reason ({@code
  * example_proto_fast_parsing.cc}): the reader decodes only the wanted features, in place.
@@ -23,16 +23,21 @@ public final class ExampleScanner {
   private final Merges merges = new Merges();
   private final FeatureLookup features;
   private final FeatureLookup featureLists;
+
   /** Feature (or context feature) locations, by index in the lookup. */
   public final int[] featureOffset;
 
   public final int[] featureLength;
+
   /** FeatureList locations (SequenceExample only). */
   public final int[] listOffset;
 
   public final int[] listLength;
 
-  /** Keep the wanted entries' locations; made once, not per record (a capturing lambda would allocate). */
+  /**
+   * Keep the wanted entries' locations; made once, not per record (a capturing lambda would
+   * allocate).
+   */
   private final EntryVisitor featureTarget;
 
   private final EntryVisitor listTarget;
@@ -54,8 +59,8 @@ public final class ExampleScanner {
   }
 
   /**
-   * The bytes the offsets of the last scan refer to: the scanned buffer, or the scanner's copy of the
-   * record when a map entry's value had to be merged.
+   * The bytes the offsets of the last scan refer to: the scanned buffer, or the scanner's copy of
+   * the record when a map entry's value had to be merged.
    */
   public byte[] buffer() {
     return merges.buffer();
@@ -123,10 +128,11 @@ public final class ExampleScanner {
    * missing key is "" and a missing value the empty message (length 0), as protobuf defines; a
    * value given twice or more is their merge (the concatenation of their bytes, in {@code merges}).
    * With {@code checkKeys}, every key given (not only the last) must be valid UTF-8, as protobuf
-   * requires of a proto3 {@code string}; the reader's lookup skips the check: a name it looks for is
-   * valid UTF-8, and the bytes of any other name are never read.
+   * requires of a proto3 {@code string}; the reader's lookup skips the check: a name it looks for
+   * is valid UTF-8, and the bytes of any other name are never read.
    */
-  static void forEachEntry(ProtoReader r, int end, EntryVisitor visitor, Merges merges, boolean checkKeys) {
+  static void forEachEntry(
+      ProtoReader r, int end, EntryVisitor visitor, Merges merges, boolean checkKeys) {
     int outer = r.limit;
     int depth = r.messageDepth;
     r.limit = end;
@@ -154,8 +160,8 @@ public final class ExampleScanner {
           keyOff = r.pos;
           r.pos += keyLen;
           if (checkKeys && !validUtf8(r.buf, keyOff, keyLen)) {
-            throw new MalformedRecordException("feature name of " + keyLen + " bytes at byte " + keyOff
-                + " is not valid UTF-8");
+            throw new MalformedRecordException(
+                "feature name of " + keyLen + " bytes at byte " + keyOff + " is not valid UTF-8");
           }
         } else if (t == ((2 << 3) | ProtoReader.LEN)) {
           int len = r.readLength();
@@ -191,7 +197,8 @@ public final class ExampleScanner {
       return true; // ASCII
     }
     try {
-      StandardCharsets.UTF_8.newDecoder()
+      StandardCharsets.UTF_8
+          .newDecoder()
           .onMalformedInput(CodingErrorAction.REPORT)
           .onUnmappableCharacter(CodingErrorAction.REPORT)
           .decode(ByteBuffer.wrap(b, off, len));

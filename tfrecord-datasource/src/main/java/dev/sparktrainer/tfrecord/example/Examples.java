@@ -7,8 +7,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Whole-record conversions between serialized records and plain values ({@link Feature} maps),
- * for schema inference, tools and tests. The Spark reader uses the allocation-free scanner instead.
+ * Whole-record conversions between serialized records and plain values ({@link Feature} maps), for
+ * schema inference, tools and tests. The Spark reader uses the allocation-free scanner instead.
  */
 public final class Examples {
   private Examples() {}
@@ -24,7 +24,10 @@ public final class Examples {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
-        parseFeatureMap(r, r.pos + n, merges,
+        parseFeatureMap(
+            r,
+            r.pos + n,
+            merges,
             (k, o, l) -> out.put(k, fv.decode(merges.buffer(), o, l).toFeature()));
       } else {
         r.skip(tag);
@@ -53,7 +56,10 @@ public final class Examples {
       int tag = r.readTag();
       if (tag == ((1 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
-        parseFeatureMap(r, r.pos + n, merges,
+        parseFeatureMap(
+            r,
+            r.pos + n,
+            merges,
             (k, o, l) -> s.context.put(k, fv.decode(merges.buffer(), o, l).toFeature()));
       } else if (tag == ((2 << 3) | ProtoReader.LEN)) {
         int n = r.readLength();
@@ -149,9 +155,16 @@ public final class Examples {
     void visit(String key, int valueOffset, int valueLength);
   }
 
-  private static void parseFeatureMap(ProtoReader r, int end, ExampleScanner.Merges merges, EntryVisitor visitor) {
+  private static void parseFeatureMap(
+      ProtoReader r, int end, ExampleScanner.Merges merges, EntryVisitor visitor) {
     // keys checked: a proto3 string, which protobuf rejects when it is not valid UTF-8
-    ExampleScanner.forEachEntry(r, end, (keyOff, keyLen, valOff, valLen) -> visitor.visit(
-        new String(r.buf, keyOff, keyLen, StandardCharsets.UTF_8), valOff, valLen), merges, true);
+    ExampleScanner.forEachEntry(
+        r,
+        end,
+        (keyOff, keyLen, valOff, valLen) ->
+            visitor.visit(
+                new String(r.buf, keyOff, keyLen, StandardCharsets.UTF_8), valOff, valLen),
+        merges,
+        true);
   }
 }

@@ -90,7 +90,8 @@ public final class Feature {
 
   @Override
   public int hashCode() {
-    return 31 * (31 * Arrays.hashCode(int64s) + Arrays.hashCode(floats)) + Arrays.deepHashCode(bytes);
+    return 31 * (31 * Arrays.hashCode(int64s) + Arrays.hashCode(floats))
+        + Arrays.deepHashCode(bytes);
   }
 
   @Override

@@ -5,9 +5,9 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * Finds a feature name's column index straight from the UTF-8 key bytes in a record, without
- * making a String: an open-addressing table of the wanted names. Features not in the table are the
- * ones a reader skips without decoding.
+ * Finds a feature name's column index straight from the UTF-8 key bytes in a record, without making
+ * a String: an open-addressing table of the wanted names. Features not in the table are the ones a
+ * reader skips without decoding.
  */
 public final class FeatureLookup {
   private final byte[][] keys;

@@ -25,8 +25,12 @@ final class ProtoReader {
   byte[] buf;
   int pos;
   int limit;
-  /** How deep in messages the bytes being read are, as protobuf-java counts for its recursion limit. */
+
+  /**
+   * How deep in messages the bytes being read are, as protobuf-java counts for its recursion limit.
+   */
   int messageDepth;
+
   private int groupDepth;
 
   ProtoReader reset(byte[] buf, int off, int len) {
@@ -45,7 +49,8 @@ final class ProtoReader {
   int readTag() {
     int tag = (int) readVarint64(); // a 32-bit varint: protobuf drops the high bits
     if ((tag >>> 3) == 0) {
-      throw new MalformedRecordException("invalid protobuf tag (field number 0) before byte " + pos);
+      throw new MalformedRecordException(
+          "invalid protobuf tag (field number 0) before byte " + pos);
     }
     return tag;
   }
@@ -120,7 +125,8 @@ final class ProtoReader {
       }
       int tag = readTag();
       if (messageDepth + groupDepth >= RECURSION_LIMIT) {
-        throw new MalformedRecordException("messages and groups nested deeper than " + RECURSION_LIMIT);
+        throw new MalformedRecordException(
+            "messages and groups nested deeper than " + RECURSION_LIMIT);
       }
       if ((tag & 7) == END_GROUP) {
         if ((tag >>> 3) != field) {

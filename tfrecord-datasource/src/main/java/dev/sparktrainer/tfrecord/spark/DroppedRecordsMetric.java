@@ -4,8 +4,8 @@ import org.apache.spark.sql.connector.metric.CustomSumMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 
 /**
- * The scan's task metric of records dropped under DROPMALFORMED (shown in the SQL tab of the
- * Spark UI as "dropped malformed records").
+ * The scan's task metric of records dropped under DROPMALFORMED (shown in the SQL tab of the Spark
+ * UI as "dropped malformed records").
  */
 public final class DroppedRecordsMetric extends CustomSumMetric {
   public static final String NAME = "droppedMalformedRecords";

@@ -24,7 +24,8 @@ final class MalformedRecords {
   private long reported;
   private String firstMalformed;
 
-  MalformedRecords(TFRecordReader reader, TFRecordOptions options, AtomicLong metric, String split) {
+  MalformedRecords(
+      TFRecordReader reader, TFRecordOptions options, AtomicLong metric, String split) {
     this.reader = reader;
     this.options = options;
     this.metric = metric;
@@ -38,7 +39,8 @@ final class MalformedRecords {
       throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), what, e);
     }
     if (malformed++ == 0) {
-      firstMalformed = "file " + reader.file() + " at byte offset " + reader.recordOffset() + ": " + what;
+      firstMalformed =
+          "file " + reader.file() + " at byte offset " + reader.recordOffset() + ": " + what;
     }
   }
 

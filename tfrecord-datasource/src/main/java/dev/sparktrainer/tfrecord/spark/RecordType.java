@@ -4,7 +4,10 @@ package dev.sparktrainer.tfrecord.spark;
 public enum RecordType {
   /** {@code tf.train.Example}: one column per feature. */
   Example,
-  /** {@code tf.train.SequenceExample}: context features as columns, feature lists as arrays of arrays. */
+  /**
+   * {@code tf.train.SequenceExample}: context features as columns, feature lists as arrays of
+   * arrays.
+   */
   SequenceExample,
   /** Opaque bytes: one binary column {@code byteArray}. */
   ByteArray;

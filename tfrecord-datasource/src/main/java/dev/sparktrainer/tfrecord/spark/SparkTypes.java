@@ -1,15 +1,15 @@
 package dev.sparktrainer.tfrecord.spark;
 
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.DecimalType;
-import org.apache.spark.sql.types.UserDefinedType;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
 import dev.sparktrainer.tfrecord.example.FeatureValues;
 import dev.sparktrainer.tfrecord.example.MalformedRecordException;
 import java.util.Locale;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.UserDefinedType;
 
 /** Which Spark types map to TFRecord features, in one place for reads and writes. */
 final class SparkTypes {
@@ -71,8 +71,14 @@ final class SparkTypes {
             || (k == FeatureKind.BYTES && elem.bytes());
     if (!ok) {
       throw new MalformedRecordException(
-          "feature '" + name + "' is " + k.name().toLowerCase(Locale.ROOT)
-              + " but column '" + name + "' is " + type.simpleString());
+          "feature '"
+              + name
+              + "' is "
+              + k.name().toLowerCase(Locale.ROOT)
+              + " but column '"
+              + name
+              + "' is "
+              + type.simpleString());
     }
   }
 
@@ -98,7 +104,12 @@ final class SparkTypes {
     }
     if (value < min || value > max) {
       throw new MalformedRecordException(
-          "feature '" + name + "' value " + value + " is out of range for column type " + type.simpleString());
+          "feature '"
+              + name
+              + "' value "
+              + value
+              + " is out of range for column type "
+              + type.simpleString());
     }
     return value;
   }

@@ -1,7 +1,5 @@
 package dev.sparktrainer.tfrecord.spark;
 
-import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
-import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import dev.sparktrainer.tfrecord.example.ExampleScanner;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
@@ -27,14 +25,12 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Reads one file split of Example (or ByteArray) records into columnar batches: each selected
  * feature is decoded once and appended to its column vector — a float list is one bulk copy — so
- * Spark's generated code reads columns directly instead of rows. A record is decoded and checked
- * in full before anything is appended, so a malformed record dropped under DROPMALFORMED leaves no
+ * Spark's generated code reads columns directly instead of rows. A record is decoded and checked in
+ * full before anything is appended, so a malformed record dropped under DROPMALFORMED leaves no
  * partial values behind. A failure part way through a batch (corrupt framing under FAILFAST, an I/O
  * error) first hands out the rows decoded before it and is thrown by the next call, so that under
  * {@code ignoreCorruptFiles} the rows before the corruption are kept, as with the row reader.
@@ -49,6 +45,7 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
   private final FeatureValues[] values;
   private final WritableColumnVector[] vectors;
   private final ColumnarBatch batch;
+
   /** A failure held back while the rows decoded before it are handed out. */
   private Exception deferred;
 
@@ -58,7 +55,10 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
       return false;
     }
     for (StructField f : data.fields()) {
-      DataType t = f.dataType() instanceof ArrayType ? ((ArrayType) f.dataType()).elementType() : f.dataType();
+      DataType t =
+          f.dataType() instanceof ArrayType
+              ? ((ArrayType) f.dataType()).elementType()
+              : f.dataType();
       Elem e = SparkTypes.elemOf(t);
       if (e == null || e == Elem.DECIMAL) {
         return false;
@@ -96,23 +96,30 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
       values[i] = new FeatureValues();
       names.add(fields[i].name());
     }
-    scanner = recordType == RecordType.ByteArray ? null : new ExampleScanner(new FeatureLookup(names), null);
+    scanner =
+        recordType == RecordType.ByteArray
+            ? null
+            : new ExampleScanner(new FeatureLookup(names), null);
     OnHeapColumnVector[] data = OnHeapColumnVector.allocateColumns(batchSize, required);
     vectors = data;
     ColumnVector[] all = new ColumnVector[fields.length + partitionSchema.length()];
     System.arraycopy(data, 0, all, 0, data.length);
     for (int p = 0; p < partitionSchema.length(); p++) {
-      ConstantColumnVector c = new ConstantColumnVector(batchSize, partitionSchema.fields()[p].dataType());
+      ConstantColumnVector c =
+          new ConstantColumnVector(batchSize, partitionSchema.fields()[p].dataType());
       populate(c, batchSize, partitionValues, p, partitionSchema.fields()[p].dataType());
       all[fields.length + p] = c;
     }
     batch = new ColumnarBatch(all);
     this.reader = TFRecordFileOpener.open(path, start, length, conf, options);
-    this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
+    this.malformed =
+        new MalformedRecords(
+            reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 
   /** A constant column: Spark's populate, plus structs (the {@code _metadata} column). */
-  private static void populate(ConstantColumnVector c, int rows, InternalRow row, int ordinal, DataType type) {
+  private static void populate(
+      ConstantColumnVector c, int rows, InternalRow row, int ordinal, DataType type) {
     if (type instanceof StructType && !row.isNullAt(ordinal)) {
       StructField[] fields = ((StructType) type).fields();
       InternalRow struct = row.getStruct(ordinal, fields.length);
@@ -222,8 +229,17 @@ final class TFRecordColumnarReader implements PartitionReader<ColumnarBatch> {
       SparkTypes.checkKind(v, elem, name, type);
       if (!array && v.count() > 1) {
         throw new MalformedRecordException(
-            "feature '" + name + "' has " + v.count() + " values but column '" + name
-                + "' is a scalar " + type.simpleString() + ": declare it array<" + type.simpleString() + ">");
+            "feature '"
+                + name
+                + "' has "
+                + v.count()
+                + " values but column '"
+                + name
+                + "' is a scalar "
+                + type.simpleString()
+                + ": declare it array<"
+                + type.simpleString()
+                + ">");
       }
       if (elem.narrowInt()) {
         for (int i = 0; i < v.count(); i++) {

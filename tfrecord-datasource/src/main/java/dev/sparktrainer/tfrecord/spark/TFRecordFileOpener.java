@@ -18,8 +18,13 @@ final class TFRecordFileOpener {
       Path path, long start, long length, Configuration conf, TFRecordOptions options)
       throws IOException {
     return TFRecordFiles.open(
-        path, start, length, conf, options.compressionOf(path.getName()),
-        options.maxRecordLength(), options.mode());
+        path,
+        start,
+        length,
+        conf,
+        options.compressionOf(path.getName()),
+        options.maxRecordLength(),
+        options.mode());
   }
 
   static boolean isSplittable(Path path, TFRecordOptions options) {

@@ -19,21 +19,30 @@ public final class TFRecordOptions implements Serializable {
 
   /** {@code Example} (default), {@code SequenceExample} or {@code ByteArray}. */
   public static final String RECORD_TYPE = "recordType";
-  /** Write: {@code none} (default), {@code gzip}, {@code zlib}. Read: overrides the file-name rule. */
+
+  /**
+   * Write: {@code none} (default), {@code gzip}, {@code zlib}. Read: overrides the file-name rule.
+   */
   public static final String COMPRESSION = "compression";
+
   /** Synonym of {@link #COMPRESSION}, as spark-tfrecord users write it. */
   public static final String CODEC = "codec";
+
   /** {@code FAILFAST} (default) or {@code DROPMALFORMED}. */
   public static final String MODE = "mode";
+
   /** Records longer than this many bytes are corruption (default 256 MiB). */
   public static final String MAX_RECORD_LENGTH = "maxRecordLength";
+
   /** How many records schema inference samples (default 1000). */
   public static final String SCHEMA_SAMPLE_SIZE = "schemaSampleSize";
+
   /** Infer bytes features as {@code binary} instead of {@code string} (default false). */
   public static final String BYTES_AS_BINARY = "bytesAsBinary";
 
   /** Read as columnar batches where the columns allow it (default true). */
   public static final String COLUMNAR = "columnar";
+
   /** Rows per columnar batch (default 4096). */
   public static final String BATCH_SIZE = "batchSize";
 
@@ -65,7 +74,12 @@ public final class TFRecordOptions implements Serializable {
     readCompression = comp == null ? null : writeCompression;
     mode = CorruptRecordPolicy.parse(MODE, get.apply(MODE));
     maxRecordLength =
-        intOption(get, MAX_RECORD_LENGTH, TFRecordReader.DEFAULT_MAX_RECORD_LENGTH, 1, Integer.MAX_VALUE - 80);
+        intOption(
+            get,
+            MAX_RECORD_LENGTH,
+            TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
+            1,
+            Integer.MAX_VALUE - 80);
     schemaSampleSize =
         intOption(get, SCHEMA_SAMPLE_SIZE, DEFAULT_SCHEMA_SAMPLE_SIZE, 1, Integer.MAX_VALUE);
     bytesAsBinary = boolOption(get, BYTES_AS_BINARY, false);
@@ -74,12 +88,13 @@ public final class TFRecordOptions implements Serializable {
   }
 
   /**
-   * Parses options; {@code sessionConf} supplies the {@code spark.sql.tfrecord.*} fallbacks (may
-   * be empty).
+   * Parses options; {@code sessionConf} supplies the {@code spark.sql.tfrecord.*} fallbacks (may be
+   * empty).
    *
    * @throws IllegalArgumentException naming the option, the value and what is allowed
    */
-  public static TFRecordOptions parse(Map<String, String> options, Map<String, String> sessionConf) {
+  public static TFRecordOptions parse(
+      Map<String, String> options, Map<String, String> sessionConf) {
     Map<String, String> ci = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
     ci.putAll(options);
     Map<String, String> conf = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);

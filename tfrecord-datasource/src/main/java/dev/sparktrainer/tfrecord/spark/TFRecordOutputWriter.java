@@ -1,6 +1,7 @@
 package dev.sparktrainer.tfrecord.spark;
 
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import org.apache.hadoop.fs.Path;
@@ -9,7 +10,6 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.types.StructType;
-import java.io.BufferedOutputStream;
 
 /** Writes one task's file; the commit protocol decides whether it becomes visible. */
 final class TFRecordOutputWriter extends OutputWriter {
@@ -17,7 +17,8 @@ final class TFRecordOutputWriter extends OutputWriter {
   private final TFRecordWriter writer;
   private final TFRecordRowEncoder encoder;
 
-  TFRecordOutputWriter(String path, StructType schema, TaskAttemptContext ctx, TFRecordOptions options)
+  TFRecordOutputWriter(
+      String path, StructType schema, TaskAttemptContext ctx, TFRecordOptions options)
       throws IOException {
     this.path = path;
     this.encoder = new TFRecordRowEncoder(schema, options.recordType());
@@ -69,7 +70,8 @@ final class TFRecordOutputWriter extends OutputWriter {
     }
 
     @Override
-    public OutputWriter newInstance(String path, StructType dataSchema, TaskAttemptContext context) {
+    public OutputWriter newInstance(
+        String path, StructType dataSchema, TaskAttemptContext context) {
       try {
         return new TFRecordOutputWriter(path, dataSchema, context, options);
       } catch (IOException e) {

@@ -31,7 +31,9 @@ final class TFRecordPartitionReader implements PartitionReader<InternalRow> {
       throws IOException {
     this.decoder = new TFRecordRowDecoder(required, options.recordType());
     this.reader = TFRecordFileOpener.open(path, start, length, conf, options);
-    this.malformed = new MalformedRecords(reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
+    this.malformed =
+        new MalformedRecords(
+            reader, options, dropped, path + " [" + start + ", " + (start + length) + ")");
   }
 
   @Override

@@ -203,7 +203,8 @@ final class TFRecordRowDecoder {
           w.write(ord, v.kind() == FeatureKind.INT64 ? (float) v.longAt(i) : v.floatAt(i));
           break;
         case DOUBLE:
-          w.write(ord, v.kind() == FeatureKind.INT64 ? (double) v.longAt(i) : (double) v.floatAt(i));
+          w.write(
+              ord, v.kind() == FeatureKind.INT64 ? (double) v.longAt(i) : (double) v.floatAt(i));
           break;
         case DECIMAL:
           Decimal d = new Decimal();
@@ -240,7 +241,8 @@ final class TFRecordRowDecoder {
             v.floatArray(), Platform.FLOAT_ARRAY_OFFSET, aw.getBuffer(), dataStart, 4L * n);
       } else if (elem == Elem.LONG) {
         long dataStart = aw.cursor() - 8L * n;
-        Platform.copyMemory(v.longArray(), Platform.LONG_ARRAY_OFFSET, aw.getBuffer(), dataStart, 8L * n);
+        Platform.copyMemory(
+            v.longArray(), Platform.LONG_ARRAY_OFFSET, aw.getBuffer(), dataStart, 8L * n);
       } else {
         for (int i = 0; i < n; i++) {
           writeElem(aw, i, v, i);

@@ -78,7 +78,9 @@ final class TFRecordRowEncoder {
     if (recordType == RecordType.ByteArray) {
       if (row.isNullAt(0)) {
         throw new IllegalArgumentException(
-            "recordType ByteArray: column '" + columns[0].name + "' is null; every record needs bytes");
+            "recordType ByteArray: column '"
+                + columns[0].name
+                + "' is null; every record needs bytes");
       }
       return columns[0].elem == Elem.STRING ? row.getUTF8String(0).getBytes() : row.getBinary(0);
     }
@@ -115,7 +117,10 @@ final class TFRecordRowEncoder {
         scalar = ((ArrayType) scalar).elementType();
       }
       this.elem = vector ? Elem.FLOAT : SparkTypes.elemOf(scalar);
-      this.kind = elem.integral() ? FeatureKind.INT64 : elem.floating() ? FeatureKind.FLOAT : FeatureKind.BYTES;
+      this.kind =
+          elem.integral()
+              ? FeatureKind.INT64
+              : elem.floating() ? FeatureKind.FLOAT : FeatureKind.BYTES;
     }
 
     void encode(ExampleEncoder enc, InternalRow row) {

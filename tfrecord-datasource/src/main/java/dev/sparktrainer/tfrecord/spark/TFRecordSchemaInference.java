@@ -1,5 +1,7 @@
 package dev.sparktrainer.tfrecord.spark;
 
+import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
+import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import dev.sparktrainer.tfrecord.example.Examples;
 import dev.sparktrainer.tfrecord.example.Feature;
@@ -17,8 +19,6 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
-import dev.sparktrainer.tfrecord.codec.TFRecordCorruptException;
 
 /**
  * Infers a schema from the first {@code schemaSampleSize} records of the files, in listing order.
@@ -34,8 +34,7 @@ final class TFRecordSchemaInference {
 
   /** A ByteArray file's schema: one binary column. */
   static StructType byteArraySchema() {
-    return new StructType()
-        .add(RecordType.BYTE_ARRAY_COLUMN, DataTypes.BinaryType, false);
+    return new StructType().add(RecordType.BYTE_ARRAY_COLUMN, DataTypes.BinaryType, false);
   }
 
   static Optional<StructType> infer(
@@ -48,14 +47,18 @@ final class TFRecordSchemaInference {
     int sampled = 0;
     outer:
     for (FileStatus status : files) {
-      try (TFRecordReader reader = TFRecordFileOpener.open(status.getPath(), 0, Long.MAX_VALUE, conf, options)) {
+      try (TFRecordReader reader =
+          TFRecordFileOpener.open(status.getPath(), 0, Long.MAX_VALUE, conf, options)) {
         while (reader.next()) {
           try {
             if (options.recordType() == RecordType.Example) {
-              observe(context, Examples.parseExample(reader.buffer(), reader.dataOffset(), reader.dataLength()));
+              observe(
+                  context,
+                  Examples.parseExample(reader.buffer(), reader.dataOffset(), reader.dataLength()));
             } else {
               Examples.Sequence s =
-                  Examples.parseSequenceExample(reader.buffer(), reader.dataOffset(), reader.dataLength());
+                  Examples.parseSequenceExample(
+                      reader.buffer(), reader.dataOffset(), reader.dataLength());
               observe(context, s.context);
               for (Map.Entry<String, List<Feature>> e : s.featureLists.entrySet()) {
                 Stats st = lists.computeIfAbsent(e.getKey(), Stats::new);
@@ -85,10 +88,13 @@ final class TFRecordSchemaInference {
     for (Stats s : context.values()) {
       if (lists.containsKey(s.name)) {
         throw new IllegalArgumentException(
-            "Feature '" + s.name + "' is both a context feature and a feature list: supply a schema");
+            "Feature '"
+                + s.name
+                + "' is both a context feature and a feature list: supply a schema");
       }
       DataType t = s.elementType(options.bytesAsBinary());
-      fields.add(DataTypes.createStructField(s.name, s.scalar() ? t : DataTypes.createArrayType(t), true));
+      fields.add(
+          DataTypes.createStructField(s.name, s.scalar() ? t : DataTypes.createArrayType(t), true));
     }
     for (Stats s : lists.values()) {
       DataType t = s.elementType(options.bytesAsBinary());
@@ -129,7 +135,9 @@ final class TFRecordSchemaInference {
         kind = FeatureKind.FLOAT; // int64 and float mixed
       } else {
         throw new IllegalArgumentException(
-            "Feature '" + name + "' holds bytes in some records and numbers in others: supply a schema");
+            "Feature '"
+                + name
+                + "' holds bytes in some records and numbers in others: supply a schema");
       }
     }
 

@@ -16,8 +16,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Reads the file splits of one input partition one after another and reports the partition's
  * dropped-records task metric. It stands in for Spark's {@code FilePartitionReader} (whose
- * constructor changed between Spark lines and which reports no custom metrics) and behaves as
- * Spark 4.1's does:
+ * constructor changed between Spark lines and which reports no custom metrics) and behaves as Spark
+ * 4.1's does:
  *
  * <ul>
  *   <li>{@code input_file_name()}: each split's file, start and length are set in {@link
@@ -67,7 +67,8 @@ final class TFRecordSplitsReader<T> implements PartitionReader<T> {
           return false;
         }
         currentSplit = splits.next();
-        InputFileBlockHolder.set(currentSplit.urlEncodedPath(), currentSplit.start(), currentSplit.length());
+        InputFileBlockHolder.set(
+            currentSplit.urlEncodedPath(), currentSplit.start(), currentSplit.length());
         try {
           current = opener.open(currentSplit);
         } catch (FileNotFoundException e) {
@@ -101,8 +102,13 @@ final class TFRecordSplitsReader<T> implements PartitionReader<T> {
 
   /** Skips the rest of the current split under ignoreCorruptFiles, else rethrows. */
   private <E extends Exception> void skipOrThrow(E e) throws IOException {
-    if (ignoreCorruptFiles && !(e instanceof AccessControlException) && !(e instanceof BlockMissingException)) {
-      LOG.warn("Skipped the rest of the content in the corrupted file {} (ignoreCorruptFiles)", currentSplit, e);
+    if (ignoreCorruptFiles
+        && !(e instanceof AccessControlException)
+        && !(e instanceof BlockMissingException)) {
+      LOG.warn(
+          "Skipped the rest of the content in the corrupted file {} (ignoreCorruptFiles)",
+          currentSplit,
+          e);
       return;
     }
     if (e instanceof IOException) {

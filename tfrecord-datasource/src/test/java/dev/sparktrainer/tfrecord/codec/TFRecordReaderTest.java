@@ -66,8 +66,14 @@ class TFRecordReaderTest {
     for (TFRecordCompression c : TFRecordCompression.values()) {
       byte[] f = frame(recs, c);
       List<byte[]> back =
-          readAll(new TFRecordReader(c.decompress(new ByteArrayInputStream(f)), "f", 0,
-              Long.MAX_VALUE, 1 << 20, CorruptRecordPolicy.FAILFAST));
+          readAll(
+              new TFRecordReader(
+                  c.decompress(new ByteArrayInputStream(f)),
+                  "f",
+                  0,
+                  Long.MAX_VALUE,
+                  1 << 20,
+                  CorruptRecordPolicy.FAILFAST));
       assertThat(back).as(c.name()).hasSize(recs.size());
       for (int i = 0; i < recs.size(); i++) {
         assertThat(back.get(i)).isEqualTo(recs.get(i));
@@ -88,24 +94,31 @@ class TFRecordReaderTest {
     rnd.nextBytes(recs.get(40));
     for (TFRecordCompression c : TFRecordCompression.values()) {
       for (boolean scribble : new boolean[] {false, true}) {
-        TFRecordReader r = new TFRecordReader(c.decompress(new ByteArrayInputStream(frame(recs, c))), "f.tfrecord",
-            0, Long.MAX_VALUE, 4 << 20, CorruptRecordPolicy.FAILFAST);
+        TFRecordReader r =
+            new TFRecordReader(
+                c.decompress(new ByteArrayInputStream(frame(recs, c))),
+                "f.tfrecord",
+                0,
+                Long.MAX_VALUE,
+                4 << 20,
+                CorruptRecordPolicy.FAILFAST);
         List<byte[]> retired = new ArrayList<>();
-        r.setBufferHandoff(new TFRecordReader.BufferHandoff() {
-          @Override
-          public byte[] take(int minLength) {
-            return new byte[minLength + rnd.nextInt(100_000)];
-          }
+        r.setBufferHandoff(
+            new TFRecordReader.BufferHandoff() {
+              @Override
+              public byte[] take(int minLength) {
+                return new byte[minLength + rnd.nextInt(100_000)];
+              }
 
-          @Override
-          public void retire(byte[] old) {
-            assertThat(retired).as("a buffer is handed over once").doesNotContain(old);
-            retired.add(old);
-            if (scribble) {
-              Arrays.fill(old, (byte) 0x5a);
-            }
-          }
-        });
+              @Override
+              public void retire(byte[] old) {
+                assertThat(retired).as("a buffer is handed over once").doesNotContain(old);
+                retired.add(old);
+                if (scribble) {
+                  Arrays.fill(old, (byte) 0x5a);
+                }
+              }
+            });
         List<byte[]> bufs = new ArrayList<>();
         List<int[]> where = new ArrayList<>();
         List<byte[]> copies = new ArrayList<>();
@@ -120,7 +133,8 @@ class TFRecordReaderTest {
           assertThat(copies.get(i)).as(c + " record " + i + " as read").isEqualTo(recs.get(i));
           if (!scribble) {
             int[] w = where.get(i);
-            assertThat(Arrays.copyOfRange(bufs.get(i), w[0], w[0] + w[1])).as(c + " record " + i + " in place")
+            assertThat(Arrays.copyOfRange(bufs.get(i), w[0], w[0] + w[1]))
+                .as(c + " record " + i + " in place")
                 .isEqualTo(recs.get(i));
           }
         }
@@ -132,17 +146,21 @@ class TFRecordReaderTest {
   void emptyFileAndEmptyRecords() throws IOException {
     assertThat(readAll(reader(new byte[0], CorruptRecordPolicy.FAILFAST))).isEmpty();
     List<byte[]> back =
-        readAll(reader(frame(List.of(new byte[0], new byte[0]), TFRecordCompression.NONE),
-            CorruptRecordPolicy.FAILFAST));
+        readAll(
+            reader(
+                frame(List.of(new byte[0], new byte[0]), TFRecordCompression.NONE),
+                CorruptRecordPolicy.FAILFAST));
     assertThat(back).hasSize(2).allSatisfy(b -> assertThat(b).isEmpty());
   }
 
   @Test
   void extensionAndOptionNames() {
-    assertThat(TFRecordCompression.fromFileName("part-0.tfrecord.gz")).isEqualTo(TFRecordCompression.GZIP);
+    assertThat(TFRecordCompression.fromFileName("part-0.tfrecord.gz"))
+        .isEqualTo(TFRecordCompression.GZIP);
     assertThat(TFRecordCompression.fromFileName("x.ZLIB")).isEqualTo(TFRecordCompression.ZLIB);
     assertThat(TFRecordCompression.fromFileName("x.tfrecord")).isEqualTo(TFRecordCompression.NONE);
-    assertThat(TFRecordCompression.parse("compression", "GZIP")).isEqualTo(TFRecordCompression.GZIP);
+    assertThat(TFRecordCompression.parse("compression", "GZIP"))
+        .isEqualTo(TFRecordCompression.GZIP);
     assertThatThrownBy(() -> TFRecordCompression.parse("compression", "snappy"))
         .hasMessage("Invalid compression 'snappy': expected none, gzip or zlib");
   }
@@ -155,25 +173,34 @@ class TFRecordReaderTest {
     recs.add(150, new byte[0]);
     recs.add(151, new byte[0]);
     byte[] f = frame(recs, TFRecordCompression.NONE);
-    for (int splitSize : new int[] {1, 7, 16, 17, 100, 333, 1024, 4096, 65536, f.length, f.length + 5}) {
+    for (int splitSize :
+        new int[] {1, 7, 16, 17, 100, 333, 1024, 4096, 65536, f.length, f.length + 5}) {
       List<byte[]> all = new ArrayList<>();
       for (long start = 0; start < f.length; start += splitSize) {
         long len = Math.min(splitSize, f.length - start);
         TFRecordReader r =
             new TFRecordReader(
                 new ByteArrayInputStream(f, (int) start, f.length - (int) start),
-                "f", start, start + len, 1 << 20, CorruptRecordPolicy.FAILFAST);
+                "f",
+                start,
+                start + len,
+                1 << 20,
+                CorruptRecordPolicy.FAILFAST);
         all.addAll(readAll(r));
       }
       assertThat(all).as("split size " + splitSize).hasSize(recs.size());
       for (int i = 0; i < recs.size(); i++) {
-        assertThat(all.get(i)).as("record " + i + " split size " + splitSize).isEqualTo(recs.get(i));
+        assertThat(all.get(i))
+            .as("record " + i + " split size " + splitSize)
+            .isEqualTo(recs.get(i));
       }
     }
   }
 
   private static byte[] threeRecords() throws IOException {
-    return frame(List.of(new byte[] {1, 1, 1}, new byte[] {2, 2, 2, 2}, new byte[] {3}), TFRecordCompression.NONE);
+    return frame(
+        List.of(new byte[] {1, 1, 1}, new byte[] {2, 2, 2, 2}, new byte[] {3}),
+        TFRecordCompression.NONE);
   }
 
   @Test
@@ -182,7 +209,8 @@ class TFRecordReaderTest {
     f[19 + 12] ^= 1; // a data byte of the second record (which starts at offset 19)
     assertThatThrownBy(() -> readAll(reader(f, CorruptRecordPolicy.FAILFAST)))
         .isInstanceOf(TFRecordCorruptException.class)
-        .hasMessage("Corrupt TFRecord file f.tfrecord at byte offset 19: data CRC mismatch (record length 4)");
+        .hasMessage(
+            "Corrupt TFRecord file f.tfrecord at byte offset 19: data CRC mismatch (record length 4)");
     TFRecordReader r = reader(f, CorruptRecordPolicy.DROPMALFORMED);
     List<byte[]> back = readAll(r);
     assertThat(back).containsExactly(new byte[] {1, 1, 1}, new byte[] {3});
@@ -194,7 +222,8 @@ class TFRecordReaderTest {
     byte[] f = threeRecords();
     f[19] = 9; // the second record's length byte: its CRC no longer matches
     assertThatThrownBy(() -> readAll(reader(f, CorruptRecordPolicy.FAILFAST)))
-        .hasMessageStartingWith("Corrupt TFRecord file f.tfrecord at byte offset 19: length CRC mismatch");
+        .hasMessageStartingWith(
+            "Corrupt TFRecord file f.tfrecord at byte offset 19: length CRC mismatch");
     TFRecordReader r = reader(f, CorruptRecordPolicy.DROPMALFORMED);
     assertThat(readAll(r)).containsExactly(new byte[] {1, 1, 1}, new byte[] {3});
     assertThat(r.droppedRecords()).isEqualTo(1);
@@ -207,7 +236,8 @@ class TFRecordReaderTest {
     LittleEndian.putLong(f, 0, Long.MAX_VALUE);
     LittleEndian.putInt(f, 8, new Crc32c().maskedCrc(f, 0, 8));
     assertThatThrownBy(() -> readAll(reader(f, CorruptRecordPolicy.FAILFAST)))
-        .hasMessageContaining("at byte offset 0: record length 9223372036854775807 exceeds maxRecordLength 1048576");
+        .hasMessageContaining(
+            "at byte offset 0: record length 9223372036854775807 exceeds maxRecordLength 1048576");
     byte[] neg = f.clone();
     LittleEndian.putLong(neg, 0, -1);
     LittleEndian.putInt(neg, 8, new Crc32c().maskedCrc(neg, 0, 8));
@@ -220,10 +250,12 @@ class TFRecordReaderTest {
     byte[] f = threeRecords();
     byte[] cutHeader = Arrays.copyOf(f, 19 + 5);
     assertThatThrownBy(() -> readAll(reader(cutHeader, CorruptRecordPolicy.FAILFAST)))
-        .hasMessage("Corrupt TFRecord file f.tfrecord at byte offset 19: truncated record header: 5 of 12 bytes before the end of the file");
+        .hasMessage(
+            "Corrupt TFRecord file f.tfrecord at byte offset 19: truncated record header: 5 of 12 bytes before the end of the file");
     byte[] cutData = Arrays.copyOf(f, 19 + 14);
     assertThatThrownBy(() -> readAll(reader(cutData, CorruptRecordPolicy.FAILFAST)))
-        .hasMessage("Corrupt TFRecord file f.tfrecord at byte offset 19: truncated record: length 4 needs 20 bytes but the file ends after 14");
+        .hasMessage(
+            "Corrupt TFRecord file f.tfrecord at byte offset 19: truncated record: length 4 needs 20 bytes but the file ends after 14");
     TFRecordReader r = reader(cutData, CorruptRecordPolicy.DROPMALFORMED);
     assertThat(readAll(r)).containsExactly(new byte[] {1, 1, 1});
     assertThat(r.droppedRecords()).isEqualTo(1);
@@ -232,7 +264,8 @@ class TFRecordReaderTest {
   @Test
   void truncatedAndDamagedCompressedStreamsAreCorruption() throws IOException {
     List<byte[]> recs = randomRecords(new Random(3), 200, 500);
-    for (TFRecordCompression c : new TFRecordCompression[] {TFRecordCompression.GZIP, TFRecordCompression.ZLIB}) {
+    for (TFRecordCompression c :
+        new TFRecordCompression[] {TFRecordCompression.GZIP, TFRecordCompression.ZLIB}) {
       byte[] f = frame(recs, c);
       byte[] cut = Arrays.copyOf(f, f.length / 2);
       assertThatThrownBy(() -> readAll(open(cut, c, CorruptRecordPolicy.FAILFAST)))
@@ -269,7 +302,8 @@ class TFRecordReaderTest {
     f[19 + 12] ^= 1; // second record (offset 19) is bad
     // Split [0, 19) ends exactly where the bad record starts; split [19, end) starts there.
     TFRecordReader first =
-        new TFRecordReader(new ByteArrayInputStream(f), "f", 0, 19, 1 << 20, CorruptRecordPolicy.FAILFAST);
+        new TFRecordReader(
+            new ByteArrayInputStream(f), "f", 0, 19, 1 << 20, CorruptRecordPolicy.FAILFAST);
     assertThat(first.next()).isTrue();
     assertThatThrownBy(first::next).hasMessageContaining("at byte offset 19: data CRC mismatch");
   }

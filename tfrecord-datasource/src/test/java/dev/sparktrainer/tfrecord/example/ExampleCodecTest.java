@@ -3,13 +3,13 @@ package dev.sparktrainer.tfrecord.example;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sparktrainer.tfrecord.codec.LittleEndian;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
-import dev.sparktrainer.tfrecord.codec.LittleEndian;
 
 class ExampleCodecTest {
 
@@ -25,7 +25,9 @@ class ExampleCodecTest {
     w.bytes(payload, 0, payload.length);
   }
 
-  /** An Example with one map entry per (key, featureBytes) pair, entry fields in the given order. */
+  /**
+   * An Example with one map entry per (key, featureBytes) pair, entry fields in the given order.
+   */
   private static byte[] example(boolean valueFirst, Object... keyAndFeature) {
     ProtoWriter features = new ProtoWriter(64);
     for (int i = 0; i < keyAndFeature.length; i += 2) {
@@ -107,10 +109,13 @@ class ExampleCodecTest {
     byte[] rec =
         example(
             false,
-            "a", unpackedInt64(1, -2, 3),
-            "b", unpackedFloats(1.5f, 2.5f),
+            "a",
+            unpackedInt64(1, -2, 3),
+            "b",
+            unpackedFloats(1.5f, 2.5f),
             // a packed run followed by an unpacked value in the same list
-            "c", concat(packedFloats(1f, 2f), unpackedFloats(3f)));
+            "c",
+            concat(packedFloats(1f, 2f), unpackedFloats(3f)));
     Map<String, Feature> m = Examples.parseExample(rec);
     assertThat(m.get("a")).isEqualTo(Feature.ofInt64(1, -2, 3));
     assertThat(m.get("b")).isEqualTo(Feature.ofFloats(1.5f, 2.5f));
@@ -122,9 +127,12 @@ class ExampleCodecTest {
     byte[] rec =
         example(
             true, // value before key inside the map entry
-            "dup", unpackedInt64(1),
-            "x", concat(unpackedFloats(9f), unpackedInt64(4)), // oneof: the last kind wins
-            "dup", unpackedInt64(2)); // map: the last entry wins
+            "dup",
+            unpackedInt64(1),
+            "x",
+            concat(unpackedFloats(9f), unpackedInt64(4)), // oneof: the last kind wins
+            "dup",
+            unpackedInt64(2)); // map: the last entry wins
     Map<String, Feature> m = Examples.parseExample(rec);
     assertThat(m.get("dup")).isEqualTo(Feature.ofInt64(2));
     assertThat(m.get("x")).isEqualTo(Feature.ofInt64(4));
@@ -146,8 +154,11 @@ class ExampleCodecTest {
     ExampleScanner scanner = new ExampleScanner(new FeatureLookup(List.of("m")), null);
     scanner.scanExample(rec, 0, rec.length);
     assertThat(scanner.buffer()).isNotSameAs(rec);
-    assertThat(new FeatureValues().decode(scanner.buffer(), scanner.featureOffset[0], scanner.featureLength[0])
-        .toFeature()).isEqualTo(Feature.ofInt64(1, 2, 3));
+    assertThat(
+            new FeatureValues()
+                .decode(scanner.buffer(), scanner.featureOffset[0], scanner.featureLength[0])
+                .toFeature())
+        .isEqualTo(Feature.ofInt64(1, 2, 3));
   }
 
   @Test
@@ -190,7 +201,9 @@ class ExampleCodecTest {
     Map<String, Feature> ctx = new LinkedHashMap<>();
     ctx.put("length", Feature.ofInt64(3));
     Map<String, List<Feature>> lists = new LinkedHashMap<>();
-    lists.put("tokens", List.of(Feature.ofStrings("a"), Feature.ofStrings("b", "c"), Feature.ofStrings()));
+    lists.put(
+        "tokens",
+        List.of(Feature.ofStrings("a"), Feature.ofStrings("b", "c"), Feature.ofStrings()));
     lists.put("frames", List.of(Feature.ofFloats(1f, 2f), Feature.ofFloats(3f)));
     lists.put("none", List.of());
     Examples.Sequence s = Examples.parseSequenceExample(Examples.encodeSequenceExample(ctx, lists));
@@ -209,11 +222,15 @@ class ExampleCodecTest {
     }
     byte[] badVarint = new byte[12];
     Arrays.fill(badVarint, (byte) 0x80);
-    assertThatThrownBy(() -> Examples.parseExample(badVarint)).isInstanceOf(MalformedRecordException.class);
+    assertThatThrownBy(() -> Examples.parseExample(badVarint))
+        .isInstanceOf(MalformedRecordException.class);
     byte[] badWire = {(byte) ((1 << 3) | 7)};
-    assertThatThrownBy(() -> Examples.parseExample(badWire)).hasMessageContaining("invalid wire type 7");
-    byte[] oddPacked = example(false, "f", concat(new byte[] {(2 << 3) | 2, 3, (1 << 3) | 2, 1, 0}));
-    assertThatThrownBy(() -> Examples.parseExample(oddPacked)).hasMessageContaining("packed float list of 1 bytes");
+    assertThatThrownBy(() -> Examples.parseExample(badWire))
+        .hasMessageContaining("invalid wire type 7");
+    byte[] oddPacked =
+        example(false, "f", concat(new byte[] {(2 << 3) | 2, 3, (1 << 3) | 2, 1, 0}));
+    assertThatThrownBy(() -> Examples.parseExample(oddPacked))
+        .hasMessageContaining("packed float list of 1 bytes");
   }
 
   @Test

@@ -16,11 +16,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The streaming encoder writes exactly the bytes of the protoc-generated classes' {@code
- * toByteArray()} for the same message: random Examples and SequenceExamples (every kind, empty lists,
- * features without kind, large and negative int64s, context features between feature lists).
+ * toByteArray()} for the same message: random Examples and SequenceExamples (every kind, empty
+ * lists, features without kind, large and negative int64s, context features between feature lists).
  */
 class ExampleEncoderTest {
-  private static final FeatureKind[] KINDS = {FeatureKind.BYTES, FeatureKind.FLOAT, FeatureKind.INT64, null};
+  private static final FeatureKind[] KINDS = {
+    FeatureKind.BYTES, FeatureKind.FLOAT, FeatureKind.INT64, null
+  };
 
   @Test
   void examplesAreTheGeneratedClassesBytes() {
@@ -64,12 +66,19 @@ class ExampleEncoderTest {
         }
       }
       byte[] expected =
-          SequenceExample.newBuilder().setContext(context).setFeatureLists(lists).build().toByteArray();
+          SequenceExample.newBuilder()
+              .setContext(context)
+              .setFeatureLists(lists)
+              .build()
+              .toByteArray();
       assertThat(enc.finishSequenceExample()).as("sequence example %d", n).isEqualTo(expected);
     }
   }
 
-  /** Adds a random feature to {@code enc} (a context feature, or one step of the open list) and returns it. */
+  /**
+   * Adds a random feature to {@code enc} (a context feature, or one step of the open list) and
+   * returns it.
+   */
   private static dev.sparktrainer.tfrecord.proto.Feature randomFeature(
       Random r, ExampleEncoder enc, String name, boolean context) {
     FeatureKind kind = KINDS[r.nextInt(KINDS.length)];
@@ -78,7 +87,8 @@ class ExampleEncoderTest {
     } else {
       enc.beginListFeature(kind);
     }
-    dev.sparktrainer.tfrecord.proto.Feature.Builder f = dev.sparktrainer.tfrecord.proto.Feature.newBuilder();
+    dev.sparktrainer.tfrecord.proto.Feature.Builder f =
+        dev.sparktrainer.tfrecord.proto.Feature.newBuilder();
     int n = r.nextInt(4) == 0 ? 0 : r.nextInt(300);
     if (kind == FeatureKind.FLOAT) {
       FloatList.Builder l = FloatList.newBuilder();

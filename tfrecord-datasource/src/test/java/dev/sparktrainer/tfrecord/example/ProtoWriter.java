@@ -1,11 +1,11 @@
 package dev.sparktrainer.tfrecord.example;
 
-import java.util.Arrays;
 import dev.sparktrainer.tfrecord.codec.LittleEndian;
+import java.util.Arrays;
 
 /**
- * Raw protobuf wire format, for tests: hand-made encodings (unpacked lists, odd field orders, unknown
- * fields, merges) as other writers may emit them, which the generated classes never write.
+ * Raw protobuf wire format, for tests: hand-made encodings (unpacked lists, odd field orders,
+ * unknown fields, merges) as other writers may emit them, which the generated classes never write.
  */
 final class ProtoWriter {
   byte[] buf;

@@ -34,7 +34,8 @@ class TFRecordColumnarTest {
   @Test
   void columnarAndRowReadersAgree() {
     String out = dir.resolve("t").toString();
-    spark.range(0, 2000, 1, 3)
+    spark
+        .range(0, 2000, 1, 3)
         .selectExpr(
             "id",
             "cast(id % 7 as int) as small",
@@ -44,7 +45,10 @@ class TFRecordColumnarTest {
             "array(cast(id as string), 'x') as tags",
             "id % 2 = 0 as even",
             "cast(id % 3 as string) as part")
-        .write().format("tfrecord").partitionBy("part").save(out);
+        .write()
+        .format("tfrecord")
+        .partitionBy("part")
+        .save(out);
     StructType schema =
         new StructType()
             .add("id", DataTypes.LongType)
@@ -60,8 +64,28 @@ class TFRecordColumnarTest {
       Dataset<Row> row = read(out, "false", userSchema ? schema : null);
       assertThat(scansColumnar(col)).isTrue();
       assertThat(scansColumnar(row)).isFalse();
-      List<String> a = rows(col.selectExpr("id", "small", "name", "floats", "longs", "cast(tags as array<string>)", "even", "part"));
-      List<String> b = rows(row.selectExpr("id", "small", "name", "floats", "longs", "cast(tags as array<string>)", "even", "part"));
+      List<String> a =
+          rows(
+              col.selectExpr(
+                  "id",
+                  "small",
+                  "name",
+                  "floats",
+                  "longs",
+                  "cast(tags as array<string>)",
+                  "even",
+                  "part"));
+      List<String> b =
+          rows(
+              row.selectExpr(
+                  "id",
+                  "small",
+                  "name",
+                  "floats",
+                  "longs",
+                  "cast(tags as array<string>)",
+                  "even",
+                  "part"));
       assertThat(a).hasSize(2000).isEqualTo(b);
     }
     // Small batches: many batches per split.

@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.Random;
 import java.util.Set;
 import java.util.stream.Collectors;
+import java.util.stream.LongStream;
 import java.util.stream.Stream;
 import org.apache.spark.ml.linalg.DenseVector;
 import org.apache.spark.ml.linalg.SQLDataTypes;
@@ -33,7 +34,6 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import java.util.stream.LongStream;
 import scala.jdk.javaapi.CollectionConverters;
 
 class TFRecordDataSourceTest {
@@ -41,7 +41,8 @@ class TFRecordDataSourceTest {
 
   @TempDir Path dir;
 
-  private static void writeFile(Path file, List<byte[]> records, TFRecordCompression c) throws IOException {
+  private static void writeFile(Path file, List<byte[]> records, TFRecordCompression c)
+      throws IOException {
     try (OutputStream os = Files.newOutputStream(file);
         TFRecordWriter w = new TFRecordWriter(c.compress(os))) {
       for (byte[] r : records) {
@@ -64,16 +65,34 @@ class TFRecordDataSourceTest {
     writeFile(
         d.resolve("a.tfrecord"),
         List.of(
-            ex("s", Feature.ofInt64(1), "arr", Feature.ofInt64(1), "mixed", Feature.ofInt64(2), "txt", Feature.ofStrings("x")),
-            ex("s", Feature.ofInt64(2), "arr", Feature.ofInt64(1, 2), "mixed", Feature.ofFloats(0.5f), "e", Feature.empty())),
+            ex(
+                "s",
+                Feature.ofInt64(1),
+                "arr",
+                Feature.ofInt64(1),
+                "mixed",
+                Feature.ofInt64(2),
+                "txt",
+                Feature.ofStrings("x")),
+            ex(
+                "s",
+                Feature.ofInt64(2),
+                "arr",
+                Feature.ofInt64(1, 2),
+                "mixed",
+                Feature.ofFloats(0.5f),
+                "e",
+                Feature.empty())),
         TFRecordCompression.NONE);
     Dataset<Row> df = spark.read().format("tfrecord").load(d.toString());
     assertThat(df.schema().simpleString())
         .isEqualTo("struct<arr:array<bigint>,e:array<string>,mixed:float,s:bigint,txt:string>");
-    Dataset<Row> bin = spark.read().format("tfrecord").option("bytesAsBinary", "true").load(d.toString());
+    Dataset<Row> bin =
+        spark.read().format("tfrecord").option("bytesAsBinary", "true").load(d.toString());
     assertThat(bin.schema().apply("txt").dataType()).isEqualTo(DataTypes.BinaryType);
     // A sample of one record sees "arr" single-valued: a scalar.
-    Dataset<Row> one = spark.read().format("tfrecord").option("schemaSampleSize", "1").load(d.toString());
+    Dataset<Row> one =
+        spark.read().format("tfrecord").option("schemaSampleSize", "1").load(d.toString());
     assertThat(one.schema().apply("arr").dataType()).isEqualTo(DataTypes.LongType);
   }
 
@@ -85,7 +104,8 @@ class TFRecordDataSourceTest {
             "select 1L as id, array(array(1.0f, 2.0f), array(3.0f)) as frames, array(array('a'), array('b','c')) as tokens"
                 + " union all select 2L, array(), array(array())");
     df.write().format("tfrecord").option("recordType", "SequenceExample").save(out);
-    Dataset<Row> back = spark.read().format("tfrecord").option("recordType", "SequenceExample").load(out);
+    Dataset<Row> back =
+        spark.read().format("tfrecord").option("recordType", "SequenceExample").load(out);
     assertThat(back.schema().simpleString())
         .isEqualTo("struct<frames:array<array<float>>,id:bigint,tokens:array<array<string>>>");
     List<Row> rows = back.orderBy("id").collectAsList();
@@ -98,13 +118,19 @@ class TFRecordDataSourceTest {
   @Test
   void partitionedWritesAndDiscovery() {
     String out = dir.resolve("part").toString();
-    spark.range(0, 100).selectExpr("id", "id % 3 as bucket", "cast(id % 2 as string) as half")
-        .write().format("tfrecord").partitionBy("bucket", "half").save(out);
-    assertThat(Files.isDirectory(dir.resolve("part").resolve("bucket=1").resolve("half=0"))).isTrue();
+    spark
+        .range(0, 100)
+        .selectExpr("id", "id % 3 as bucket", "cast(id % 2 as string) as half")
+        .write()
+        .format("tfrecord")
+        .partitionBy("bucket", "half")
+        .save(out);
+    assertThat(Files.isDirectory(dir.resolve("part").resolve("bucket=1").resolve("half=0")))
+        .isTrue();
     Dataset<Row> back = spark.read().format("tfrecord").load(out);
     assertThat(back.schema().fieldNames()).containsExactly("id", "bucket", "half");
-    assertThat(back.where("bucket = 1 and half = '0'").count()).isEqualTo(
-        LongStream.range(0, 100).filter(i -> i % 3 == 1 && i % 2 == 0).count());
+    assertThat(back.where("bucket = 1 and half = '0'").count())
+        .isEqualTo(LongStream.range(0, 100).filter(i -> i % 3 == 1 && i % 2 == 0).count());
     assertThat(back.selectExpr("sum(id)").first().getLong(0)).isEqualTo(4950L);
   }
 
@@ -124,14 +150,27 @@ class TFRecordDataSourceTest {
 
   @Test
   void compressionOnWriteNamesFilesAndReadsBack() throws IOException {
-    for (String[] c : new String[][] {{"compression", "gzip", ".tfrecord.gz"}, {"codec", "zlib", ".tfrecord.deflate"},
-        {"codec", "org.apache.hadoop.io.compress.GzipCodec", ".tfrecord.gz"}, {"compression", "none", ".tfrecord"}}) {
+    for (String[] c :
+        new String[][] {
+          {"compression", "gzip", ".tfrecord.gz"},
+          {"codec", "zlib", ".tfrecord.deflate"},
+          {"codec", "org.apache.hadoop.io.compress.GzipCodec", ".tfrecord.gz"},
+          {"compression", "none", ".tfrecord"}
+        }) {
       Path p = dir.resolve("c-" + c[1].replace('.', '_'));
-      spark.range(0, 1000, 1, 2).selectExpr("id", "cast(id as string) as s")
-          .write().format("tfrecord").option(c[0], c[1]).save(p.toString());
+      spark
+          .range(0, 1000, 1, 2)
+          .selectExpr("id", "cast(id as string) as s")
+          .write()
+          .format("tfrecord")
+          .option(c[0], c[1])
+          .save(p.toString());
       try (Stream<Path> files = Files.list(p)) {
-        List<String> names = files.map(f -> f.getFileName().toString()).filter(n -> n.startsWith("part-"))
-            .collect(Collectors.toList());
+        List<String> names =
+            files
+                .map(f -> f.getFileName().toString())
+                .filter(n -> n.startsWith("part-"))
+                .collect(Collectors.toList());
         assertThat(names).isNotEmpty().allSatisfy(n -> assertThat(n).endsWith(c[2]));
       }
       Dataset<Row> back = spark.read().format("tfrecord").load(p.toString());
@@ -143,9 +182,12 @@ class TFRecordDataSourceTest {
   void prunedColumnsAreNotDecoded() throws IOException {
     Path d = Files.createDirectories(dir.resolve("prune"));
     // "b" is a float feature; the schema says string: decoding it would fail.
-    writeFile(d.resolve("p.tfrecord"), List.of(ex("a", Feature.ofInt64(1), "b", Feature.ofFloats(2f))),
+    writeFile(
+        d.resolve("p.tfrecord"),
+        List.of(ex("a", Feature.ofInt64(1), "b", Feature.ofFloats(2f))),
         TFRecordCompression.NONE);
-    StructType schema = new StructType().add("a", DataTypes.LongType).add("b", DataTypes.StringType);
+    StructType schema =
+        new StructType().add("a", DataTypes.LongType).add("b", DataTypes.StringType);
     Dataset<Row> df = spark.read().format("tfrecord").schema(schema).load(d.toString());
     assertThat(df.select("a").first().getLong(0)).isEqualTo(1L);
     assertThatThrownBy(() -> df.select("b").collectAsList())
@@ -155,16 +197,28 @@ class TFRecordDataSourceTest {
   @Test
   void mlVectorsReadAndWrite() throws IOException {
     Path d = Files.createDirectories(dir.resolve("vec"));
-    writeFile(d.resolve("v.tfrecord"), List.of(ex("features", Feature.ofFloats(1f, 2.5f), "label", Feature.ofInt64(1))),
+    writeFile(
+        d.resolve("v.tfrecord"),
+        List.of(ex("features", Feature.ofFloats(1f, 2.5f), "label", Feature.ofInt64(1))),
         TFRecordCompression.NONE);
-    StructType schema = new StructType().add("features", SQLDataTypes.VectorType()).add("label", DataTypes.DoubleType);
+    StructType schema =
+        new StructType()
+            .add("features", SQLDataTypes.VectorType())
+            .add("label", DataTypes.DoubleType);
     Row r = spark.read().format("tfrecord").schema(schema).load(d.toString()).first();
     assertThat(((Vector) r.get(0)).toArray()).containsExactly(1.0, 2.5);
     assertThat(r.getDouble(1)).isEqualTo(1.0);
 
     // Writing: dense and sparse vectors become float lists.
     String out = dir.resolve("vec-out").toString();
-    spark.read().format("tfrecord").schema(schema).load(d.toString()).write().format("tfrecord").save(out);
+    spark
+        .read()
+        .format("tfrecord")
+        .schema(schema)
+        .load(d.toString())
+        .write()
+        .format("tfrecord")
+        .save(out);
     Row back = spark.read().format("tfrecord").load(out).first();
     assertThat(back.getList(back.fieldIndex("features"))).containsExactly(1f, 2.5f);
     assertThat(new DenseVector(new double[] {1}).size()).isEqualTo(1);
@@ -173,8 +227,12 @@ class TFRecordDataSourceTest {
   @Test
   void byteArrayRecords() {
     String out = dir.resolve("bytes").toString();
-    spark.sql("select cast('abc' as binary) as byteArray union all select cast('' as binary)")
-        .write().format("tfrecord").option("recordType", "ByteArray").save(out);
+    spark
+        .sql("select cast('abc' as binary) as byteArray union all select cast('' as binary)")
+        .write()
+        .format("tfrecord")
+        .option("recordType", "ByteArray")
+        .save(out);
     Dataset<Row> back = spark.read().format("tfrecord").option("recordType", "ByteArray").load(out);
     assertThat(back.schema().simpleString()).isEqualTo("struct<byteArray:binary>");
     Set<String> values = new HashSet<>();
@@ -187,11 +245,15 @@ class TFRecordDataSourceTest {
   @Test
   void badOptionsFailBeforeReading() {
     String path = dir.toString();
-    assertThatThrownBy(() -> spark.read().format("tfrecord").option("recordType", "Exmaple").load(path))
-        .hasMessageContaining("Invalid recordType 'Exmaple': expected Example, SequenceExample or ByteArray");
-    assertThatThrownBy(() -> spark.read().format("tfrecord").option("mode", "PERMISSIVE").load(path))
+    assertThatThrownBy(
+            () -> spark.read().format("tfrecord").option("recordType", "Exmaple").load(path))
+        .hasMessageContaining(
+            "Invalid recordType 'Exmaple': expected Example, SequenceExample or ByteArray");
+    assertThatThrownBy(
+            () -> spark.read().format("tfrecord").option("mode", "PERMISSIVE").load(path))
         .hasMessageContaining("Invalid mode 'PERMISSIVE': expected FAILFAST or DROPMALFORMED");
-    assertThatThrownBy(() -> spark.read().format("tfrecord").option("maxRecordLength", "-3").load(path))
+    assertThatThrownBy(
+            () -> spark.read().format("tfrecord").option("maxRecordLength", "-3").load(path))
         .hasMessageContaining("Invalid maxRecordLength '-3'");
   }
 
@@ -208,16 +270,26 @@ class TFRecordDataSourceTest {
     writeFile(f, recs, TFRecordCompression.NONE);
     byte[] bytes = Files.readAllBytes(f);
     int recLen = 16 + recs.get(0).length;
-    bytes[recLen * 7 + 14] ^= 0x40; // damage the data of record 7 (all records before it have equal length, record 4 is shorter)
+    bytes[recLen * 7 + 14] ^=
+        0x40; // damage the data of record 7 (all records before it have equal length, record 4 is
+    // shorter)
     Files.write(f, bytes);
     StructType schema = new StructType().add("i", DataTypes.LongType);
 
-    assertThatThrownBy(() -> spark.read().format("tfrecord").schema(schema).load(d.toString()).collectAsList())
+    assertThatThrownBy(
+            () -> spark.read().format("tfrecord").schema(schema).load(d.toString()).collectAsList())
         .hasStackTraceContaining("Corrupt TFRecord file file:" + f)
         .hasStackTraceContaining("at byte offset " + (4L * recLen) + ": not a valid Example");
 
-    Dataset<Row> dropped = spark.read().format("tfrecord").schema(schema).option("mode", "DROPMALFORMED").load(d.toString());
-    List<Long> ids = dropped.collectAsList().stream().map(r -> r.getLong(0)).collect(Collectors.toList());
+    Dataset<Row> dropped =
+        spark
+            .read()
+            .format("tfrecord")
+            .schema(schema)
+            .option("mode", "DROPMALFORMED")
+            .load(d.toString());
+    List<Long> ids =
+        dropped.collectAsList().stream().map(r -> r.getLong(0)).collect(Collectors.toList());
     assertThat(ids).doesNotContain(4L).hasSize(8);
     long metric = 0;
     SparkPlan plan = dropped.queryExecution().executedPlan();
@@ -273,7 +345,12 @@ class TFRecordDataSourceTest {
   @Test
   void sqlTablesUseTheSameCode() {
     String out = dir.resolve("sql").toString();
-    spark.range(0, 50).selectExpr("id", "array(cast(id as float), 0f) as v").write().format("tfrecord").save(out);
+    spark
+        .range(0, 50)
+        .selectExpr("id", "array(cast(id as float), 0f) as v")
+        .write()
+        .format("tfrecord")
+        .save(out);
     spark.sql("DROP TABLE IF EXISTS tf_sql_test");
     spark.sql("CREATE TABLE tf_sql_test USING tfrecord LOCATION '" + out + "'");
     try {

@@ -35,27 +35,37 @@ class TFRecordRoundTripTest {
             .add("blob", DataTypes.BinaryType);
     List<Row> rows =
         Arrays.asList(
-            RowFactory.create(1L, 3, 0.5, "one", true, new float[] {1f, 2f}, new String[] {"a"}, new byte[] {1, 2}),
-            RowFactory.create(2L, 4, 1.5, null, false, new float[] {}, new String[] {"b", "c"}, new byte[] {}),
+            RowFactory.create(
+                1L,
+                3,
+                0.5,
+                "one",
+                true,
+                new float[] {1f, 2f},
+                new String[] {"a"},
+                new byte[] {1, 2}),
+            RowFactory.create(
+                2L, 4, 1.5, null, false, new float[] {}, new String[] {"b", "c"}, new byte[] {}),
             RowFactory.create(3L, 5, 2.5, "three", null, new float[] {3f, 4f, 5f}, null, null));
     return spark.createDataFrame(
         rows.stream()
-            .map(r -> {
-              Object[] v = new Object[r.size()];
-              for (int i = 0; i < r.size(); i++) {
-                Object o = r.get(i);
-                if (o instanceof float[]) {
-                  float[] f = (float[]) o;
-                  Float[] boxed = new Float[f.length];
-                  for (int j = 0; j < f.length; j++) boxed[j] = f[j];
-                  o = Arrays.asList(boxed);
-                } else if (o instanceof String[]) {
-                  o = Arrays.asList((String[]) o);
-                }
-                v[i] = o;
-              }
-              return RowFactory.create(v);
-            })
+            .map(
+                r -> {
+                  Object[] v = new Object[r.size()];
+                  for (int i = 0; i < r.size(); i++) {
+                    Object o = r.get(i);
+                    if (o instanceof float[]) {
+                      float[] f = (float[]) o;
+                      Float[] boxed = new Float[f.length];
+                      for (int j = 0; j < f.length; j++) boxed[j] = f[j];
+                      o = Arrays.asList(boxed);
+                    } else if (o instanceof String[]) {
+                      o = Arrays.asList((String[]) o);
+                    }
+                    v[i] = o;
+                  }
+                  return RowFactory.create(v);
+                })
             .collect(Collectors.toList()),
         schema);
   }
@@ -88,7 +98,8 @@ class TFRecordRoundTripTest {
             .add("pixels", DataTypes.createArrayType(DataTypes.DoubleType))
             .add("blob", DataTypes.BinaryType)
             .add("missing", DataTypes.LongType);
-    List<Row> rows = spark.read().format("tfrecord").schema(schema).load(out).orderBy("id").collectAsList();
+    List<Row> rows =
+        spark.read().format("tfrecord").schema(schema).load(out).orderBy("id").collectAsList();
     assertThat(rows.get(0).getInt(0)).isEqualTo(1);
     assertThat(rows.get(2).getDouble(1)).isEqualTo(2.5);
     assertThat(rows.get(2).getList(2)).containsExactly(3.0, 4.0, 5.0);
