@@ -79,8 +79,10 @@ final class ProgressHook implements AutoCloseable {
    */
   void stragglers(StragglerReport r) {
     StragglerReport.Slowest s = r.slowest();
+    // The driver prints the warning on its console; this is rank 0's record of it in the executor's
+    // log (bin/log4j2.properties keeps it off the console, where local mode would print it twice).
     LOG.log(
-        s.warning() ? System.Logger.Level.WARNING : System.Logger.Level.INFO,
+        s.warning() ? System.Logger.Level.INFO : System.Logger.Level.DEBUG,
         (s.warning() ? "Straggler: " : "") + s.summary());
     if (listener == null) {
       return;

@@ -40,6 +40,12 @@ public record StragglerReport(
    */
   public static final double WARN_WAIT_SHARE = 0.05;
 
+  /**
+   * ... and at least this many seconds, summed over the others: a short epoch (the quickstart's
+   * take a tenth of a second) has nothing worth a warning to lose.
+   */
+  public static final double WARN_MIN_WAIT_SECONDS = 1.0;
+
   /** Copies the list. */
   public StragglerReport {
     ranks = List.copyOf(ranks);
@@ -88,7 +94,7 @@ public record StragglerReport(
    *     other rank, how much later it was ready for the all-reduce (0 when it was ready first)
    * @param warning it was the slowest in most steps ({@value #WARN_STEP_SHARE}), at least {@value
    *     #WARN_SLOWDOWN} slower, and the others waited for it at least {@value #WARN_WAIT_SHARE} of
-   *     their step time
+   *     their step time and at least {@value #WARN_MIN_WAIT_SECONDS} s
    */
   public record Slowest(
       int epoch,
@@ -219,7 +225,8 @@ public record StragglerReport(
       }
     }
     boolean costly =
-        !(othersWait < WARN_WAIT_SHARE * othersTime); // unknown wait (NaN): not excused
+        !(othersWait < WARN_WAIT_SHARE * othersTime
+            || othersWait < WARN_MIN_WAIT_SECONDS); // NaN: not excused
     boolean warning = share > WARN_STEP_SHARE && medianSlowdown >= WARN_SLOWDOWN && costly;
     StepTimes.Sample s = samples.get(x);
     Slowest slowest =
