@@ -584,6 +584,10 @@ public final class TFRecordFuzzer {
     FeatureValues fv = new FeatureValues();
     try {
       scanner.scanExample(buf, off, input.length);
+      // The offsets refer to the scanner's copy when it merged a map entry given twice.
+      byte[] sb = scanner.buffer();
+      int lo = sb == buf ? off : 0;
+      int hi = sb == buf ? off + input.length : sb.length;
       for (int i = 0; i < list.size(); i++) {
         int fo = scanner.featureOffset[i];
         Feature expected = parsed == null ? null : parsed.get(list.get(i));
@@ -594,12 +598,12 @@ public final class TFRecordFuzzer {
           continue;
         }
         int fl = scanner.featureLength[i];
-        if (fo < off || fo + fl > off + input.length) {
+        if (fo < lo || fo + fl > hi) {
           fail("scanner located feature '" + list.get(i) + "' outside the record", input, null);
           continue;
         }
-        checkFastPath(buf, fo, fl, input, r);
-        Feature got = fv.decode(buf, fo, fl).toFeature();
+        checkFastPath(sb, fo, fl, input, r);
+        Feature got = fv.decode(sb, fo, fl).toFeature();
         if (parsed != null && !Objects.equals(expected, got)) {
           fail(
               "scanner + FeatureValues decode '"
@@ -725,10 +729,11 @@ public final class TFRecordFuzzer {
     FeatureValues fv = new FeatureValues();
     try {
       scanner.scanSequenceExample(big, off[0], input.length);
+      byte[] sb = scanner.buffer(); // the scanner's copy when it merged a map entry given twice
       for (int i = 0; i < ctxNames.size(); i++) {
         Feature expected = parsed == null ? null : parsed.context.get(ctxNames.get(i));
         int fo = scanner.featureOffset[i];
-        Feature got = fo < 0 ? null : fv.decode(big, fo, scanner.featureLength[i]).toFeature();
+        Feature got = fo < 0 ? null : fv.decode(sb, fo, scanner.featureLength[i]).toFeature();
         if (parsed != null && !Objects.equals(expected, got)) {
           fail(
               "context feature '" + ctxNames.get(i) + "': scanner " + got + ", parser " + expected,
@@ -746,11 +751,11 @@ public final class TFRecordFuzzer {
           continue;
         }
         int ll = scanner.listLength[i];
-        int count = scanner.countInList(big, lo, ll);
+        int count = scanner.countInList(sb, lo, ll);
         List<Feature> got = new ArrayList<>();
         int visited =
             scanner.forEachInList(
-                big,
+                sb,
                 lo,
                 ll,
                 (j, b, fo, fl) -> got.add(new FeatureValues().decode(b, fo, fl).toFeature()));
