@@ -420,7 +420,7 @@ public final class PipelineBenchmark {
    * Records/s of whole framing + CRC scans of the dataset on this thread, for at least {@code
    * seconds}.
    */
-  private static double rawScan(DatasetPlan plan, double seconds) throws IOException {
+  static double rawScan(DatasetPlan plan, double seconds) throws IOException {
     long t = System.nanoTime();
     long until = t + (long) (seconds * 1e9);
     long n = 0;

@@ -1,10 +1,6 @@
 package dev.sparktrainer.data;
 
 import com.sun.management.OperatingSystemMXBean;
-import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
-import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
-import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
-import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.Examples;
 import dev.sparktrainer.tfrecord.example.Feature;
@@ -181,30 +177,9 @@ public final class ShufflePathsBenchmark {
         .getProcessCpuTime();
   }
 
-  /** Records/s of whole framing + CRC scans on this thread. */
+  /** Records/s of whole framing + CRC scans on this thread (bench-pipeline's raw scan). */
   private static double rawScan(DatasetPlan plan, double seconds) throws IOException {
-    long t = System.nanoTime();
-    long until = t + (long) (seconds * 1e9);
-    long n = 0;
-    do {
-      for (Split s : plan.splits()) {
-        org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(s.path());
-        try (TFRecordReader r =
-            TFRecordFiles.open(
-                p,
-                s.start(),
-                s.length(),
-                CONF,
-                TFRecordCompression.NONE,
-                TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
-                CorruptRecordPolicy.FAILFAST)) {
-          while (r.next()) {
-            n++;
-          }
-        }
-      }
-    } while (System.nanoTime() < until);
-    return n / ((System.nanoTime() - t) / 1e9);
+    return PipelineBenchmark.rawScan(plan, seconds);
   }
 
   /**
