@@ -1,6 +1,7 @@
 package dev.sparktrainer.data;
 
 import java.util.Iterator;
+import java.util.List;
 
 /**
  * The batches of one worker: the contract between the input pipeline and the trainer.
@@ -36,6 +37,29 @@ public interface BatchSource extends AutoCloseable {
   /** The number of batches {@link #epochAfter} yields (the same on every worker). */
   default long stepsAfter(long consumedRecords) {
     throw new UnsupportedOperationException("this batch source has no global order");
+  }
+
+  /**
+   * For sources whose order of an epoch can be worked out again for any layout (the factory's
+   * {@code replaysEpochs()}): this worker's batches of {@code epoch} after {@code earlier} layouts
+   * consumed parts of it ({@link EpochSegment}s, oldest first), starting after {@code skipSteps} of
+   * them. The records they consumed are worked out again and the rest are dealt to this layout's
+   * workers with the sharding policy; each gets {@link #stepsAfter(int, List)} batches. With no
+   * earlier segment, this is {@link #epoch}.
+   */
+  default Iterator<Batch> epochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
+    if (earlier.isEmpty()) {
+      return epoch(epoch, skipSteps);
+    }
+    throw new UnsupportedOperationException("this batch source cannot replay an epoch");
+  }
+
+  /** The number of batches {@link #epochAfter(int, List, long)} yields from its start. */
+  default long stepsAfter(int epoch, List<EpochSegment> earlier) {
+    if (earlier.isEmpty()) {
+      return stepsPerEpoch();
+    }
+    throw new UnsupportedOperationException("this batch source cannot replay an epoch");
   }
 
   /**

@@ -7,7 +7,9 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.Collections;
 import java.util.Iterator;
+import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
 
@@ -37,6 +39,12 @@ public final class InputPipeline implements BatchSource {
 
   private int prepared = -1;
   private boolean closed;
+
+  /** The rest of a resumed epoch ({@link #epochAfter(int, List, long)}), for one position. */
+  private PipelineContext remainder;
+
+  private int remainderEpoch = -1;
+  private List<EpochSegment> remainderOf = List.of();
   private PipelineStats lastStats;
 
   /** Applied to every host batch before it goes to the device; null for none. */
@@ -124,7 +132,42 @@ public final class InputPipeline implements BatchSource {
 
   @Override
   public Iterator<Batch> epoch(int epoch, long skipSteps) {
-    HostIterator host = start(epoch, skipSteps, false);
+    return batches(ctx, epoch, skipSteps);
+  }
+
+  @Override
+  public Iterator<Batch> epochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
+    if (earlier.isEmpty()) {
+      return epoch(epoch, skipSteps);
+    }
+    PipelineContext c = remainder(epoch, earlier);
+    // Nothing left for this layout (all consumed, or too little under TRUNCATE): no readers.
+    return c.shard().stepsPerEpoch() == skipSteps
+        ? Collections.emptyIterator()
+        : batches(c, epoch, skipSteps);
+  }
+
+  @Override
+  public long stepsAfter(int epoch, List<EpochSegment> earlier) {
+    return earlier.isEmpty() ? stepsPerEpoch() : remainder(epoch, earlier).shard().stepsPerEpoch();
+  }
+
+  /** The rest of an epoch's pipeline, worked out once per (epoch, earlier segments). */
+  private synchronized PipelineContext remainder(int epoch, List<EpochSegment> earlier) {
+    if (remainder == null || remainderEpoch != epoch || !remainderOf.equals(earlier)) {
+      try {
+        remainder = ctx.remainder(epoch, earlier);
+      } catch (IOException e) {
+        throw new UncheckedIOException(e.getMessage(), e);
+      }
+      remainderEpoch = epoch;
+      remainderOf = List.copyOf(earlier);
+    }
+    return remainder;
+  }
+
+  private Iterator<Batch> batches(PipelineContext c, int epoch, long skipSteps) {
+    HostIterator host = start(c, epoch, skipSteps, false);
     return new Iterator<>() {
       @Override
       public boolean hasNext() {
@@ -133,7 +176,7 @@ public final class InputPipeline implements BatchSource {
 
       @Override
       public Batch next() {
-        return toBatch(host.next());
+        return toBatch(c, host.next());
       }
     };
   }
@@ -143,13 +186,21 @@ public final class InputPipeline implements BatchSource {
    * valid until the next call to the iterator, which recycles its buffers.
    */
   HostIterator hostEpoch(int epoch, long skipSteps) {
-    return start(epoch, skipSteps, true);
+    return start(ctx, epoch, skipSteps, true);
   }
 
-  private HostIterator start(int epoch, long skipSteps, boolean recycle) {
-    if (skipSteps < 0 || skipSteps > stepsPerEpoch()) {
-      throw new IllegalArgumentException(
-          "skipSteps " + skipSteps + " outside 0.." + stepsPerEpoch());
+  /** As {@link #epochAfter(int, List, long)}, on the Java side ({@link #hostEpoch}). */
+  Iterator<HostBatch> hostEpochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
+    PipelineContext c = earlier.isEmpty() ? ctx : remainder(epoch, earlier);
+    return c != ctx && c.shard().stepsPerEpoch() == skipSteps
+        ? Collections.emptyIterator()
+        : start(c, epoch, skipSteps, true);
+  }
+
+  private HostIterator start(PipelineContext c, int epoch, long skipSteps, boolean recycle) {
+    long steps = c.shard().stepsPerEpoch();
+    if (skipSteps < 0 || skipSteps > steps) {
+      throw new IllegalArgumentException("skipSteps " + skipSteps + " outside 0.." + steps);
     }
     EpochStream previous;
     EpochStream ahead;
@@ -163,7 +214,7 @@ public final class InputPipeline implements BatchSource {
       current = null;
       upcoming = null;
       prepared = -1;
-      if (ahead != null && ahead.epoch() == epoch && ahead.skip() == skipSteps) {
+      if (c == ctx && ahead != null && ahead.epoch() == epoch && ahead.skip() == skipSteps) {
         stream = ahead;
         ahead = null;
       }
@@ -177,13 +228,12 @@ public final class InputPipeline implements BatchSource {
       ahead.close();
     }
     if (stream == null) {
-      stream =
-          new EpochStream(ctx, epoch, skipSteps, ctx.initialPrefetch(), ctx.initialParallelism());
+      stream = new EpochStream(c, epoch, skipSteps, c.initialPrefetch(), c.initialParallelism());
     }
     // AUTOTUNE goes on from where the last epoch left it (a stream started ahead has a queue of
     // one).
     stream.tune(
-        previous != null ? previous.prefetchCapacity() : ctx.initialPrefetch(),
+        previous != null ? previous.prefetchCapacity() : c.initialPrefetch(),
         previous != null ? previous.parallelism() : stream.parallelism());
     synchronized (this) {
       if (previous != null) {
@@ -195,7 +245,7 @@ public final class InputPipeline implements BatchSource {
       }
       current = stream;
     }
-    return new HostIterator(stream, recycle ? ctx : null);
+    return new HostIterator(stream, recycle ? c : null);
   }
 
   /**
@@ -241,11 +291,11 @@ public final class InputPipeline implements BatchSource {
     return current != null ? current.stats() : lastStats;
   }
 
-  private Batch toBatch(HostBatch hb) {
+  private Batch toBatch(PipelineContext from, HostBatch hb) {
     NDManager m = manager.newSubManager();
     try {
       NDList features = new NDList();
-      DatasetSpec spec = ctx.spec();
+      DatasetSpec spec = from.spec();
       int first = 0;
       for (int c = 0; c < hb.features.length; c++) {
         int width = spec.features().get(c).size();
@@ -265,7 +315,7 @@ public final class InputPipeline implements BatchSource {
               new Shape(hb.size),
               spec.labelType() == DatasetSpec.LabelType.INT ? DataType.INT64 : DataType.FLOAT32);
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
-      return new Batch(m, features, labels, hb.size, () -> ctx.recycle(hb));
+      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb));
     } catch (RuntimeException e) {
       m.close();
       throw e;

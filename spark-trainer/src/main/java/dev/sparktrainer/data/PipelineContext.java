@@ -2,6 +2,7 @@ package dev.sparktrainer.data;
 
 import dev.sparktrainer.tfrecord.codec.TFRecordReader;
 import java.io.IOException;
+import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
 
@@ -21,6 +22,8 @@ final class PipelineContext {
   private final WorkerShard shard;
   private final PipelineOptions options;
   private final int rank;
+  private final int numWorkers;
+  private final Configuration conf;
   private final Interleaver.Opener opener;
   private final int slotCapacity;
   private final int maxPrefetch;
@@ -39,10 +42,23 @@ final class PipelineContext {
 
   PipelineContext(
       DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
+    this(plan, options, rank, numWorkers, conf, plan.shard(rank, numWorkers, options));
+  }
+
+  /** A worker's pipeline over {@code shard} (the rest of a resumed epoch: {@link #remainder}). */
+  PipelineContext(
+      DatasetPlan plan,
+      PipelineOptions options,
+      int rank,
+      int numWorkers,
+      Configuration conf,
+      WorkerShard shard) {
     this.plan = plan;
     this.options = options;
     this.rank = rank;
-    this.shard = plan.shard(rank, numWorkers, options);
+    this.numWorkers = numWorkers;
+    this.conf = conf;
+    this.shard = shard;
     DatasetSpec spec = plan.spec();
     long recordBytes = 4L * spec.featureSize() + RECORD_OVERHEAD;
     long batchBytes =
@@ -163,6 +179,23 @@ final class PipelineContext {
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
     this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
+  }
+
+  /**
+   * The pipeline of the rest of epoch {@code epoch} after {@code earlier} layouts consumed parts of
+   * it: this worker's share of the records they did not consume ({@link ConsumedRecords}, {@link
+   * WorkerShard#remainder}), read without the cache (which holds whole shards).
+   */
+  PipelineContext remainder(int epoch, List<EpochSegment> earlier) throws IOException {
+    PipelineOptions o = options.toBuilder().optCacheDir(null).build();
+    ConsumedRecords consumed = ConsumedRecords.replay(plan, o, epoch, earlier);
+    return new PipelineContext(
+        plan,
+        o,
+        rank,
+        numWorkers,
+        conf,
+        WorkerShard.remainder(plan, rank, numWorkers, o, consumed));
   }
 
   /** Decoded records' arrays, recycled once a record is copied into a batch. */

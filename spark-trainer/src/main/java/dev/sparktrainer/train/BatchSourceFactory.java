@@ -56,6 +56,16 @@ public interface BatchSourceFactory extends Serializable {
   }
 
   /**
+   * Whether each worker's order of an epoch can be worked out again for any layout, so that a
+   * resume on another layout continues the interrupted epoch with the records not yet consumed: the
+   * sources then implement {@code BatchSource.epochAfter(int, List, long)}. False (the default, and
+   * for sources with a {@link #globalOrder()}, which continue by position): restart it.
+   */
+  default boolean replaysEpochs() {
+    return false;
+  }
+
+  /**
    * The same data with per-worker batch {@code batchSize} (a resume on another number of workers).
    */
   default BatchSourceFactory withBatchSize(int batchSize) {

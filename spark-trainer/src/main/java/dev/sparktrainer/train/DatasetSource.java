@@ -84,6 +84,16 @@ public final class DatasetSource implements BatchSourceFactory {
         plan, options.toBuilder().optBatchSize(batchSize).build(), normalization);
   }
 
+  /**
+   * True unless readers hand on batches in the order they are ready (deterministic=false without a
+   * shuffle buffer): every other pipeline's order is a function of the seed, the epoch and the
+   * layout.
+   */
+  @Override
+  public boolean replaysEpochs() {
+    return options.deterministic() || options.shuffleBuffer() > 1;
+  }
+
   @Override
   public void preflight(int numWorkers) {
     for (int r = 0; r < numWorkers; r++) {

@@ -1,6 +1,7 @@
 package dev.sparktrainer.train;
 
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
+import dev.sparktrainer.data.EpochSegment;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -54,6 +55,12 @@ final class TrainingState {
    */
   private static final int REGRESSION = 0x52454752; // "REGR"
 
+  /**
+   * Tags the optional section after the regression one: the interrupted epoch's earlier segments
+   * (absent in older states: none).
+   */
+  private static final int SEGMENTS = 0x53454753; // "SEGS"
+
   List<String> names = new ArrayList<>();
   List<float[]> values = new ArrayList<>();
 
@@ -102,6 +109,16 @@ final class TrainingState {
    * steps.
    */
   boolean continueByRecords;
+
+  /**
+   * Parts of the epoch consumed by earlier layouts, oldest first, for sources that replay an epoch
+   * ({@code BatchSourceFactory.replaysEpochs}): the epoch goes on with the records they did not
+   * consume. Empty when the whole epoch so far was this layout's.
+   */
+  List<EpochSegment> earlierSegments = new ArrayList<>();
+
+  /** The epoch's optimizer steps taken by the earlier segments (this layout's start in it). */
+  long segmentStartStep;
 
   /** The learning rate of optimizer step {@code step} in this run's layout. */
   float learningRate(OptimizerSpec spec, long step) {
@@ -285,6 +302,14 @@ final class TrainingState {
           }
         }
       }
+      out.writeInt(SEGMENTS);
+      out.writeLong(segmentStartStep);
+      out.writeInt(earlierSegments.size());
+      for (EpochSegment g : earlierSegments) {
+        out.writeInt(g.workers());
+        out.writeInt(g.batchSize());
+        out.writeLong(g.batches());
+      }
       out.flush();
       return bytes.toByteArray();
     } catch (IOException e) {
@@ -450,6 +475,13 @@ final class TrainingState {
                   m.communicationSeconds(),
                   m.parameterHash(),
                   g));
+        }
+      }
+      if (in.available() >= 4 && in.readInt() == SEGMENTS) {
+        s.segmentStartStep = in.readLong();
+        int segments = in.readInt();
+        for (int i = 0; i < segments; i++) {
+          s.earlierSegments.add(new EpochSegment(in.readInt(), in.readInt(), in.readLong()));
         }
       }
     }

@@ -12,6 +12,7 @@ import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.data.EpochSegment;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.optim.Optimizer;
 import java.io.IOException;
@@ -171,8 +172,17 @@ final class Worker {
           long consumed = epoch == state.epoch ? state.consumedRecords : 0;
           // A resume on another layout continues the epoch with the records not yet consumed.
           boolean byRecords = epoch == state.epoch && state.continueByRecords;
+          // Or, for a source that replays epochs, with the records the earlier layouts of this
+          // epoch (before a resume on another worker count) did not consume.
+          List<EpochSegment> earlier =
+              epoch == state.epoch ? state.earlierSegments : List.<EpochSegment>of();
+          long segmentStart = earlier.isEmpty() ? 0 : state.segmentStartStep;
           long epochSteps =
-              byRecords ? startStep + source.stepsAfter(consumed) / accumulate : steps;
+              byRecords
+                  ? startStep + source.stepsAfter(consumed) / accumulate
+                  : earlier.isEmpty()
+                      ? steps
+                      : segmentStart + source.stepsAfter(epoch, earlier) / accumulate;
           // lossSum, correct, samples, then the regression sums; rank 0 carries the global sums
           // restored from a checkpoint.
           double[] acc = new double[3 + EpochMetrics.Regression.SUMS];
@@ -187,7 +197,7 @@ final class Worker {
           Iterator<Batch> batches =
               byRecords
                   ? source.epochAfter(epoch, consumed)
-                  : source.epoch(epoch, startStep * accumulate);
+                  : source.epochAfter(epoch, earlier, (startStep - segmentStart) * accumulate);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
           // validation pass that ends this epoch.
           if (epoch + 1 < cfg.epochs) {
@@ -245,6 +255,8 @@ final class Worker {
                     epoch,
                     s + 1,
                     consumed,
+                    earlier,
+                    segmentStart,
                     globalStep,
                     partial,
                     replicas,
@@ -327,6 +339,8 @@ final class Worker {
                   state,
                   epoch + 1,
                   0,
+                  0,
+                  List.of(),
                   0,
                   globalStep,
                   new double[3],
@@ -708,12 +722,23 @@ final class Worker {
     if (state.stepInEpoch > 0) {
       if (cfg.trainData.globalOrder()) {
         state.continueByRecords = true;
+      } else if (cfg.trainData.replaysEpochs()) {
+        // The part of the epoch this checkpoint's layout consumed becomes an earlier segment: the
+        // new layout's workers work out which records it held and share the rest.
+        long steps = state.stepInEpoch - state.segmentStartStep;
+        if (steps > 0) {
+          state.earlierSegments.add(
+              new EpochSegment(state.workers, state.batchSize, steps * state.accumulateSteps));
+        }
+        state.segmentStartStep = state.stepInEpoch;
       } else {
         // Which records each worker consumed depends on its shard and its shuffle: not recoverable
         // for another layout. The epoch starts over; the optimizer steps done are kept.
         restart = true;
         state.stepInEpoch = 0;
         state.consumedRecords = 0;
+        state.earlierSegments.clear();
+        state.segmentStartStep = 0;
         state.partial = new double[3];
       }
     }
@@ -737,9 +762,15 @@ final class Worker {
             + (restart
                 ? "; the interrupted epoch "
                     + state.epoch
-                    + " restarts: this data has no global order to"
-                    + " continue it from on another layout"
-                : ""));
+                    + " restarts: this data has no reproducible order (deterministic=false"
+                    + " without a shuffle buffer) to continue it from on another layout"
+                : state.stepInEpoch > 0
+                    ? "; the interrupted epoch "
+                        + state.epoch
+                        + " continues with the records not yet consumed, dealt to "
+                        + size
+                        + " workers"
+                    : ""));
     state.workers = size;
     state.batchSize = batch;
     state.accumulateSteps = k;
@@ -862,6 +893,8 @@ final class Worker {
       int epoch,
       long stepInEpoch,
       long consumedRecords,
+      List<EpochSegment> earlierSegments,
+      long segmentStartStep,
       long globalStep,
       double[] partial,
       ReplicaSet replicas,
@@ -874,6 +907,8 @@ final class Worker {
     st.epoch = epoch;
     st.stepInEpoch = stepInEpoch;
     st.consumedRecords = consumedRecords;
+    st.earlierSegments.addAll(earlierSegments);
+    st.segmentStartStep = segmentStartStep;
     st.workers = size;
     st.batchSize = run.batchSize;
     st.accumulateSteps = run.accumulateSteps;

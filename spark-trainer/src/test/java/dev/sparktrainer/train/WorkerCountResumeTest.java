@@ -6,12 +6,23 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
 import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.data.DatasetPlanner;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.assertj.core.data.Offset;
 import org.junit.jupiter.api.BeforeAll;
@@ -168,6 +179,126 @@ class WorkerCountResumeTest {
         .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
   }
 
+  /** The training digits as 4 TFRecord files in {@code dir}. */
+  private static void writeTFRecords(Path dir) throws IOException {
+    Files.createDirectories(dir);
+    int per = (train.size() + 3) / 4;
+    for (int f = 0; f < 4; f++) {
+      try (OutputStream os = Files.newOutputStream(dir.resolve("part-" + f + ".tfrecord"));
+          TFRecordWriter w = new TFRecordWriter(os)) {
+        for (int i = f * per; i < Math.min(train.size(), (f + 1) * per); i++) {
+          Map<String, Feature> m = new LinkedHashMap<>();
+          m.put("pixels", Feature.ofFloats(train.features(i)));
+          m.put("label", Feature.ofInt64(train.label(i)));
+          w.write(Examples.encodeExample(m));
+        }
+      }
+    }
+  }
+
+  /**
+   * The file pipeline (its order per worker, not one global order) continues the interrupted epoch
+   * too: the records the checkpoint's layout consumed are worked out again and the rest dealt to
+   * the new workers, so the run takes as many optimizer steps on as many samples as an
+   * uninterrupted one, and learns as well.
+   */
+  @ParameterizedTest(name = "{0} -> {2} workers, {4} sharding")
+  @CsvSource({
+    "2, 16, 1, 2, DATA",
+    "1, 24, 3, 1, DATA",
+    "3, 8, 2, 2, DATA",
+    "2, 16, 1, 2, FILE",
+    "3, 8, 2, 2, FILE"
+  })
+  void theFilePipelineContinuesTheEpochWithTheRecordsNotYetConsumed(
+      int from, int batch, int to, int chosenK, String sharding) throws Exception {
+    Path dir = tmp.resolve("digits");
+    writeTFRecords(dir);
+    PipelineOptions options =
+        PipelineOptions.builder()
+            .optBatchSize(batch)
+            .optShuffleBuffer(300)
+            .optSharding(PipelineOptions.ShardingPolicy.valueOf(sharding))
+            .optSeed(5)
+            .build();
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(dir.toString())
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    BatchSourceFactory data =
+        DatasetSource.training(DatasetPlanner.plan(spec, options, new Configuration()), options);
+    TrainedModel reference = job(from, batch, data).build().fitInProcess(0, new Configuration());
+    interrupted(from, batch, data);
+    TrainedModel resumed =
+        checkpointed(to, batch, data).build().fitInProcess(1, new Configuration());
+
+    WorkerCountChange c = resumed.history().resumes().get(0).workers();
+    assertThat(c.epochRestarted()).as("epoch restarted").isFalse();
+    assertThat(c.accumulateSteps()).isEqualTo(chosenK);
+    assertThat(c.globalBatch()).isEqualTo((long) from * batch);
+    EpochMetrics a = resumed.history().epochs().get(0);
+    EpochMetrics b = reference.history().epochs().get(0);
+    if (sharding.equals("DATA")) {
+      assertThat(a.steps()).as("steps of the resumed epoch").isEqualTo(b.steps());
+      assertThat(a.loss()).as("loss of the resumed epoch").isCloseTo(b.loss(), Offset.offset(0.1));
+      assertThat(a.samples()).as("samples of the resumed epoch").isEqualTo(b.samples());
+      assertThat(resumed.history().last().samples())
+          .as("samples of the next epoch")
+          .isEqualTo(reference.history().last().samples());
+    } else {
+      // FILE: whole files' remainders per worker, so the padding (PAD repeats a worker's records
+      // up to the most any worker has) differs from the uninterrupted layout's; every record is
+      // still trained on, but for less than a global batch dropped.
+      assertThat(a.samples()).as("samples of the resumed epoch").isGreaterThan(1437 - from * batch);
+    }
+    EpochMetrics last = resumed.history().last();
+    assertThat(last.validationAccuracy())
+        .isCloseTo(reference.history().last().validationAccuracy(), Offset.offset(0.05));
+  }
+
+  /**
+   * Two resumes on other worker counts within one epoch (3 -> 2 -> 1): the second works out what
+   * both earlier layouts consumed; the run still takes the uninterrupted run's steps and samples.
+   */
+  @Test
+  void twoLayoutChangesWithinOneEpoch() throws Exception {
+    Path dir = tmp.resolve("digits");
+    writeTFRecords(dir);
+    PipelineOptions options =
+        PipelineOptions.builder()
+            .optBatchSize(8)
+            .optShuffleBuffer(200)
+            .optSharding(PipelineOptions.ShardingPolicy.DATA)
+            .optSeed(9)
+            .build();
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(dir.toString())
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    BatchSourceFactory data =
+        DatasetSource.training(DatasetPlanner.plan(spec, options, new Configuration()), options);
+    TrainedModel reference = job(3, 8, data).build().fitInProcess(0, new Configuration());
+    interrupted(3, 8, data); // checkpoint at step 20
+    DistributedTrainer second = checkpointed(2, 8, data).optInjectFailure(0, 35).build();
+    assertThatThrownBy(() -> second.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class); // checkpoint at step 30, epoch 0 still
+    TrainedModel resumed = checkpointed(1, 8, data).build().fitInProcess(1, new Configuration());
+    assertThat(resumed.history().resumes()).hasSize(2);
+    assertThat(resumed.history().resumes().get(1).stepInEpoch()).isEqualTo(30);
+    assertThat(resumed.history().resumes().get(1).workers())
+        .isEqualTo(new WorkerCountChange(2, 1, 8, 3, 1.0, false));
+    for (int e = 0; e < 2; e++) {
+      EpochMetrics a = resumed.history().epochs().get(e);
+      EpochMetrics b = reference.history().epochs().get(e);
+      assertThat(a.steps()).as("steps of epoch " + e).isEqualTo(b.steps());
+      assertThat(a.samples()).as("samples of epoch " + e).isEqualTo(b.samples());
+    }
+  }
+
   /** The in-memory batches without their global order: as the file pipeline. */
   private static BatchSourceFactory withoutGlobalOrder(BatchSourceFactory f) {
     return new BatchSourceFactory() {
@@ -190,6 +321,7 @@ class WorkerCountResumeTest {
     };
   }
 
+  /** Data with neither a global order nor a replayable one (as deterministic=false readers). */
   @Test
   void dataWithoutAGlobalOrderRestartsTheEpoch() throws Exception {
     BatchSourceFactory data = withoutGlobalOrder(train.trainBatches(16, 5, true));
