@@ -66,6 +66,15 @@ public interface BatchSourceFactory extends Serializable {
   }
 
   /**
+   * For {@link #replaysEpochs()}: what a worker's order of an epoch depends on besides the layout
+   * (the data's plan and the order's options), recorded in checkpoints; a resume whose key differs
+   * restarts the interrupted epoch rather than replay an order the data no longer gives.
+   */
+  default String orderKey() {
+    return "";
+  }
+
+  /**
    * The same data with per-worker batch {@code batchSize} (a resume on another number of workers).
    */
   default BatchSourceFactory withBatchSize(int batchSize) {

@@ -6,6 +6,7 @@ import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
+import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
 
 /**
@@ -92,6 +93,24 @@ public final class DatasetSource implements BatchSourceFactory {
   @Override
   public boolean replaysEpochs() {
     return options.deterministic() || options.shuffleBuffer() > 1;
+  }
+
+  /** The plan's splits and records and the options that shape an epoch's order (not the batch). */
+  @Override
+  public String orderKey() {
+    return String.format(
+        Locale.ROOT,
+        "%d splits/%d records, seed %d, shuffle %d%s, cycle %d, block %d, %s sharding, %s%s",
+        plan.splits().size(),
+        plan.totalRecords(),
+        options.seed(),
+        options.shuffleBuffer(),
+        options.shuffleSplits() ? "+splits" : "",
+        options.cycleLength(),
+        options.blockLength(),
+        options.sharding(),
+        options.uneven(),
+        options.dropRemainder() ? ", drop remainder" : "");
   }
 
   @Override

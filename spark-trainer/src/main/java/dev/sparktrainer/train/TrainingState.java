@@ -120,6 +120,13 @@ final class TrainingState {
   /** The epoch's optimizer steps taken by the earlier segments (this layout's start in it). */
   long segmentStartStep;
 
+  /**
+   * What the writer's order of an epoch depended on besides the layout ({@code
+   * BatchSourceFactory.orderKey}); "" in older states. An epoch is only continued by replaying its
+   * earlier part when it matches.
+   */
+  String orderKey = "";
+
   /** The learning rate of optimizer step {@code step} in this run's layout. */
   float learningRate(OptimizerSpec spec, long step) {
     float lr = spec.learningRate(step, lrWorkers);
@@ -303,6 +310,7 @@ final class TrainingState {
         }
       }
       out.writeInt(SEGMENTS);
+      out.writeUTF(orderKey);
       out.writeLong(segmentStartStep);
       out.writeInt(earlierSegments.size());
       for (EpochSegment g : earlierSegments) {
@@ -478,6 +486,7 @@ final class TrainingState {
         }
       }
       if (in.available() >= 4 && in.readInt() == SEGMENTS) {
+        s.orderKey = in.readUTF();
         s.segmentStartStep = in.readLong();
         int segments = in.readInt();
         for (int i = 0; i < segments; i++) {

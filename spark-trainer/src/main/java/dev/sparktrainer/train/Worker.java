@@ -650,6 +650,22 @@ final class Worker {
       state.consumedRecords = state.stepInEpoch * batch * k * size;
       return null;
     }
+    if (!state.earlierSegments.isEmpty()
+        && !cfg.trainData.orderKey().equals(state.orderKey)
+        && state.stepInEpoch > 0) {
+      // The rest of the epoch depends on the order the earlier layouts read it in, which this
+      // data's plan or options no longer give: start the epoch over rather than guess.
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "rank 0: the interrupted epoch "
+              + state.epoch
+              + " restarts: its earlier part was read in an order this data no longer gives ("
+              + state.orderKey
+              + " then, "
+              + cfg.trainData.orderKey()
+              + " now)");
+      restartEpoch(state);
+    }
     if (state.workers == size && state.batchSize == batch && state.accumulateSteps == k) {
       return null;
     }
@@ -722,7 +738,7 @@ final class Worker {
     if (state.stepInEpoch > 0) {
       if (cfg.trainData.globalOrder()) {
         state.continueByRecords = true;
-      } else if (cfg.trainData.replaysEpochs()) {
+      } else if (cfg.trainData.replaysEpochs() && cfg.trainData.orderKey().equals(state.orderKey)) {
         // The part of the epoch this checkpoint's layout consumed becomes an earlier segment: the
         // new layout's workers work out which records it held and share the rest.
         long steps = state.stepInEpoch - state.segmentStartStep;
@@ -735,11 +751,7 @@ final class Worker {
         // Which records each worker consumed depends on its shard and its shuffle: not recoverable
         // for another layout. The epoch starts over; the optimizer steps done are kept.
         restart = true;
-        state.stepInEpoch = 0;
-        state.consumedRecords = 0;
-        state.earlierSegments.clear();
-        state.segmentStartStep = 0;
-        state.partial = new double[3];
+        restartEpoch(state);
       }
     }
     WorkerCountChange change = new WorkerCountChange(state.workers, size, batch, k, scale, restart);
@@ -762,8 +774,14 @@ final class Worker {
             + (restart
                 ? "; the interrupted epoch "
                     + state.epoch
-                    + " restarts: this data has no reproducible order (deterministic=false"
-                    + " without a shuffle buffer) to continue it from on another layout"
+                    + (cfg.trainData.replaysEpochs()
+                        ? " restarts: it was read in an order this data no longer gives ("
+                            + state.orderKey
+                            + " then, "
+                            + cfg.trainData.orderKey()
+                            + " now)"
+                        : " restarts: this data has no reproducible order (deterministic=false"
+                            + " without a shuffle buffer) to continue it from on another layout")
                 : state.stepInEpoch > 0
                     ? "; the interrupted epoch "
                         + state.epoch
@@ -776,6 +794,15 @@ final class Worker {
     state.accumulateSteps = k;
     state.lrScale = scale;
     return change;
+  }
+
+  /** Starts the interrupted epoch over: the optimizer steps taken are kept. */
+  private static void restartEpoch(TrainingState state) {
+    state.stepInEpoch = 0;
+    state.consumedRecords = 0;
+    state.earlierSegments.clear();
+    state.segmentStartStep = 0;
+    state.partial = new double[3];
   }
 
   /**
@@ -908,6 +935,7 @@ final class Worker {
     st.stepInEpoch = stepInEpoch;
     st.consumedRecords = consumedRecords;
     st.earlierSegments.addAll(earlierSegments);
+    st.orderKey = cfg.trainData.orderKey();
     st.segmentStartStep = segmentStartStep;
     st.workers = size;
     st.batchSize = run.batchSize;

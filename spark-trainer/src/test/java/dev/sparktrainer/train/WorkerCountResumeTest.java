@@ -299,6 +299,36 @@ class WorkerCountResumeTest {
     }
   }
 
+  /**
+   * Options that shape the order changed between the checkpoint and the resume: the consumed
+   * records cannot be worked out again, so the epoch restarts, naming both.
+   */
+  @Test
+  void aChangedOrderRestartsTheEpochInsteadOfGuessing() throws Exception {
+    Path dir = tmp.resolve("digits");
+    writeTFRecords(dir);
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(dir.toString())
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    PipelineOptions before =
+        PipelineOptions.builder().optBatchSize(16).optShuffleBuffer(300).build();
+    PipelineOptions after = before.toBuilder().optShuffleBuffer(100).build();
+    interrupted(
+        2,
+        16,
+        DatasetSource.training(DatasetPlanner.plan(spec, before, new Configuration()), before));
+    DatasetSource changed =
+        DatasetSource.training(DatasetPlanner.plan(spec, after, new Configuration()), after);
+    assertThat(changed.orderKey()).contains("shuffle 100").contains("AUTO sharding");
+    TrainedModel resumed =
+        checkpointed(1, 16, changed).build().fitInProcess(1, new Configuration());
+    assertThat(resumed.history().resumes().get(0).workers().epochRestarted()).isTrue();
+    assertThat(resumed.history().epochs()).hasSize(2);
+  }
+
   /** The in-memory batches without their global order: as the file pipeline. */
   private static BatchSourceFactory withoutGlobalOrder(BatchSourceFactory f) {
     return new BatchSourceFactory() {
