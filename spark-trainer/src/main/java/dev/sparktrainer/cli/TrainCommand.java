@@ -253,7 +253,8 @@ final class TrainCommand extends Command {
         "batch",
         "resuming a checkpoint of another worker count: batch keeps the"
             + " global batch (per-worker batch and accumulation chosen to match), lr keeps --batch-size and scales the"
-            + " learning rate (linear scaling rule)");
+            + " learning rate (linear scaling rule); either way the interrupted epoch goes on with the"
+            + " records not yet consumed");
     f.add(
         "checkpoint-every-steps",
         Kind.LONG,
