@@ -6,7 +6,10 @@ import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.data.Split;
+import java.nio.charset.StandardCharsets;
 import java.util.Locale;
+import java.util.zip.CRC32C;
 import org.apache.hadoop.conf.Configuration;
 
 /**
@@ -95,14 +98,24 @@ public final class DatasetSource implements BatchSourceFactory {
     return options.deterministic() || options.shuffleBuffer() > 1;
   }
 
-  /** The plan's splits and records and the options that shape an epoch's order (not the batch). */
+  /**
+   * The plan's splits, records and files (paths and listed versions: a file rewritten in place
+   * changes it) and the options that shape an epoch's order (not the batch).
+   */
   @Override
   public String orderKey() {
+    CRC32C files = new CRC32C();
+    for (Split s : plan.splits()) {
+      files.update(
+          (s.path() + "\0" + s.start() + "\0" + s.fileVersion() + "\n")
+              .getBytes(StandardCharsets.UTF_8));
+    }
     return String.format(
         Locale.ROOT,
-        "%d splits/%d records, seed %d, shuffle %d%s, cycle %d, block %d, %s sharding, %s%s",
+        "%d splits/%d records (files %08x), seed %d, shuffle %d%s, cycle %d, block %d, %s sharding, %s%s",
         plan.splits().size(),
         plan.totalRecords(),
+        files.getValue(),
         options.seed(),
         options.shuffleBuffer(),
         options.shuffleSplits() ? "+splits" : "",

@@ -19,6 +19,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -323,6 +324,15 @@ class WorkerCountResumeTest {
     DatasetSource changed =
         DatasetSource.training(DatasetPlanner.plan(spec, after, new Configuration()), after);
     assertThat(changed.orderKey()).contains("shuffle 100").contains("AUTO sharding");
+    // A file rewritten in place (same records, a new modification time) changes the key too.
+    String key = changed.orderKey();
+    Path first = dir.resolve("part-0.tfrecord");
+    Files.setLastModifiedTime(
+        first, FileTime.fromMillis(Files.getLastModifiedTime(first).toMillis() + 5000));
+    assertThat(
+            DatasetSource.training(DatasetPlanner.plan(spec, after, new Configuration()), after)
+                .orderKey())
+        .isNotEqualTo(key);
     TrainedModel resumed =
         checkpointed(1, 16, changed).build().fitInProcess(1, new Configuration());
     assertThat(resumed.history().resumes().get(0).workers().epochRestarted()).isTrue();
