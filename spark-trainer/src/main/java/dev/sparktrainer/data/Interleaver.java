@@ -151,6 +151,9 @@ final class Interleaver implements AutoCloseable {
 
     @Override
     public void run() {
+      // END goes out only once the stream is closed (a cache file written and renamed, its
+      // failure reported): when the consumer sees it, nothing of this reader is still running.
+      boolean ended = false;
       try (RecordStream in = opener.open(item)) {
         boolean more = true;
         while (more && !stopped) {
@@ -179,14 +182,21 @@ final class Interleaver implements AutoCloseable {
             }
           }
         }
-        if (!stopped) {
-          queue.put(END);
-        }
+        ended = !stopped;
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
+        return;
       } catch (Throwable t) {
         queue.clear();
         queue.offer(new Failure(t));
+        return;
+      }
+      if (ended) {
+        try {
+          queue.put(END);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
       }
     }
 
