@@ -50,28 +50,6 @@ public final class WorkerShard implements Serializable {
       long[] firstRecordIndex,
       long records,
       long stepsPerEpoch,
-      long[] recordsPerWorker) {
-    this(
-        rank,
-        numWorkers,
-        policy,
-        splits,
-        firstRecordIndex,
-        records,
-        stepsPerEpoch,
-        recordsPerWorker,
-        null,
-        null);
-  }
-
-  private WorkerShard(
-      int rank,
-      int numWorkers,
-      ShardingPolicy policy,
-      List<Split> splits,
-      long[] firstRecordIndex,
-      long records,
-      long stepsPerEpoch,
       long[] recordsPerWorker,
       BitSet[] owned,
       long[] ownedCounts) {
@@ -141,7 +119,7 @@ public final class WorkerShard implements Serializable {
     if (options.uneven() == UnevenPolicy.NONE) {
       long r = perWorker[rank];
       steps = options.dropRemainder() ? r / b : (r + b - 1) / b;
-      return new WorkerShard(rank, n, policy, mine, first, r, steps, perWorker);
+      return new WorkerShard(rank, n, policy, mine, first, r, steps, perWorker, null, null);
     }
     if (steps <= 0) {
       throw new IllegalArgumentException(
@@ -157,7 +135,8 @@ public final class WorkerShard implements Serializable {
               + b
               + (options.dropRemainder() ? " and dropRemainder" : ""));
     }
-    return new WorkerShard(rank, n, policy, mine, first, perWorker[rank], steps, perWorker);
+    return new WorkerShard(
+        rank, n, policy, mine, first, perWorker[rank], steps, perWorker, null, null);
   }
 
   private static ShardingPolicy resolve(ShardingPolicy policy, int splits, int n) {

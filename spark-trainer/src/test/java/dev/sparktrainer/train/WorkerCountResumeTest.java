@@ -180,7 +180,24 @@ class WorkerCountResumeTest {
         .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
   }
 
-  /** The training digits as 4 TFRecord files in {@code dir}. */
+  /**
+   * The file pipeline with {@code options} over the training digits as 4 TFRecord files (written by
+   * the first call of a test).
+   */
+  private DatasetSource onFiles(PipelineOptions options) throws IOException {
+    Path dir = tmp.resolve("digits");
+    if (!Files.isDirectory(dir)) {
+      writeTFRecords(dir);
+    }
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(dir.toString())
+            .addFeature("pixels", 64)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    return DatasetSource.training(DatasetPlanner.plan(spec, options, new Configuration()), options);
+  }
+
   private static void writeTFRecords(Path dir) throws IOException {
     Files.createDirectories(dir);
     int per = (train.size() + 3) / 4;
@@ -213,8 +230,6 @@ class WorkerCountResumeTest {
   })
   void theFilePipelineContinuesTheEpochWithTheRecordsNotYetConsumed(
       int from, int batch, int to, int chosenK, String sharding) throws Exception {
-    Path dir = tmp.resolve("digits");
-    writeTFRecords(dir);
     PipelineOptions options =
         PipelineOptions.builder()
             .optBatchSize(batch)
@@ -222,14 +237,7 @@ class WorkerCountResumeTest {
             .optSharding(PipelineOptions.ShardingPolicy.valueOf(sharding))
             .optSeed(5)
             .build();
-    DatasetSpec spec =
-        DatasetSpec.builder()
-            .addPath(dir.toString())
-            .addFeature("pixels", 64)
-            .setLabel("label", DatasetSpec.LabelType.INT)
-            .build();
-    BatchSourceFactory data =
-        DatasetSource.training(DatasetPlanner.plan(spec, options, new Configuration()), options);
+    BatchSourceFactory data = onFiles(options);
     TrainedModel reference = job(from, batch, data).build().fitInProcess(0, new Configuration());
     interrupted(from, batch, data);
     TrainedModel resumed =
@@ -265,8 +273,6 @@ class WorkerCountResumeTest {
    */
   @Test
   void twoLayoutChangesWithinOneEpoch() throws Exception {
-    Path dir = tmp.resolve("digits");
-    writeTFRecords(dir);
     PipelineOptions options =
         PipelineOptions.builder()
             .optBatchSize(8)
@@ -274,14 +280,7 @@ class WorkerCountResumeTest {
             .optSharding(PipelineOptions.ShardingPolicy.DATA)
             .optSeed(9)
             .build();
-    DatasetSpec spec =
-        DatasetSpec.builder()
-            .addPath(dir.toString())
-            .addFeature("pixels", 64)
-            .setLabel("label", DatasetSpec.LabelType.INT)
-            .build();
-    BatchSourceFactory data =
-        DatasetSource.training(DatasetPlanner.plan(spec, options, new Configuration()), options);
+    BatchSourceFactory data = onFiles(options);
     TrainedModel reference = job(3, 8, data).build().fitInProcess(0, new Configuration());
     interrupted(3, 8, data); // checkpoint at step 20
     DistributedTrainer second = checkpointed(2, 8, data).optInjectFailure(0, 35).build();
@@ -306,33 +305,18 @@ class WorkerCountResumeTest {
    */
   @Test
   void aChangedOrderRestartsTheEpochInsteadOfGuessing() throws Exception {
-    Path dir = tmp.resolve("digits");
-    writeTFRecords(dir);
-    DatasetSpec spec =
-        DatasetSpec.builder()
-            .addPath(dir.toString())
-            .addFeature("pixels", 64)
-            .setLabel("label", DatasetSpec.LabelType.INT)
-            .build();
     PipelineOptions before =
         PipelineOptions.builder().optBatchSize(16).optShuffleBuffer(300).build();
     PipelineOptions after = before.toBuilder().optShuffleBuffer(100).build();
-    interrupted(
-        2,
-        16,
-        DatasetSource.training(DatasetPlanner.plan(spec, before, new Configuration()), before));
-    DatasetSource changed =
-        DatasetSource.training(DatasetPlanner.plan(spec, after, new Configuration()), after);
+    interrupted(2, 16, onFiles(before));
+    DatasetSource changed = onFiles(after);
     assertThat(changed.orderKey()).contains("shuffle 100").contains("AUTO sharding");
     // A file rewritten in place (same records, a new modification time) changes the key too.
     String key = changed.orderKey();
-    Path first = dir.resolve("part-0.tfrecord");
+    Path first = tmp.resolve("digits").resolve("part-0.tfrecord");
     Files.setLastModifiedTime(
         first, FileTime.fromMillis(Files.getLastModifiedTime(first).toMillis() + 5000));
-    assertThat(
-            DatasetSource.training(DatasetPlanner.plan(spec, after, new Configuration()), after)
-                .orderKey())
-        .isNotEqualTo(key);
+    assertThat(onFiles(after).orderKey()).isNotEqualTo(key);
     TrainedModel resumed =
         checkpointed(1, 16, changed).build().fitInProcess(1, new Configuration());
     assertThat(resumed.history().resumes().get(0).workers().epochRestarted()).isTrue();
