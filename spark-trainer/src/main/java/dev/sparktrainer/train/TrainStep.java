@@ -52,6 +52,9 @@ final class TrainStep implements AutoCloseable {
   /** For each bucket, the readyOrder position after which it is complete. */
   private final int[] completeAfter;
 
+  /** What the step pays a device for (engine calls, crossings, allocations). */
+  final StepLedger ledger = new StepLedger();
+
   long computeNanos;
   long backwardNanos;
   long exposedNanos;
@@ -120,6 +123,11 @@ final class TrainStep implements AutoCloseable {
     reducer = ring && overlap ? new BucketReducer(comm, buckets, operationTimeout) : null;
     mainView = buckets.arena.duplicate().order(ByteOrder.LITTLE_ENDIAN);
     updater = ParameterUpdater.create(placement, replicas, buckets, optimizer, hostThreads);
+  }
+
+  /** The step's ledger: engine calls, host/device bytes and device allocations so far. */
+  StepLedger ledger() {
+    return ledger;
   }
 
   /** Number of backward segments (1: backward runs whole). */
