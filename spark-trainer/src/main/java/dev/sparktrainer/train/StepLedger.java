@@ -4,13 +4,13 @@ package dev.sparktrainer.train;
  * What a training step pays an accelerator for, counted at the project's own call sites into DJL's
  * NDArray and engine API: engine calls by purpose, bytes crossing between a replica's device and
  * the host arena, and device allocations the step makes. The model's own forward and backward
- * operations are not counted (they are the model's, the same in any framework); everything the
- * step adds around them is.
+ * operations are not counted (they are the model's, the same in any framework); everything the step
+ * adds around them is.
  *
- * <p>On a CPU the counts are those the same code pays on a GPU: the crossings are the copies between
- * the replicas' tensors and the all-reduce arena, and an engine call costs a JNI crossing and, on a
- * GPU, a kernel launch. Multiplied by a GPU's per-call cost and copy rates they estimate the step
- * there ({@code docs/trainer.md}).
+ * <p>On a CPU the counts are those the same code pays on a GPU: the crossings are the copies
+ * between the replicas' tensors and the all-reduce arena, and an engine call costs a JNI crossing
+ * and, on a GPU, a kernel launch. Multiplied by a GPU's per-call cost and copy rates they estimate
+ * the step there ({@code docs/trainer.md}).
  *
  * <p>One ledger per {@link TrainStep}, written by the training thread only; {@link #snapshot} is
  * read by the same thread (benchmarks, tests) between steps.
