@@ -58,20 +58,24 @@ final class Adam extends Optimizer {
   }
 
   @Override
-  public void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
     NDArray m = state[0];
     NDArray v = state[1];
     NDArray grad = g;
+    int calls = 0;
     if (!decoupled && weightDecay != 0) {
       grad = g.add(p.mul(weightDecay));
+      calls += 2;
     }
     if (decoupled && weightDecay != 0) {
       p.muli(1 - lr * weightDecay);
+      calls++;
     }
     m.muli(beta1).addi(grad.mul(1 - beta1));
     v.muli(beta2).addi(grad.mul(grad).muli(1 - beta2));
     NDArray denom = v.sqrt().divi(bc2Sqrt()).addi(epsilon);
     p.subi(m.mul(stepSize(lr)).divi(denom));
+    return calls + 13;
   }
 
   @Override

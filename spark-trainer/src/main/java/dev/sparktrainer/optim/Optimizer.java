@@ -122,8 +122,15 @@ public abstract class Optimizer {
    * and device), in place, the state in {@code state} ({@link #slotCount()} tensors like {@code
    * p}). Must run with gradient recording off; temporaries are attached to {@code p}'s manager's
    * scope by the caller's sub-manager.
+   *
+   * <p>The tensors may be whole flat buckets of many parameters: the rule is elementwise, so one
+   * call over a bucket computes exactly what one call per parameter would, in a fixed number of
+   * engine calls whatever the number of parameters in it.
+   *
+   * @return the engine calls made (each a JNI crossing, and a kernel launch on a GPU), counted at
+   *     their call sites for the step's ledger
    */
-  public abstract void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr);
+  public abstract int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr);
 
   /** A short name of the rule, checked when state is restored. */
   public abstract String name();

@@ -41,21 +41,25 @@ final class Sgd extends Optimizer {
   }
 
   @Override
-  public void applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
     NDArray d = weightDecay != 0 ? g.add(p.mul(weightDecay)) : g;
+    int calls = weightDecay != 0 ? 2 : 0;
     if (momentum == 0) {
       p.subi(d.mul(lr));
-      return;
+      return calls + 2;
     }
     NDArray v = state[0];
     if (steps == 1) {
       // The buffer starts at the first gradient. An in-place copy: copyTo goes through
       // NDArray.set(Buffer), whose native side prints libtorch's AutoNonVariableTypeMode warning.
       v.set(ALL, d);
+      calls++;
     } else {
       v.muli(momentum).addi(d);
+      calls += 2;
     }
     p.subi(v.mul(lr));
+    return calls + 2;
   }
 
   @Override

@@ -1,6 +1,12 @@
 package dev.sparktrainer.train;
 
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.optim.Optimizer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -15,7 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link OptimizerPlacement#HOST}: parameters and optimizer state in Java arrays; each reduced
  * bucket is applied by the optimizer's Java arithmetic, its elements spread over {@code threads}
  * threads (the task's CPUs), reading the gradients straight from the arena; the bucket's new values
- * are then uploaded into every replica.
+ * are then staged in a direct buffer and written into every replica's flat bucket with one copy.
  */
 final class HostUpdater extends ParameterUpdater {
   /** Below this many elements a bucket is updated on the calling thread (hand-off costs more). */
@@ -26,9 +32,30 @@ final class HostUpdater extends ParameterUpdater {
   private final ExecutorService pool;
   private final List<Callable<Void>> tasks = new ArrayList<>();
 
-  HostUpdater(ReplicaSet replicas, GradientBuckets buckets, Optimizer optimizer, int threads) {
-    super(replicas, buckets, optimizer);
+  /** [gradient bucket]: the new values in the bucket's layout, and a host tensor over them. */
+  private final FloatBuffer[] staged;
+
+  private final NDArray[] stagedTensors;
+
+  HostUpdater(
+      ReplicaSet replicas,
+      GradientBuckets buckets,
+      FlatState flat,
+      FlatGradients grads,
+      Optimizer optimizer,
+      StepLedger ledger,
+      int threads) {
+    super(replicas, buckets, flat, grads, optimizer, ledger);
     this.values = replicas.readValues();
+    int nb = buckets.gradientBuckets();
+    staged = new FloatBuffer[nb];
+    stagedTensors = new NDArray[nb];
+    for (int b = 0; b < nb; b++) {
+      ByteBuffer direct =
+          ByteBuffer.allocateDirect(4 * buckets.count[b]).order(ByteOrder.nativeOrder());
+      staged[b] = direct.asFloatBuffer();
+      stagedTensors[b] = grads.host().create(direct, new Shape(buckets.count[b]), DataType.FLOAT32);
+    }
     this.threads = Math.max(1, threads);
     for (int s = 0; s < optimizer.slotCount(); s++) {
       for (int j = 0; j < replicas.trainable.length; j++) {
@@ -51,7 +78,7 @@ final class HostUpdater extends ParameterUpdater {
   }
 
   @Override
-  void apply(int b, float lr) {
+  void apply(int b, boolean reduced, float lr) {
     int[] members = buckets.members[b];
     int total = buckets.count[b];
     if (pool == null || total < PARALLEL_MIN) {
@@ -95,9 +122,20 @@ final class HostUpdater extends ParameterUpdater {
         throw new IllegalStateException("Host optimizer update failed: " + failure, failure);
       }
     }
-    for (int j : members) {
+    writeBack(b);
+  }
+
+  /** Bucket {@code b}'s new values into every replica: one copy each, from the staging buffer. */
+  private void writeBack(int b) {
+    FloatBuffer f = staged[b];
+    for (int j : buckets.members[b]) {
       int i = replicas.trainable[j];
-      replicas.upload(i, values[i]);
+      f.put(buckets.offset[j] - buckets.start[b], values[i]);
+    }
+    for (NDArray[] replica : flat.values) {
+      FlatState.copy(replica[b], stagedTensors[b]);
+      ledger.writebackCalls++;
+      ledger.bytesToDevice += 4L * buckets.count[b];
     }
   }
 
@@ -128,8 +166,8 @@ final class HostUpdater extends ParameterUpdater {
     for (int j = 0; j < replicas.stats.length; j++) {
       int i = replicas.stats[j];
       buckets.floats.get(buckets.statOffset[j], values[i], 0, values[i].length);
-      replicas.upload(i, values[i]);
     }
+    grads.statsFromArena();
   }
 
   @Override
@@ -169,6 +207,11 @@ final class HostUpdater extends ParameterUpdater {
   public void close() {
     if (pool != null) {
       pool.shutdownNow();
+    }
+    for (NDArray t : stagedTensors) {
+      if (t != null) {
+        t.close();
+      }
     }
   }
 }

@@ -13,16 +13,18 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.optim.Optimizer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.FloatBuffer;
 import java.time.Duration;
 import java.util.Arrays;
 
 /**
  * One synchronous training step of a worker: forward on every local replica, backward segment by
- * segment (last first), each finished segment's gradients copied straight into the all-reduce
- * arena, every full bucket handed to the {@link BucketReducer} while backward goes on, then each
- * reduced bucket applied by the {@link ParameterUpdater} as it comes back, and the averaged
- * statistics written into every replica.
+ * segment (last first), each bucket gathered into a flat device tensor as soon as its segment's
+ * backward is done ({@link FlatGradients}: one engine call per bucket), copied once into the
+ * all-reduce arena and handed to the {@link BucketReducer} while backward goes on, then each
+ * reduced bucket applied by the {@link ParameterUpdater} to the flat parameters ({@link FlatState})
+ * as it comes back, and the averaged statistics written into every replica. With one worker and the
+ * device optimizer nothing leaves the device. What the step pays a device for is counted in its
+ * {@link StepLedger}.
  *
  * <p>Without overlap (or for a single worker) backward runs whole and the buckets are reduced one
  * after the other on the training thread: the step as it was before overlap, for comparison.
@@ -45,6 +47,12 @@ final class TrainStep implements AutoCloseable {
   private final int[] readyPerSegment;
 
   final GradientBuckets buckets;
+  private final FlatState flat;
+  private final FlatGradients grads;
+
+  /** More than one worker: buckets are all-reduced through the arena. */
+  private final boolean ring;
+
   private final BucketReducer reducer;
   final ParameterUpdater updater;
   private final ByteBuffer mainView;
@@ -119,10 +127,42 @@ final class TrainStep implements AutoCloseable {
       pos += buckets.members[b].length;
       completeAfter[b] = pos;
     }
-    boolean ring = comm != null && comm.size() > 1;
-    reducer = ring && overlap ? new BucketReducer(comm, buckets, operationTimeout) : null;
+    ring = comm != null && comm.size() > 1;
     mainView = buckets.arena.duplicate().order(ByteOrder.LITTLE_ENDIAN);
-    updater = ParameterUpdater.create(placement, replicas, buckets, optimizer, hostThreads);
+    // What is started here is closed again if a later part fails (a device out of memory in the
+    // updater, say): a retried stage must not leak a thread or a model-sized arena per attempt.
+    FlatState f = null;
+    FlatGradients g = null;
+    BucketReducer r = null;
+    try {
+      f = new FlatState(replicas, buckets);
+      g =
+          new FlatGradients(
+              replicas, buckets, f, ledger, ring || placement == OptimizerPlacement.HOST);
+      r = ring && overlap ? new BucketReducer(comm, buckets, operationTimeout) : null;
+      updater =
+          ParameterUpdater.create(
+              placement, replicas, buckets, f, g, optimizer, ledger, hostThreads);
+    } catch (RuntimeException | Error e) {
+      closeQuietly(r, e);
+      closeQuietly(g, e);
+      closeQuietly(f, e);
+      throw e;
+    }
+    flat = f;
+    grads = g;
+    reducer = r;
+  }
+
+  private static void closeQuietly(AutoCloseable c, Throwable failure) {
+    if (c == null) {
+      return;
+    }
+    try {
+      c.close();
+    } catch (Exception | Error e) {
+      failure.addSuppressed(e);
+    }
   }
 
   /** The step's ledger: engine calls, host/device bytes and device allocations so far. */
@@ -227,20 +267,20 @@ final class TrainStep implements AutoCloseable {
               backwardThrough(gc, outputs[d][s], inputs[d][s + 1]);
             }
           }
-          for (int x = 0; x < readyPerSegment[s]; x++) {
-            capture(readyOrder[captured++], counts, divisor, micro == 0, raw, finalScale);
-          }
-          while (last
-              && nextBucket < completeAfter.length
-              && completeAfter[nextBucket] <= captured) {
-            if (reducer != null) {
-              reducer.submit(nextBucket);
+          captured += readyPerSegment[s];
+          while (nextBucket < completeAfter.length && completeAfter[nextBucket] <= captured) {
+            grads.gather(nextBucket, counts, divisor, micro == 0, raw, finalScale);
+            if (last && grads.viaArena) {
+              grads.toArena(nextBucket);
+              if (reducer != null) {
+                reducer.submit(nextBucket);
+              }
             }
             nextBucket++;
           }
         }
         if (last) {
-          captureStats(counts, active);
+          grads.gatherStats(counts, active);
           if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
             reducer.submit(buckets.statsBucket());
           }
@@ -273,20 +313,31 @@ final class TrainStep implements AutoCloseable {
     }
     updater.beginStep();
     long waited = 0;
-    for (int b = 0; b < buckets.gradientBuckets(); b++) {
-      if (reducer != null) {
+    // In-place updates of the parameters' flat tensors run with gradient recording off. PyTorch's
+    // grad mode is per thread and on by default in a new thread (a Spark task's, a pool's).
+    boolean recording = JniUtils.isGradMode();
+    JniUtils.setGradMode(false);
+    ledger.otherCalls += 3;
+    try {
+      for (int b = 0; b < buckets.gradientBuckets(); b++) {
+        if (reducer != null) {
+          long w = System.nanoTime();
+          reducer.await(base + b + 1);
+          waited += System.nanoTime() - w;
+        }
+        updater.apply(b, ring, lr);
+      }
+      if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
         long w = System.nanoTime();
-        reducer.await(base + b + 1);
+        reducer.await(base + buckets.gradientBuckets() + 1);
         waited += System.nanoTime() - w;
       }
-      updater.apply(b, lr);
+      updater.finishStep();
+    } finally {
+      JniUtils.setGradMode(recording);
+      grads.endStep();
     }
-    if (reducer != null && buckets.count[buckets.statsBucket()] > 0) {
-      long w = System.nanoTime();
-      reducer.await(base + buckets.gradientBuckets() + 1);
-      waited += System.nanoTime() - w;
-    }
-    updater.finishStep();
+    ledger.steps++;
     long t2 = System.nanoTime();
     if (reducer != null) {
       // Every bucket of the step is reduced: the reducer's busy time since the step began is this
@@ -334,99 +385,9 @@ final class TrainStep implements AutoCloseable {
     }
   }
 
-  /**
-   * Adds trainable parameter {@code j}'s gradient into the arena — each replica's weighted by
-   * {@code counts[d] / divisor}, over what is there unless {@code first} — then multiplies the sum
-   * by {@code finalScale} (not 1 only after the last micro-batch of an accumulated step), and
-   * zeroes the engine's gradients. {@code raw}: one replica, one micro-batch: a plain copy.
-   */
-  private void capture(
-      int j, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
-    int i = replicas.trainable[j];
-    int k = counts.length;
-    int n = replicas.sizes[i];
-    int at = buckets.offset[j];
-    for (int d = 0; d < k; d++) {
-      if (counts[d] == 0) {
-        continue;
-      }
-      NDArray param = replicas.params[d][i].getArray();
-      try (NDArray g = param.getGradient()) {
-        ByteBuffer view = g.toByteBuffer(true);
-        if (raw) {
-          buckets.arena.put(at * 4, view, 0, n * 4);
-        } else {
-          accumulate(
-              buckets.floats,
-              at,
-              view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(),
-              n,
-              counts[d] / divisor,
-              first);
-        }
-      }
-      zeroGradient(param);
-      first = false;
-    }
-    if (finalScale != 1f) {
-      FloatBuffer f = buckets.floats;
-      for (int x = 0; x < n; x++) {
-        f.put(at + x, f.get(at + x) * finalScale);
-      }
-    }
-  }
-
-  /**
-   * The non-trainable values (batch-norm running statistics), averaged over the replicas that ran.
-   */
-  private void captureStats(int[] counts, int active) {
-    for (int j = 0; j < replicas.stats.length; j++) {
-      int i = replicas.stats[j];
-      int n = replicas.sizes[i];
-      int at = buckets.statOffset[j];
-      boolean first = true;
-      for (int d = 0; d < counts.length; d++) {
-        if (counts[d] == 0) {
-          continue;
-        }
-        ByteBuffer view = replicas.params[d][i].getArray().toByteBuffer(true);
-        if (active == 1) {
-          buckets.arena.put(at * 4, view, 0, n * 4);
-        } else {
-          accumulate(
-              buckets.floats,
-              at,
-              view.order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer(),
-              n,
-              1f / active,
-              first);
-        }
-        first = false;
-      }
-    }
-  }
-
-  private static void accumulate(
-      FloatBuffer dst, int at, FloatBuffer src, int n, float weight, boolean first) {
-    if (first) {
-      for (int x = 0; x < n; x++) {
-        dst.put(at + x, src.get(x) * weight);
-      }
-    } else {
-      for (int x = 0; x < n; x++) {
-        dst.put(at + x, dst.get(at + x) + src.get(x) * weight);
-      }
-    }
-  }
-
-  private static void zeroGradient(NDArray param) {
-    if (param instanceof PtNDArray p) {
-      JniUtils.zeroGrad(p);
-    } else {
-      try (NDArray g = param.getGradient()) {
-        g.muli(0);
-      }
-    }
+  /** The last step's final gradients, in arena order (for tests). */
+  float[] gradients() {
+    return grads.values();
   }
 
   @Override
@@ -436,7 +397,15 @@ final class TrainStep implements AutoCloseable {
         reducer.close();
       }
     } finally {
-      updater.close();
+      try {
+        updater.close();
+      } finally {
+        try {
+          grads.close();
+        } finally {
+          flat.close();
+        }
+      }
     }
   }
 }

@@ -175,8 +175,7 @@ class TrainStepTest {
             step.run(b, 1000 + s, 1e-2f, acc);
           }
         }
-        float[] arena = new float[step.buckets.floats.capacity()];
-        step.buckets.floats.get(0, arena);
+        float[] arena = step.gradients();
         float[][] values = replicas.readValues();
         float[][] out = new float[values.length + 2][];
         out[0] = arena;
