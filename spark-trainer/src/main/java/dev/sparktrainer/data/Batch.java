@@ -16,18 +16,40 @@ public final class Batch implements AutoCloseable {
   private final NDArray labels;
   private final int size;
   private final Runnable onClose;
+  private final boolean direct;
 
+  /** A batch whose tensors may have been made from Java heap arrays. */
   public Batch(NDManager manager, NDList features, NDArray labels, int size) {
-    this(manager, features, labels, size, null);
+    this(manager, features, labels, size, null, false);
   }
 
   /** A batch that runs {@code onClose} after its manager is closed (to recycle buffers). */
   public Batch(NDManager manager, NDList features, NDArray labels, int size, Runnable onClose) {
+    this(manager, features, labels, size, onClose, false);
+  }
+
+  /**
+   * @param direct the tensors were made from direct (off-heap) memory: on a GPU one copy each, at
+   *     the full rate, rather than a staging copy from the heap first
+   */
+  public Batch(
+      NDManager manager,
+      NDList features,
+      NDArray labels,
+      int size,
+      Runnable onClose,
+      boolean direct) {
     this.manager = manager;
     this.features = features;
     this.labels = labels;
     this.size = size;
     this.onClose = onClose;
+    this.direct = direct;
+  }
+
+  /** Whether the tensors were made from direct memory (the step's ledger counts the others). */
+  public boolean direct() {
+    return direct;
   }
 
   /** The feature tensors, in the order of the spec's feature columns. */

@@ -315,7 +315,7 @@ public final class InputPipeline implements BatchSource {
               new Shape(hb.size),
               spec.labelType() == DatasetSpec.LabelType.INT ? DataType.INT64 : DataType.FLOAT32);
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
-      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb));
+      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb), true);
     } catch (RuntimeException e) {
       m.close();
       throw e;

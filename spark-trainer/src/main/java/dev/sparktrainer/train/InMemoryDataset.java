@@ -3,14 +3,19 @@ package dev.sparktrainer.train;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
 import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentLinkedQueue;
 
 /**
  * A small dataset held in memory (one float feature tensor per example, class or float labels), for
@@ -265,22 +270,58 @@ public final class InMemoryDataset implements Serializable {
             n = Math.min(batch, to - start);
           }
           step++;
-          float[] f = new float[n * d.width];
-          long[] cl = d.classLabels == null ? null : new long[n];
-          float[] fl = d.floatLabels == null ? null : new float[n];
+          // The batch is made in direct memory taken from a small pool (given back when the batch
+          // closes): on CPU the tensors wrap it, on a GPU it is uploaded at the full rate, never
+          // from a heap array.
+          ByteBuffer fb = take(4 * n * d.width);
+          ByteBuffer lb = take(8 * n);
+          FloatBuffer f = fb.asFloatBuffer();
           for (int i = 0; i < n; i++) {
             int row = order == null ? start + i : order[start + i];
-            System.arraycopy(d.features, row * d.width, f, i * d.width, d.width);
-            if (cl != null) {
-              cl[i] = d.classLabels[row];
+            f.put(i * d.width, d.features, row * d.width, d.width);
+            if (d.classLabels != null) {
+              lb.putLong(i * 8, d.classLabels[row]);
             } else {
-              fl[i] = d.floatLabels[row];
+              lb.putFloat(i * 4, d.floatLabels[row]);
             }
           }
           NDManager m = manager.newSubManager();
-          NDArray x = m.create(f, new Shape(n).addAll(new Shape(d.exampleDims)));
-          NDArray y = cl != null ? m.create(cl) : m.create(fl);
-          return new Batch(m, new NDList(x), y, n);
+          try {
+            NDArray x =
+                m.create(
+                    fb.limit(4 * n * d.width),
+                    new Shape(n).addAll(new Shape(d.exampleDims)),
+                    DataType.FLOAT32);
+            NDArray y =
+                d.classLabels != null
+                    ? m.create(lb.limit(8 * n), new Shape(n), DataType.INT64)
+                    : m.create(lb.limit(4 * n), new Shape(n), DataType.FLOAT32);
+            return new Batch(
+                m,
+                new NDList(x),
+                y,
+                n,
+                () -> {
+                  pool.add(fb.clear());
+                  pool.add(lb.clear());
+                },
+                true);
+          } catch (RuntimeException e) {
+            m.close();
+            throw e;
+          }
+        }
+
+        private final ConcurrentLinkedQueue<ByteBuffer> pool = new ConcurrentLinkedQueue<>();
+
+        /** A direct buffer of at least {@code bytes}, from the pool when one is large enough. */
+        private ByteBuffer take(int bytes) {
+          for (ByteBuffer b : pool) {
+            if (b.capacity() >= bytes && pool.remove(b)) {
+              return b.clear();
+            }
+          }
+          return ByteBuffer.allocateDirect(Math.max(bytes, 8)).order(ByteOrder.nativeOrder());
         }
       };
     }

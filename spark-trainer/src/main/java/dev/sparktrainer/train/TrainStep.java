@@ -221,6 +221,7 @@ final class TrainStep implements AutoCloseable {
     }
     NDList[] xs = new NDList[k];
     NDArray[] ys = new NDArray[k];
+    countBatch(batch);
     replicas.split(batch, counts, xs, ys);
     if (last) {
       base = reducer == null ? 0 : reducer.submitted();
@@ -357,6 +358,25 @@ final class TrainStep implements AutoCloseable {
     long t = System.nanoTime();
     BucketReducer.reduce(comm, buckets, mainView, b);
     return System.nanoTime() - t;
+  }
+
+  /**
+   * The batch's share of the ledger: a batch made from heap arrays, and the bytes of a batch that
+   * is not on the replicas' device yet (split moves it there).
+   */
+  private void countBatch(Batch batch) {
+    if (!batch.direct()) {
+      ledger.heapUploads++;
+    }
+    for (NDArray a : batch.features()) {
+      if (!a.getDevice().equals(replicas.devices().get(0))) {
+        ledger.bytesToDevice += a.size() * a.getDataType().getNumOfBytes();
+      }
+    }
+    NDArray y = batch.labels();
+    if (!y.getDevice().equals(replicas.devices().get(0))) {
+      ledger.bytesToDevice += y.size() * y.getDataType().getNumOfBytes();
+    }
   }
 
   /** Backward through one segment from its output, given the next segment's input gradients. */

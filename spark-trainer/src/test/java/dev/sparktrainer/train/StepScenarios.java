@@ -3,6 +3,7 @@ package dev.sparktrainer.train;
 import ai.djl.Device;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.CnnSpec;
@@ -15,6 +16,8 @@ import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.List;
 import java.util.Random;
@@ -57,18 +60,24 @@ final class StepScenarios {
         new Object[] {"cnn-momentum-host", cnn, 64, momentum, OptimizerPlacement.HOST});
   }
 
+  /** A batch made in direct memory, as the input pipeline makes them. */
   static Batch batch(NDManager m, int rows, int features, long seed) {
     Random r = new Random(seed);
-    float[] x = new float[rows * features];
-    float[] y = new float[rows];
-    for (int i = 0; i < x.length; i++) {
-      x[i] = (float) r.nextGaussian();
+    ByteBuffer x = ByteBuffer.allocateDirect(4 * rows * features).order(ByteOrder.nativeOrder());
+    ByteBuffer y = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+    for (int i = 0; i < rows * features; i++) {
+      x.putFloat(4 * i, (float) r.nextGaussian());
     }
     for (int i = 0; i < rows; i++) {
-      y[i] = r.nextInt(10);
+      y.putFloat(4 * i, r.nextInt(10));
     }
     return new Batch(
-        m, new NDList(m.create(x, new Shape(rows, features))), m.create(y, new Shape(rows)), rows);
+        m,
+        new NDList(m.create(x, new Shape(rows, features), DataType.FLOAT32)),
+        m.create(y, new Shape(rows), DataType.FLOAT32),
+        rows,
+        null,
+        true);
   }
 
   /** A checkpoint's content: every parameter's values, each trainable one's slots, the steps. */
