@@ -195,9 +195,12 @@ final class Worker {
           long[] before = stepTimes(step);
           long epochStart = System.nanoTime();
           Iterator<Batch> batches =
-              byRecords
-                  ? source.epochAfter(epoch, consumed)
-                  : source.epochAfter(epoch, earlier, (startStep - segmentStart) * accumulate);
+              train.ahead(
+                  byRecords
+                      ? source.epochAfter(epoch, consumed)
+                      : source.epochAfter(epoch, earlier, (startStep - segmentStart) * accumulate),
+                  devices.get(0).isGpu(),
+                  rank);
           // Read ahead across the boundaries: the next epoch once this one is read, and the
           // validation pass that ends this epoch.
           if (epoch + 1 < cfg.epochs) {
@@ -436,10 +439,34 @@ final class Worker {
   private static final class TrainSource implements AutoCloseable {
     BatchSource source;
 
+    /** The epoch's prefetch-to-device slot (GPU only: on the CPU there is nothing to upload). */
+    private DevicePrefetch prefetch;
+
+    /** The epoch's batches, one made ahead on its own thread when {@code toGpu}. */
+    Iterator<Batch> ahead(Iterator<Batch> batches, boolean toGpu, int rank) {
+      closePrefetch();
+      if (!toGpu) {
+        return batches;
+      }
+      prefetch = new DevicePrefetch(batches, "device-prefetch-rank" + rank);
+      return prefetch;
+    }
+
+    private void closePrefetch() {
+      if (prefetch != null) {
+        prefetch.close();
+        prefetch = null;
+      }
+    }
+
     @Override
     public void close() {
-      if (source != null) {
-        source.close();
+      try {
+        closePrefetch();
+      } finally {
+        if (source != null) {
+          source.close();
+        }
       }
     }
   }
