@@ -17,7 +17,7 @@ Loss: softmax cross-entropy (mean over the batch), as LossSpec.SOFTMAX_CROSS_ENT
 On a GPU the batch is copied from pageable host memory every step (as the Java step uploads it).
 
   bin/torch-step.py --model mlp|cnn|resnet50 [--batch 64] [--image 224] [--steps 20] [--warmup 5]
-                    [--threads N] [--device cpu|gpu] [--adam per-tensor,multi]
+                    [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--watch-stdin]
 """
 import argparse
 import inspect
@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 import torch
@@ -108,6 +109,16 @@ def run(args, variant):
     }
 
 
+def watch_parent():
+    """With --watch-stdin (bin/bench-step's children): exit when stdin closes, i.e. when the benchmark
+    that started this process has ended or died, so that no anchor outlives it."""
+    def watch():
+        while sys.stdin.readline():
+            pass
+        os._exit(3)
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True)
@@ -118,7 +129,10 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     p.add_argument("--adam", default="per-tensor,multi")
+    p.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = p.parse_args()
+    if args.watch_stdin:
+        watch_parent()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.device == "gpu" and not torch.cuda.is_available():

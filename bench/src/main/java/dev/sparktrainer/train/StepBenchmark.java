@@ -41,6 +41,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -81,9 +82,9 @@ import java.util.function.Predicate;
  *
  * <p>Args: {@code [--models mlp,cnn,resnet50] [--workers 1,2] [--placements device,host] [--device
  * cpu|gpu] [--steps N|model=N,...] [--warmup N|model=N,...] [--batch N|model=N,...] [--image 64]
- * [--threads N] [--overlap on|off] [--baseline-jar JAR] [--python PY --torch-script FILE] [--out
- * FILE] [--logs DIR] [--java-options "..."] [--timeout-min 20]}. A child runs {@code StepBenchmark
- * child ...}.
+ * [--threads N] [--overlap on|off] [--rounds 1] [--baseline-jar JAR] [--python PY --torch-script
+ * FILE] [--out FILE] [--logs DIR] [--java-options "..."] [--timeout-min 20]}. A child runs {@code
+ * StepBenchmark child ...}.
  */
 public final class StepBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet50");
@@ -126,7 +127,12 @@ public final class StepBenchmark {
     if (args.length > 0 && args[0].equals("child")) {
       System.exit(child(options(Arrays.copyOfRange(args, 1, args.length))));
     }
-    System.exit(run(options(args)));
+    try {
+      System.exit(run(options(args)));
+    } catch (IllegalArgumentException e) {
+      System.err.println(e.getMessage());
+      System.exit(2);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -165,6 +171,7 @@ public final class StepBenchmark {
     int threads =
         positive(o, "threads", Integer.toString(Runtime.getRuntime().availableProcessors()), false);
     boolean overlap = choice(o, "overlap", "on", List.of("on", "off")).equals("on");
+    int rounds = positive(o, "rounds", "1", false);
     Duration timeout = Duration.ofMinutes(positive(o, "timeout-min", "20", false));
     Path out = Path.of(o.getOrDefault("out", "target/bench/step.jsonl")).toAbsolutePath();
     Path logs = Path.of(o.getOrDefault("logs", "target/bench/step")).toAbsolutePath();
@@ -226,29 +233,38 @@ public final class StepBenchmark {
         for (String w : workers) {
           int n = Integer.parseInt(w);
           for (String placement : placements) {
-            for (String variant : variants) {
-              Config c =
-                  new Config(
-                      model,
-                      n,
-                      placement,
-                      variant,
-                      device,
-                      batch.get(model),
-                      image,
-                      steps.get(model),
-                      warmup.get(model),
-                      Math.max(1, threads / n),
-                      overlap);
-              Map<String, Object> row =
-                  runConfig(
-                      c,
-                      variant.equals("baseline") ? baselineJar : null,
-                      javaOptions,
-                      logs,
-                      timeout);
-              System.err.println(toJson(row));
-              modelRows.add(row);
+            for (int round = 1; round <= rounds; round++) {
+              // Alternating which variant goes first: whatever the previous child leaves behind (a
+              // warmer or a busier machine) falls on both alike.
+              List<String> order = new ArrayList<>(variants);
+              if (round % 2 == 0) {
+                Collections.reverse(order);
+              }
+              for (String variant : order) {
+                Config c =
+                    new Config(
+                        model,
+                        n,
+                        placement,
+                        variant,
+                        device,
+                        batch.get(model),
+                        image,
+                        steps.get(model),
+                        warmup.get(model),
+                        Math.max(1, threads / n),
+                        overlap);
+                Map<String, Object> row =
+                    runConfig(
+                        c,
+                        variant.equals("baseline") ? baselineJar : null,
+                        javaOptions,
+                        logs,
+                        timeout);
+                row.put("round", round);
+                System.err.println(toJson(row));
+                modelRows.add(row);
+              }
             }
           }
         }
@@ -297,13 +313,14 @@ public final class StepBenchmark {
     return copy;
   }
 
-  /** The row of the same model, workers and placement for the other step variant. */
+  /** The row of the same model, workers, placement and round for the other step variant. */
   private static Map<String, Object> find(
       List<Map<String, Object>> rows, Map<String, Object> like, String step) {
     for (Map<String, Object> r : rows) {
       if (step.equals(r.get("step"))
           && like.get("workers").equals(r.get("workers"))
           && like.get("placement").equals(r.get("placement"))
+          && like.get("round").equals(r.get("round"))
           && !r.containsKey("error")) {
         return r;
       }
@@ -470,7 +487,8 @@ public final class StepBenchmark {
             "--threads",
             Integer.toString(threads),
             "--adam",
-            "per-tensor,multi");
+            "per-tensor,multi",
+            "--watch-stdin");
     Child ch = null;
     try {
       ch = Child.start(cmd, Map.of(), logs.resolve(model + "-torch.log"));
@@ -777,7 +795,8 @@ public final class StepBenchmark {
   /** Waits for the device's queued work: one small value read back. */
   private static void sync(ReplicaSet replicas) {
     NDArray a = replicas.params[0][replicas.trainable[0]].getArray();
-    try (NDArray one = a.flatten().get(0)) {
+    try (NDArray flat = a.flatten();
+        NDArray one = flat.get(0)) {
       one.getFloat();
     }
   }
@@ -946,19 +965,68 @@ public final class StepBenchmark {
   // ---------------------------------------------------------------------------------------------
   // output
 
-  private static void printTable(List<Map<String, Object>> rows) {
+  /**
+   * One table row per model, workers, placement and step variant: its fastest round (on a shared
+   * machine, the least disturbed; every round is in the JSON lines), with the median of the rounds
+   * and the ratios of the fastest rounds; a failed row where no round succeeded.
+   */
+  private static List<Map<String, Object>> best(List<Map<String, Object>> rows) {
+    Map<String, List<Map<String, Object>>> byKey = new LinkedHashMap<>();
+    for (Map<String, Object> r : rows) {
+      String key =
+          r.get("model") + "/" + r.get("workers") + "/" + r.get("placement") + "/" + r.get("step");
+      byKey.computeIfAbsent(key, k -> new ArrayList<>()).add(r);
+    }
+    Map<String, Map<String, Object>> best = new LinkedHashMap<>();
+    byKey.forEach(
+        (key, runs) -> {
+          List<Map<String, Object>> ok =
+              runs.stream().filter(r -> !r.containsKey("error")).toList();
+          if (ok.isEmpty()) {
+            best.put(key, runs.get(runs.size() - 1));
+            return;
+          }
+          double[] v = ok.stream().mapToDouble(r -> num(r, "samples_per_s")).sorted().toArray();
+          Map<String, Object> b =
+              new LinkedHashMap<>(
+                  ok.stream()
+                      .max(Comparator.comparingDouble(r -> num(r, "samples_per_s")))
+                      .orElseThrow());
+          b.put("table_runs", ok.size());
+          b.put(
+              "table_median",
+              v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2);
+          b.put("vs_torch", num(b, "samples_per_s") / num(b, "torch_samples_per_s"));
+          best.put(key, b);
+        });
+    best.forEach(
+        (key, b) -> {
+          Map<String, Object> base = best.get(key.substring(0, key.lastIndexOf('/')) + "/baseline");
+          if ("current".equals(b.get("step")) && base != null && !base.containsKey("error")) {
+            b.put("vs_baseline", num(b, "samples_per_s") / num(base, "samples_per_s"));
+          } else {
+            b.remove("vs_baseline");
+          }
+        });
+    return new ArrayList<>(best.values());
+  }
+
+  private static void printTable(List<Map<String, Object>> all) {
+    List<Map<String, Object>> rows = best(all);
     System.out.println();
     System.out.printf(
         Locale.ROOT,
-        "%-8s %-8s %-3s %1s %-6s %5s %10s %8s %8s %8s %8s %8s %8s %8s %8s %7s %5s %8s %8s %8s %8s"
-            + " %8s %11s %11s%n",
+        "%-8s %-8s %-3s %1s %-6s %5s %4s %10s %10s %8s %8s %8s %8s %8s %8s %8s %8s %7s %5s %8s"
+            + " %8s %8s %8s %8s %11s %11s%n",
         "model",
         "step",
         "dev",
         "w",
         "place",
         "batch",
+        "runs",
         "samples/s",
+        "median",
         "cur/base",
         "vs_torch",
         "step_ms",
@@ -992,15 +1060,17 @@ public final class StepBenchmark {
       }
       System.out.printf(
           Locale.ROOT,
-          "%-8s %-8s %-3s %1s %-6s %5s %10.1f %8s %8s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7s %5s"
-              + " %8s %8s %8s %8s %8s %11s %11s%n",
+          "%-8s %-8s %-3s %1s %-6s %5s %4s %10.1f %10.1f %8s %8s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f"
+              + " %7s %5s %8s %8s %8s %8s %8s %11s %11s%n",
           r.get("model"),
           r.get("step"),
           r.get("device"),
           r.get("workers"),
           r.get("placement"),
           r.get("batch"),
+          r.get("table_runs"),
           num(r, "samples_per_s"),
+          num(r, "table_median"),
           fmt(num(r, "vs_baseline"), "%.2fx"),
           fmt(num(r, "vs_torch"), "%.2fx"),
           num(r, "step_ms"),
@@ -1020,7 +1090,8 @@ public final class StepBenchmark {
           fmt(num(r, "bytes_to_host_per_step"), "%.0f"));
     }
     System.out.println(
-        "samples/s: all ranks' samples over the slowest rank's time; cur/base: current /"
+        "samples/s: all ranks' samples over the slowest rank's time, the fastest of the rounds"
+            + " (median: of all rounds); the other columns are that round's; cur/base: current /"
             + " baseline samples/s (--baseline-jar); vs_torch: samples/s / PyTorch eager with"
             + " per-tensor Adam (1 worker); step_ms and the phases (compute = forward + backward"
             + " + gradient copies; backward; exposed = waiting for the ring; comm = all-reduce time,"
