@@ -68,11 +68,11 @@ import java.util.function.Predicate;
  * configuration runs in child JVMs of its own (one per rank), so that one cannot disturb the next:
  * {@code --warmup} steps, then {@code --steps} timed steps. With {@code --baseline-jar}, every
  * configuration also runs against that build of spark-trainer (the jar first on the child's class
- * path), right before the current one.
+ * path) next to the current one, which of the two goes first alternating with {@code --rounds}.
  *
  * <p>ResNet-50's input: 3x224x224 with {@code --device gpu}; on CPU 3x64x64 and batch 16 by default
- * (a step of about a second on 2 cores; DJL's ResNetV1 takes its ImageNet stem from 33 pixels up),
- * {@code --image} and {@code --batch resnet50=N} change them.
+ * (about 1.4 s a step with one worker on a 2-core VM; DJL's ResNetV1 takes its ImageNet stem from
+ * 33 pixels up), {@code --image} and {@code --batch resnet50=N} change them.
  *
  * <p>Per configuration one JSON line (and a table row): samples/s over all ranks, the step's phase
  * counters per step (rank 0), its tensor and bucket counts, and its ledger ({@code
