@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The PyTorch anchor of bin/bench-step: the same training step as StepBenchmark's in plain PyTorch
+eager, FP32, on the same model shapes, batch, thread count and device, with random data generated
+once (fixed seed). One JSON line per Adam variant:
+  - "per-tensor": torch.optim.Adam(foreach=False), a loop over the parameter tensors (what the
+    trainer's step is compared with);
+  - "multi": the multi-tensor Adam -- fused=True where this torch and device have it (CUDA), else
+    foreach=True; the line says which in "adam".
+
+Models, built to match the Java ones (dev.sparktrainer.model) layer for layer where that is reasonable:
+  - mlp:      MlpSpec.of(784, 10, 256, 128): Linear 784-256, ReLU, Linear 256-128, ReLU, Linear 128-10;
+  - cnn:      CnnSpec.of(1, 28, 28, 10): [Conv 3x3 pad 1, ReLU, MaxPool 2x2] x (32, 64 filters),
+              flatten, Linear 3136-128, ReLU, Dropout 0.25, Linear 128-10;
+  - resnet50: torchvision.models.resnet50(weights=None, num_classes=1000) (DJL's ResNetV1 with 50
+              layers is the same architecture up to where the stride sits in a bottleneck: v1 vs v1.5).
+Loss: softmax cross-entropy (mean over the batch), as LossSpec.SOFTMAX_CROSS_ENTROPY. Adam lr 1e-3.
+On a GPU the batch is copied from pageable host memory every step (as the Java step uploads it).
+
+  bin/torch-step.py --model mlp|cnn|resnet50 [--batch 64] [--image 224] [--steps 20] [--warmup 5]
+                    [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--watch-stdin]
+"""
+import argparse
+import inspect
+import json
+import os
+import re
+import sys
+import threading
+import time
+
+import torch
+import torch.nn as nn
+
+
+def build(model, image):
+    if model == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                             nn.Linear(128, 10)), (784,), 10
+    if model == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10)), (1, 28, 28), 10
+    if model == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(weights=None, num_classes=1000), (3, image, image), 1000
+    raise SystemExit("Invalid --model '%s': expected mlp, cnn or resnet50" % model)
+
+
+def adam(params, variant, cuda):
+    """(optimizer, name): per-tensor, or fused where available (CUDA, a torch that has it), else foreach."""
+    accepted = inspect.signature(torch.optim.Adam).parameters
+    if variant == "per-tensor":
+        kw = {"foreach": False} if "foreach" in accepted else {}
+        return torch.optim.Adam(params, lr=1e-3, **kw), "per-tensor"
+    if cuda and "fused" in accepted:
+        try:
+            return torch.optim.Adam(params, lr=1e-3, fused=True), "fused"
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.Adam(params, lr=1e-3, foreach=True), "foreach"
+
+
+def blas():
+    """The BLAS library this process loaded (realpath), e.g. Debian's reference libblas: Linear layers
+    on CPU run on it, and a reference BLAS makes them many times slower than OpenBLAS or MKL."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if re.search(r"(blas|mkl_rt|mkl_core)[^/]*\.so", line)}
+        return ",".join(sorted(os.path.realpath(x) for x in libs)) or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def run(args, variant):
+    cuda = args.device == "gpu"
+    dev = torch.device("cuda" if cuda else "cpu")
+    torch.manual_seed(0)
+    m, shape, classes = build(args.model, args.image)
+    m = m.to(dev).train()
+    opt, name = adam(list(m.parameters()), variant, cuda)
+    g = torch.Generator().manual_seed(7)
+    x_host = torch.randn((args.batch,) + shape, generator=g)
+    y_host = torch.randint(0, classes, (args.batch,), generator=g)
+    lossf = nn.CrossEntropyLoss()
+    t0 = None
+    for s in range(args.warmup + args.steps):
+        if s == args.warmup:
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        x = x_host.to(dev)
+        y = y_host.to(dev)
+        loss = lossf(m(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()  # the Java step reads its loss every step too
+    if cuda:
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {
+        "anchor": "torch-eager", "model": args.model, "device": args.device, "batch": args.batch,
+        "image": args.image if args.model == "resnet50" else None, "adam": name, "variant": variant,
+        "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup,
+        "samples_per_s": round(args.steps * args.batch / dt, 2), "step_ms": round(dt / args.steps * 1e3, 3),
+        "params": sum(p.numel() for p in m.parameters()), "tensors": sum(1 for _ in m.parameters()),
+        "torch": torch.__version__, "blas": blas(),
+    }
+
+
+def watch_parent():
+    """With --watch-stdin (bin/bench-step's children): exit when stdin closes, i.e. when the benchmark
+    that started this process has ended or died, so that no anchor outlives it."""
+    def watch():
+        while sys.stdin.readline():
+            pass
+        os._exit(3)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--image", type=int, default=224, help="ResNet-50's image side")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    p.add_argument("--adam", default="per-tensor,multi")
+    p.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
+    args = p.parse_args()
+    if args.watch_stdin:
+        watch_parent()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.device == "gpu" and not torch.cuda.is_available():
+        raise SystemExit("--device gpu: torch.cuda.is_available() is False")
+    for variant in args.adam.split(","):
+        if variant not in ("per-tensor", "multi"):
+            raise SystemExit("Invalid --adam '%s': expected per-tensor or multi" % variant)
+        print(json.dumps(run(args, variant), separators=(",", ":")), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
