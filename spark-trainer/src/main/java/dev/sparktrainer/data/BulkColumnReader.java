@@ -47,6 +47,9 @@ final class BulkColumnReader implements ColumnReader {
   private final int maxRep;
   private final long total;
 
+  /** 10^scale of a DECIMAL column (its values are the unscaled integers), else 1. */
+  private final double divisor;
+
   /** Entries not yet loaded into the page arrays. */
   private long unloaded;
 
@@ -81,6 +84,7 @@ final class BulkColumnReader implements ColumnReader {
     this.maxRep = desc.getMaxRepetitionLevel();
     this.total = pages.getTotalValueCount();
     this.unloaded = total;
+    this.divisor = Math.pow(10, ParquetColumns.decimalScale(desc));
     DictionaryPage dp = pages.readDictionaryPage();
     if (dp != null) {
       try {
@@ -601,8 +605,14 @@ final class BulkColumnReader implements ColumnReader {
         }
         break;
       default:
-        for (int i = from; i < from + n; i++) {
-          sink.add(longs[i]);
+        if (divisor != 1) {
+          for (int i = from; i < from + n; i++) {
+            sink.add((float) (longs[i] / divisor));
+          }
+        } else {
+          for (int i = from; i < from + n; i++) {
+            sink.add(longs[i]);
+          }
         }
     }
   }
@@ -649,6 +659,12 @@ final class BulkColumnReader implements ColumnReader {
     throw new UnsupportedOperationException("dictionary ids are not kept");
   }
 
+  /**
+   * {@inheritDoc}
+   *
+   * <p>A DECIMAL column's unscaled integer; {@link #getFloat} and {@link #getDouble} give its
+   * value.
+   */
   @Override
   public int getInteger() {
     return type == PrimitiveTypeName.FLOAT
@@ -675,16 +691,16 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public float getFloat() {
-    return type == PrimitiveTypeName.FLOAT
-        ? floats[vpos]
-        : type == PrimitiveTypeName.DOUBLE ? (float) doubles[vpos] : longs[vpos];
+    return (float) getDouble();
   }
 
   @Override
   public double getDouble() {
     return type == PrimitiveTypeName.FLOAT
         ? floats[vpos]
-        : type == PrimitiveTypeName.DOUBLE ? doubles[vpos] : longs[vpos];
+        : type == PrimitiveTypeName.DOUBLE
+            ? doubles[vpos]
+            : divisor != 1 ? longs[vpos] / divisor : longs[vpos];
   }
 
   @Override

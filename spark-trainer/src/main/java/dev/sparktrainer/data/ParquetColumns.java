@@ -1,6 +1,8 @@
 package dev.sparktrainer.data;
 
 import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -13,6 +15,7 @@ import org.apache.parquet.io.api.Converter;
 import org.apache.parquet.io.api.GroupConverter;
 import org.apache.parquet.io.api.PrimitiveConverter;
 import org.apache.parquet.schema.GroupType;
+import org.apache.parquet.schema.LogicalTypeAnnotation;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
@@ -114,6 +117,23 @@ final class ParquetColumns {
     return new Struct(parts);
   }
 
+  /**
+   * The scale of a DECIMAL leaf (its values are unscaled integers: 1234 at scale 2 is 12.34), else
+   * 0.
+   */
+  static int decimalScale(ColumnDescriptor desc) {
+    LogicalTypeAnnotation a = desc.getPrimitiveType().getLogicalTypeAnnotation();
+    return a instanceof LogicalTypeAnnotation.DecimalLogicalTypeAnnotation
+        ? ((LogicalTypeAnnotation.DecimalLogicalTypeAnnotation) a).getScale()
+        : 0;
+  }
+
+  /** Whether {@code desc} is a DECIMAL leaf. */
+  static boolean isDecimal(ColumnDescriptor desc) {
+    return desc.getPrimitiveType().getLogicalTypeAnnotation()
+        instanceof LogicalTypeAnnotation.DecimalLogicalTypeAnnotation;
+  }
+
   /** The leaf columns under top-level field {@code name}, in schema order. */
   static List<ColumnDescriptor> leaves(MessageType projection, String name) {
     List<ColumnDescriptor> out = new ArrayList<>();
@@ -166,6 +186,14 @@ final class ParquetColumns {
     private final PrimitiveTypeName type;
     private final int maxDef;
 
+    /**
+     * Whether the column is a DECIMAL: its values are unscaled integers (INT32, INT64) or
+     * big-endian two's complement bytes (fixed-length or plain binary) at {@link #scale}.
+     */
+    private final boolean decimal;
+
+    private final int scale;
+
     /** What an entry of each definition level below the maximum means. */
     private final byte[] absent;
 
@@ -188,6 +216,8 @@ final class ParquetColumns {
       this.column = column;
       this.type = desc.getPrimitiveType().getPrimitiveTypeName();
       this.maxDef = desc.getMaxDefinitionLevel();
+      this.decimal = isDecimal(desc);
+      this.scale = decimalScale(desc);
       this.absent = new byte[maxDef];
       // Walk the path: entry level d means the fields down to the one at level d are defined and
       // the
@@ -207,7 +237,8 @@ final class ParquetColumns {
           level++;
         }
       }
-      if (type != PrimitiveTypeName.BINARY
+      if (!(decimal && type == PrimitiveTypeName.FIXED_LEN_BYTE_ARRAY)
+          && type != PrimitiveTypeName.BINARY
           && type != PrimitiveTypeName.BOOLEAN
           && type != PrimitiveTypeName.INT32
           && type != PrimitiveTypeName.INT64
@@ -233,7 +264,7 @@ final class ParquetColumns {
 
     @Override
     public void read(FloatSink sink) {
-      if (type == PrimitiveTypeName.BINARY) {
+      if (type == PrimitiveTypeName.BINARY && !decimal) {
         throw new BadValue(
             "column '" + column + "' is binary: declare it as an image, or give numbers");
       }
@@ -349,6 +380,11 @@ final class ParquetColumns {
     }
 
     private float number() {
+      if (decimal) {
+        return type == PrimitiveTypeName.INT32 || type == PrimitiveTypeName.INT64
+            ? reader.getFloat() // the bulk reader applies the scale itself
+            : decimalBytes().floatValue();
+      }
       switch (type) {
         case FLOAT:
           return reader.getFloat();
@@ -363,15 +399,33 @@ final class ParquetColumns {
       }
     }
 
+    /** The current DECIMAL value. */
+    private double decimalValue() {
+      return type == PrimitiveTypeName.INT32 || type == PrimitiveTypeName.INT64
+          ? reader.getDouble() // the bulk reader applies the scale itself
+          : decimalBytes().doubleValue();
+    }
+
+    /** The current value of a DECIMAL on bytes: big-endian two's complement, at {@link #scale}. */
+    private BigDecimal decimalBytes() {
+      byte[] b = reader.getBinary().getBytesUnsafe();
+      if (b.length == 0) {
+        throw new BadValue("column '" + column + "' holds a DECIMAL of no bytes");
+      }
+      return new BigDecimal(new BigInteger(b), scale);
+    }
+
     /** The row's single number (a label): null is an error. */
     double scalar() {
       int d = reader.getCurrentDefinitionLevel();
       double v;
       if (d == maxDef) {
         v =
-            type == PrimitiveTypeName.DOUBLE
-                ? reader.getDouble()
-                : type == PrimitiveTypeName.INT64 ? reader.getLong() : number();
+            decimal
+                ? decimalValue()
+                : type == PrimitiveTypeName.DOUBLE
+                    ? reader.getDouble()
+                    : type == PrimitiveTypeName.INT64 ? reader.getLong() : number();
       } else {
         advance();
         throw new BadValue(
@@ -390,7 +444,8 @@ final class ParquetColumns {
   static Leaf forLabel(MessageType projection, String name) {
     List<ColumnDescriptor> leaves = leaves(projection, name);
     if (leaves.size() != 1
-        || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY) {
+        || (leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY
+            && !isDecimal(leaves.get(0)))) {
       throw new IllegalArgumentException(
           "label column '"
               + name
