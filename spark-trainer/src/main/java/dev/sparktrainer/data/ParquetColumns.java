@@ -62,6 +62,12 @@ final class ParquetColumns {
 
     /** Moves to the next row without decoding the values. */
     void skip();
+
+    /**
+     * After the row group's last row: fails if a column chunk holds values beyond it (a row count
+     * cut short, not rows to drop).
+     */
+    void end();
   }
 
   /** Whether {@code t} is Spark ML's VectorUDT struct (type, size, indices, values). */
@@ -204,6 +210,11 @@ final class ParquetColumns {
 
     private long left;
 
+    /** The chunk's value count and the row group's row count, for messages. */
+    private long total;
+
+    private long rows;
+
     Leaf(MessageType schema, ColumnDescriptor desc, String column) {
       this(schema, desc, column, false);
     }
@@ -252,18 +263,51 @@ final class ParquetColumns {
     @Override
     public void start(PageReadStore pages, ColumnReadStore store) {
       // Numbers: a page at a time in bulk; binary and boolean leaves: parquet-mr's column reader.
+      rows = pages.getRowCount();
       if (BulkColumnReader.supports(type)) {
-        bulk = new BulkColumnReader(desc, pages.getPageReader(desc));
+        bulk = new BulkColumnReader(desc, pages.getPageReader(desc), rows);
         reader = bulk;
       } else {
         bulk = null;
         reader = store.getColumnReader(desc);
       }
       left = reader.getTotalValueCount();
+      total = left;
+    }
+
+    /** Fails unless the chunk has an entry left for the row about to be read. */
+    private void checkLeft() {
+      if (left <= 0) {
+        throw new BadValue(
+            "column '"
+                + String.join(".", desc.getPath())
+                + "' has no value left: its chunk holds "
+                + total
+                + " values for the row group's "
+                + rows
+                + " rows");
+      }
+    }
+
+    @Override
+    public void end() {
+      if (left > 0) {
+        throw new BadValue(
+            "column '"
+                + String.join(".", desc.getPath())
+                + "' holds "
+                + left
+                + " values beyond the row group's "
+                + rows
+                + " rows ("
+                + total
+                + " in all)");
+      }
     }
 
     @Override
     public void read(FloatSink sink) {
+      checkLeft();
       if (type == PrimitiveTypeName.BINARY && !decimal) {
         throw new BadValue(
             "column '" + column + "' is binary: declare it as an image, or give numbers");
@@ -287,6 +331,7 @@ final class ParquetColumns {
      * many.
      */
     int readInts(int[][] into) {
+      checkLeft();
       int n = 0;
       do {
         int d = reader.getCurrentDefinitionLevel();
@@ -307,6 +352,7 @@ final class ParquetColumns {
 
     /** Reads the row's numbers into {@code into[0]}, growing it; returns how many. */
     int readFloats(float[][] into) {
+      checkLeft();
       int n = 0;
       do {
         int d = reader.getCurrentDefinitionLevel();
@@ -324,6 +370,7 @@ final class ParquetColumns {
 
     /** The row's single binary value. */
     Binary binary() {
+      checkLeft();
       int d = reader.getCurrentDefinitionLevel();
       Binary b = null;
       if (d == maxDef) {
@@ -340,6 +387,7 @@ final class ParquetColumns {
 
     @Override
     public void skip() {
+      checkLeft();
       if (bulk != null) {
         left -= bulk.skipRow();
         return;
@@ -417,6 +465,7 @@ final class ParquetColumns {
 
     /** The row's single number (a label): null is an error. */
     double scalar() {
+      checkLeft();
       int d = reader.getCurrentDefinitionLevel();
       double v;
       if (d == maxDef) {
@@ -495,6 +544,11 @@ final class ParquetColumns {
     @Override
     public void skip() {
       leaf.skip();
+    }
+
+    @Override
+    public void end() {
+      leaf.end();
     }
   }
 
@@ -602,6 +656,14 @@ final class ParquetColumns {
       indices.skip();
       values.skip();
     }
+
+    @Override
+    public void end() {
+      type.end();
+      size.end();
+      indices.end();
+      values.end();
+    }
   }
 
   /** A struct of numbers: its leaves, one after the other. */
@@ -630,6 +692,13 @@ final class ParquetColumns {
     public void skip() {
       for (Column c : parts) {
         c.skip();
+      }
+    }
+
+    @Override
+    public void end() {
+      for (Column c : parts) {
+        c.end();
       }
     }
   }

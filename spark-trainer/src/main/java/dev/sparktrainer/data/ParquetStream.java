@@ -46,6 +46,10 @@ final class ParquetStream implements RecordStream {
   private final ParquetColumns.Leaf label;
 
   private long rowsLeftInGroup;
+
+  /** Whether the columns are bound to a row group (checked for leftover values at its end). */
+  private boolean bound;
+
   private long index;
 
   ParquetStream(
@@ -119,6 +123,19 @@ final class ParquetStream implements RecordStream {
   /** Binds the columns to the next row group; false at the end of the file. */
   private boolean nextRowGroup() throws IOException {
     while (rowsLeftInGroup == 0) {
+      if (bound) {
+        bound = false;
+        try {
+          for (ParquetColumns.Column c : columns) {
+            c.end();
+          }
+          if (label != null) {
+            label.end();
+          }
+        } catch (RuntimeException e) {
+          throw error(e);
+        }
+      }
       PageReadStore pages = reader.readNextRowGroup();
       if (pages == null) {
         return false;
@@ -134,6 +151,7 @@ final class ParquetStream implements RecordStream {
         if (label != null) {
           label.start(pages, store);
         }
+        bound = true;
       } catch (RuntimeException e) { // a dictionary or first page that does not decode
         throw error(e);
       }
