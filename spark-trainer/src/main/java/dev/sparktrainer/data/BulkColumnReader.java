@@ -47,6 +47,15 @@ final class BulkColumnReader implements ColumnReader {
   private final int maxRep;
   private final long total;
 
+  /** The row group's rows: a column without repetition has one entry per row. */
+  private final long rows;
+
+  /** The column's dotted path, for messages. */
+  private final String path;
+
+  /** 10^scale of a DECIMAL column (its values are the unscaled integers), else 1. */
+  private final double divisor;
+
   /** Entries not yet loaded into the page arrays. */
   private long unloaded;
 
@@ -70,8 +79,21 @@ final class BulkColumnReader implements ColumnReader {
   private int pos;
   private int vpos;
 
-  BulkColumnReader(ColumnDescriptor desc, PageReader pages) {
+  /**
+   * The most entries one page may declare: its arrays (levels, ids, values: up to 20 bytes an
+   * entry) take at most a sixteenth of the heap, so a header's count cannot take the memory other
+   * threads need. Real writers' pages hold thousands to hundreds of thousands of entries.
+   */
+  static final long MAX_PAGE_ENTRIES =
+      Math.max(1 << 20, Runtime.getRuntime().maxMemory() / 16 / 20);
+
+  /**
+   * @param rows the row group's row count
+   */
+  BulkColumnReader(ColumnDescriptor desc, PageReader pages, long rows) {
     this.desc = desc;
+    this.rows = rows;
+    this.path = String.join(".", desc.getPath());
     this.pages = pages;
     this.type = desc.getPrimitiveType().getPrimitiveTypeName();
     if (!supports(type)) {
@@ -81,6 +103,7 @@ final class BulkColumnReader implements ColumnReader {
     this.maxRep = desc.getMaxRepetitionLevel();
     this.total = pages.getTotalValueCount();
     this.unloaded = total;
+    this.divisor = Math.pow(10, ParquetColumns.decimalScale(desc));
     DictionaryPage dp = pages.readDictionaryPage();
     if (dp != null) {
       try {
@@ -140,16 +163,36 @@ final class BulkColumnReader implements ColumnReader {
   private void loadOnePage() {
     DataPage page = pages.readPage();
     if (page == null) {
-      throw new IllegalStateException(
-          "column "
-              + String.join(".", desc.getPath())
-              + " ends after "
+      throw new ParquetColumns.BadValue(
+          "column '"
+              + path
+              + "' ends after "
               + (total - unloaded)
               + " of its "
               + total
               + " values");
     }
     int n = page.getValueCount();
+    // The header's count sizes the arrays: bound it by what the chunk can hold before allocating.
+    long loaded = total - unloaded;
+    long room = maxRep == 0 ? Math.min(unloaded, rows - loaded) : unloaded;
+    if (n < 0 || n > room || n > MAX_PAGE_ENTRIES) {
+      throw new ParquetColumns.BadValue(
+          "column '"
+              + path
+              + "': a page declares "
+              + n
+              + " values, but "
+              + (n < 0 || n > room
+                  ? "only "
+                      + Math.max(room, 0)
+                      + " are left in the column chunk ("
+                      + total
+                      + " values, "
+                      + rows
+                      + " rows)"
+                  : "a page may hold at most " + MAX_PAGE_ENTRIES + " (a sixteenth of the heap)"));
+    }
     if (defs.length < n) {
       int cap = Math.max(n, 2 * defs.length);
       defs = new int[cap];
@@ -235,6 +278,15 @@ final class BulkColumnReader implements ColumnReader {
       }
     }
     allPresent = present == n;
+    if (enc == Encoding.PLAIN) {
+      long bytes =
+          (long) present
+              * (type == PrimitiveTypeName.FLOAT || type == PrimitiveTypeName.INT32 ? 4 : 8);
+      if (bytes > in.available()) {
+        throw new IOException(
+            present + " PLAIN values need " + bytes + " bytes, the page has " + in.available());
+      }
+    }
     ensureValues(present);
     if (enc.usesDictionary()) {
       if (dictFloats == null && dictDoubles == null && dictLongs == null) {
@@ -512,6 +564,7 @@ final class BulkColumnReader implements ColumnReader {
    * @return the entries consumed
    */
   int readFloats(FloatSink sink, ParquetColumns.Leaf absent) {
+    checkPosition();
     int consumed = 0;
     boolean first = true;
     while (true) {
@@ -559,6 +612,7 @@ final class BulkColumnReader implements ColumnReader {
 
   /** Moves past the current row without looking at its values; returns the entries consumed. */
   int skipRow() {
+    checkPosition();
     int consumed = 0;
     boolean first = true;
     while (true) {
@@ -601,8 +655,14 @@ final class BulkColumnReader implements ColumnReader {
         }
         break;
       default:
-        for (int i = from; i < from + n; i++) {
-          sink.add(longs[i]);
+        if (divisor != 1) {
+          for (int i = from; i < from + n; i++) {
+            sink.add((float) (longs[i] / divisor));
+          }
+        } else {
+          for (int i = from; i < from + n; i++) {
+            sink.add(longs[i]);
+          }
         }
     }
   }
@@ -614,8 +674,23 @@ final class BulkColumnReader implements ColumnReader {
     return total;
   }
 
+  /** Fails unless an entry is at hand: no leftovers of an earlier page are read as values. */
+  private void checkPosition() {
+    if (pos >= count) {
+      throw new ParquetColumns.BadValue(
+          "column '"
+              + path
+              + "' has no value left: its chunk holds "
+              + total
+              + " values for the row group's "
+              + rows
+              + " rows");
+    }
+  }
+
   @Override
   public void consume() {
+    checkPosition();
     if (defs[pos] == maxDef) {
       vpos++;
     }
@@ -626,11 +701,13 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public int getCurrentRepetitionLevel() {
+    checkPosition();
     return reps[pos];
   }
 
   @Override
   public int getCurrentDefinitionLevel() {
+    checkPosition();
     return defs[pos];
   }
 
@@ -649,6 +726,12 @@ final class BulkColumnReader implements ColumnReader {
     throw new UnsupportedOperationException("dictionary ids are not kept");
   }
 
+  /**
+   * {@inheritDoc}
+   *
+   * <p>A DECIMAL column's unscaled integer; {@link #getFloat} and {@link #getDouble} give its
+   * value.
+   */
   @Override
   public int getInteger() {
     return type == PrimitiveTypeName.FLOAT
@@ -675,16 +758,16 @@ final class BulkColumnReader implements ColumnReader {
 
   @Override
   public float getFloat() {
-    return type == PrimitiveTypeName.FLOAT
-        ? floats[vpos]
-        : type == PrimitiveTypeName.DOUBLE ? (float) doubles[vpos] : longs[vpos];
+    return (float) getDouble();
   }
 
   @Override
   public double getDouble() {
     return type == PrimitiveTypeName.FLOAT
         ? floats[vpos]
-        : type == PrimitiveTypeName.DOUBLE ? doubles[vpos] : longs[vpos];
+        : type == PrimitiveTypeName.DOUBLE
+            ? doubles[vpos]
+            : divisor != 1 ? longs[vpos] / divisor : longs[vpos];
   }
 
   @Override

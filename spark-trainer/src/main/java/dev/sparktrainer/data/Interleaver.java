@@ -92,10 +92,14 @@ final class Interleaver implements AutoCloseable {
       }
       if (o instanceof Failure) {
         Throwable t = ((Failure) o).error;
-        if (t instanceof IOException) {
+        // The reader's own message when it names what was read (a file, a row); else named here.
+        String what = opener.describe(s.item);
+        if (t instanceof IOException && t.getMessage() != null && t.getMessage().contains(what)) {
           throw new IOException(t.getMessage(), t);
         }
-        throw new IOException("Reading " + opener.describe(s.item) + ": " + t, t);
+        throw new IOException(
+            "Reading " + what + ": " + (t instanceof IOException ? t.getMessage() : t.toString()),
+            t);
       }
       if (++takenInBlock >= blockLength) {
         advance();

@@ -1,6 +1,8 @@
 package dev.sparktrainer.data;
 
 import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -13,6 +15,7 @@ import org.apache.parquet.io.api.Converter;
 import org.apache.parquet.io.api.GroupConverter;
 import org.apache.parquet.io.api.PrimitiveConverter;
 import org.apache.parquet.schema.GroupType;
+import org.apache.parquet.schema.LogicalTypeAnnotation;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
 import org.apache.parquet.schema.Type;
@@ -59,6 +62,12 @@ final class ParquetColumns {
 
     /** Moves to the next row without decoding the values. */
     void skip();
+
+    /**
+     * After the row group's last row: fails if a column chunk holds values beyond it (a row count
+     * cut short, not rows to drop).
+     */
+    void end();
   }
 
   /** Whether {@code t} is Spark ML's VectorUDT struct (type, size, indices, values). */
@@ -114,6 +123,23 @@ final class ParquetColumns {
     return new Struct(parts);
   }
 
+  /**
+   * The scale of a DECIMAL leaf (its values are unscaled integers: 1234 at scale 2 is 12.34), else
+   * 0.
+   */
+  static int decimalScale(ColumnDescriptor desc) {
+    LogicalTypeAnnotation a = desc.getPrimitiveType().getLogicalTypeAnnotation();
+    return a instanceof LogicalTypeAnnotation.DecimalLogicalTypeAnnotation
+        ? ((LogicalTypeAnnotation.DecimalLogicalTypeAnnotation) a).getScale()
+        : 0;
+  }
+
+  /** Whether {@code desc} is a DECIMAL leaf. */
+  static boolean isDecimal(ColumnDescriptor desc) {
+    return desc.getPrimitiveType().getLogicalTypeAnnotation()
+        instanceof LogicalTypeAnnotation.DecimalLogicalTypeAnnotation;
+  }
+
   /** The leaf columns under top-level field {@code name}, in schema order. */
   static List<ColumnDescriptor> leaves(MessageType projection, String name) {
     List<ColumnDescriptor> out = new ArrayList<>();
@@ -166,6 +192,14 @@ final class ParquetColumns {
     private final PrimitiveTypeName type;
     private final int maxDef;
 
+    /**
+     * Whether the column is a DECIMAL: its values are unscaled integers (INT32, INT64) or
+     * big-endian two's complement bytes (fixed-length or plain binary) at {@link #scale}.
+     */
+    private final boolean decimal;
+
+    private final int scale;
+
     /** What an entry of each definition level below the maximum means. */
     private final byte[] absent;
 
@@ -175,6 +209,11 @@ final class ParquetColumns {
     private BulkColumnReader bulk;
 
     private long left;
+
+    /** The chunk's value count and the row group's row count, for messages. */
+    private long total;
+
+    private long rows;
 
     Leaf(MessageType schema, ColumnDescriptor desc, String column) {
       this(schema, desc, column, false);
@@ -188,6 +227,8 @@ final class ParquetColumns {
       this.column = column;
       this.type = desc.getPrimitiveType().getPrimitiveTypeName();
       this.maxDef = desc.getMaxDefinitionLevel();
+      this.decimal = isDecimal(desc);
+      this.scale = decimalScale(desc);
       this.absent = new byte[maxDef];
       // Walk the path: entry level d means the fields down to the one at level d are defined and
       // the
@@ -207,7 +248,8 @@ final class ParquetColumns {
           level++;
         }
       }
-      if (type != PrimitiveTypeName.BINARY
+      if (!(decimal && type == PrimitiveTypeName.FIXED_LEN_BYTE_ARRAY)
+          && type != PrimitiveTypeName.BINARY
           && type != PrimitiveTypeName.BOOLEAN
           && type != PrimitiveTypeName.INT32
           && type != PrimitiveTypeName.INT64
@@ -221,19 +263,52 @@ final class ParquetColumns {
     @Override
     public void start(PageReadStore pages, ColumnReadStore store) {
       // Numbers: a page at a time in bulk; binary and boolean leaves: parquet-mr's column reader.
+      rows = pages.getRowCount();
       if (BulkColumnReader.supports(type)) {
-        bulk = new BulkColumnReader(desc, pages.getPageReader(desc));
+        bulk = new BulkColumnReader(desc, pages.getPageReader(desc), rows);
         reader = bulk;
       } else {
         bulk = null;
         reader = store.getColumnReader(desc);
       }
       left = reader.getTotalValueCount();
+      total = left;
+    }
+
+    /** Fails unless the chunk has an entry left for the row about to be read. */
+    private void checkLeft() {
+      if (left <= 0) {
+        throw new BadValue(
+            "column '"
+                + String.join(".", desc.getPath())
+                + "' has no value left: its chunk holds "
+                + total
+                + " values for the row group's "
+                + rows
+                + " rows");
+      }
+    }
+
+    @Override
+    public void end() {
+      if (left > 0) {
+        throw new BadValue(
+            "column '"
+                + String.join(".", desc.getPath())
+                + "' holds "
+                + left
+                + " values beyond the row group's "
+                + rows
+                + " rows ("
+                + total
+                + " in all)");
+      }
     }
 
     @Override
     public void read(FloatSink sink) {
-      if (type == PrimitiveTypeName.BINARY) {
+      checkLeft();
+      if (type == PrimitiveTypeName.BINARY && !decimal) {
         throw new BadValue(
             "column '" + column + "' is binary: declare it as an image, or give numbers");
       }
@@ -256,6 +331,7 @@ final class ParquetColumns {
      * many.
      */
     int readInts(int[][] into) {
+      checkLeft();
       int n = 0;
       do {
         int d = reader.getCurrentDefinitionLevel();
@@ -276,6 +352,7 @@ final class ParquetColumns {
 
     /** Reads the row's numbers into {@code into[0]}, growing it; returns how many. */
     int readFloats(float[][] into) {
+      checkLeft();
       int n = 0;
       do {
         int d = reader.getCurrentDefinitionLevel();
@@ -293,6 +370,7 @@ final class ParquetColumns {
 
     /** The row's single binary value. */
     Binary binary() {
+      checkLeft();
       int d = reader.getCurrentDefinitionLevel();
       Binary b = null;
       if (d == maxDef) {
@@ -309,6 +387,7 @@ final class ParquetColumns {
 
     @Override
     public void skip() {
+      checkLeft();
       if (bulk != null) {
         left -= bulk.skipRow();
         return;
@@ -349,6 +428,11 @@ final class ParquetColumns {
     }
 
     private float number() {
+      if (decimal) {
+        return type == PrimitiveTypeName.INT32 || type == PrimitiveTypeName.INT64
+            ? reader.getFloat() // the bulk reader applies the scale itself
+            : decimalBytes().floatValue();
+      }
       switch (type) {
         case FLOAT:
           return reader.getFloat();
@@ -363,15 +447,34 @@ final class ParquetColumns {
       }
     }
 
+    /** The current DECIMAL value. */
+    private double decimalValue() {
+      return type == PrimitiveTypeName.INT32 || type == PrimitiveTypeName.INT64
+          ? reader.getDouble() // the bulk reader applies the scale itself
+          : decimalBytes().doubleValue();
+    }
+
+    /** The current value of a DECIMAL on bytes: big-endian two's complement, at {@link #scale}. */
+    private BigDecimal decimalBytes() {
+      byte[] b = reader.getBinary().getBytesUnsafe();
+      if (b.length == 0) {
+        throw new BadValue("column '" + column + "' holds a DECIMAL of no bytes");
+      }
+      return new BigDecimal(new BigInteger(b), scale);
+    }
+
     /** The row's single number (a label): null is an error. */
     double scalar() {
+      checkLeft();
       int d = reader.getCurrentDefinitionLevel();
       double v;
       if (d == maxDef) {
         v =
-            type == PrimitiveTypeName.DOUBLE
-                ? reader.getDouble()
-                : type == PrimitiveTypeName.INT64 ? reader.getLong() : number();
+            decimal
+                ? decimalValue()
+                : type == PrimitiveTypeName.DOUBLE
+                    ? reader.getDouble()
+                    : type == PrimitiveTypeName.INT64 ? reader.getLong() : number();
       } else {
         advance();
         throw new BadValue(
@@ -390,7 +493,8 @@ final class ParquetColumns {
   static Leaf forLabel(MessageType projection, String name) {
     List<ColumnDescriptor> leaves = leaves(projection, name);
     if (leaves.size() != 1
-        || leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY) {
+        || (leaves.get(0).getPrimitiveType().getPrimitiveTypeName() == PrimitiveTypeName.BINARY
+            && !isDecimal(leaves.get(0)))) {
       throw new IllegalArgumentException(
           "label column '"
               + name
@@ -440,6 +544,11 @@ final class ParquetColumns {
     @Override
     public void skip() {
       leaf.skip();
+    }
+
+    @Override
+    public void end() {
+      leaf.end();
     }
   }
 
@@ -547,6 +656,14 @@ final class ParquetColumns {
       indices.skip();
       values.skip();
     }
+
+    @Override
+    public void end() {
+      type.end();
+      size.end();
+      indices.end();
+      values.end();
+    }
   }
 
   /** A struct of numbers: its leaves, one after the other. */
@@ -575,6 +692,13 @@ final class ParquetColumns {
     public void skip() {
       for (Column c : parts) {
         c.skip();
+      }
+    }
+
+    @Override
+    public void end() {
+      for (Column c : parts) {
+        c.end();
       }
     }
   }

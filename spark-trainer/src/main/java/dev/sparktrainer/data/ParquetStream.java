@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.function.LongPredicate;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
+import org.apache.parquet.HadoopReadOptions;
 import org.apache.parquet.column.impl.ColumnReadStoreImpl;
 import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.hadoop.ParquetFileReader;
@@ -46,6 +47,13 @@ final class ParquetStream implements RecordStream {
   private final ParquetColumns.Leaf label;
 
   private long rowsLeftInGroup;
+
+  /** Row groups read so far (the current one is {@code rowGroup - 1}). */
+  private int rowGroup;
+
+  /** Whether the columns are bound to a row group (checked for leftover values at its end). */
+  private boolean bound;
+
   private long index;
 
   ParquetStream(
@@ -55,7 +63,7 @@ final class ParquetStream implements RecordStream {
     this.file = split.path();
     this.spec = spec;
     this.owned = owned;
-    this.reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(split.path()), conf));
+    this.reader = open(split.path(), conf);
     try {
       MessageType fileSchema = reader.getFooter().getFileMetaData().getSchema();
       this.createdBy = reader.getFooter().getFileMetaData().getCreatedBy();
@@ -112,17 +120,66 @@ final class ParquetStream implements RecordStream {
       reader.setRequestedSchema(projection);
     } catch (IOException | RuntimeException e) {
       reader.close();
-      throw e;
+      throw named(e);
     }
+  }
+
+  /**
+   * Opens {@code path} with page checksums verified where the writer wrote them (parquet-mr does by
+   * default): a flipped bit in a page fails naming the file instead of changing a value.
+   */
+  private static ParquetFileReader open(String path, Configuration conf) throws IOException {
+    try {
+      return ParquetFileReader.open(
+          HadoopInputFile.fromPath(new Path(path), conf),
+          HadoopReadOptions.builder(conf).usePageChecksumVerification(true).build());
+    } catch (IOException | RuntimeException e) {
+      // A footer that does not parse, a bad magic number, offsets out of range (parquet-mr's
+      // InvalidParquetMetadataException, or an NPE): name the file.
+      if (e.getMessage() != null && e.getMessage().contains(path)) {
+        throw e instanceof IOException ? (IOException) e : new IOException(e.getMessage(), e);
+      }
+      throw new IOException("Parquet file " + path + ": cannot read its footer (" + e + ")", e);
+    }
+  }
+
+  /** {@code e} as an IOException whose message names the file. */
+  private IOException named(Exception e) {
+    if (e instanceof IOException && e.getMessage() != null && e.getMessage().contains(file)) {
+      return (IOException) e;
+    }
+    return new IOException("Parquet file " + file + ": " + e.getMessage(), e);
   }
 
   /** Binds the columns to the next row group; false at the end of the file. */
   private boolean nextRowGroup() throws IOException {
     while (rowsLeftInGroup == 0) {
-      PageReadStore pages = reader.readNextRowGroup();
+      if (bound) {
+        bound = false;
+        try {
+          for (ParquetColumns.Column c : columns) {
+            c.end();
+          }
+          if (label != null) {
+            label.end();
+          }
+        } catch (RuntimeException e) {
+          throw error(e);
+        }
+      }
+      PageReadStore pages;
+      try {
+        pages = reader.readNextRowGroup();
+      } catch (IOException | RuntimeException e) {
+        // A chunk out of the file's range, a page header that does not parse, a checksum that
+        // does not match: parquet-mr's message rarely names the file.
+        throw new IOException(
+            "Parquet file " + file + ", row group " + rowGroup + ": cannot read it (" + e + ")", e);
+      }
       if (pages == null) {
         return false;
       }
+      rowGroup++;
       rowsLeftInGroup = pages.getRowCount();
       ColumnReadStoreImpl store =
           new ColumnReadStoreImpl(
@@ -134,6 +191,7 @@ final class ParquetStream implements RecordStream {
         if (label != null) {
           label.start(pages, store);
         }
+        bound = true;
       } catch (RuntimeException e) { // a dictionary or first page that does not decode
         throw error(e);
       }
@@ -225,7 +283,17 @@ final class ParquetStream implements RecordStream {
         e instanceof ParquetColumns.BadValue
             ? e.getMessage()
             : "cannot decode column values (" + e + ")";
-    return new IOException("Parquet file " + file + ", row " + index + ": " + what, e);
+    return new IOException(
+        "Parquet file "
+            + file
+            + ", row "
+            + index
+            + ": "
+            + what
+            + " (row group "
+            + (rowGroup - 1)
+            + ")",
+        e);
   }
 
   @Override

@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntConsumer;
 
 /**
  * The communication thread of a worker: all-reduces (mean) the buckets of a {@link GradientBuckets}
@@ -23,9 +24,8 @@ import java.util.concurrent.TimeUnit;
 final class BucketReducer implements AutoCloseable {
   private static final int[] STOP = new int[0];
 
-  private final Communicator comm;
-  private final GradientBuckets buckets;
-  private final ByteBuffer view;
+  private final int rank;
+  private final IntConsumer reduce;
   private final BlockingQueue<int[]> queue;
   private final Thread thread;
   private final long awaitNanos;
@@ -36,12 +36,24 @@ final class BucketReducer implements AutoCloseable {
   private volatile long busyNanos;
 
   BucketReducer(Communicator comm, GradientBuckets buckets, Duration operationTimeout) {
-    this.comm = comm;
-    this.buckets = buckets;
-    this.view = buckets.arena.duplicate().order(buckets.arena.order());
-    this.queue = new ArrayBlockingQueue<>(buckets.buckets() + 1);
+    this(
+        comm.rank(),
+        reducerOf(comm, buckets, buckets.arena.duplicate().order(buckets.arena.order())),
+        buckets.buckets() + 1,
+        operationTimeout);
+  }
+
+  /**
+   * @param rank this rank, for messages
+   * @param reduce all-reduces one bucket (on this reducer's thread)
+   * @param capacity the most buckets out at once
+   */
+  BucketReducer(int rank, IntConsumer reduce, int capacity, Duration operationTimeout) {
+    this.rank = rank;
+    this.reduce = reduce;
+    this.queue = new ArrayBlockingQueue<>(capacity);
     this.awaitNanos = operationTimeout.toNanos() + TimeUnit.SECONDS.toNanos(30);
-    this.thread = new Thread(this::run, "allreduce-rank" + comm.rank());
+    this.thread = new Thread(this::run, "allreduce-rank" + rank);
     thread.setDaemon(true);
     thread.start();
   }
@@ -68,7 +80,7 @@ final class BucketReducer implements AutoCloseable {
         if (left <= 0) {
           throw new IllegalStateException(
               "rank "
-                  + comm.rank()
+                  + rank
                   + ": gradient bucket "
                   + n
                   + " not reduced within "
@@ -80,7 +92,7 @@ final class BucketReducer implements AutoCloseable {
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
           throw new IllegalStateException(
-              "rank " + comm.rank() + ": interrupted waiting for the all-reduce", e);
+              "rank " + rank + ": interrupted waiting for the all-reduce", e);
         }
       }
       if (completed < n) {
@@ -110,10 +122,14 @@ final class BucketReducer implements AutoCloseable {
         }
         long t0 = System.nanoTime();
         try {
-          reduce(comm, buckets, view, job[0]);
-        } catch (RuntimeException e) {
+          reduce.accept(job[0]);
+        } catch (Throwable t) { // an Error too: the training thread must hear of it now
           synchronized (lock) {
-            failure = e;
+            failure =
+                t instanceof RuntimeException
+                    ? (RuntimeException) t
+                    : new IllegalStateException(
+                        "rank " + rank + ": the all-reduce failed: " + t, t);
             lock.notifyAll();
           }
           return;
@@ -127,12 +143,16 @@ final class BucketReducer implements AutoCloseable {
     } catch (InterruptedException e) {
       synchronized (lock) {
         if (failure == null) {
-          failure =
-              new IllegalStateException("rank " + comm.rank() + ": all-reduce thread interrupted");
+          failure = new IllegalStateException("rank " + rank + ": all-reduce thread interrupted");
         }
         lock.notifyAll();
       }
     }
+  }
+
+  private static IntConsumer reducerOf(
+      Communicator comm, GradientBuckets buckets, ByteBuffer view) {
+    return b -> reduce(comm, buckets, view, b);
   }
 
   /**

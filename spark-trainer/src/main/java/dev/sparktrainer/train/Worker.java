@@ -677,11 +677,13 @@ final class Worker {
       state.consumedRecords = state.stepInEpoch * batch * k * size;
       return null;
     }
-    if (!state.earlierSegments.isEmpty()
-        && !cfg.trainData.orderKey().equals(state.orderKey)
-        && state.stepInEpoch > 0) {
-      // The rest of the epoch depends on the order the earlier layouts read it in, which this
-      // data's plan or options no longer give: start the epoch over rather than guess.
+    boolean orderChanged =
+        state.stepInEpoch > 0 && !cfg.trainData.orderKey().equals(state.orderKey);
+    if (orderChanged) {
+      // The rest of the epoch depends on the order it was read in so far, which this data's plan
+      // or options no longer give: start the epoch over rather than guess. On the same layout too:
+      // skipping the new order's first batches would train some records twice and others never,
+      // and later checkpoints would record the new key for a plan they did not follow.
       LOG.log(
           System.Logger.Level.WARNING,
           "rank 0: the interrupted epoch "
@@ -761,7 +763,7 @@ final class Worker {
       batch = b;
       k = (int) (perWorker / b);
     }
-    boolean restart = false;
+    boolean restart = orderChanged;
     if (state.stepInEpoch > 0) {
       if (cfg.trainData.globalOrder()) {
         state.continueByRecords = true;
@@ -801,7 +803,7 @@ final class Worker {
             + (restart
                 ? "; the interrupted epoch "
                     + state.epoch
-                    + (cfg.trainData.replaysEpochs()
+                    + (orderChanged || cfg.trainData.replaysEpochs()
                         ? " restarts: it was read in an order this data no longer gives ("
                             + state.orderKey
                             + " then, "

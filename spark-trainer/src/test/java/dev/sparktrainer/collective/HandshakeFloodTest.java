@@ -7,10 +7,17 @@ import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import javax.net.ssl.SSLContext;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Ring formation with strangers queued on a listener ahead of the real neighbour, under the
@@ -78,6 +85,74 @@ class HandshakeFloodTest {
       }
       assertThat(read).as("a stranger's connection is closed").isEqualTo(-1);
     }
+    List<float[]> got =
+        Rings.onEachOk(
+            comms,
+            c -> {
+              float[] a = {c.rank(), 1};
+              c.allReduce(a, ReduceOp.SUM);
+              return a;
+            });
+    assertThat(got).allSatisfy(a -> assertThat(a).containsExactly(3, 3));
+  }
+
+  /**
+   * With TLS on: more strangers than handshake threads, each sending a TLS record header and then
+   * one byte every 100 ms (every read within its timeout, the record never complete). Each is
+   * dropped at its handshake deadline however it drips, so the neighbour gets a thread and the ring
+   * forms well within the connect timeout.
+   */
+  @Test
+  void drippingTlsStrangersDoNotStopATlsRing(@TempDir Path dir) throws Exception {
+    SSLContext tls = SecurityTest.selfSignedContext(dir);
+    int dripping = 2 * RingAcceptor.HANDSHAKE_THREADS;
+    long[] start = new long[1];
+    ScheduledExecutorService drip = Executors.newSingleThreadScheduledExecutor();
+    try {
+      comms =
+          Rings.form(
+              3,
+              b ->
+                  b.optSslContext(tls)
+                      .optConnectTimeout(Duration.ofSeconds(30))
+                      .optHandshakeTimeout(Duration.ofSeconds(2)),
+              listeners -> {
+                InetSocketAddress target =
+                    new InetSocketAddress("127.0.0.1", listeners.get(1).port());
+                try {
+                  for (int i = 0; i < dripping; i++) {
+                    SocketChannel s = SocketChannel.open(target);
+                    strangers.add(s);
+                    // A handshake record of 512 bytes announced: content type 22, TLS 1.0.
+                    s.write(ByteBuffer.wrap(new byte[] {22, 3, 1, 2, 0}));
+                  }
+                } catch (IOException e) {
+                  throw new UncheckedIOException(e);
+                }
+                drip.scheduleAtFixedRate(
+                    () -> {
+                      for (SocketChannel s : strangers) {
+                        try {
+                          s.write(ByteBuffer.wrap(new byte[] {1}));
+                        } catch (IOException | RuntimeException closed) {
+                          // dropped by the acceptor: what the test wants
+                        }
+                      }
+                    },
+                    100,
+                    100,
+                    TimeUnit.MILLISECONDS);
+                start[0] = System.nanoTime();
+              });
+    } finally {
+      drip.shutdownNow();
+      assertThat(drip.awaitTermination(10, TimeUnit.SECONDS)).isTrue();
+    }
+    double seconds = (System.nanoTime() - start[0]) / 1e9;
+    assertThat(seconds)
+        .as("seconds to form the TLS ring behind %d dripping strangers", dripping)
+        .isLessThan(15);
+    assertThat(comms.get(1).rejectedConnections()).isEqualTo(dripping);
     List<float[]> got =
         Rings.onEachOk(
             comms,

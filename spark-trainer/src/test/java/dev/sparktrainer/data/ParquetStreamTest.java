@@ -208,6 +208,71 @@ class ParquetStreamTest {
   }
 
   @Test
+  void sparkDecimalsReadAsTheirValuesDirectlyAndAfterStaging() throws IOException {
+    SparkSession spark = spark();
+    StructType schema =
+        new StructType()
+            .add("id", DataTypes.LongType, false)
+            .add("d", DataTypes.createDecimalType(10, 2), false)
+            .add("small", DataTypes.createDecimalType(5, 3), false)
+            .add("wide", DataTypes.createDecimalType(22, 4), false)
+            .add("label", DataTypes.createDecimalType(3, 0), false);
+    List<Row> rows = new ArrayList<>();
+    for (long id = 0; id < 30; id++) {
+      rows.add(
+          RowFactory.create(
+              id,
+              java.math.BigDecimal.valueOf(1234 + id, 2),
+              java.math.BigDecimal.valueOf(-(1234 + id), 3),
+              java.math.BigDecimal.valueOf(1234 + id, 4),
+              java.math.BigDecimal.valueOf(id % 10)));
+    }
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath("x")
+            .optFormat(DatasetSpec.Format.PARQUET)
+            .addFeature("id", 1)
+            .addFeature("d", 1)
+            .addFeature("small", 1)
+            .addFeature("wide", 1)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    LongFunction<float[]> expected =
+        id ->
+            new float[] {
+              id,
+              java.math.BigDecimal.valueOf(1234 + id, 2).floatValue(),
+              java.math.BigDecimal.valueOf(-(1234 + id), 3).floatValue(),
+              java.math.BigDecimal.valueOf(1234 + id, 4).floatValue()
+            };
+    // Read directly: Spark's standard format (INT32, INT64, fixed-length) and its legacy one (all
+    // fixed-length).
+    Path standard = dir.resolve("decimals");
+    spark.createDataFrame(rows, schema).repartition(2).write().parquet(standard.toString());
+    assertRecords(standard, spec, 30, expected);
+    assertPipeline(standard, spec, 30, expected);
+    Path legacy = dir.resolve("decimals-legacy");
+    spark.conf().set("spark.sql.parquet.writeLegacyFormat", "true");
+    try {
+      spark.createDataFrame(rows, schema).repartition(2).write().parquet(legacy.toString());
+    } finally {
+      spark.conf().unset("spark.sql.parquet.writeLegacyFormat");
+    }
+    assertRecords(legacy, spec, 30, expected);
+    // After staging (a DataFrame that is not a plain file scan).
+    try (DataFrameInput in =
+        DataFrameInput.of(
+            spark.createDataFrame(rows, schema), spec, dir.resolve("staging").toString())) {
+      assertThat(in.staged()).isTrue();
+      assertRecords(
+          Path.of(new org.apache.hadoop.fs.Path(in.spec().paths().get(0)).toUri().getPath()),
+          spec,
+          30,
+          expected);
+    }
+  }
+
+  @Test
   void nullsFailNamingFileRowAndColumn() throws IOException {
     SparkSession spark = spark();
     StructType schema =

@@ -323,6 +323,50 @@ class WorkerCountResumeTest {
     assertThat(resumed.history().epochs()).hasSize(2);
   }
 
+  /**
+   * The same worker count, but the order changed (here the shuffle buffer; added or rewritten
+   * files, a re-staged DataFrame, other cycle or sharding options alike): the epoch restarts rather
+   * than skip the new order's first batches (which would train some records twice and others never)
+   * and record the new key for a plan it did not follow. Seen from the next resume: the checkpoint
+   * it finds is 10 steps into the restarted epoch, not 30 into the old one.
+   */
+  @Test
+  void aChangedOrderOnTheSameWorkerCountRestartsTheEpoch() throws Exception {
+    PipelineOptions before =
+        PipelineOptions.builder().optBatchSize(16).optShuffleBuffer(300).build();
+    PipelineOptions after = before.toBuilder().optShuffleBuffer(100).build();
+    interrupted(2, 16, onFiles(before)); // checkpoint at step 20, epoch 0
+    DistributedTrainer second = checkpointed(2, 16, onFiles(after)).optInjectFailure(0, 35).build();
+    assertThatThrownBy(() -> second.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class); // checkpoint at step 30
+    TrainedModel resumed =
+        checkpointed(2, 16, onFiles(after)).build().fitInProcess(1, new Configuration());
+    assertThat(resumed.history().resumes()).hasSize(2);
+    Resume first = resumed.history().resumes().get(0);
+    assertThat(first.stepInEpoch()).isEqualTo(20);
+    assertThat(first.workers()).isNull(); // the layout did not change
+    Resume next = resumed.history().resumes().get(1);
+    assertThat(next.step()).isEqualTo(30);
+    assertThat(next.epoch()).isEqualTo(0);
+    assertThat(next.stepInEpoch()).as("steps into the restarted epoch").isEqualTo(10);
+    assertThat(resumed.history().epochs()).hasSize(2);
+  }
+
+  /** The same worker count and the same order: the epoch continues where it stopped. */
+  @Test
+  void anUnchangedOrderOnTheSameWorkerCountContinuesTheEpoch() throws Exception {
+    PipelineOptions options =
+        PipelineOptions.builder().optBatchSize(16).optShuffleBuffer(300).build();
+    interrupted(2, 16, onFiles(options));
+    DistributedTrainer second =
+        checkpointed(2, 16, onFiles(options)).optInjectFailure(0, 35).build();
+    assertThatThrownBy(() -> second.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class);
+    TrainedModel resumed =
+        checkpointed(2, 16, onFiles(options)).build().fitInProcess(1, new Configuration());
+    assertThat(resumed.history().resumes().get(1).stepInEpoch()).isEqualTo(30);
+  }
+
   /** The in-memory batches without their global order: as the file pipeline. */
   private static BatchSourceFactory withoutGlobalOrder(BatchSourceFactory f) {
     return new BatchSourceFactory() {
