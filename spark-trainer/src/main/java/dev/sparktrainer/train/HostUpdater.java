@@ -37,6 +37,13 @@ final class HostUpdater extends ParameterUpdater {
 
   private final NDArray[] stagedTensors;
 
+  /**
+   * [replica][gradient bucket]: on a CPU replica, the flat bucket's own memory (a direct view of
+   * the tensor's storage, which the flat tensor and the parameters' views keep alive): the new
+   * values are written there by Java, with no engine call and no copy. Null rows for GPU replicas.
+   */
+  private final FloatBuffer[][] inPlace;
+
   HostUpdater(
       ReplicaSet replicas,
       GradientBuckets buckets,
@@ -125,17 +132,26 @@ final class HostUpdater extends ParameterUpdater {
     writeBack(b);
   }
 
-  /** Bucket {@code b}'s new values into every replica: one copy each, from the staging buffer. */
+  /**
+   * Bucket {@code b}'s new values into every replica: written straight into a CPU replica's flat
+   * memory; for a GPU replica staged once in a direct buffer and copied with one engine call.
+   */
   private void writeBack(int b) {
-    FloatBuffer f = staged[b];
-    for (int j : buckets.members[b]) {
-      int i = replicas.trainable[j];
-      f.put(buckets.offset[j] - buckets.start[b], values[i]);
-    }
-    for (NDArray[] replica : flat.values) {
-      FlatState.copy(replica[b], stagedTensors[b]);
-      ledger.writebackCalls++;
-      ledger.bytesToDevice += 4L * buckets.count[b];
+    boolean isStaged = false;
+    for (int d = 0; d < flat.values.length; d++) {
+      FloatBuffer f = inPlace[d] != null ? inPlace[d][b] : staged[b];
+      if (inPlace[d] != null || !isStaged) {
+        for (int j : buckets.members[b]) {
+          int i = replicas.trainable[j];
+          f.put(buckets.offset[j] - buckets.start[b], values[i]);
+        }
+        isStaged |= inPlace[d] == null;
+      }
+      if (inPlace[d] == null) {
+        FlatState.copy(flat.values[d][b], stagedTensors[b]);
+        ledger.writebackCalls++;
+        ledger.bytesToDevice += 4L * buckets.count[b];
+      }
     }
   }
 
