@@ -1,5 +1,6 @@
 package dev.sparktrainer.train;
 
+import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
@@ -62,6 +63,17 @@ final class HostUpdater extends ParameterUpdater {
           ByteBuffer.allocateDirect(4 * buckets.count[b]).order(ByteOrder.nativeOrder());
       staged[b] = direct.asFloatBuffer();
       stagedTensors[b] = grads.host().create(direct, new Shape(buckets.count[b]), DataType.FLOAT32);
+    }
+    inPlace = new FloatBuffer[flat.values.length][];
+    for (int d = 0; d < flat.values.length; d++) {
+      // Only on the CPU device itself is toByteBuffer(true) a view (elsewhere it is a copy).
+      if (nb > 0 && flat.values[d][0].getDevice().equals(Device.cpu())) {
+        inPlace[d] = new FloatBuffer[nb];
+        for (int b = 0; b < nb; b++) {
+          inPlace[d][b] =
+              flat.values[d][b].toByteBuffer(true).order(ByteOrder.nativeOrder()).asFloatBuffer();
+        }
+      }
     }
     this.threads = Math.max(1, threads);
     for (int s = 0; s < optimizer.slotCount(); s++) {
