@@ -45,6 +45,19 @@ final class FlatGradients implements AutoCloseable {
   /** [bucket]: this step's gradient of the bucket on the first replica's device. */
   private final NDArray[] sum;
 
+  /**
+   * The first replica is on the CPU, whose memory the arena is: a single replica's gradients are
+   * copied straight into the arena (one copy per tensor, no bucket tensor made and copied again),
+   * and the optimizer reads the reduced bucket where the ring left it.
+   */
+  private final boolean arenaIsDeviceMemory;
+
+  /** [trainable j]: its slice of the arena (CPU only), made on first use. */
+  private final NDArray[] arenaViews;
+
+  /** [bucket]: this step's gradient is in the arena, not in {@link #sum}. */
+  private final boolean[] inArena;
+
   /** Arrays made for this step only (moves to other replicas' devices), closed by endStep. */
   private final List<NDArray> temporaries = new ArrayList<>();
 
@@ -62,6 +75,9 @@ final class FlatGradients implements AutoCloseable {
     int k = replicas.devices().size();
     engineGrads = new PtNDArray[k][replicas.trainable.length];
     sum = new NDArray[buckets.gradientBuckets()];
+    inArena = new boolean[buckets.gradientBuckets()];
+    arenaIsDeviceMemory = replicas.devices().get(0).equals(Device.cpu());
+    arenaViews = new NDArray[replicas.trainable.length];
     host = NDManager.newBaseManager(Device.cpu());
     arena = new NDArray[buckets.buckets()];
     try {
@@ -94,6 +110,13 @@ final class FlatGradients implements AutoCloseable {
    * the same operations, in the same order, as a per-parameter loop.
    */
   void gather(int b, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
+    inArena[b] = false;
+    if (raw && viaArena && arenaIsDeviceMemory) {
+      copyIntoArena(b);
+      zero(0, b);
+      inArena[b] = true;
+      return;
+    }
     boolean firstTerm = first;
     Device home = replicas.devices().get(0);
     for (int d = 0; d < counts.length; d++) {
@@ -137,26 +160,17 @@ final class FlatGradients implements AutoCloseable {
     List<NDArray> stand = null;
     for (int x = 0; x < members.length; x++) {
       int j = members[x];
-      PtNDArray g = engineGrads[d][j];
+      PtNDArray g = engineGrad(d, j);
       if (g == null) {
+        // No gradient reached this parameter yet (unused so far): zeros for this step.
         PtNDArray p = (PtNDArray) replicas.params[d][replicas.trainable[j]].getArray();
-        PtNDArray grad = JniUtils.getGradient(p);
+        g = (PtNDArray) p.getManager().zeros(new Shape(p.size()), p.getDataType(), p.getDevice());
         ledger.gradientCalls++;
-        if (grad == null) {
-          // No gradient reached this parameter yet (unused so far): zeros for this step.
-          g = (PtNDArray) p.getManager().zeros(new Shape(p.size()), p.getDataType(), p.getDevice());
-          ledger.gradientCalls++;
-          ledger.deviceAllocations++;
-          if (stand == null) {
-            stand = new ArrayList<>();
-          }
-          stand.add(g);
-        } else {
-          g = JniUtils.reshape(grad, new long[] {-1});
-          grad.close();
-          ledger.gradientCalls++;
-          engineGrads[d][j] = g;
+        ledger.deviceAllocations++;
+        if (stand == null) {
+          stand = new ArrayList<>();
         }
+        stand.add(g);
       }
       parts[x] = g;
     }
@@ -167,6 +181,52 @@ final class FlatGradients implements AutoCloseable {
       stand.forEach(NDArray::close);
     }
     return out;
+  }
+
+  /** Copies replica 0's engine gradients of bucket {@code b} into their arena slices (CPU). */
+  private void copyIntoArena(int b) {
+    for (int j : buckets.members[b]) {
+      PtNDArray g = engineGrad(0, j);
+      if (arenaViews[j] == null) {
+        arenaViews[j] =
+            FlatState.slice(
+                arena[b],
+                buckets.offset[j] - buckets.start[b],
+                replicas.sizes[replicas.trainable[j]]);
+        ledger.gradientCalls++;
+      }
+      if (g == null) {
+        // No gradient reached this parameter yet (unused so far): zeros.
+        try (NDArray zeros = arenaViews[j].zerosLike()) {
+          FlatState.copy(arenaViews[j], zeros);
+        }
+        ledger.deviceAllocations++;
+      } else {
+        FlatState.copy(arenaViews[j], g);
+      }
+      ledger.gradientCalls++;
+    }
+    ledger.bytesToHost += 4L * buckets.count[b];
+  }
+
+  /**
+   * Replica {@code d}'s flattened view of the engine's gradient of trainable {@code j}, taken once;
+   * null while the engine has none.
+   */
+  private PtNDArray engineGrad(int d, int j) {
+    PtNDArray g = engineGrads[d][j];
+    if (g == null) {
+      PtNDArray grad =
+          JniUtils.getGradient((PtNDArray) replicas.params[d][replicas.trainable[j]].getArray());
+      ledger.gradientCalls++;
+      if (grad != null) {
+        g = JniUtils.reshape(grad, new long[] {-1});
+        grad.close();
+        ledger.gradientCalls++;
+        engineGrads[d][j] = g;
+      }
+    }
+    return g;
   }
 
   /** Zeroes replica {@code d}'s engine gradients of bucket {@code b}, in place. */
@@ -186,6 +246,9 @@ final class FlatGradients implements AutoCloseable {
 
   /** Copies bucket {@code b}'s gradient into its arena slice: the one crossing to the host. */
   void toArena(int b) {
+    if (inArena[b]) {
+      return; // gathered there
+    }
     FlatState.copy(arena[b], sum[b]);
     ledger.gradientCalls++;
     ledger.bytesToHost += 4L * buckets.count[b];
@@ -197,6 +260,9 @@ final class FlatGradients implements AutoCloseable {
    * gathered one; moved to replica {@code d}'s device when that is another.
    */
   NDArray reduced(int b, int d, boolean fromArena) {
+    if (fromArena && arenaIsDeviceMemory) {
+      return arena[b]; // the CPU reads the reduced bucket in place
+    }
     if (d == 0) {
       if (fromArena) {
         FlatState.copy(sum[b], arena[b]);
@@ -330,6 +396,11 @@ final class FlatGradients implements AutoCloseable {
       }
     }
     for (NDArray a : sum) {
+      if (a != null) {
+        a.close();
+      }
+    }
+    for (NDArray a : arenaViews) {
       if (a != null) {
         a.close();
       }
