@@ -52,6 +52,13 @@ final class FlatGradients implements AutoCloseable {
    */
   private final boolean arenaIsDeviceMemory;
 
+  /**
+   * [replica][trainable j]: 0 not checked yet, 1 the cached view aliases the engine's {@code .grad}
+   * (checked once), -1 it does not (a gradient whose layout made the flattening a copy): that
+   * parameter's gradient is fetched afresh every step.
+   */
+  private final byte[][] aliasing;
+
   /** [trainable j]: its slice of the arena (CPU only), made on first use. */
   private final NDArray[] arenaViews;
 
@@ -74,6 +81,7 @@ final class FlatGradients implements AutoCloseable {
     this.viaArena = viaArena;
     int k = replicas.devices().size();
     engineGrads = new PtNDArray[k][replicas.trainable.length];
+    aliasing = new byte[k][replicas.trainable.length];
     sum = new NDArray[buckets.gradientBuckets()];
     inArena = new boolean[buckets.gradientBuckets()];
     arenaIsDeviceMemory = replicas.devices().get(0).equals(Device.cpu());
@@ -223,7 +231,11 @@ final class FlatGradients implements AutoCloseable {
         g = JniUtils.reshape(grad, new long[] {-1});
         grad.close();
         ledger.gradientCalls++;
-        engineGrads[d][j] = g;
+        if (aliasing[d][j] < 0) {
+          temporaries.add(g); // a copy of this step's gradient, freed with the step
+        } else {
+          engineGrads[d][j] = g;
+        }
       }
     }
     return g;
@@ -232,9 +244,37 @@ final class FlatGradients implements AutoCloseable {
   /** Zeroes replica {@code d}'s engine gradients of bucket {@code b}, in place. */
   private void zero(int d, int b) {
     for (int j : buckets.members[b]) {
-      JniUtils.zeroGrad((PtNDArray) replicas.params[d][replicas.trainable[j]].getArray());
+      PtNDArray p = (PtNDArray) replicas.params[d][replicas.trainable[j]].getArray();
+      JniUtils.zeroGrad(p);
+      if (aliasing[d][j] == 0 && engineGrads[d][j] != null) {
+        checkAliasing(d, j, p);
+      }
     }
     ledger.gradientCalls += buckets.members[b].length;
+  }
+
+  /**
+   * Once per parameter, with its gradient just zeroed: a one written through the cached view must
+   * show in the engine's {@code .grad}. If it does not, the view is a copy and would freeze the
+   * gradient at its first value; the parameter's gradient is then fetched every step instead.
+   */
+  private void checkAliasing(int d, int j, PtNDArray p) {
+    PtNDArray view = engineGrads[d][j];
+    view.addi(1f);
+    float least;
+    try (PtNDArray grad = JniUtils.getGradient(p);
+        NDArray min = grad.min()) {
+      least = min.getFloat();
+    }
+    JniUtils.zeroGrad(p);
+    ledger.gradientCalls += 5;
+    if (least == 1f) {
+      aliasing[d][j] = 1;
+    } else {
+      aliasing[d][j] = -1;
+      engineGrads[d][j] = null;
+      view.close();
+    }
   }
 
   private void replace(int b, NDArray g) {
