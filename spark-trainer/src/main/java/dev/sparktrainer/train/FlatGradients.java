@@ -7,6 +7,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -59,8 +60,8 @@ final class FlatGradients implements AutoCloseable {
    */
   private final byte[][] aliasing;
 
-  /** [trainable j]: its slice of the arena (CPU only), made on first use. */
-  private final NDArray[] arenaViews;
+  /** [trainable j]: a direct view of replica 0's {@code .grad} memory once it aliases (CPU). */
+  private final ByteBuffer[] gradMemory;
 
   /** [bucket]: this step's gradient is in the arena, not in {@link #sum}. */
   private final boolean[] inArena;
@@ -85,7 +86,7 @@ final class FlatGradients implements AutoCloseable {
     sum = new NDArray[buckets.gradientBuckets()];
     inArena = new boolean[buckets.gradientBuckets()];
     arenaIsDeviceMemory = replicas.devices().get(0).equals(Device.cpu());
-    arenaViews = new NDArray[replicas.trainable.length];
+    gradMemory = new ByteBuffer[replicas.trainable.length];
     host = NDManager.newBaseManager(Device.cpu());
     arena = new NDArray[buckets.buckets()];
     try {
@@ -121,7 +122,6 @@ final class FlatGradients implements AutoCloseable {
     inArena[b] = false;
     if (raw && viaArena && arenaIsDeviceMemory) {
       copyIntoArena(b);
-      zero(0, b);
       inArena[b] = true;
       return;
     }
@@ -191,31 +191,56 @@ final class FlatGradients implements AutoCloseable {
     return out;
   }
 
-  /** Copies replica 0's engine gradients of bucket {@code b} into their arena slices (CPU). */
+  /**
+   * Copies replica 0's engine gradients of bucket {@code b} into their arena slices and zeroes them
+   * (CPU: the engine's gradients are host memory). Once a gradient's view is known to alias its
+   * {@code .grad}, both are plain memory copies from Java through a direct view of it: no engine
+   * call per tensor.
+   */
   private void copyIntoArena(int b) {
     for (int j : buckets.members[b]) {
       PtNDArray g = engineGrad(0, j);
-      if (arenaViews[j] == null) {
-        arenaViews[j] =
-            FlatState.slice(
-                arena[b],
-                buckets.offset[j] - buckets.start[b],
-                replicas.sizes[replicas.trainable[j]]);
-        ledger.gradientCalls++;
-      }
+      int at = 4 * buckets.offset[j];
+      int bytes = 4 * replicas.sizes[replicas.trainable[j]];
       if (g == null) {
-        // No gradient reached this parameter yet (unused so far): zeros.
-        try (NDArray zeros = arenaViews[j].zerosLike()) {
-          FlatState.copy(arenaViews[j], zeros);
-        }
-        ledger.deviceAllocations++;
-      } else {
-        FlatState.copy(arenaViews[j], g);
+        fillZeros(buckets.arena, at, bytes); // no gradient reached it yet
+        continue;
       }
-      ledger.gradientCalls++;
+      if (aliasing[0][j] == 1) {
+        ByteBuffer memory = gradMemory[j];
+        if (memory == null) {
+          memory = g.toByteBuffer(true);
+          ledger.gradientCalls++;
+          gradMemory[j] = memory;
+        }
+        buckets.arena.put(at, memory, 0, bytes);
+        fillZeros(memory, 0, bytes);
+      } else {
+        try (NDArray slice =
+            FlatState.slice(arena[b], buckets.offset[j] - buckets.start[b], bytes / 4)) {
+          FlatState.copy(slice, g);
+        }
+        PtNDArray p = (PtNDArray) replicas.params[0][replicas.trainable[j]].getArray();
+        JniUtils.zeroGrad(p);
+        ledger.gradientCalls += 3;
+        if (aliasing[0][j] == 0 && engineGrads[0][j] != null) {
+          checkAliasing(0, j, p);
+        }
+      }
     }
     ledger.bytesToHost += 4L * buckets.count[b];
   }
+
+  /** Writes {@code bytes} zero bytes into {@code dst} from {@code at} (absolute; no position). */
+  private static void fillZeros(ByteBuffer dst, int at, int bytes) {
+    for (int done = 0; done < bytes; ) {
+      int n = Math.min(ZEROS.capacity(), bytes - done);
+      dst.put(at + done, ZEROS, 0, n);
+      done += n;
+    }
+  }
+
+  private static final ByteBuffer ZEROS = ByteBuffer.allocateDirect(1 << 20);
 
   /**
    * Replica {@code d}'s flattened view of the engine's gradient of trainable {@code j}, taken once;
@@ -436,11 +461,6 @@ final class FlatGradients implements AutoCloseable {
       }
     }
     for (NDArray a : sum) {
-      if (a != null) {
-        a.close();
-      }
-    }
-    for (NDArray a : arenaViews) {
       if (a != null) {
         a.close();
       }
