@@ -6,10 +6,16 @@
  * <p>Inside: the pre-flight checks on the driver ({@code Preflight}); the barrier task, which meets
  * its peers through {@code BarrierTaskContext.allGather} and forms the collective ring ({@code
  * BarrierTrainingTask}); the Spark-free worker loop ({@code Worker}) over the model replicas of the
- * worker's devices ({@code ReplicaSet}); and the training state that checkpoints and the start-up
- * broadcast carry ({@code TrainingState}). Each rank's step times ({@code StepTimes}) are gathered
- * at every epoch's end into rank 0's {@link dev.sparktrainer.train.StragglerReport}, which names
- * the slowest rank. Data comes from a {@link dev.sparktrainer.train.BatchSourceFactory}: the input
- * pipeline's, or {@link dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.
+ * worker's devices ({@code ReplicaSet}), whose step ({@code TrainStep}) keeps parameters and
+ * optimizer state in flat per-bucket device tensors the blocks' parameters are views of ({@code
+ * FlatState}), gathers gradients a bucket at a time and moves them to the host arena only for the
+ * ring ({@code FlatGradients}, {@code BucketReducer}), updates them in one of two placements
+ * ({@code DeviceUpdater}, {@code HostUpdater}) and counts what it pays a device for ({@code
+ * StepLedger}); batches reach a GPU one step ahead ({@code DevicePrefetch}); and the training state
+ * that checkpoints and the start-up broadcast carry ({@code TrainingState}). Each rank's step times
+ * ({@code StepTimes}) are gathered at every epoch's end into rank 0's {@link
+ * dev.sparktrainer.train.StragglerReport}, which names the slowest rank. Data comes from a {@link
+ * dev.sparktrainer.train.BatchSourceFactory}: the input pipeline's, or {@link
+ * dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.
  */
 package dev.sparktrainer.train;
