@@ -337,6 +337,35 @@ class FlatStepTest {
         Duration.ofSeconds(30));
   }
 
+  /**
+   * A constructor that fails after starting the all-reduce thread (here: an unresolved placement,
+   * refused by the updater, the last part made) stops that thread again: a retried stage must not
+   * leak a thread and a model-sized arena per attempt (issue 24 item 6).
+   */
+  @Test
+  void aFailedConstructionStopsTheAllReduceThread() throws Exception {
+    List<Communicator> ring = formRing(2);
+    try (ReplicaSet replicas = new ReplicaSet(MlpSpec.of(64, 10, 32), List.of(Device.cpu()), 7)) {
+      OptimizerSpec opt = OptimizerSpec.adam().build();
+      org.assertj.core.api.Assertions.assertThatThrownBy(
+              () -> newStep(replicas, ring.get(0), opt, OptimizerPlacement.AUTO, 4096, true, true))
+          .hasMessageContaining("Unresolved optimizer placement");
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      boolean alive = true;
+      while (alive && System.nanoTime() < deadline) {
+        alive =
+            Thread.getAllStackTraces().keySet().stream()
+                .anyMatch(t -> t.getName().equals("allreduce-rank0") && t.isAlive());
+        if (alive) {
+          Thread.onSpinWait();
+        }
+      }
+      assertThat(alive).as("the all-reduce thread of the failed construction is gone").isFalse();
+    } finally {
+      ring.forEach(Communicator::close);
+    }
+  }
+
   // ---- the ledger ----
 
   /** Runs 3 steps of ResNet-20 (65 trainable tensors) and returns the ledger of the last two. */
