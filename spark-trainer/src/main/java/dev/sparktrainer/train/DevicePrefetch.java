@@ -9,7 +9,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /**
  * A prefetch-to-device slot: batch N+1 is taken from the source (on a GPU that is its upload from
@@ -29,6 +28,11 @@ final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
   private Future<Batch> pending;
   private Batch ready;
 
+  /** Set by {@link #close}; a batch the slot's thread makes after it is closed by that thread. */
+  private final Object lock = new Object();
+
+  private boolean closed;
+
   DevicePrefetch(Iterator<Batch> source, String name) {
     this.source = source;
     this.thread =
@@ -42,7 +46,24 @@ final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
   }
 
   private void fetch() {
-    pending = thread.submit(() -> source.hasNext() ? source.next() : END);
+    pending = thread.submit(this::make);
+  }
+
+  /** On the slot's thread: the next batch, or END; nothing once closed. */
+  private Batch make() {
+    synchronized (lock) {
+      if (closed) {
+        return END;
+      }
+    }
+    Batch b = source.hasNext() ? source.next() : END;
+    synchronized (lock) {
+      if (closed && b != END) {
+        b.close(); // closed while it was being made: nobody will take it
+        return END;
+      }
+    }
+    return b;
   }
 
   @Override
@@ -89,22 +110,30 @@ final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
       ready.close();
     }
     ready = null;
-    // A fetch not started yet is cancelled; one under way is interrupted (a source blocked on its
-    // readers gives up) and awaited, and the batch it made is closed.
-    if (pending != null && !pending.cancel(false)) {
-      thread.shutdownNow();
+    synchronized (lock) {
+      closed = true;
+    }
+    // A fetch not started will not run; one under way is interrupted (a source blocked on its
+    // readers gives up) and closes what it makes itself; one done left a batch that is closed here.
+    if (pending != null && !pending.cancel(true)) {
       try {
-        Batch b = pending.get(30, TimeUnit.SECONDS);
+        Batch b = pending.get();
         if (b != END) {
           b.close();
         }
-      } catch (ExecutionException | CancellationException | TimeoutException e) {
-        // Nothing was made, or the source is stuck: closing the source (next) releases it.
+      } catch (ExecutionException | CancellationException e) {
+        // Nothing was made.
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
     }
     pending = null;
-    thread.shutdownNow();
+    // The source is closed after this: wait until the slot's thread no longer uses it.
+    thread.shutdown();
+    try {
+      thread.awaitTermination(30, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

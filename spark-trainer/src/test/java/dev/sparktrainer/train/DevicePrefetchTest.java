@@ -103,12 +103,20 @@ class DevicePrefetchTest {
 
   @Test
   void closeClosesTheBatchMadeAheadAndStopsTheThread() throws Exception {
-    Source source = new Source(10);
-    DevicePrefetch p = new DevicePrefetch(source, "prefetch-close-test");
-    p.next().close();
-    p.close();
-    source.manager.close();
-    assertThat(source.closed.get()).as("every batch made was closed").isEqualTo(source.made.get());
+    // Many times: the close races the slot's thread at every stage of its fetch.
+    for (int round = 0; round < 200; round++) {
+      Source source = new Source(10);
+      DevicePrefetch p = new DevicePrefetch(source, "prefetch-close-test");
+      for (int i = 0; i < round % 3; i++) {
+        p.next().close();
+      }
+      p.close();
+      // close() returns once the slot's thread is done with the source: nothing it made is open.
+      assertThat(source.closed.get())
+          .as("round " + round + ": every batch made was closed")
+          .isEqualTo(source.made.get());
+      source.manager.close();
+    }
     CountDownLatch gone = new CountDownLatch(1);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (System.nanoTime() < deadline) {
