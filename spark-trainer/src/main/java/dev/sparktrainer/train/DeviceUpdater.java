@@ -58,7 +58,8 @@ final class DeviceUpdater extends ParameterUpdater {
           s.tempAttach(scope);
         }
         ledger.optimizerCalls += optimizer.applyTensors(p, g, st, lr);
-        ledger.deviceAllocations += scope.getManagedArrays().size();
+        // The scope lists the operands attached for the update too; the rest it made.
+        ledger.deviceAllocations += scope.getManagedArrays().size() - 2 - st.length;
       }
     }
   }

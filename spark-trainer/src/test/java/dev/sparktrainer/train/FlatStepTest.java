@@ -404,6 +404,8 @@ class FlatStepTest {
     assertThat(l.perStep(l.writebackCalls())).as("parameters are views").isZero();
     // One cat per bucket, one zeroing per tensor.
     assertThat(l.perStep(l.gradientCalls())).isLessThanOrEqualTo(tensors + 2.0 * buckets);
+    // Per bucket: the cat, and AdamW's four temporaries (g(1-b1), g*g, sqrt(v), m*step).
+    assertThat(l.perStep(l.deviceAllocations())).isEqualTo(5.0 * buckets);
     assertThat(l.bytesToHost()).as("nothing crosses to the host with one worker").isZero();
     assertThat(l.bytesToDevice()).isZero();
     assertThat(l.heapUploads()).isZero();
