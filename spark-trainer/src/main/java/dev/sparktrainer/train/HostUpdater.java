@@ -56,15 +56,8 @@ final class HostUpdater extends ParameterUpdater {
     super(replicas, buckets, flat, grads, optimizer, ledger);
     this.values = replicas.readValues();
     int nb = buckets.gradientBuckets();
-    staged = new FloatBuffer[nb];
-    stagedTensors = new NDArray[nb];
-    for (int b = 0; b < nb; b++) {
-      ByteBuffer direct =
-          ByteBuffer.allocateDirect(4 * buckets.count[b]).order(ByteOrder.nativeOrder());
-      staged[b] = direct.asFloatBuffer();
-      stagedTensors[b] = grads.host().create(direct, new Shape(buckets.count[b]), DataType.FLOAT32);
-    }
     inPlace = new FloatBuffer[flat.values.length][];
+    boolean stage = false;
     for (int d = 0; d < flat.values.length; d++) {
       // Only on the CPU device itself is toByteBuffer(true) a view (elsewhere it is a copy).
       if (nb > 0 && flat.values[d][0].getDevice().equals(Device.cpu())) {
@@ -73,7 +66,18 @@ final class HostUpdater extends ParameterUpdater {
           inPlace[d][b] =
               flat.values[d][b].toByteBuffer(true).order(ByteOrder.nativeOrder()).asFloatBuffer();
         }
+      } else {
+        stage = true;
       }
+    }
+    // Staging (a model-sized direct buffer) only for replicas on another device.
+    staged = stage ? new FloatBuffer[nb] : null;
+    stagedTensors = stage ? new NDArray[nb] : new NDArray[0];
+    for (int b = 0; stage && b < nb; b++) {
+      ByteBuffer direct =
+          ByteBuffer.allocateDirect(4 * buckets.count[b]).order(ByteOrder.nativeOrder());
+      staged[b] = direct.asFloatBuffer();
+      stagedTensors[b] = grads.host().create(direct, new Shape(buckets.count[b]), DataType.FLOAT32);
     }
     this.threads = Math.max(1, threads);
     for (int s = 0; s < optimizer.slotCount(); s++) {
@@ -151,19 +155,25 @@ final class HostUpdater extends ParameterUpdater {
   private void writeBack(int b) {
     boolean isStaged = false;
     for (int d = 0; d < flat.values.length; d++) {
-      FloatBuffer f = inPlace[d] != null ? inPlace[d][b] : staged[b];
-      if (inPlace[d] != null || !isStaged) {
-        for (int j : buckets.members[b]) {
-          int i = replicas.trainable[j];
-          f.put(buckets.offset[j] - buckets.start[b], values[i]);
-        }
-        isStaged |= inPlace[d] == null;
+      if (inPlace[d] != null) {
+        put(inPlace[d][b], b);
+        continue;
       }
-      if (inPlace[d] == null) {
-        FlatState.copy(flat.values[d][b], stagedTensors[b]);
-        ledger.writebackCalls++;
-        ledger.bytesToDevice += 4L * buckets.count[b];
+      if (!isStaged) {
+        put(staged[b], b);
+        isStaged = true;
       }
+      FlatState.copy(flat.values[d][b], stagedTensors[b]);
+      ledger.writebackCalls++;
+      ledger.bytesToDevice += 4L * buckets.count[b];
+    }
+  }
+
+  /** Bucket {@code b}'s new values into {@code f}, laid out as the bucket. */
+  private void put(FloatBuffer f, int b) {
+    for (int j : buckets.members[b]) {
+      int i = replicas.trainable[j];
+      f.put(buckets.offset[j] - buckets.start[b], values[i]);
     }
   }
 

@@ -125,13 +125,6 @@ final class ReplicaSet implements AutoCloseable {
     return out;
   }
 
-  /** Writes {@code values} (every parameter, in order) into every replica. */
-  void writeValues(float[][] values) {
-    for (int i = 0; i < names.length; i++) {
-      upload(i, values[i]);
-    }
-  }
-
   /**
    * Writes parameter {@code i}'s {@code values} into every replica, through its reused direct
    * buffer (copied into the tensor's own memory; on a GPU it is a host-to-device copy).

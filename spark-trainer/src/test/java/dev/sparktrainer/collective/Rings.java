@@ -17,7 +17,7 @@ import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
 /** Test support: N ranks as threads on 127.0.0.1. */
-final class Rings {
+public final class Rings {
   static final Duration TEST_DEADLINE = Duration.ofSeconds(60);
 
   private Rings() {}
@@ -44,7 +44,7 @@ final class Rings {
    * Forms a ring of {@code n} ranks (each built on its own thread, as the builds wait for each
    * other).
    */
-  static List<Communicator> form(int n, Consumer<Communicator.Builder> config) {
+  public static List<Communicator> form(int n, Consumer<Communicator.Builder> config) {
     return form(n, config, listeners -> {});
   }
 

@@ -11,8 +11,7 @@ import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.collective.Communicator;
-import dev.sparktrainer.collective.JobSecret;
-import dev.sparktrainer.collective.RingListener;
+import dev.sparktrainer.collective.Rings;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.CustomSpec;
 import dev.sparktrainer.model.LossSpec;
@@ -272,44 +271,8 @@ class FlatStepTest {
     }
   }
 
-  private static List<Communicator> formRing(int n) throws Exception {
-    JobSecret secret = JobSecret.generate();
-    List<RingListener> listeners = new ArrayList<>();
-    List<String> peers = new ArrayList<>();
-    for (int r = 0; r < n; r++) {
-      RingListener l = RingListener.bind("127.0.0.1");
-      listeners.add(l);
-      peers.add(l.address());
-    }
-    ExecutorService pool = Executors.newFixedThreadPool(n);
-    List<Communicator> out = new ArrayList<>();
-    try {
-      List<Future<Communicator>> built = new ArrayList<>();
-      for (int r = 0; r < n; r++) {
-        int rank = r;
-        built.add(
-            pool.submit(
-                () ->
-                    Communicator.builder()
-                        .setRank(rank)
-                        .setPeers(peers)
-                        .setSecret(secret)
-                        .setListener(listeners.get(rank))
-                        .optConnectTimeout(Duration.ofSeconds(20))
-                        .optOperationTimeout(Duration.ofSeconds(30))
-                        .build()));
-      }
-      for (Future<Communicator> f : built) {
-        out.add(f.get(60, TimeUnit.SECONDS));
-      }
-      return out;
-    } catch (Exception e) {
-      out.forEach(Communicator::close);
-      throw e;
-    } finally {
-      pool.shutdownNow();
-      listeners.forEach(RingListener::close);
-    }
+  private static List<Communicator> formRing(int n) {
+    return Rings.form(n, b -> {});
   }
 
   static TrainStep newStep(
