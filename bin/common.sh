@@ -148,3 +148,23 @@ stop_cluster_pids() {
     done < "$f"
   done
 }
+
+# find_torch_python: sets PYTHON to the interpreter of the PyTorch anchors (bin/torch-step.py,
+# bin/torch-train.py): PYTHON as given if it imports torch, else the first of python3,
+# /usr/bin/python3 that does; "none" (and says so) when there is none. PYTHON=none skips them.
+find_torch_python() {
+  if [ -z "${PYTHON:-}" ]; then
+    PYTHON=none
+    for p in python3 /usr/bin/python3; do
+      if command -v "$p" > /dev/null && "$p" -c 'import torch' 2> /dev/null; then
+        PYTHON=$(command -v "$p")
+        break
+      fi
+    done
+    [ "$PYTHON" = none ] && echo "No python3 with torch found: no PyTorch anchor (set PYTHON to choose one)." >&2
+  elif [ "$PYTHON" != none ] && ! "$PYTHON" -c 'import torch' 2> /dev/null; then
+    echo "PYTHON=$PYTHON cannot import torch: no PyTorch anchor." >&2
+    PYTHON=none
+  fi
+  return 0
+}

@@ -198,8 +198,15 @@ public final class ScalingBenchmark {
             o,
             "modes",
             "spark-1,spark-2",
-            Set.of("spark-1", "spark-2")::contains,
-            "spark-1 or spark-2");
+            Set.of("spark-1", "spark-2", "torch-1", "torch-ddp-2")::contains,
+            "spark-1, spark-2, torch-1 or torch-ddp-2");
+    String python = o.getOrDefault("python", "");
+    boolean torch = modes.contains("torch-1") || modes.contains("torch-ddp-2");
+    if (torch && (python.isBlank() || !o.containsKey("torch-script"))) {
+      throw new IllegalArgumentException(
+          "--modes torch-1/torch-ddp-2 need a python3 with torch (--python, --torch-script;"
+              + " bin/bench-scaling finds one, or set PYTHON)");
+    }
     List<String> placements =
         list(o, "placements", "device,host", Set.of("device", "host")::contains, "device or host");
     List<String> overlaps =
@@ -278,6 +285,10 @@ public final class ScalingBenchmark {
               + ", ring all-reduce over TCP (optRingSharedMemory(false))");
       for (Setup setup : setups) {
         List<Run> plan = plan(modes, links, placements, overlaps, rounds);
+        if (plan.isEmpty()) {
+          rows.addAll(torchRuns(o, setup, data, epochs, modes, links, rounds, linkCommand, json));
+          continue;
+        }
         // The application starts on an unlimited link (its jars travel to the executors over it).
         setLink(linkCommand, "0");
         Path results = runDir.resolve("results-" + setup.model() + ".jsonl");
@@ -349,6 +360,7 @@ public final class ScalingBenchmark {
           }
           rows.add(row);
         }
+        rows.addAll(torchRuns(o, setup, data, epochs, modes, links, rounds, linkCommand, json));
       }
     } finally {
       try {
@@ -520,6 +532,170 @@ public final class ScalingBenchmark {
       out.add(r);
     }
     return out;
+  }
+
+  /**
+   * The PyTorch anchor of one model (bin/torch-train.py: the same examples, batch, steps and epochs
+   * in PyTorch eager with Adam): per round, torch-1 (one process, one thread) on the unlimited
+   * link, then torch-ddp-2 (DistributedDataParallel over gloo, 2 processes x 1 thread, the same
+   * cores as the cluster's 2 executors) per link. Its processes run in this namespace, so their
+   * all-reduce crosses the same rate-limited loopback as the ring's. Rows as {@link #finish}'s,
+   * with placement "torch"; each is written to {@code json} as it ends.
+   */
+  private static List<Map<String, Object>> torchRuns(
+      Map<String, String> o,
+      Setup s,
+      Path data,
+      int epochs,
+      List<String> modes,
+      List<String> links,
+      int rounds,
+      String linkCommand,
+      PrintStream json)
+      throws Exception {
+    List<Map<String, Object>> rows = new ArrayList<>();
+    if (!modes.contains("torch-1") && !modes.contains("torch-ddp-2")) {
+      return rows;
+    }
+    if (s.model().equals("resnet")) {
+      System.err.println(
+          "no PyTorch anchor for resnet: the trainer's 36x36 ResNetV1 has no torch twin in"
+              + " bin/torch-step.py");
+      return rows;
+    }
+    Path logs = Path.of(o.getOrDefault("work", "target/bench/scaling")).resolve("torch-logs");
+    Files.createDirectories(logs);
+    for (int round = 1; round <= rounds; round++) {
+      List<String[]> plan = new ArrayList<>();
+      if (modes.contains("torch-1")) {
+        plan.add(new String[] {"torch-1", "0"});
+      }
+      if (modes.contains("torch-ddp-2")) {
+        for (String link : links) {
+          plan.add(new String[] {"torch-ddp-2", link});
+        }
+      }
+      for (String[] run : plan) {
+        setLink(linkCommand, run[1]);
+        int world = run[0].equals("torch-1") ? 1 : 2;
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("model", s.model());
+        r.put("params", s.params());
+        r.put("mode", run[0]);
+        r.put("workers", world);
+        r.put("overlap", true);
+        r.put("placement", "torch");
+        r.put("link_gbps", new BigDecimal(run[1]));
+        double before = loadAverage();
+        try {
+          Map<String, Object> t = torchRun(o, s, data, epochs, world, logs, round);
+          r.put("samples_per_s", t.get("samples_per_s"));
+          r.put("step_ms", t.get("step_ms"));
+          r.put("measured_epochs", t.get("measured_epochs"));
+          r.put("torch_version", t.get("torch"));
+          r.put("torch_backend", t.get("backend"));
+        } catch (Exception e) {
+          r.put("error", String.valueOf(e.getMessage()).replace('\n', ' '));
+        }
+        r.put("batch", s.batch());
+        r.put("steps", s.steps());
+        r.put("epochs", epochs);
+        r.put("round", round);
+        r.put("load_avg_before", before);
+        r.put("load_avg_after", loadAverage());
+        r.put("omp_wait_policy", String.valueOf(System.getenv("OMP_WAIT_POLICY")));
+        r.put("time", Instant.now().toString());
+        rows.add(r);
+      }
+      setLink(linkCommand, "0");
+    }
+    for (Map<String, Object> r : rows) {
+      if (r.get("mode").equals("torch-ddp-2") && !r.containsKey("error")) {
+        double base = Double.NaN;
+        for (Map<String, Object> b : rows) {
+          if (b.get("mode").equals("torch-1")
+              && b.get("round").equals(r.get("round"))
+              && !b.containsKey("error")) {
+            base = num(b, "samples_per_s");
+          }
+        }
+        r.put("scaling_efficiency", num(r, "samples_per_s") / (2 * base));
+      }
+      json.println(toJson(r));
+    }
+    return rows;
+  }
+
+  /** One PyTorch run: its processes started and stopped by process id; rank 0's JSON line. */
+  private static Map<String, Object> torchRun(
+      Map<String, String> o, Setup s, Path data, int epochs, int world, Path logs, int round)
+      throws Exception {
+    int port = world > 1 ? freePort() : 0;
+    List<BenchChild> ranks = new ArrayList<>();
+    long deadline =
+        System.nanoTime()
+            + Duration.ofMinutes(Long.parseLong(o.getOrDefault("app-timeout-min", "60"))).toNanos();
+    try {
+      for (int rank = 0; rank < world; rank++) {
+        List<String> cmd =
+            List.of(
+                o.get("python"),
+                o.get("torch-script"),
+                "--data",
+                data.toString(),
+                "--model",
+                s.model(),
+                "--batch",
+                Integer.toString(s.batch()),
+                "--steps",
+                Integer.toString(s.steps()),
+                "--epochs",
+                Integer.toString(epochs),
+                "--threads",
+                "1",
+                "--world",
+                Integer.toString(world),
+                "--rank",
+                Integer.toString(rank),
+                "--master-port",
+                Integer.toString(port));
+        ranks.add(
+            BenchChild.start(
+                cmd,
+                Map.of(),
+                logs.resolve(
+                    s.model() + "-w" + world + "-round" + round + "-rank" + rank + ".log")));
+      }
+      Map<String, Object> j =
+          parseFlatJson(ranks.get(0).awaitLine(l -> l.startsWith("{\"anchor\""), deadline));
+      for (BenchChild ch : ranks) {
+        if (!ch.process.waitFor(60, TimeUnit.SECONDS) || ch.process.exitValue() != 0) {
+          throw new IllegalStateException(
+              "PyTorch rank pid "
+                  + ch.process.pid()
+                  + " did not exit cleanly (log "
+                  + ch.log
+                  + "):\n"
+                  + ch.tail(20));
+        }
+      }
+      return j;
+    } catch (Exception e) {
+      for (BenchChild ch : ranks) {
+        System.err.println("PyTorch run failed; " + ch.log + " ends:\n" + ch.tail(20));
+      }
+      throw e;
+    } finally {
+      for (BenchChild ch : ranks) {
+        ch.stop();
+      }
+    }
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return socket.getLocalPort();
+    }
   }
 
   private static double spark1Rate(List<Map<String, Object>> rows, Object placement, Object round) {
@@ -773,7 +949,7 @@ public final class ScalingBenchmark {
     System.out.println();
     System.out.printf(
         Locale.ROOT,
-        "%-6s %11s %-7s %-7s %-9s %6s %10s %6s %6s %7s %7s %7s %7s %8s %8s%n",
+        "%-6s %11s %-11s %-7s %-9s %6s %10s %6s %6s %7s %7s %7s %7s %8s %8s%n",
         "model",
         "params",
         "mode",
@@ -790,11 +966,11 @@ public final class ScalingBenchmark {
         "comm/bwd",
         "step_ms");
     for (Map<String, Object> r : rows) {
-      boolean one = "spark-1".equals(r.get("mode"));
+      boolean one = "spark-1".equals(r.get("mode")) || "torch-1".equals(r.get("mode"));
       if (r.containsKey("error")) {
         System.out.printf(
             Locale.ROOT,
-            "%-6s %11s %-7s %-7s %-9s %6s FAILED: %s%n",
+            "%-6s %11s %-11s %-7s %-9s %6s FAILED: %s%n",
             r.get("model"),
             String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()),
             r.get("mode"),
@@ -806,7 +982,7 @@ public final class ScalingBenchmark {
       }
       System.out.printf(
           Locale.ROOT,
-          "%-6s %11s %-7s %-7s %-9s %6s %10.0f %6s %6.3f %7.3f %7.3f %7.3f %7s %8s %8.1f%n",
+          "%-6s %11s %-11s %-7s %-9s %6s %10.0f %6s %6s %7s %7s %7s %7s %8s %8.1f%n",
           r.get("model"),
           String.format(Locale.ROOT, "%,d", ((Number) r.get("params")).longValue()),
           r.get("mode"),
@@ -815,10 +991,10 @@ public final class ScalingBenchmark {
           one ? "any" : link(r),
           num(r, "samples_per_s"),
           fmt(num(r, "scaling_efficiency"), "%.3f"),
-          num(r, "data_wait_fraction"),
-          num(r, "compute_fraction"),
-          num(r, "exposed_comm_fraction"),
-          num(r, "optimizer_fraction"),
+          fmt(num(r, "data_wait_fraction"), "%.3f"),
+          fmt(num(r, "compute_fraction"), "%.3f"),
+          fmt(num(r, "exposed_comm_fraction"), "%.3f"),
+          fmt(num(r, "optimizer_fraction"), "%.3f"),
           fmt(num(r, "overlap_ratio"), "%.3f"),
           fmt(num(r, "comm_to_backward"), "%.3f"),
           num(r, "step_ms"));
@@ -827,7 +1003,9 @@ public final class ScalingBenchmark {
         "link: Gbit/s of the namespace's loopback (unl = no limit; spark-1 ran unlimited, no ring"
             + " traffic); eff = samples/s / (2 x spark-1's, same model and placement); wait, compute, exposed"
             + " (communication the training thread waited for), optim: fractions of step time; overlap = (communication"
-            + " - exposed) / min(communication, backward); comm/bwd = communication / backward.");
+            + " - exposed) / min(communication, backward); comm/bwd = communication / backward."
+            + " torch-1, torch-ddp-2: PyTorch eager (bin/torch-train.py), 1 process, and DDP over"
+            + " gloo with 2 processes x 1 thread on the same link; eff = against torch-1.");
   }
 
   /** The three targets, each on the median of its configuration's rounds. */
@@ -926,6 +1104,54 @@ public final class ScalingBenchmark {
     }
     if (!any) {
       System.out.println("     not run (needs --models cnn, --links 1, --overlap off,on)");
+    }
+
+    System.out.println(
+        "  4. 2 workers at least as fast as PyTorch DDP (gloo, 2 x 1 thread) on the same link"
+            + " (the target is the CNN's; best spark-2 configuration, and each):");
+    any = false;
+    for (Map<String, Object> key : configurations(ok, r -> "torch-ddp-2".equals(r.get("mode")))) {
+      double ddp = median(same(ok, key).stream().map(r -> num(r, "samples_per_s")).toList());
+      String best = null;
+      double bestRate = Double.NaN;
+      StringBuilder each = new StringBuilder();
+      for (Map<String, Object> k2 :
+          configurations(
+              ok,
+              r ->
+                  "spark-2".equals(r.get("mode"))
+                      && key.get("model").equals(r.get("model"))
+                      && link(r).equals(key.get("link_gbps")))) {
+        double rate = median(same(ok, k2).stream().map(r -> num(r, "samples_per_s")).toList());
+        String name =
+            k2.get("placement")
+                + "/overlap "
+                + (Boolean.TRUE.equals(k2.get("overlap")) ? "on" : "off");
+        each.append(String.format(Locale.ROOT, "; %s %.2fx", name, rate / ddp));
+        if (!(rate <= bestRate)) {
+          bestRate = rate;
+          best = name;
+        }
+      }
+      if (best == null) {
+        continue;
+      }
+      any = true;
+      System.out.printf(
+          Locale.ROOT,
+          "     %-6s %4s Gbit/s: PyTorch DDP %.0f samples/s, spark-2 best (%s) %.0f: %.2fx%s%s%n",
+          key.get("model"),
+          key.get("link_gbps"),
+          ddp,
+          best,
+          bestRate,
+          bestRate / ddp,
+          each,
+          "cnn".equals(key.get("model")) ? (bestRate >= ddp ? ": met" : ": NOT MET") : "");
+    }
+    if (!any) {
+      System.out.println(
+          "     not run (needs --modes spark-2,torch-ddp-2 and a python3 with torch)");
     }
   }
 

@@ -23,10 +23,8 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.BufferedReader;
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.io.OutputStream;
 import java.io.PrintStream;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
@@ -49,10 +47,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 
 /**
@@ -117,9 +111,6 @@ public final class StepBenchmark {
           "deviceAllocations", "device_allocations_per_step");
 
   private static final String SECRET_ENV = "SPARK_TRAINER_RING_SECRET";
-
-  /** Child processes alive now: the shutdown hook stops them (by process id) if this JVM ends. */
-  private static final Set<Process> LIVE = ConcurrentHashMap.newKeySet();
 
   private StepBenchmark() {}
 
@@ -191,9 +182,6 @@ public final class StepBenchmark {
     if (javaOptions.stream().noneMatch(s -> s.startsWith("-Dai.djl.offline"))) {
       javaOptions.add("-Dai.djl.offline=true");
     }
-    Runtime.getRuntime()
-        .addShutdownHook(new Thread(StepBenchmark::stopAll, "bench-step-stop-children"));
-
     List<String> variants =
         baselineJar == null ? List.of("current") : List.of("baseline", "current");
     System.out.printf(
@@ -358,7 +346,7 @@ public final class StepBenchmark {
     String classPath =
         (baselineJar == null ? "" : baselineJar + ":") + System.getProperty("java.class.path");
     JobSecret secret = JobSecret.generate();
-    List<Child> children = new ArrayList<>();
+    List<BenchChild> children = new ArrayList<>();
     try {
       for (int r = 0; r < c.workers(); r++) {
         List<String> cmd = new ArrayList<>();
@@ -393,7 +381,7 @@ public final class StepBenchmark {
                 "--overlap",
                 c.overlap() ? "on" : "off"));
         children.add(
-            Child.start(
+            BenchChild.start(
                 cmd,
                 Map.of(SECRET_ENV, secret.toHex()),
                 logs.resolve(c.name() + "-rank" + r + ".log")));
@@ -401,15 +389,15 @@ public final class StepBenchmark {
       long deadline = System.nanoTime() + timeout.toNanos();
       if (c.workers() > 1) {
         List<String> peers = new ArrayList<>();
-        for (Child ch : children) {
+        for (BenchChild ch : children) {
           peers.add(ch.awaitLine(l -> l.startsWith("ADDR "), deadline).substring(5));
         }
-        for (Child ch : children) {
+        for (BenchChild ch : children) {
           ch.send("PEERS " + String.join(",", peers));
         }
       }
       List<Map<String, Object>> results = new ArrayList<>();
-      for (Child ch : children) {
+      for (BenchChild ch : children) {
         results.add(
             parseFlatJson(ch.awaitLine(l -> l.startsWith("RESULT "), deadline).substring(7)));
       }
@@ -417,11 +405,11 @@ public final class StepBenchmark {
     } catch (Exception e) {
       row.put("error", String.valueOf(e.getMessage()).replace('\n', ' '));
       System.err.println(c.name() + " failed: " + e.getMessage());
-      for (Child ch : children) {
+      for (BenchChild ch : children) {
         System.err.println("  " + ch.log + " ends:\n" + ch.tail(25));
       }
     } finally {
-      for (Child ch : children) {
+      for (BenchChild ch : children) {
         ch.stop();
       }
     }
@@ -489,9 +477,9 @@ public final class StepBenchmark {
             "--adam",
             "per-tensor,multi",
             "--watch-stdin");
-    Child ch = null;
+    BenchChild ch = null;
     try {
-      ch = Child.start(cmd, Map.of(), logs.resolve(model + "-torch.log"));
+      ch = BenchChild.start(cmd, Map.of(), logs.resolve(model + "-torch.log"));
       long deadline = System.nanoTime() + timeout.toNanos();
       for (int i = 0; i < 2; i++) {
         Map<String, Object> j =
@@ -520,137 +508,6 @@ public final class StepBenchmark {
       }
     }
     return a;
-  }
-
-  /** A child process, its output pumped into a queue and its log file; stopped by process id. */
-  private static final class Child {
-    final Process process;
-    final Path log;
-    private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-    private final List<String> transcript = Collections.synchronizedList(new ArrayList<>());
-    private final Thread pump;
-
-    private Child(Process process, Path log) {
-      this.process = process;
-      this.log = log;
-      this.pump = new Thread(this::pump, "bench-step-pump-" + process.pid());
-      pump.setDaemon(true);
-      pump.start();
-    }
-
-    static Child start(List<String> cmd, Map<String, String> env, Path log) throws IOException {
-      ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-      pb.environment().putAll(env);
-      Process p = pb.start();
-      LIVE.add(p);
-      return new Child(p, log);
-    }
-
-    private void pump() {
-      try (BufferedReader in =
-              new BufferedReader(
-                  new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-          BufferedWriter w = Files.newBufferedWriter(log, StandardCharsets.UTF_8)) {
-        for (String line; (line = in.readLine()) != null; ) {
-          transcript.add(line);
-          lines.add(line);
-          w.write(line);
-          w.newLine();
-          w.flush();
-        }
-      } catch (IOException e) {
-        transcript.add("(output pump ended: " + e + ")");
-      }
-    }
-
-    /** Writes one line to the child's stdin. */
-    void send(String line) throws IOException {
-      OutputStream in = process.getOutputStream();
-      in.write((line + "\n").getBytes(StandardCharsets.UTF_8));
-      in.flush();
-    }
-
-    /** The next output line that matches; fails at the deadline or when the child has exited. */
-    String awaitLine(Predicate<String> match, long deadline) throws InterruptedException {
-      while (true) {
-        long left = deadline - System.nanoTime();
-        if (left <= 0) {
-          throw new IllegalStateException(
-              "pid " + process.pid() + ": no expected line before the deadline (log " + log + ")");
-        }
-        String line =
-            lines.poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(200)), TimeUnit.NANOSECONDS);
-        if (line == null) {
-          if (!process.isAlive()) {
-            pump.join(2000);
-            line = lines.poll();
-            if (line == null) {
-              throw new IllegalStateException(
-                  "pid "
-                      + process.pid()
-                      + " exited with "
-                      + process.exitValue()
-                      + " before the expected line (log "
-                      + log
-                      + ")");
-            }
-          } else {
-            continue;
-          }
-        }
-        if (match.test(line)) {
-          return line;
-        }
-      }
-    }
-
-    String tail(int n) {
-      synchronized (transcript) {
-        return String.join(
-            "\n", transcript.subList(Math.max(0, transcript.size() - n), transcript.size()));
-      }
-    }
-
-    /**
-     * Closes its stdin (a child exits when it sees the end of its stdin), then stops it by process
-     * id: TERM, and KILL after 10 s.
-     */
-    void stop() {
-      try {
-        process.getOutputStream().close();
-      } catch (IOException e) {
-        System.err.println("closing the stdin of pid " + process.pid() + ": " + e);
-      }
-      try {
-        if (!process.waitFor(5, TimeUnit.SECONDS)) {
-          process.destroy();
-          if (!process.waitFor(10, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            process.waitFor(10, TimeUnit.SECONDS);
-          }
-        }
-      } catch (InterruptedException e) {
-        process.destroyForcibly();
-        Thread.currentThread().interrupt();
-      } finally {
-        LIVE.remove(process);
-      }
-      try {
-        pump.join(2000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
-  }
-
-  /** The shutdown hook: every child still alive, by process id. */
-  private static void stopAll() {
-    for (Process p : LIVE) {
-      if (p.isAlive()) {
-        System.err.println("stopping child pid " + p.pid());
-        p.destroyForcibly();
-      }
-    }
   }
 
   // ---------------------------------------------------------------------------------------------
