@@ -34,6 +34,8 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -48,6 +50,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -89,6 +92,9 @@ public final class TrainBenchmark {
   /** Per-worker batch (and the plain loop's batch) unless {@code --batch} says otherwise. */
   private static final String BATCH = "64";
 
+  /** Fashion-MNIST's training set: one epoch of every mode. */
+  private static final int TRAIN_EXAMPLES = 60_000;
+
   private static final float LEARNING_RATE = 1e-3f;
 
   private TrainBenchmark() {}
@@ -110,11 +116,17 @@ public final class TrainBenchmark {
         Integer.parseInt(
             o.getOrDefault("cores", Integer.toString(Runtime.getRuntime().availableProcessors())));
     List<String> models = List.of(o.getOrDefault("models", "mlp,cnn").split(","));
-    List<String> modes =
-        List.of(
-            o.getOrDefault(
-                    "modes", "plain-djl,spark-1,spark-2,spark-2-tcp,spark-2-mem,spark-2-bf16")
-                .split(","));
+    String defaultModes = "plain-djl,spark-1,spark-2,spark-2-tcp,spark-2-mem,spark-2-bf16";
+    if (!o.getOrDefault("python", "").isBlank()) {
+      defaultModes += ",torch-1,torch-ddp-2";
+    }
+    List<String> modes = List.of(o.getOrDefault("modes", defaultModes).split(","));
+    if ((modes.contains("torch-1") || modes.contains("torch-ddp-2"))
+        && (o.getOrDefault("python", "").isBlank() || !o.containsKey("torch-script"))) {
+      throw new IllegalArgumentException(
+          "--modes torch-1/torch-ddp-2 need a python3 with torch (--python, --torch-script;"
+              + " bin/bench-train finds one, or set PYTHON)");
+    }
 
     Path tfrecords = convertToTFRecords(data, work.resolve("fashion-mnist-tfrecord"));
     InMemoryDataset train = null;
@@ -178,18 +190,23 @@ public final class TrainBenchmark {
           case "spark-2-tcp" -> cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "tcp");
           case "spark-2-mem" ->
               cluster(o, work, tfrecords, model, epochs, 2, cores, "fp32", "memory");
+          case "torch-1" -> torch(o, work, model, epochs, 1, cores);
+          case "torch-ddp-2" -> torch(o, work, model, epochs, 2, cores);
           default ->
               throw new IllegalArgumentException(
                   "Invalid mode '"
                       + mode
-                      + "': expected plain-djl, spark-1, spark-2, spark-2-bf16, spark-2-tcp or spark-2-mem");
+                      + "': expected plain-djl, spark-1, spark-2, spark-2-bf16, spark-2-tcp,"
+                      + " spark-2-mem, torch-1 or torch-ddp-2");
         };
     Map<String, Object> row = new LinkedHashMap<>();
     // spark-2-bf16 is spark-2 with gradients on the wire as bfloat16 (--gradient-precision bf16).
     row.put("mode", mode.startsWith("spark-2") ? "spark-2" : mode);
     row.put(
         "gradient_precision",
-        mode.equals("plain-djl") ? "none" : mode.endsWith("bf16") ? "bf16" : "fp32");
+        mode.equals("plain-djl") || mode.startsWith("torch")
+            ? "none"
+            : mode.endsWith("bf16") ? "bf16" : "fp32");
     // spark-2-tcp is spark-2 with the ring on loopback TCP (--ring-transport tcp) instead of shared
     // memory.
     row.put(
@@ -300,6 +317,105 @@ public final class TrainBenchmark {
         r.put("cluster", "none: one JVM, " + cores + " intra-op threads");
         r.put("data", "IDX in memory");
         return r;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // torch-1 / torch-ddp-2: the PyTorch anchor
+
+  /**
+   * The same model, batch and epochs in PyTorch eager with Adam (bin/torch-train.py): in one
+   * process with {@code cores} intra-op threads (torch-1), or as DistributedDataParallel over gloo
+   * on loopback TCP with {@code cores / 2} threads in each of 2 processes (torch-ddp-2, as spark-2
+   * splits the cores). Each epoch is the whole training set split between the ranks (the trainer's
+   * steps per epoch); epoch 1 warms up and the rest are measured, as for the trainer. Its processes
+   * are stopped by process id.
+   */
+  private static Map<String, Object> torch(
+      Map<String, String> o, Path work, String model, int epochs, int world, int cores)
+      throws Exception {
+    if (cores % world != 0) {
+      throw new IllegalArgumentException(
+          "Invalid cores " + cores + ": expected a multiple of " + world);
+    }
+    if (epochs < 2) {
+      throw new IllegalArgumentException(
+          "torch modes measure epochs 2..N: expected --epochs/--cnn-epochs >= 2, got " + epochs);
+    }
+    int batch = batch(o);
+    int steps = TRAIN_EXAMPLES / (batch * world);
+    Path logs = work.resolve("torch-logs");
+    Files.createDirectories(logs);
+    int port = 0;
+    if (world > 1) {
+      try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+        port = socket.getLocalPort();
+      }
+    }
+    List<BenchChild> ranks = new ArrayList<>();
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(60);
+    try {
+      for (int rank = 0; rank < world; rank++) {
+        ranks.add(
+            BenchChild.start(
+                List.of(
+                    required(o, "python"),
+                    required(o, "torch-script"),
+                    "--data",
+                    o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"),
+                    "--model",
+                    model,
+                    "--batch",
+                    Integer.toString(batch),
+                    "--steps",
+                    Integer.toString(steps),
+                    "--epochs",
+                    Integer.toString(epochs),
+                    "--threads",
+                    Integer.toString(cores / world),
+                    "--world",
+                    Integer.toString(world),
+                    "--rank",
+                    Integer.toString(rank),
+                    "--master-port",
+                    Integer.toString(port)),
+                Map.of(),
+                logs.resolve(model + "-w" + world + "-rank" + rank + ".log")));
+      }
+      Map<String, Object> j =
+          parseFlatJson(ranks.get(0).awaitLine(l -> l.startsWith("{\"anchor\""), deadline));
+      for (BenchChild ch : ranks) {
+        if (!ch.process.waitFor(60, TimeUnit.SECONDS) || ch.process.exitValue() != 0) {
+          throw new IllegalStateException(
+              "PyTorch rank pid "
+                  + ch.process.pid()
+                  + " did not exit cleanly (log "
+                  + ch.log
+                  + ")");
+        }
+      }
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("samples_per_s", j.get("samples_per_s"));
+      r.put("step_ms", j.get("step_ms"));
+      r.put("test_accuracy", Double.NaN);
+      r.put("workers", world);
+      r.put(
+          "cluster",
+          world == 1
+              ? "PyTorch, 1 process, " + cores + " threads"
+              : "PyTorch DDP gloo, " + world + " proc x " + cores / world + " thr");
+      r.put("data", "IDX in memory (tensors)");
+      r.put("torch_version", j.get("torch"));
+      return r;
+    } catch (Exception e) {
+      for (BenchChild ch : ranks) {
+        System.err.println("PyTorch run failed; " + ch.log + " ends:\n" + ch.tail(20));
+      }
+      throw e;
+    } finally {
+      for (BenchChild ch : ranks) {
+        ch.stop();
       }
     }
   }
@@ -573,6 +689,28 @@ public final class TrainBenchmark {
               num(r, "compute_fraction"),
               num(r, "optimizer_fraction"));
         });
+    Map<String, Object> torch1 = best.get("mlp torch-1");
+    Map<String, Object> ddp = best.get("mlp torch-ddp-2");
+    Map<String, Object> spark1 = best.get("mlp spark-1");
+    Map<String, Object> spark2 = best.get("mlp spark-2");
+    if (torch1 != null && spark1 != null) {
+      double ratio = rate(spark1) / rate(torch1);
+      System.out.printf(
+          Locale.ROOT,
+          "Against PyTorch (MLP, fastest runs): spark-1 %.2fx PyTorch in one process (target >= 0.82x,"
+              + " goal 1.0x): %s%n",
+          ratio,
+          ratio >= 0.82 ? "met" : "MISSED");
+    }
+    if (ddp != null && spark2 != null) {
+      double ratio = rate(spark2) / rate(ddp);
+      System.out.printf(
+          Locale.ROOT,
+          "Against PyTorch (MLP, fastest runs): spark-2 %.2fx PyTorch DDP over gloo (target >="
+              + " 1.38x): %s%n",
+          ratio,
+          ratio >= 1.38 ? "met" : "MISSED");
+    }
     System.out.println(
         "Targets (MLP): spark-1 >= 0.90x plain-djl; spark-2 wait + allreduce <= 0.10 of step time;"
             + " test accuracy >= 0.88.");
@@ -583,6 +721,9 @@ public final class TrainBenchmark {
             return;
           }
           double acc = num(r, "test_accuracy");
+          if (Double.isNaN(acc)) {
+            return; // the PyTorch anchor is not evaluated
+          }
           StringBuilder sb =
               new StringBuilder(
                   String.format(
