@@ -21,6 +21,11 @@ final class ExecutorEngineCheck {
 
   private ExecutorEngineCheck() {}
 
+  /** Forgets the result (tests: a JVM checks once). */
+  static synchronized void reset() {
+    done = null;
+  }
+
   /**
    * Runs the check (first call in this JVM) and throws a {@link NonRetryableTrainingException}
    * naming {@code who} and the problem when it failed.
