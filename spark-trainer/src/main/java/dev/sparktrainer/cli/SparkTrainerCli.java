@@ -20,7 +20,7 @@ import org.apache.spark.sql.SparkSession;
 
 /**
  * The command line: {@code spark-trainer COMMAND [options]} with commands {@code train}, {@code
- * evaluate}, {@code predict}, {@code inspect} and {@code convert}.
+ * evaluate}, {@code predict}, {@code inspect}, {@code convert} and {@code doctor}.
  *
  * <p>Run it with {@code bin/spark-trainer} (an embedded local Spark in this JVM unless {@code
  * --master} names a cluster), or on a cluster with {@code spark-submit --class
@@ -64,7 +64,8 @@ public final class SparkTrainerCli {
             new EvaluateCommand(),
             new PredictCommand(),
             new InspectCommand(),
-            new ConvertCommand())) {
+            new ConvertCommand(),
+            new DoctorCommand())) {
       commands.put(c.name, c);
     }
   }
@@ -378,7 +379,8 @@ public final class SparkTrainerCli {
             "predict",
                 "distributed batch inference: Parquet with prediction and probability columns",
             "inspect", "a TFRecord dataset's schema, record count and first records",
-            "convert", "CSV or Parquet to sharded TFRecord files (optionally a train/test split)");
+            "convert", "CSV or Parquet to sharded TFRecord files (optionally a train/test split)",
+            "doctor", "whether PyTorch trains here: libtorch, JNI, CUDA, one step per device");
     for (Command c : commands.values()) {
       sb.append(
           String.format(Locale.ROOT, "  %-9s %s%n", c.name, summaries.getOrDefault(c.name, "")));

@@ -134,6 +134,9 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
                 + rank
                 + ": set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a discovery script");
       }
+      // spark-trainer doctor's check, before PyTorch is first used here (once per JVM).
+      ExecutorEngineCheck.require(
+          "rank " + rank + " (executor " + SparkEnv.get().executorId() + ")", addresses);
       int visible = Engine.getInstance().getGpuCount();
       if (visible > 0) {
         List<Device> out = new ArrayList<>();

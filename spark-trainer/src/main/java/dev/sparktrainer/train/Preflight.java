@@ -36,6 +36,11 @@ final class Preflight {
       if (problem != null) {
         throw new IllegalArgumentException(problem);
       }
+      if (sc.isLocal()) {
+        // The tasks train in this JVM: doctor's check before PyTorch is first used here.
+        ExecutorEngineCheck.require(
+            "the local-mode driver", sc.resources().get("gpu").get().addresses());
+      }
       if (sc.isLocal() && Engine.getInstance().getGpuCount() == 0) {
         throw new IllegalArgumentException(
             "GPUs were requested but this machine has none visible to PyTorch");

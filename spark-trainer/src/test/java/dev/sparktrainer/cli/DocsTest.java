@@ -58,7 +58,8 @@ class DocsTest {
             new EvaluateCommand(),
             new PredictCommand(),
             new InspectCommand(),
-            new ConvertCommand())) {
+            new ConvertCommand(),
+            new DoctorCommand())) {
       Set<String> names = new LinkedHashSet<>();
       c.flags().all().forEach(f -> names.add(f.name()));
       names.add("help");
