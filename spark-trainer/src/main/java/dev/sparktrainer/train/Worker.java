@@ -30,7 +30,8 @@ import org.apache.hadoop.conf.Configuration;
  *
  * <ol>
  *   <li>Rank 0 reads the latest checkpoint, or takes its freshly initialized parameters, and
- *       broadcasts that state: every replica starts from identical bits at the same position.
+ *       broadcasts that state ({@link ResumeNegotiation}): every replica starts from identical bits
+ *       at the same position.
  *   <li>Each step: next batch (data wait), forward and backward on every local device (compute),
  *       gradients and batch-norm statistics averaged with the fused ring all-reduce (all-reduce),
  *       the same optimizer update on every replica and the new values written back (optimizer).
@@ -274,22 +275,7 @@ final class Worker {
           // Samples restored from a checkpoint were trained (and timed) by an earlier attempt.
           double restoredSamples = epoch == state.epoch ? state.partial[2] : 0;
           long[] after = stepTimes(step);
-          double[] sums = {
-            acc[0],
-            acc[1],
-            acc[2],
-            waitNanos / 1e9,
-            (after[0] - before[0]) / 1e9,
-            (after[1] - before[1]) / 1e9,
-            (after[2] - before[2]) / 1e9,
-            (after[3] - before[3]) / 1e9,
-            (after[4] - before[4]) / 1e9,
-            acc[3],
-            acc[4],
-            acc[5],
-            acc[6]
-          };
-          comm.allReduce(sums, ReduceOp.SUM);
+          EpochSums sums = EpochSums.of(acc, waitNanos, before, after).allReduce(comm);
           StragglerReport straggler = times.exchange(comm, epoch);
           double[] val = new double[3 + EpochMetrics.Regression.SUMS];
           if (validation != null) {
@@ -307,26 +293,25 @@ final class Worker {
           }
           String hash = checkReplicasIdentical(replicas, epoch);
           boolean acc1 = cfg.loss.hasAccuracy();
-          // sums: 4 compute, 5 backward, 6 exposed communication, 7 communication, 8 optimizer
           EpochMetrics m =
               new EpochMetrics(
                   epoch,
                   epochSteps,
-                  (long) sums[2],
-                  sums[0] / sums[2],
-                  acc1 ? sums[1] / sums[2] : Double.NaN,
+                  (long) sums.samples(),
+                  sums.loss() / sums.samples(),
+                  acc1 ? sums.correct() / sums.samples() : Double.NaN,
                   validation == null ? Double.NaN : val[0] / val[2],
                   validation == null || !acc1 ? Double.NaN : val[1] / val[2],
                   wall[1],
-                  (sums[2] - restoredSamples) / wall[0],
-                  sums[3] / size,
-                  sums[4] / size,
-                  sums[6] / size,
-                  sums[8] / size,
-                  sums[5] / size,
-                  sums[7] / size,
+                  (sums.samples() - restoredSamples) / wall[0],
+                  sums.dataWaitSeconds() / size,
+                  sums.computeSeconds() / size,
+                  sums.exposedCommunicationSeconds() / size,
+                  sums.optimizerSeconds() / size,
+                  sums.backwardSeconds() / size,
+                  sums.communicationSeconds() / size,
                   hash,
-                  regression(cfg.loss, sums, 9, val, validation != null));
+                  regression(cfg.loss, sums, val, validation != null));
           history.add(m);
           if (straggler != null) {
             stragglers.add(straggler);
@@ -456,15 +441,15 @@ final class Worker {
   }
 
   /**
-   * MSE, MAE and R² of an {@code l2} epoch from the reduced sums (train at {@code at}, validation
-   * at 3); else null.
+   * MSE, MAE and R² of an {@code l2} epoch from the reduced sums (validation's at 3 of {@code
+   * val}); else null.
    */
   private static EpochMetrics.Regression regression(
-      LossSpec loss, double[] sums, int at, double[] val, boolean validated) {
+      LossSpec loss, EpochSums sums, double[] val, boolean validated) {
     if (loss != LossSpec.L2) {
       return null;
     }
-    double[] t = EpochMetrics.Regression.of(sums, at, sums[2]);
+    double[] t = EpochMetrics.Regression.of(sums.regression(), 0, sums.samples());
     double[] v = EpochMetrics.Regression.of(val, 3, validated ? val[2] : 0);
     return new EpochMetrics.Regression(t[0], t[1], t[2], v[0], v[1], v[2]);
   }
