@@ -57,6 +57,35 @@ class ArchitectureTest {
           .resideInAPackage("dev.sparktrainer.train..")
           .because("the input pipeline (data) sits below the trainer (train)");
 
+  /**
+   * The elastic policy, the grow request and the relaunch loop sit below the trainer that uses
+   * them: nothing in {@code train.elastic} reaches back into the rest of {@code train} (the loop,
+   * the facade, their state).
+   */
+  @ArchTest
+  static final ArchRule elasticDependsOnNothingElseInTrain =
+      noClasses()
+          .that()
+          .resideInAPackage("dev.sparktrainer.train.elastic..")
+          .should()
+          .dependOnClassesThat(
+              resideInAPackage("dev.sparktrainer.train..")
+                  .and(resideOutsideOfPackage("dev.sparktrainer.train.elastic..")))
+          .because("train uses train.elastic, never the other way round");
+
+  /** The facade is the top of {@code train}: the classes it drives do not reach back up to it. */
+  @ArchTest
+  static final ArchRule nothingInTrainDependsOnTheFacade =
+      noClasses()
+          .that()
+          .resideInAPackage("dev.sparktrainer.train..")
+          .and()
+          .haveNameNotMatching("dev\\.sparktrainer\\.train\\.DistributedTrainer(\\$.*)?")
+          .should()
+          .dependOnClassesThat()
+          .haveFullyQualifiedName("dev.sparktrainer.train.DistributedTrainer")
+          .because("DistributedTrainer is the facade over the loop (Worker) and its parts");
+
   /** Packages form layers: no package reaches back to one that depends on it, directly or not. */
   @ArchTest
   static final ArchRule noPackageCycles =

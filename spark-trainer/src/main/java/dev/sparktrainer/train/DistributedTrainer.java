@@ -12,6 +12,9 @@ import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.elastic.ElasticPolicy;
+import dev.sparktrainer.train.elastic.ElasticSupervisor;
+import dev.sparktrainer.train.elastic.GrowRequest;
 import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -21,7 +24,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.IntStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
@@ -184,12 +186,6 @@ public final class DistributedTrainer {
   private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
 
   /**
-   * The file in the checkpoint directory by which the driver asks the workers to stop at an epoch
-   * end to grow.
-   */
-  static final String GROW_REQUEST = "_grow-request";
-
-  /**
    * Fits the normalization on the training data only (one distributed pass over its planned splits)
    * and applies it to the training and validation batches alike; null without normalization.
    */
@@ -209,146 +205,58 @@ public final class DistributedTrainer {
 
   /**
    * Runs the barrier job on as many workers as the cluster offers, from {@code numWorkers} down to
-   * {@code minWorkers}; when a running job loses slots for good (an executor gone, not replaced
-   * within the slot wait), relaunches it on the largest count the cluster then offers, from the
-   * latest checkpoint, or fails naming the missing slots.
+   * {@code minWorkers}, relaunching it as the cluster loses or regains slots ({@link
+   * ElasticSupervisor}).
    */
   private TrainedModel fit(SparkSession spark, TrainingConfig job) {
     SparkContext sc = spark.sparkContext();
     int workers = Preflight.check(sc, job, outputDir, slotWaitMillis);
     Normalization normalization =
         normalize(spark, job); // after the checks: a full pass over the data
-    if (workers < job.numWorkers) {
-      workersChanged(
-          job,
-          job.numWorkers,
-          workers,
-          "the cluster offers " + workers + " task slot(s) at the start");
-    }
-    while (true) {
-      TrainingConfig run = workers == job.numWorkers ? job : resized(job, workers);
-      int offered = -1;
-      List<WorkerResult> results = null;
-      try {
-        results = runBarrierJob(sc, run);
-      } catch (SlotsLost e) {
-        offered = e.offered;
-      }
-      if (results != null && results.stream().anyMatch(WorkerResult::stoppedToGrow)) {
-        int next = elasticWorkers(job, Math.min(Preflight.slots(sc), job.numWorkers));
-        if (next > run.numWorkers) {
-          workersChanged(
-              job,
-              run.numWorkers,
-              next,
-              "the cluster offers "
-                  + Preflight.slots(sc)
-                  + " task slots again: growing at an epoch end (--grow)");
-          workers = next;
-        } else {
-          LOG.log(
-              System.Logger.Level.WARNING,
-              "Stopped to grow, but the cluster offers only "
-                  + Preflight.slots(sc)
-                  + " task slots now: going on with "
-                  + run.numWorkers);
-        }
-        continue;
-      }
-      if (results != null) {
-        return finish(run, results, sc.hadoopConfiguration(), normalization);
-      }
-      int next =
-          elasticWorkers(job, Math.min(Math.max(offered, Preflight.slots(sc)), job.numWorkers));
-      String missing =
-          "the barrier stage needs "
-              + run.numWorkers
-              + " task slots and the cluster has offered "
-              + offered
-              + " for "
-              + slotWaitMillis / 1000.0
-              + " s (executors lost for good?)";
-      if (next < job.minWorkers || job.checkpointDir == null) {
-        throw new IllegalStateException(
-            "Training stopped: "
-                + missing
-                + ". "
-                + (job.minWorkers < job.numWorkers && job.checkpointDir == null
-                    ? "Continuing on fewer workers (optMinWorkers "
-                        + job.minWorkers
-                        + ") needs a checkpoint directory"
-                    : "Continuing needs "
-                        + run.numWorkers
-                        + " slots"
-                        + (job.minWorkers < run.numWorkers
-                            ? " or at least "
-                                + job.minWorkers
-                                + " (optMinWorkers) with a global batch they divide"
-                            : "")
-                        + "; with --min-workers (optMinWorkers) below --workers it would go on with fewer")
-                + (job.checkpointDir == null
-                    ? ""
-                    : "; a rerun resumes from the checkpoint in " + job.checkpointDir));
-      }
-      run.trainData.preflight(next);
-      workersChanged(job, run.numWorkers, next, missing);
-      workers = next;
-    }
-  }
+    ElasticPolicy policy = job.elasticPolicy();
+    ElasticSupervisor.Outcome<List<WorkerResult>> outcome =
+        new ElasticSupervisor(policy, job.numWorkers, slotWaitMillis)
+            .run(
+                workers,
+                new ElasticSupervisor.Cluster<>() {
+                  @Override
+                  public ElasticSupervisor.Attempt<List<WorkerResult>> run(int n) {
+                    TrainingConfig run = n == job.numWorkers ? job : resized(job, n);
+                    List<WorkerResult> results;
+                    try {
+                      results = runBarrierJob(sc, run, policy);
+                    } catch (SlotsLost e) {
+                      return ElasticSupervisor.Attempt.slotsLost(e.offered);
+                    }
+                    return results.stream().anyMatch(WorkerResult::stoppedToGrow)
+                        ? ElasticSupervisor.Attempt.grow()
+                        : ElasticSupervisor.Attempt.finished(results);
+                  }
 
-  private static void deleteGrowRequest(Path request, Configuration conf) {
-    if (request == null) {
-      return;
-    }
-    try {
-      request.getFileSystem(conf).delete(request, false);
-    } catch (IOException e) {
-      LOG.log(System.Logger.Level.WARNING, "Cannot delete the grow request " + request + ": " + e);
-    }
-  }
+                  @Override
+                  public int slots() {
+                    return Preflight.slots(sc);
+                  }
 
-  /** Logs a change of the worker count and reports it to the driver's progress. */
-  private static void workersChanged(TrainingConfig job, int from, int to, String reason) {
-    LOG.log(
-        System.Logger.Level.WARNING,
-        "Training on "
-            + to
-            + " workers instead of "
-            + from
-            + " (--workers "
-            + job.numWorkers
-            + ", --min-workers "
-            + job.minWorkers
-            + "): "
-            + reason
-            + (job.checkpointDir == null
-                ? ""
-                : "; resuming from the latest checkpoint in " + job.checkpointDir));
-    if (job.callback != null) {
-      try {
-        job.callback.onWorkersChanged(from, to, reason);
-      } catch (RuntimeException e) {
-        LOG.log(
-            System.Logger.Level.WARNING,
-            "The training callback failed on a change of workers: " + e);
-      }
-    }
-  }
+                  @Override
+                  public void preflight(int n) {
+                    job.trainData.preflight(n);
+                  }
 
-  /**
-   * The largest worker count up to {@code cap} (and at least {@code minWorkers}) the job can resume
-   * on: with {@link Rescale#GLOBAL_BATCH} one that divides the global batch; 0 if none.
-   */
-  static int elasticWorkers(TrainingConfig job, int cap) {
-    long global = (long) job.trainData.batchSize() * job.accumulateSteps * job.plannedWorkers;
-    for (int n = cap; n >= Math.max(1, job.minWorkers); n--) {
-      if (n == job.plannedWorkers
-          || job.rescale == Rescale.LEARNING_RATE
-          || (global > 0 && global % n == 0)) {
-        return n;
-      }
-    }
-    return 0;
+                  @Override
+                  public void workersChanged(int from, int to, String reason) {
+                    if (job.callback != null) {
+                      try {
+                        job.callback.onWorkersChanged(from, to, reason);
+                      } catch (RuntimeException e) {
+                        LOG.log(
+                            System.Logger.Level.WARNING,
+                            "The training callback failed on a change of workers: " + e);
+                      }
+                    }
+                  }
+                });
+    return finish(job, outcome.results(), sc.hadoopConfiguration(), normalization);
   }
 
   /** {@code job} on {@code workers} workers (a new ring secret). */
@@ -371,7 +279,8 @@ public final class DistributedTrainer {
     }
   }
 
-  private List<WorkerResult> runBarrierJob(SparkContext sc, TrainingConfig job) {
+  private List<WorkerResult> runBarrierJob(
+      SparkContext sc, TrainingConfig job, ElasticPolicy policy) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
     Broadcast<SerializableConfiguration> hadoop =
         jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
@@ -393,9 +302,8 @@ public final class DistributedTrainer {
     sc.setInterruptOnCancel(true);
     List<WorkerResult> results;
     boolean grow = job.grow && job.checkpointDir != null && job.numWorkers < job.plannedWorkers;
-    Path request = job.checkpointDir == null ? null : new Path(job.checkpointDir, GROW_REQUEST);
-    deleteGrowRequest(request, sc.hadoopConfiguration());
-    AtomicBoolean requested = new AtomicBoolean();
+    GrowRequest request = GrowRequest.in(job.checkpointDir);
+    request.delete(sc.hadoopConfiguration());
     SlotWatch watch =
         new SlotWatch(
             sc,
@@ -405,23 +313,8 @@ public final class DistributedTrainer {
             !grow
                 ? null
                 : slots -> {
-                  if (elasticWorkers(job, Math.min(slots, job.plannedWorkers)) > job.numWorkers
-                      && !requested.getAndSet(true)) {
-                    try {
-                      request.getFileSystem(sc.hadoopConfiguration()).create(request, true).close();
-                      LOG.log(
-                          System.Logger.Level.INFO,
-                          "The cluster offers "
-                              + slots
-                              + " task slots: asking the "
-                              + job.numWorkers
-                              + " workers to stop at the next epoch end to grow (--grow)");
-                    } catch (IOException e) {
-                      requested.set(false);
-                      LOG.log(
-                          System.Logger.Level.WARNING,
-                          "Cannot write the grow request " + request + ": " + e);
-                    }
+                  if (policy.workersFor(Math.min(slots, job.plannedWorkers)) > job.numWorkers) {
+                    request.ask(sc.hadoopConfiguration(), slots, job.numWorkers);
                   }
                 });
     try {
@@ -444,7 +337,7 @@ public final class DistributedTrainer {
       throw e;
     } finally {
       watch.close();
-      deleteGrowRequest(request, sc.hadoopConfiguration());
+      request.delete(sc.hadoopConfiguration());
       sc.removeJobTag(jobTag);
       sc.setLocalProperty("spark.job.interruptOnCancel", previousInterrupt);
       sc.removeSparkListener(failFast);

@@ -47,8 +47,7 @@ final class Preflight {
       }
     }
     int slots = waitForSlots(sc, cfg.numWorkers, slotWaitMillis);
-    int workers =
-        slots >= cfg.numWorkers ? cfg.numWorkers : DistributedTrainer.elasticWorkers(cfg, slots);
+    int workers = slots >= cfg.numWorkers ? cfg.numWorkers : cfg.elasticPolicy().workersFor(slots);
     if (workers < cfg.minWorkers || workers == 0) {
       throw new IllegalArgumentException(
           "Not enough task slots for "

@@ -6,6 +6,7 @@ import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.elastic.ElasticPolicy;
 import java.io.Serializable;
 import java.time.Duration;
 
@@ -82,5 +83,18 @@ final class TrainingConfig implements Serializable {
         seed * 0x9E3779B97F4A7C15L + rank * 0xBF58476D1CE4E5B9L + globalStep * 0x94D049BB133111EBL;
     h ^= h >>> 31;
     return (int) (h ^ (h >>> 32)) & 0x7fffffff;
+  }
+
+  /** This job's elastic layout policy (the training data's batch, order and this job's counts). */
+  ElasticPolicy elasticPolicy() {
+    return new ElasticPolicy(
+        trainData.batchSize(),
+        accumulateSteps,
+        plannedWorkers,
+        minWorkers,
+        rescale == Rescale.LEARNING_RATE,
+        checkpointDir,
+        new ElasticPolicy.DataOrder(
+            trainData.globalOrder(), trainData.replaysEpochs(), trainData.orderKey()));
   }
 }

@@ -12,8 +12,10 @@
  * ring ({@code FlatGradients}, {@code BucketReducer}), updates them in one of two placements
  * ({@code DeviceUpdater}, {@code HostUpdater}) and counts what it pays a device for ({@code
  * StepLedger}); batches reach a GPU one step ahead ({@code DevicePrefetch}); and the training state
- * that checkpoints and the start-up broadcast carry ({@code TrainingState}). Each rank's step times
- * ({@code StepTimes}) are gathered at every epoch's end into rank 0's {@link
+ * that checkpoints and the start-up broadcast carry ({@code TrainingState}), read, checked and
+ * broadcast by rank 0 at the start ({@code ResumeNegotiation}). What is elastic — the layout
+ * policy, the grow request, the driver's relaunch loop — sits below, in {@code train.elastic}. Each
+ * rank's step times ({@code StepTimes}) are gathered at every epoch's end into rank 0's {@link
  * dev.sparktrainer.train.StragglerReport}, which names the slowest rank. Data comes from a {@link
  * dev.sparktrainer.train.BatchSourceFactory}: the input pipeline's, or {@link
  * dev.sparktrainer.train.InMemoryDataset} for data that fits in memory.

@@ -170,12 +170,12 @@ class WorkerCountResumeTest {
     c.trainData = train.trainBatches(8, 5, true);
     c.plannedWorkers = 4; // global batch 32
     c.minWorkers = 2;
-    assertThat(DistributedTrainer.elasticWorkers(c, 4)).isEqualTo(4);
-    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("3 does not divide 32").isEqualTo(2);
+    assertThat(c.elasticPolicy().workersFor(4)).isEqualTo(4);
+    assertThat(c.elasticPolicy().workersFor(3)).as("3 does not divide 32").isEqualTo(2);
     c.minWorkers = 3;
-    assertThat(DistributedTrainer.elasticWorkers(c, 3)).as("none from 3 down to 3").isZero();
+    assertThat(c.elasticPolicy().workersFor(3)).as("none from 3 down to 3").isZero();
     c.rescale = Rescale.LEARNING_RATE;
-    assertThat(DistributedTrainer.elasticWorkers(c, 3)).isEqualTo(3);
+    assertThat(c.elasticPolicy().workersFor(3)).isEqualTo(3);
     assertThatThrownBy(() -> job(2, 16, null).optMinWorkers(3).build())
         .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
   }
