@@ -291,7 +291,7 @@ public final class DeviceImages {
         }
         at++;
         if (anyFlip) {
-          NDArray mask = tmp.create(flip, new Shape(n, 1, 1, 1));
+          NDArray mask = tmp.create(flip, new Shape(n, 1, 1, 1)).broadcast(x.getShape());
           x = NDArrays.where(mask, x.flip(wAxis), x);
         }
       } else if (s instanceof Crop c) {
