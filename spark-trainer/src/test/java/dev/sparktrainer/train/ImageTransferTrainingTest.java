@@ -2,9 +2,12 @@ package dev.sparktrainer.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import ai.djl.Device;
+import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.PipelineOptions.ImageTransfer;
 import dev.sparktrainer.model.LossSpec;
@@ -19,7 +22,9 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import javax.imageio.ImageIO;
 import org.apache.hadoop.conf.Configuration;
@@ -118,5 +123,49 @@ class ImageTransferTrainingTest {
     // nondeterminism could tell the runs apart.
     assertThat(Math.abs(device.validationAccuracy() - host.validationAccuracy()))
         .isLessThanOrEqualTo(0.02);
+  }
+
+  /** Bytes to the device per step, as the step's ledger counts them, for batches of 32. */
+  private static double bytesPerStep(ImageTransfer transfer) throws Exception {
+    Configuration conf = new Configuration();
+    PipelineOptions o =
+        PipelineOptions.builder()
+            .optBatchSize(32)
+            .optShuffleBuffer(100)
+            .optImageTransfer(transfer)
+            .optTransform(
+                ImageAugment.parse("crop:1,normalize:0.3/0.4", ImageAugment.Layout.HWC).training())
+            .build();
+    try (ReplicaSet replicas = new ReplicaSet(MlpSpec.of(64, 10, 16), List.of(Device.cpu()), 7);
+        TrainStep step =
+            FlatStepTest.newStep(
+                replicas,
+                null,
+                OptimizerSpec.adam().build(),
+                OptimizerPlacement.DEVICE,
+                1 << 20,
+                true,
+                true);
+        InputPipeline in =
+            InputPipeline.create(
+                DatasetPlanner.plan(spec("train"), o, conf), o, 0, 1, replicas.manager(), conf)) {
+      assertThat(in.images().active()).isEqualTo(transfer == ImageTransfer.UINT8);
+      Iterator<Batch> it = in.epoch(0, 0);
+      double[] acc = new double[3];
+      for (int s = 0; s < 3; s++) {
+        try (Batch b = it.next()) {
+          step.run(b, 1000 + s, 1e-3f, acc);
+        }
+      }
+      StepLedger.Totals l = step.ledger().snapshot();
+      return l.perStep(l.bytesToDevice());
+    }
+  }
+
+  @Test
+  void theLedgerCountsOneBytePerPixel() throws Exception {
+    // one worker on the device placement: the batch is all that crosses
+    assertThat(bytesPerStep(ImageTransfer.UINT8)).isEqualTo(32 * 64 + 32 * 8.0);
+    assertThat(bytesPerStep(ImageTransfer.FLOAT32)).isEqualTo(4 * 32 * 64 + 32 * 8.0);
   }
 }
