@@ -106,7 +106,8 @@ public final class InputPipeline implements BatchSource {
       NDManager manager,
       Configuration conf) {
     DeviceImages images =
-        DeviceImages.plan(plan.spec(), options, normalization, manager.getDevice().isGpu());
+        DeviceImages.plan(
+            plan.spec(), options, normalization, manager != null && manager.getDevice().isGpu());
     if (!images.active()
         && options.imageTransfer() == PipelineOptions.ImageTransfer.UINT8
         && plan.spec().features().stream()
