@@ -76,9 +76,9 @@ import java.util.function.Predicate;
  *
  * <p>Args: {@code [--models mlp,cnn,resnet50] [--workers 1,2] [--placements device,host] [--device
  * cpu|gpu] [--steps N|model=N,...] [--warmup N|model=N,...] [--batch N|model=N,...] [--image 64]
- * [--threads N] [--overlap on|off] [--rounds 1] [--baseline-jar JAR] [--python PY --torch-script
- * FILE] [--out FILE] [--logs DIR] [--java-options "..."] [--timeout-min 20]}. A child runs {@code
- * StepBenchmark child ...}.
+ * [--threads N] [--overlap on|off] [--image-transfer float32|uint8] [--rounds 1] [--baseline-jar
+ * JAR] [--python PY --torch-script FILE] [--out FILE] [--logs DIR] [--java-options "..."]
+ * [--timeout-min 20]}. A child runs {@code StepBenchmark child ...}.
  */
 public final class StepBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet50");
@@ -141,9 +141,17 @@ public final class StepBenchmark {
       int steps,
       int warmup,
       int threads,
-      boolean overlap) {
+      boolean overlap,
+      String imageTransfer) {
     String name() {
-      return model + "-w" + workers + "-" + placement + "-" + step;
+      return model
+          + "-w"
+          + workers
+          + "-"
+          + placement
+          + "-"
+          + step
+          + (imageTransfer.equals("uint8") ? "-uint8" : "");
     }
   }
 
@@ -162,6 +170,7 @@ public final class StepBenchmark {
     int threads =
         positive(o, "threads", Integer.toString(Runtime.getRuntime().availableProcessors()), false);
     boolean overlap = choice(o, "overlap", "on", List.of("on", "off")).equals("on");
+    String imageTransfer = choice(o, "image-transfer", "float32", List.of("float32", "uint8"));
     int rounds = positive(o, "rounds", "1", false);
     Duration timeout = Duration.ofMinutes(positive(o, "timeout-min", "20", false));
     Path out = Path.of(o.getOrDefault("out", "target/bench/step.jsonl")).toAbsolutePath();
@@ -181,6 +190,11 @@ public final class StepBenchmark {
     }
     if (javaOptions.stream().noneMatch(s -> s.startsWith("-Dai.djl.offline"))) {
       javaOptions.add("-Dai.djl.offline=true");
+    }
+    if (baselineJar != null && imageTransfer.equals("uint8")) {
+      throw new IllegalArgumentException(
+          "Invalid --image-transfer uint8 with --baseline-jar: the baseline build has no uint8"
+              + " transfer; compare --image-transfer float32 and uint8 in two runs of this build");
     }
     List<String> variants =
         baselineJar == null ? List.of("current") : List.of("baseline", "current");
@@ -241,7 +255,8 @@ public final class StepBenchmark {
                         steps.get(model),
                         warmup.get(model),
                         Math.max(1, threads / n),
-                        overlap);
+                        overlap,
+                        model.equals("mlp") ? "float32" : imageTransfer);
                 Map<String, Object> row =
                     runConfig(
                         c,
@@ -336,6 +351,7 @@ public final class StepBenchmark {
     }
     row.put("threads_per_worker", c.threads());
     row.put("overlap", c.overlap());
+    row.put("image_transfer", c.imageTransfer());
     row.put("steps", c.steps());
     row.put("warmup", c.warmup());
     if (baselineJar != null) {
@@ -379,7 +395,9 @@ public final class StepBenchmark {
                 "--threads",
                 Integer.toString(c.threads()),
                 "--overlap",
-                c.overlap() ? "on" : "off"));
+                c.overlap() ? "on" : "off",
+                "--image-transfer",
+                c.imageTransfer()));
         children.add(
             BenchChild.start(
                 cmd,
@@ -525,6 +543,7 @@ public final class StepBenchmark {
     int warmup = Integer.parseInt(required(o, "warmup"));
     int threads = Integer.parseInt(required(o, "threads"));
     boolean overlap = "on".equals(required(o, "overlap"));
+    boolean uint8 = "uint8".equals(o.getOrDefault("image-transfer", "float32"));
     BufferedReader stdin =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 
@@ -574,11 +593,11 @@ public final class StepBenchmark {
               overlap && workers > 1,
               Duration.ofMinutes(5))) {
         long[] shape = featureShape(model, image, batch);
-        ByteBuffer features = features(shape, 11L + rank);
+        ByteBuffer features = uint8 ? pixels(shape, 11L + rank) : features(shape, 11L + rank);
         ByteBuffer labels = labels(batch, classes(model), 13L + rank);
         double[] acc = new double[7];
         for (int s = 0; s < warmup; s++) {
-          step(replicas, step, features, labels, shape, s, acc);
+          step(replicas, step, features, labels, shape, s, acc, uint8);
         }
         if (comm != null) {
           comm.barrier(); // both ranks start the timed steps together
@@ -587,7 +606,7 @@ public final class StepBenchmark {
         Object ledgerBefore = ledgerSnapshot(step);
         long t0 = System.nanoTime();
         for (int s = warmup; s < warmup + steps; s++) {
-          step(replicas, step, features, labels, shape, s, acc);
+          step(replicas, step, features, labels, shape, s, acc, uint8);
         }
         if (gpu) {
           sync(replicas);
@@ -625,7 +644,8 @@ public final class StepBenchmark {
 
   /**
    * One step over a batch made from the direct buffers (on CPU the tensors wrap them, on a GPU they
-   * are uploaded), as the input pipeline hands batches over.
+   * are uploaded), as the input pipeline hands batches over; with {@code uint8} the features are
+   * one byte per pixel, made float32 on the device as the pipeline's image transfer uint8 does.
    */
   private static void step(
       ReplicaSet replicas,
@@ -634,17 +654,21 @@ public final class StepBenchmark {
       ByteBuffer labels,
       long[] shape,
       int s,
-      double[] acc) {
+      double[] acc,
+      boolean uint8) {
     NDManager m = replicas.manager().newSubManager();
     NDArray x =
-        m.create(
-            features.duplicate().order(ByteOrder.nativeOrder()),
-            new Shape(shape),
-            DataType.FLOAT32);
+        uint8
+            ? dev.sparktrainer.data.DeviceImages.toFloat(m, features, new Shape(shape))
+            : m.create(
+                features.duplicate().order(ByteOrder.nativeOrder()),
+                new Shape(shape),
+                DataType.FLOAT32);
     NDArray y =
         m.create(
             labels.duplicate().order(ByteOrder.nativeOrder()), new Shape(shape[0]), DataType.INT64);
-    try (Batch b = directBatch(m, new NDList(x), y, (int) shape[0])) {
+    long upload = features.remaining() + labels.remaining();
+    try (Batch b = directBatch(m, new NDList(x), y, (int) shape[0], upload)) {
       step.run(b, 1000 + s, LEARNING_RATE, acc);
     }
   }
@@ -653,7 +677,14 @@ public final class StepBenchmark {
    * A batch marked as made from direct memory where the build knows that mark (Batch.direct(), for
    * the ledger's heap-upload count); an older build (--baseline-jar) gets the plain batch.
    */
-  private static Batch directBatch(NDManager m, NDList x, NDArray y, int size) {
+  private static Batch directBatch(NDManager m, NDList x, NDArray y, int size, long upload) {
+    if (UPLOAD_BATCH != null) { // a build whose ledger counts the batch's upload
+      try {
+        return (Batch) UPLOAD_BATCH.newInstance(m, x, y, size, null, true, upload);
+      } catch (ReflectiveOperationException e) {
+        throw new IllegalStateException(e);
+      }
+    }
     if (DIRECT_BATCH != null) {
       try {
         return (Batch) DIRECT_BATCH.newInstance(m, x, y, size, null, true);
@@ -665,6 +696,23 @@ public final class StepBenchmark {
   }
 
   private static final java.lang.reflect.Constructor<?> DIRECT_BATCH = directBatchConstructor();
+
+  private static final java.lang.reflect.Constructor<?> UPLOAD_BATCH = uploadBatchConstructor();
+
+  private static java.lang.reflect.Constructor<?> uploadBatchConstructor() {
+    try {
+      return Batch.class.getConstructor(
+          NDManager.class,
+          NDList.class,
+          NDArray.class,
+          int.class,
+          Runnable.class,
+          boolean.class,
+          long.class);
+    } catch (NoSuchMethodException e) {
+      return null;
+    }
+  }
 
   private static java.lang.reflect.Constructor<?> directBatchConstructor() {
     try {
@@ -831,6 +879,20 @@ public final class StepBenchmark {
     Random r = new Random(seed);
     for (long i = 0; i < n; i++) {
       b.putFloat((float) r.nextGaussian());
+    }
+    return b.flip();
+  }
+
+  /** Uniform pixels 0..255, one byte each (image transfer uint8), generated once. */
+  private static ByteBuffer pixels(long[] shape, long seed) {
+    long n = 1;
+    for (long d : shape) {
+      n *= d;
+    }
+    ByteBuffer b = ByteBuffer.allocateDirect(Math.toIntExact(n)).order(ByteOrder.nativeOrder());
+    Random r = new Random(seed);
+    for (long i = 0; i < n; i++) {
+      b.put((byte) r.nextInt(256));
     }
     return b.flip();
   }

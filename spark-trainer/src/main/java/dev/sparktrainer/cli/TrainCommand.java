@@ -190,6 +190,13 @@ final class TrainCommand extends Command {
         "with --shuffle-buffer 0: readers make whole batches and"
             + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
     f.add(
+        "image-transfer",
+        Kind.STRING,
+        "TYPE",
+        "auto",
+        "uint8 or float32: how image features cross to the device (uint8: one byte per pixel,"
+            + " scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on CPUs)");
+    f.add(
         "sharding",
         Kind.STRING,
         "POLICY",
@@ -553,6 +560,16 @@ final class TrainCommand extends Command {
               .optSeed(f.longValue("seed"))
               .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")))
               .optDeterministic(!f.bool("nondeterministic"));
+      try {
+        b.optImageTransfer(f.string("image-transfer"));
+      } catch (IllegalArgumentException e) {
+        throw new CliException(
+            "Invalid "
+                + f.source("image-transfer")
+                + " '"
+                + f.string("image-transfer")
+                + "': expected uint8, float32 or auto");
+      }
       if (f.given("cache-dir")) {
         b.optCacheDir(f.string("cache-dir"));
       }

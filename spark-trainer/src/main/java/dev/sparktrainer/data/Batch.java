@@ -17,6 +17,7 @@ public final class Batch implements AutoCloseable {
   private final int size;
   private final Runnable onClose;
   private final boolean direct;
+  private final long uploadBytes;
 
   /** A batch whose tensors may have been made from Java heap arrays. */
   public Batch(NDManager manager, NDList features, NDArray labels, int size) {
@@ -39,6 +40,22 @@ public final class Batch implements AutoCloseable {
       int size,
       Runnable onClose,
       boolean direct) {
+    this(manager, features, labels, size, onClose, direct, -1);
+  }
+
+  /**
+   * @param uploadBytes the host bytes the tensors were made from on their device (what crossed to a
+   *     GPU: one byte per pixel for images that travel as uint8), or -1 if not known
+   */
+  public Batch(
+      NDManager manager,
+      NDList features,
+      NDArray labels,
+      int size,
+      Runnable onClose,
+      boolean direct,
+      long uploadBytes) {
+    this.uploadBytes = uploadBytes;
     this.manager = manager;
     this.features = features;
     this.labels = labels;
@@ -50,6 +67,14 @@ public final class Batch implements AutoCloseable {
   /** Whether the tensors were made from direct memory (the step's ledger counts the others). */
   public boolean direct() {
     return direct;
+  }
+
+  /**
+   * The host bytes this batch's tensors were made from on their device (features and labels; an
+   * image column that travels as uint8 counts one byte per pixel), or -1 if not known.
+   */
+  public long uploadBytes() {
+    return uploadBytes;
   }
 
   /** The feature tensors, in the order of the spec's feature columns. */

@@ -18,6 +18,7 @@ final class BatchBuilder {
   private ByteBuffer[] columns;
   private ByteBuffer labels;
   private final double[] labelValues;
+  private final long[] drawValues;
   private final float[][] spent;
   private int spentCount;
   private int size;
@@ -35,6 +36,7 @@ final class BatchBuilder {
     this.intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
     this.labels = ctx.labelPool().take();
     this.labelValues = new double[capacity];
+    this.drawValues = new long[capacity];
     this.spent = new float[capacity][];
   }
 
@@ -53,6 +55,7 @@ final class BatchBuilder {
 
   /** Ends row {@link #size()}, whose features were written into {@link #columns()}. */
   void commit(double label) {
+    drawValues[size] = 0;
     labelValues[size] = label;
     if (intLabels) {
       labels.putLong(size * 8, (long) label);
@@ -71,6 +74,7 @@ final class BatchBuilder {
     }
     spent[spentCount++] = r.features;
     commit(r.label);
+    drawValues[size - 1] = r.draws;
   }
 
   /** Moves as many of {@code other}'s last rows as fit here; returns how many moved. */
@@ -83,6 +87,7 @@ final class BatchBuilder {
     }
     for (int i = 0; i < n; i++) {
       commit(other.labelValues[from + i]);
+      drawValues[size - 1] = other.drawValues[from + i];
     }
     other.size -= n;
     return n;
@@ -95,7 +100,7 @@ final class BatchBuilder {
   HostBatch build() {
     giveSpent();
     if (size == capacity) {
-      HostBatch b = new HostBatch(columns, labelValues, labels, size);
+      HostBatch b = new HostBatch(columns, labelValues, labels, size, drawValues.clone());
       columns = null;
       labels = null;
       return b;
@@ -109,7 +114,13 @@ final class BatchBuilder {
     int labelBytes = (intLabels ? 8 : 4) * size;
     ByteBuffer exactLabels = ByteBuffer.allocateDirect(labelBytes).order(ByteOrder.nativeOrder());
     exactLabels.put(0, labels, 0, labelBytes);
-    HostBatch b = new HostBatch(exact, Arrays.copyOf(labelValues, size), exactLabels, size);
+    HostBatch b =
+        new HostBatch(
+            exact,
+            Arrays.copyOf(labelValues, size),
+            exactLabels,
+            size,
+            Arrays.copyOf(drawValues, size));
     release();
     return b;
   }

@@ -21,6 +21,9 @@ public final class Example {
   private long index;
   private float[] scratch = new float[0];
 
+  /** Draws recorded for the device's augmentation ({@link DeviceImages}); 0 if none. */
+  long draws;
+
   Example(DatasetSpec spec) {
     this.features = spec.features();
     this.offsets = new int[features.size() + 1];
@@ -36,6 +39,7 @@ public final class Example {
     this.epoch = epoch;
     this.rank = rank;
     this.index = index;
+    this.draws = 0;
     random.reset(seed);
   }
 

@@ -21,11 +21,20 @@ final class HostBatch {
 
   final int size;
 
+  /** Each row's draws for the device's augmentation ({@link Record#draws}). */
+  final long[] draws;
+
   HostBatch(ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size) {
+    this(features, labels, labelBuffer, size, new long[size]);
+  }
+
+  HostBatch(
+      ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size, long[] draws) {
     this.features = features;
     this.labels = labels;
     this.labelBuffer = labelBuffer;
     this.size = size;
+    this.draws = draws;
   }
 
   /** Column {@code c} as floats. */
@@ -57,6 +66,7 @@ final class HostBatch {
               : ByteBuffer.allocateDirect(n * size * 4).order(ByteOrder.nativeOrder());
     }
     double[] labels = new double[n];
+    long[] draws = new long[n];
     boolean intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
     ByteBuffer lb =
         full
@@ -80,6 +90,7 @@ final class HostBatch {
           off += size;
         }
         label = r.label;
+        draws[i] = r.draws;
         spent[decoded++] = r.features;
       } else {
         if (decoder == null) {
@@ -106,7 +117,7 @@ final class HostBatch {
       tally.release();
     }
     ctx.recordPool().giveAll(spent, decoded);
-    return new HostBatch(f, labels, lb, n);
+    return new HostBatch(f, labels, lb, n, draws);
   }
 
   /** Gives back what {@code n} records hold without making a batch of them (skipped steps). */

@@ -207,11 +207,37 @@ public final class ImageAugment implements Serializable {
   }
 
   private static ExampleTransform chain(List<Step> steps) {
-    ExampleTransform t = steps.get(0);
-    for (int i = 1; i < steps.size(); i++) {
-      t = t.andThen(steps.get(i));
+    return new Chain(steps);
+  }
+
+  /**
+   * The steps run one after the other: what {@link #training()} and {@link #inference()} return.
+   * Recognised by the pipeline, which with image transfer uint8 runs them on the device instead
+   * ({@link DeviceImages}): the host then only draws each example's random choices.
+   */
+  static final class Chain implements ExampleTransform {
+    private static final long serialVersionUID = 1L;
+    final List<Step> steps;
+
+    Chain(List<Step> steps) {
+      this.steps = List.copyOf(steps);
     }
-    return t;
+
+    @Override
+    public void apply(Example ex) throws Exception {
+      for (Step s : steps) {
+        s.apply(ex);
+      }
+    }
+
+    @Override
+    public String toString() {
+      StringBuilder sb = new StringBuilder();
+      for (Step s : steps) {
+        sb.append(sb.length() == 0 ? "" : ",").append(s);
+      }
+      return sb.toString();
+    }
   }
 
   /**
@@ -302,7 +328,7 @@ public final class ImageAugment implements Serializable {
   }
 
   /** A step over every 3-D feature column, seen as (channels, height, width) in its layout. */
-  private abstract static class Step implements ExampleTransform {
+  abstract static class Step implements ExampleTransform {
     private static final long serialVersionUID = 1L;
     final Layout layout;
 
@@ -352,7 +378,7 @@ public final class ImageAugment implements Serializable {
     void apply(float[] v, int off, int channels, int height, int width);
   }
 
-  private static final class Flip extends Step {
+  static final class Flip extends Step {
     private static final long serialVersionUID = 1L;
 
     Flip(Layout layout, long[] flatShape) {
@@ -401,9 +427,9 @@ public final class ImageAugment implements Serializable {
     }
   }
 
-  private static final class Crop extends Step {
+  static final class Crop extends Step {
     private static final long serialVersionUID = 1L;
-    private final int padding;
+    final int padding;
 
     Crop(int padding, Layout layout, long[] flatShape) {
       super(layout, flatShape);
@@ -458,11 +484,11 @@ public final class ImageAugment implements Serializable {
     }
   }
 
-  private static final class Normalize extends Step {
+  static final class Normalize extends Step {
     private static final long serialVersionUID = 1L;
-    private final float[] mean;
+    final float[] mean;
     private final float[] std;
-    private final float[] invStd;
+    final float[] invStd;
     private final String text;
 
     Normalize(float[] mean, float[] std, Layout layout, long[] flatShape) {

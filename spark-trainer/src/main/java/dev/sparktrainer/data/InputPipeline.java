@@ -7,11 +7,14 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One worker's input pipeline: the {@link BatchSource} the trainer consumes.
@@ -47,13 +50,20 @@ public final class InputPipeline implements BatchSource {
   private List<EpochSegment> remainderOf = List.of();
   private PipelineStats lastStats;
 
+  private static final Logger LOG = LoggerFactory.getLogger(InputPipeline.class);
+
   /** Applied to every host batch before it goes to the device; null for none. */
   private final Normalization normalization;
 
-  private InputPipeline(PipelineContext ctx, NDManager manager, Normalization normalization) {
+  /** How image columns cross to the device (uint8, converted there; or float32 as decoded). */
+  private final DeviceImages images;
+
+  private InputPipeline(
+      PipelineContext ctx, NDManager manager, Normalization normalization, DeviceImages images) {
     this.ctx = ctx;
     this.manager = manager;
     this.normalization = normalization;
+    this.images = images;
     if (normalization != null && normalization.size() != ctx.spec().featureSize()) {
       throw new IllegalArgumentException(
           "The normalization was fitted on "
@@ -95,8 +105,23 @@ public final class InputPipeline implements BatchSource {
       int numWorkers,
       NDManager manager,
       Configuration conf) {
+    DeviceImages images =
+        DeviceImages.plan(
+            plan.spec(), options, normalization, manager != null && manager.getDevice().isGpu());
+    if (!images.active()
+        && options.imageTransfer() == PipelineOptions.ImageTransfer.UINT8
+        && plan.spec().features().stream()
+            .anyMatch(f -> f.encoding() == DatasetSpec.Encoding.IMAGE)) {
+      LOG.info("--image-transfer uint8 asked for, images travel as float32: {}", images.reason());
+    }
+    PipelineOptions host = images.active() ? images.hostOptions(options) : options;
     return new InputPipeline(
-        new PipelineContext(plan, options, rank, numWorkers, conf), manager, normalization);
+        new PipelineContext(plan, host, rank, numWorkers, conf), manager, normalization, images);
+  }
+
+  /** How this pipeline's image columns cross to the device. */
+  public DeviceImages images() {
+    return images;
   }
 
   /**
@@ -297,8 +322,21 @@ public final class InputPipeline implements BatchSource {
       NDList features = new NDList();
       DatasetSpec spec = from.spec();
       int first = 0;
+      long upload = 0;
       for (int c = 0; c < hb.features.length; c++) {
         int width = spec.features().get(c).size();
+        if (images.uint8(c)) { // one byte per pixel crosses; float32 made on the device
+          ByteBuffer bytes = images.pack(c, hb.floats(c), hb.size);
+          try {
+            features.add(images.upload(m, c, bytes, hb.size, hb.draws));
+          } finally {
+            images.give(c, bytes);
+          }
+          upload += (long) hb.size * width;
+          first += width;
+          continue;
+        }
+        upload += 4L * hb.size * width;
         if (normalization != null) { // in place: the buffer is the batch's own until it is recycled
           normalization.apply(hb.floats(c), hb.size, width, first);
         }
@@ -314,8 +352,9 @@ public final class InputPipeline implements BatchSource {
               hb.labelBuffer,
               new Shape(hb.size),
               spec.labelType() == DatasetSpec.LabelType.INT ? DataType.INT64 : DataType.FLOAT32);
+      upload += (long) hb.size * labels.getDataType().getNumOfBytes();
       // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
-      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb), true);
+      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb), true, upload);
     } catch (RuntimeException e) {
       m.close();
       throw e;

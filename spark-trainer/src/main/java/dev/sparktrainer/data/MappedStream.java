@@ -105,7 +105,9 @@ final class MappedStream implements RecordStream {
               + e,
           e);
     }
-    return example.label() == r.label ? r : new Record(r.features, example.label());
+    return example.label() == r.label && example.draws == 0
+        ? r
+        : new Record(r.features, example.label(), example.draws);
   }
 
   @Override

@@ -56,6 +56,40 @@ public final class PipelineOptions implements Serializable {
     }
   }
 
+  /** How image features (encoded images: PNG, JPEG, ...) cross to the device. */
+  public enum ImageTransfer {
+    /** uint8 on a GPU, float32 on a CPU (where uint8 would change nothing but the work). */
+    AUTO,
+    /**
+     * One byte per pixel: converted to float32 in 0..1, normalized and augmented (the built-in
+     * {@link ImageAugment} steps) on the device.
+     */
+    UINT8,
+    /** Four bytes per pixel: decoded, augmented and normalized on the host (float32 in 0..1). */
+    FLOAT32;
+
+    /**
+     * Parses {@code uint8}, {@code float32} or {@code auto}.
+     *
+     * @throws IllegalArgumentException naming the option and its allowed values
+     */
+    public static ImageTransfer parse(String v) {
+      try {
+        return valueOf(v.trim().toUpperCase(Locale.ROOT));
+      } catch (IllegalArgumentException | NullPointerException e) {
+        throw new IllegalArgumentException(
+            "Invalid image transfer '"
+                + v
+                + "' (--image-transfer): expected uint8, float32 or auto");
+      }
+    }
+
+    /** The transfer used on a device: AUTO resolved (uint8 on a GPU, float32 on a CPU). */
+    public ImageTransfer resolve(boolean gpu) {
+      return this == AUTO ? (gpu ? UINT8 : FLOAT32) : this;
+    }
+  }
+
   private final int batchSize;
   private final boolean dropRemainder;
   private final int shuffleBuffer;
@@ -74,6 +108,7 @@ public final class PipelineOptions implements Serializable {
   private final ShufflePath shufflePath;
   private final double plannedWindow;
   private final ExampleTransform transform;
+  private final ImageTransfer imageTransfer;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -94,6 +129,7 @@ public final class PipelineOptions implements Serializable {
     shufflePath = b.shufflePath;
     plannedWindow = b.plannedWindow;
     transform = b.transform;
+    imageTransfer = b.imageTransfer;
   }
 
   public static Builder builder() {
@@ -120,6 +156,7 @@ public final class PipelineOptions implements Serializable {
     b.shufflePath = shufflePath;
     b.plannedWindow = plannedWindow;
     b.transform = transform;
+    b.imageTransfer = imageTransfer;
     return b;
   }
 
@@ -239,6 +276,14 @@ public final class PipelineOptions implements Serializable {
     return transform;
   }
 
+  /**
+   * How image features cross to the device (see {@link ImageTransfer}); {@code AUTO} (the default)
+   * is uint8 on a GPU and float32 on a CPU.
+   */
+  public ImageTransfer imageTransfer() {
+    return imageTransfer;
+  }
+
   /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
   public static final class Builder {
     private int batchSize = 32;
@@ -258,6 +303,7 @@ public final class PipelineOptions implements Serializable {
     private boolean deterministic = true;
     private ShufflePath shufflePath = ShufflePath.BUFFER;
     private double plannedWindow = 1;
+    private ImageTransfer imageTransfer = ImageTransfer.AUTO;
     private ExampleTransform transform;
 
     /** Default 32. */
@@ -376,6 +422,20 @@ public final class PipelineOptions implements Serializable {
     public Builder optTransform(ExampleTransform t) {
       transform = t;
       return this;
+    }
+
+    /**
+     * Default {@link ImageTransfer#AUTO}: how image features cross to the device (uint8: one byte
+     * per pixel, converted, normalized and augmented there; float32: four, all done on the host).
+     */
+    public Builder optImageTransfer(ImageTransfer v) {
+      imageTransfer = Objects.requireNonNull(v, "imageTransfer");
+      return this;
+    }
+
+    /** {@link #optImageTransfer(ImageTransfer)} from its text: uint8, float32 or auto. */
+    public Builder optImageTransfer(String v) {
+      return optImageTransfer(ImageTransfer.parse(v));
     }
 
     public PipelineOptions build() {

@@ -108,6 +108,7 @@ final class PlannedReaders implements EpochStream.Readers {
     final ByteBuffer[] columns;
     final ByteBuffer labels;
     final double[] labelValues;
+    final long[] draws;
     final AtomicInteger missing;
 
     Open(int number) {
@@ -120,6 +121,7 @@ final class PlannedReaders implements EpochStream.Readers {
       }
       this.labels = ctx.labelPool().take();
       this.labelValues = new double[rows];
+      this.draws = new long[rows];
       this.missing = new AtomicInteger(rows);
     }
 
@@ -141,11 +143,12 @@ final class PlannedReaders implements EpochStream.Readers {
         columns[c].asFloatBuffer().put(row * w, r.features, off, w);
         off += w;
       }
+      draws[row] = r.draws;
     }
 
     HostBatch build() {
       if (rows == batchSize) {
-        return new HostBatch(columns, labelValues, labels, rows);
+        return new HostBatch(columns, labelValues, labels, rows, draws);
       }
       boolean intLabels = ctx.spec().labelType() == DatasetSpec.LabelType.INT;
       ByteBuffer[] exact = new ByteBuffer[columns.length];
@@ -158,7 +161,7 @@ final class PlannedReaders implements EpochStream.Readers {
       ByteBuffer exactLabels = ByteBuffer.allocateDirect(labelBytes).order(ByteOrder.nativeOrder());
       exactLabels.put(0, labels, 0, labelBytes);
       release();
-      return new HostBatch(exact, labelValues, exactLabels, rows);
+      return new HostBatch(exact, labelValues, exactLabels, rows, draws);
     }
 
     void release() {

@@ -10,6 +10,12 @@ final class Record {
   final float[] features;
   final double label;
 
+  /**
+   * The example's random draws for the built-in augmentation on the device (image transfer uint8),
+   * packed by {@link DeviceImages}; 0 when there are none.
+   */
+  final long draws;
+
   /** The reader's buffer holding the serialized example, or null for a decoded record. */
   final ReadBuffers.Handed raw;
 
@@ -20,8 +26,13 @@ final class Record {
   final long fileOffset;
 
   Record(float[] features, double label) {
+    this(features, label, 0);
+  }
+
+  Record(float[] features, double label, long draws) {
     this.features = features;
     this.label = label;
+    this.draws = draws;
     this.raw = null;
     this.rawOffset = 0;
     this.rawLength = 0;
@@ -31,6 +42,7 @@ final class Record {
   Record(ReadBuffers.Handed raw, int offset, int length, long fileOffset) {
     this.features = null;
     this.label = 0;
+    this.draws = 0;
     this.raw = raw;
     this.rawOffset = offset;
     this.rawLength = length;

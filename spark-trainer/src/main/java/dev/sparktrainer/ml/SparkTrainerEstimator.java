@@ -93,6 +93,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
   final IntParam shuffleBuffer;
   final BooleanParam useGpus;
   final BooleanParam deterministic;
+  final Param<String> imageTransfer;
   final Param<String> ringTransport;
   final DoubleParam bucketMb;
   final BooleanParam overlap;
@@ -217,6 +218,15 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
             "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
                 + " batches and hand them on as they are ready (faster)");
     setDefault(deterministic, true);
+    imageTransfer =
+        new Param<>(
+            this,
+            "imageTransfer",
+            "uint8, float32 or auto: how image features cross to the device (uint8: one byte per"
+                + " pixel, scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on"
+                + " CPUs)",
+            ParamValidators.inArray(new String[] {"auto", "uint8", "float32"}));
+    setDefault(imageTransfer, "auto");
     ringTransport =
         new Param<>(
             this,
@@ -375,6 +385,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return deterministic;
   }
 
+  public Param<String> imageTransfer() {
+    return imageTransfer;
+  }
+
   public Param<String> ringTransport() {
     return ringTransport;
   }
@@ -521,6 +535,18 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
+  /**
+   * uint8, float32 or auto (see {@code --image-transfer}).
+   *
+   * @throws IllegalArgumentException naming the option and its allowed values
+   */
+  public SparkTrainerEstimator setImageTransfer(String v) {
+    set(
+        imageTransfer,
+        PipelineOptions.ImageTransfer.parse(v).name().toLowerCase(java.util.Locale.ROOT));
+    return this;
+  }
+
   public SparkTrainerEstimator setRingTransport(String v) {
     set(ringTransport, v);
     return this;
@@ -600,6 +626,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
             .optShuffleBuffer(intParam(shuffleBuffer))
             .optSeed(seedValue)
             .optDeterministic((Boolean) getOrDefault(deterministic))
+            .optImageTransfer(getOrDefault(imageTransfer))
             .build();
     DistributedTrainer.Builder b =
         DistributedTrainer.builder()

@@ -368,6 +368,11 @@ final class TrainStep implements AutoCloseable {
     if (!batch.direct()) {
       ledger.heapUploads++;
     }
+    // A batch made on the replicas' device from host bytes: those bytes crossed (image columns
+    // that travel as uint8 count one byte per pixel).
+    if (batch.uploadBytes() >= 0 && batch.labels().getDevice().equals(replicas.devices().get(0))) {
+      ledger.bytesToDevice += batch.uploadBytes();
+    }
     for (NDArray a : batch.features()) {
       if (!a.getDevice().equals(replicas.devices().get(0))) {
         ledger.bytesToDevice += a.size() * a.getDataType().getNumOfBytes();
