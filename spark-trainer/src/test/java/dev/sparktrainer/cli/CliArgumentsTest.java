@@ -117,6 +117,9 @@ class CliArgumentsTest {
         CliRunner.run(train("--gradient-precision", "fp16")),
         "Invalid --gradient-precision 'fp16': expected fp32 or bf16 (fp16 has too little range");
     assertUsageError(
+        CliRunner.run(train("--precision", "fp16")),
+        "Invalid --precision 'fp16': expected fp32 or bf16");
+    assertUsageError(
         CliRunner.run(train("--optimizer-placement", "gpu")),
         "Invalid --optimizer-placement 'gpu': expected auto, device or host");
     assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
