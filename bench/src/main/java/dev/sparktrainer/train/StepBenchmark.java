@@ -339,6 +339,7 @@ public final class StepBenchmark {
       if (step.equals(r.get("step"))
           && like.get("workers").equals(r.get("workers"))
           && like.get("placement").equals(r.get("placement"))
+          && java.util.Objects.equals(like.get("precision"), r.get("precision"))
           && like.get("round").equals(r.get("round"))
           && !r.containsKey("error")) {
         return r;
@@ -1041,8 +1042,7 @@ public final class StepBenchmark {
   private static List<Map<String, Object>> best(List<Map<String, Object>> rows) {
     Map<String, List<Map<String, Object>>> byKey = new LinkedHashMap<>();
     for (Map<String, Object> r : rows) {
-      String key =
-          r.get("model") + "/" + r.get("workers") + "/" + r.get("placement") + "/" + r.get("step");
+      String key = r.get("model") + "/" + r.get("workers") + "/" + place(r) + "/" + r.get("step");
       byKey.computeIfAbsent(key, k -> new ArrayList<>()).add(r);
     }
     Map<String, Map<String, Object>> best = new LinkedHashMap<>();
@@ -1077,6 +1077,12 @@ public final class StepBenchmark {
           }
         });
     return new ArrayList<>(best.values());
+  }
+
+  /** The placement, and the precision when not fp32: {@code device}, {@code device/bf16}. */
+  private static String place(Map<String, Object> r) {
+    Object p = r.get("precision");
+    return r.get("placement") + (p == null || "fp32".equals(p) ? "" : "/" + p);
   }
 
   private static void printTable(List<Map<String, Object>> all) {
@@ -1121,7 +1127,7 @@ public final class StepBenchmark {
             r.get("step"),
             r.get("device"),
             r.get("workers"),
-            r.get("placement"),
+            place(r),
             r.get("batch"),
             r.get("error"));
         continue;
@@ -1134,7 +1140,7 @@ public final class StepBenchmark {
           r.get("step"),
           r.get("device"),
           r.get("workers"),
-          r.get("placement"),
+          place(r),
           r.get("batch"),
           r.get("table_runs"),
           num(r, "samples_per_s"),
