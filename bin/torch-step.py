@@ -17,7 +17,8 @@ Loss: softmax cross-entropy (mean over the batch), as LossSpec.SOFTMAX_CROSS_ENT
 On a GPU the batch is copied from pageable host memory every step (as the Java step uploads it).
 
   bin/torch-step.py --model mlp|cnn|resnet50 [--batch 64] [--image 224] [--steps 20] [--warmup 5]
-                    [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--watch-stdin]
+                    [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--precision fp32|bf16]
+                    [--watch-stdin]
 """
 import argparse
 import inspect
@@ -91,7 +92,13 @@ def run(args, variant):
             t0 = time.perf_counter()
         x = x_host.to(dev)
         y = y_host.to(dev)
-        loss = lossf(m(x), y)
+        if args.precision == "bf16":
+            # mixed precision as a PyTorch user writes it: autocast, the loss in FP32
+            with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
+                out = m(x)
+            loss = lossf(out.float(), y)
+        else:
+            loss = lossf(m(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -102,6 +109,7 @@ def run(args, variant):
     return {
         "anchor": "torch-eager", "model": args.model, "device": args.device, "batch": args.batch,
         "image": args.image if args.model == "resnet50" else None, "adam": name, "variant": variant,
+        "precision": args.precision,
         "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup,
         "samples_per_s": round(args.steps * args.batch / dt, 2), "step_ms": round(dt / args.steps * 1e3, 3),
         "params": sum(p.numel() for p in m.parameters()), "tensors": sum(1 for _ in m.parameters()),
@@ -129,6 +137,8 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     p.add_argument("--adam", default="per-tensor,multi")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: forward under torch.autocast(dtype=torch.bfloat16)")
     p.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = p.parse_args()
     if args.watch_stdin:

@@ -21,6 +21,7 @@ import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
+import dev.sparktrainer.optim.Optimizer;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -74,11 +75,12 @@ import java.util.function.Predicate;
  * --python}, the 1-worker rows also get the same model and batch in PyTorch eager
  * (bin/torch-step.py, same thread count).
  *
- * <p>Args: {@code [--models mlp,cnn,resnet50] [--workers 1,2] [--placements device,host] [--device
- * cpu|gpu] [--steps N|model=N,...] [--warmup N|model=N,...] [--batch N|model=N,...] [--image 64]
- * [--threads N] [--overlap on|off] [--image-transfer float32|uint8] [--rounds 1] [--baseline-jar
- * JAR] [--python PY --torch-script FILE] [--out FILE] [--logs DIR] [--java-options "..."]
- * [--timeout-min 20]}. A child runs {@code StepBenchmark child ...}.
+ * <p>Args: {@code [--models mlp,cnn,resnet50] [--workers 1,2] [--placements device,host]
+ * [--precisions fp32,bf16] [--device cpu|gpu] [--steps N|model=N,...] [--warmup N|model=N,...]
+ * [--batch N|model=N,...] [--image 64] [--threads N] [--overlap on|off] [--image-transfer
+ * float32|uint8] [--rounds 1] [--baseline-jar JAR] [--python PY --torch-script FILE] [--out FILE]
+ * [--logs DIR] [--java-options "..."] [--timeout-min 20]}. A child runs {@code StepBenchmark child
+ * ...}.
  */
 public final class StepBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet50");
@@ -142,6 +144,7 @@ public final class StepBenchmark {
       int warmup,
       int threads,
       boolean overlap,
+      String precision,
       String imageTransfer) {
     String name() {
       return model
@@ -149,6 +152,7 @@ public final class StepBenchmark {
           + workers
           + "-"
           + placement
+          + (precision.equals("fp32") ? "" : "-" + precision)
           + "-"
           + step
           + (imageTransfer.equals("uint8") ? "-uint8" : "");
@@ -162,6 +166,7 @@ public final class StepBenchmark {
     List<String> workers = list(o, "workers", "1,2", Set.of("1", "2")::contains);
     List<String> placements =
         list(o, "placements", "device,host", Set.of("device", "host")::contains);
+    List<String> precisions = list(o, "precisions", "fp32", Set.of("fp32", "bf16")::contains);
     Map<String, Integer> batch = perModel(o, "batch", gpu ? withResnet(BATCH, 64) : BATCH);
     Map<String, Integer> steps = perModel(o, "steps", gpu ? GPU_STEPS : CPU_STEPS);
     Map<String, Integer> warmup = perModel(o, "warmup", gpu ? GPU_WARMUP : CPU_WARMUP);
@@ -235,60 +240,69 @@ public final class StepBenchmark {
         for (String w : workers) {
           int n = Integer.parseInt(w);
           for (String placement : placements) {
-            for (int round = 1; round <= rounds; round++) {
-              // Alternating which variant goes first: whatever the previous child leaves behind (a
-              // warmer or a busier machine) falls on both alike.
-              List<String> order = new ArrayList<>(variants);
-              if (round % 2 == 0) {
-                Collections.reverse(order);
-              }
-              for (String variant : order) {
-                Config c =
-                    new Config(
-                        model,
-                        n,
-                        placement,
-                        variant,
-                        device,
-                        batch.get(model),
-                        image,
-                        steps.get(model),
-                        warmup.get(model),
-                        Math.max(1, threads / n),
-                        overlap,
-                        model.equals("mlp") ? "float32" : imageTransfer);
-                Map<String, Object> row =
-                    runConfig(
-                        c,
-                        variant.equals("baseline") ? baselineJar : null,
-                        javaOptions,
-                        logs,
-                        timeout);
-                row.put("round", round);
-                System.err.println(toJson(row));
-                modelRows.add(row);
+            for (String precision : precisions) {
+              for (int round = 1; round <= rounds; round++) {
+                // Alternating which variant goes first: whatever the previous child leaves behind
+                // (a
+                // warmer or a busier machine) falls on both alike.
+                List<String> order = new ArrayList<>(variants);
+                if (round % 2 == 0) {
+                  Collections.reverse(order);
+                }
+                for (String variant : order) {
+                  Config c =
+                      new Config(
+                          model,
+                          n,
+                          placement,
+                          variant,
+                          device,
+                          batch.get(model),
+                          image,
+                          steps.get(model),
+                          warmup.get(model),
+                          Math.max(1, threads / n),
+                          overlap,
+                          precision,
+                          model.equals("mlp") ? "float32" : imageTransfer);
+                  Map<String, Object> row =
+                      runConfig(
+                          c,
+                          variant.equals("baseline") ? baselineJar : null,
+                          javaOptions,
+                          logs,
+                          timeout);
+                  row.put("round", round);
+                  System.err.println(toJson(row));
+                  modelRows.add(row);
+                }
               }
             }
           }
         }
         if (!python.isBlank() && torchScript != null && workers.contains("1")) {
-          Map<String, Object> anchor =
-              torchAnchor(
-                  python,
-                  torchScript,
-                  model,
-                  device,
-                  batch.get(model),
-                  image,
-                  steps.get(model),
-                  warmup.get(model),
-                  threads,
-                  logs,
-                  timeout);
-          for (Map<String, Object> r : modelRows) {
-            if (Integer.valueOf(1).equals(r.get("workers"))) {
-              r.putAll(anchor);
-              r.put("vs_torch", num(r, "samples_per_s") / num(anchor, "torch_samples_per_s"));
+          for (String precision : precisions) {
+            // bf16 rows are compared with PyTorch's autocast bf16 step
+            Map<String, Object> anchor =
+                torchAnchor(
+                    python,
+                    torchScript,
+                    model,
+                    device,
+                    batch.get(model),
+                    image,
+                    steps.get(model),
+                    warmup.get(model),
+                    threads,
+                    precision,
+                    logs,
+                    timeout);
+            for (Map<String, Object> r : modelRows) {
+              if (Integer.valueOf(1).equals(r.get("workers"))
+                  && precision.equals(r.get("precision"))) {
+                r.putAll(anchor);
+                r.put("vs_torch", num(r, "samples_per_s") / num(anchor, "torch_samples_per_s"));
+              }
             }
           }
         }
@@ -323,6 +337,7 @@ public final class StepBenchmark {
       if (step.equals(r.get("step"))
           && like.get("workers").equals(r.get("workers"))
           && like.get("placement").equals(r.get("placement"))
+          && java.util.Objects.equals(like.get("precision"), r.get("precision"))
           && like.get("round").equals(r.get("round"))
           && !r.containsKey("error")) {
         return r;
@@ -345,6 +360,7 @@ public final class StepBenchmark {
     row.put("device", c.device());
     row.put("workers", c.workers());
     row.put("placement", c.placement());
+    row.put("precision", c.precision());
     row.put("batch", c.batch());
     if (c.model().equals("resnet50")) {
       row.put("image", c.image());
@@ -396,6 +412,8 @@ public final class StepBenchmark {
                 Integer.toString(c.threads()),
                 "--overlap",
                 c.overlap() ? "on" : "off",
+                "--precision",
+                c.precision(),
                 "--image-transfer",
                 c.imageTransfer()));
         children.add(
@@ -471,6 +489,7 @@ public final class StepBenchmark {
       int steps,
       int warmup,
       int threads,
+      String precision,
       Path logs,
       Duration timeout) {
     Map<String, Object> a = new LinkedHashMap<>();
@@ -494,10 +513,12 @@ public final class StepBenchmark {
             Integer.toString(threads),
             "--adam",
             "per-tensor,multi",
-            "--watch-stdin");
+            "--watch-stdin",
+            "--precision",
+            precision);
     BenchChild ch = null;
     try {
-      ch = BenchChild.start(cmd, Map.of(), logs.resolve(model + "-torch.log"));
+      ch = BenchChild.start(cmd, Map.of(), logs.resolve(model + "-" + precision + "-torch.log"));
       long deadline = System.nanoTime() + timeout.toNanos();
       for (int i = 0; i < 2; i++) {
         Map<String, Object> j =
@@ -544,6 +565,7 @@ public final class StepBenchmark {
     int threads = Integer.parseInt(required(o, "threads"));
     boolean overlap = "on".equals(required(o, "overlap"));
     boolean uint8 = "uint8".equals(o.getOrDefault("image-transfer", "float32"));
+    Precision precision = Precision.parse("precision", o.getOrDefault("precision", "fp32"));
     BufferedReader stdin =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 
@@ -580,18 +602,34 @@ public final class StepBenchmark {
         sizes[j] = replicas.sizes[replicas.trainable[j]];
         params += sizes[j];
       }
+      Optimizer adam =
+          OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build().newOptimizer(sizes);
+      // fp32 through the constructor every build has (a --baseline-jar without a precision)
       try (TrainStep step =
-          new TrainStep(
-              replicas,
-              LossSpec.SOFTMAX_CROSS_ENTROPY,
-              comm,
-              OptimizerSpec.adam().optLearningRate(LEARNING_RATE).build().newOptimizer(sizes),
-              placement,
-              threads,
-              DistributedTrainer.DEFAULT_BUCKET_BYTES,
-              overlap,
-              overlap && workers > 1,
-              Duration.ofMinutes(5))) {
+          precision == Precision.FP32
+              ? new TrainStep(
+                  replicas,
+                  LossSpec.SOFTMAX_CROSS_ENTROPY,
+                  comm,
+                  adam,
+                  placement,
+                  threads,
+                  DistributedTrainer.DEFAULT_BUCKET_BYTES,
+                  overlap,
+                  overlap && workers > 1,
+                  Duration.ofMinutes(5))
+              : new TrainStep(
+                  replicas,
+                  LossSpec.SOFTMAX_CROSS_ENTROPY,
+                  comm,
+                  adam,
+                  placement,
+                  threads,
+                  DistributedTrainer.DEFAULT_BUCKET_BYTES,
+                  overlap,
+                  overlap && workers > 1,
+                  Duration.ofMinutes(5),
+                  precision)) {
         long[] shape = featureShape(model, image, batch);
         ByteBuffer features = uint8 ? pixels(shape, 11L + rank) : features(shape, 11L + rank);
         ByteBuffer labels = labels(batch, classes(model), 13L + rank);
@@ -918,8 +956,7 @@ public final class StepBenchmark {
   private static List<Map<String, Object>> best(List<Map<String, Object>> rows) {
     Map<String, List<Map<String, Object>>> byKey = new LinkedHashMap<>();
     for (Map<String, Object> r : rows) {
-      String key =
-          r.get("model") + "/" + r.get("workers") + "/" + r.get("placement") + "/" + r.get("step");
+      String key = r.get("model") + "/" + r.get("workers") + "/" + place(r) + "/" + r.get("step");
       byKey.computeIfAbsent(key, k -> new ArrayList<>()).add(r);
     }
     Map<String, Map<String, Object>> best = new LinkedHashMap<>();
@@ -954,6 +991,12 @@ public final class StepBenchmark {
           }
         });
     return new ArrayList<>(best.values());
+  }
+
+  /** The placement, and the precision when not fp32: {@code device}, {@code device/bf16}. */
+  private static String place(Map<String, Object> r) {
+    Object p = r.get("precision");
+    return r.get("placement") + (p == null || "fp32".equals(p) ? "" : "/" + p);
   }
 
   private static void printTable(List<Map<String, Object>> all) {
@@ -998,7 +1041,7 @@ public final class StepBenchmark {
             r.get("step"),
             r.get("device"),
             r.get("workers"),
-            r.get("placement"),
+            place(r),
             r.get("batch"),
             r.get("error"));
         continue;
@@ -1011,7 +1054,7 @@ public final class StepBenchmark {
           r.get("step"),
           r.get("device"),
           r.get("workers"),
-          r.get("placement"),
+          place(r),
           r.get("batch"),
           r.get("table_runs"),
           num(r, "samples_per_s"),

@@ -24,6 +24,7 @@ import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
 import dev.sparktrainer.train.OptimizerPlacement;
+import dev.sparktrainer.train.Precision;
 import dev.sparktrainer.train.Rescale;
 import dev.sparktrainer.train.Resume;
 import dev.sparktrainer.train.TrainedModel;
@@ -242,6 +243,13 @@ final class TrainCommand extends Command {
             + " updated: device (tensors on the replica's device), host (Java, multi-threaded) or auto (device on"
             + " GPUs, the faster one on CPU)");
     f.add(
+        "precision",
+        Kind.STRING,
+        "P",
+        "fp32",
+        "arithmetic of forward and backward: fp32, or bf16 (mixed precision:"
+            + " a bfloat16 copy of the weights, float32 master weights, optimizer, batch-norm and loss)");
+    f.add(
         "gradient-precision",
         Kind.STRING,
         "P",
@@ -417,6 +425,14 @@ final class TrainCommand extends Command {
     }
   }
 
+  private static Precision precision(Flags f) {
+    try {
+      return Precision.parse(f.source("precision"), f.string("precision"));
+    } catch (IllegalArgumentException e) {
+      throw new CliException(e.getMessage());
+    }
+  }
+
   private static WirePrecision gradientPrecision(Flags f) {
     String v = f.string("gradient-precision");
     if (v.equalsIgnoreCase("fp16")) {
@@ -532,6 +548,7 @@ final class TrainCommand extends Command {
           "Invalid " + f.source("slot-wait") + " " + f.longValue("slot-wait") + ": expected >= 0");
     }
     gradientPrecision(f); // checked before Spark starts
+    precision(f);
     bucketBytes(f);
     placement(f);
     ringSharedMemory(f);
@@ -828,6 +845,7 @@ final class TrainCommand extends Command {
           .optGrow(f.bool("grow"))
           .optSlotWait(Duration.ofSeconds(f.longValue("slot-wait")));
       b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
+      b.optPrecision(precision(f));
       b.optFusionBucketBytes(bucketBytes(f))
           .optOverlap(!f.bool("no-overlap"))
           .optOptimizerPlacement(placement(f));

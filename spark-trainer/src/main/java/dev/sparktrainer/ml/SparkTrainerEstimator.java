@@ -13,6 +13,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.OptimizerPlacement;
+import dev.sparktrainer.train.Precision;
 import dev.sparktrainer.train.Rescale;
 import dev.sparktrainer.train.TrainedModel;
 import java.util.Arrays;
@@ -98,6 +99,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
   final DoubleParam bucketMb;
   final BooleanParam overlap;
   final Param<String> optimizerPlacement;
+  final Param<String> precision;
   final TransformParam transform;
   final Param<String> normalize;
 
@@ -254,6 +256,14 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
             "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
             ParamValidators.inArray(new String[] {"auto", "device", "host"}));
     setDefault(optimizerPlacement, "auto");
+    precision =
+        new Param<>(
+            this,
+            "precision",
+            "arithmetic of forward and backward: fp32, or bf16 (mixed precision on a bfloat16 copy of"
+                + " the float32 master weights)",
+            ParamValidators.inArray(new String[] {"fp32", "bf16"}));
+    setDefault(precision, "fp32");
     transform =
         new TransformParam(
             this,
@@ -415,6 +425,10 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
 
   public Param<String> optimizerPlacement() {
     return optimizerPlacement;
+  }
+
+  public Param<String> precision() {
+    return precision;
   }
 
   public Param<ExampleTransform> transform() {
@@ -582,6 +596,15 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
+  /**
+   * {@code fp32} (default) or {@code bf16}: see {@link DistributedTrainer.Builder#optPrecision}. A
+   * bad value fails here, naming the allowed ones.
+   */
+  public SparkTrainerEstimator setPrecision(String v) {
+    set(precision, Precision.parse("precision", v).name().toLowerCase(java.util.Locale.ROOT));
+    return this;
+  }
+
   /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
   public SparkTrainerEstimator setTransform(ExampleTransform v) {
     set(transform, v);
@@ -648,6 +671,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
             .optMinWorkers(intParam(minWorkers))
             .optOptimizerPlacement(
                 OptimizerPlacement.parse("optimizerPlacement", getOrDefault(optimizerPlacement)))
+            .optPrecision(Precision.parse("precision", getOrDefault(precision)))
             .optNormalize(Normalization.Mode.parse(getOrDefault(normalize)));
     if (isDefined(transform)) {
       b.optTransform(getOrDefault(transform));

@@ -418,6 +418,7 @@ public final class DistributedTrainer {
     j.placement = c.placement;
     j.operationTimeout = c.operationTimeout;
     j.gradientPrecision = c.gradientPrecision;
+    j.precision = c.precision;
     j.ringTls = c.ringTls;
     j.ringSharedMemory = c.ringSharedMemory;
     j.connectTimeout = c.connectTimeout;
@@ -668,6 +669,20 @@ public final class DistributedTrainer {
     /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
     public Builder optOptimizerPlacement(OptimizerPlacement placement) {
       c.placement = Objects.requireNonNull(placement, "placement");
+      return this;
+    }
+
+    /**
+     * The arithmetic of forward and backward: {@code FP32} (default) or {@code BF16}, mixed
+     * precision: forward and backward run on a bfloat16 copy of the parameters, refreshed from the
+     * float32 master weights before every step; the gradients are cast into float32 buckets, and
+     * the optimizer, its state, normalization layers' parameters and statistics, and the loss stay
+     * float32. Checkpoints hold the float32 master state, so a run resumes in either precision;
+     * validation and the trained model use the float32 weights. (How gradients travel between
+     * workers is {@link #optGradientPrecision}, independent of this.)
+     */
+    public Builder optPrecision(Precision precision) {
+      c.precision = Objects.requireNonNull(precision, "precision");
       return this;
     }
 

@@ -69,6 +69,12 @@ final class FlatGradients implements AutoCloseable {
   /** Arrays made for this step only (moves to other replicas' devices), closed by endStep. */
   private final List<NDArray> temporaries = new ArrayList<>();
 
+  /**
+   * {@link Precision#BF16}: the bfloat16 parameters whose gradients autograd fills (their gradients
+   * are gathered, cast into float32 buckets, and zeroed); null in float32.
+   */
+  private HalfParameters half;
+
   FlatGradients(
       ReplicaSet replicas,
       GradientBuckets buckets,
@@ -105,6 +111,18 @@ final class FlatGradients implements AutoCloseable {
     }
   }
 
+  /** Gathers the gradients of {@code half}'s bfloat16 parameters (before the first step). */
+  void useHalf(HalfParameters half) {
+    this.half = half;
+  }
+
+  /** The tensor whose {@code .grad} holds trainable {@code j}'s gradient on replica {@code d}. */
+  private PtNDArray leaf(int d, int j) {
+    return half != null
+        ? half.leaves[d][j]
+        : (PtNDArray) replicas.params[d][replicas.trainable[j]].getArray();
+  }
+
   /** The manager of host (CPU) tensors, for tensors over direct buffers. */
   NDManager host() {
     return host;
@@ -120,7 +138,7 @@ final class FlatGradients implements AutoCloseable {
    */
   void gather(int b, int[] counts, float divisor, boolean first, boolean raw, float finalScale) {
     inArena[b] = false;
-    if (raw && viaArena && arenaIsDeviceMemory) {
+    if (raw && viaArena && arenaIsDeviceMemory && half == null) {
       copyIntoArena(b);
       inArena[b] = true;
       return;
@@ -133,6 +151,14 @@ final class FlatGradients implements AutoCloseable {
       }
       NDArray g = cat(d, b);
       zero(d, b);
+      if (half != null && !half.promoted[b]) {
+        // bfloat16 gradients into a float32 bucket: one cast per bucket
+        NDArray g32 = HalfParameters.toFloat32(g, replicas.devices().get(d));
+        g.close();
+        g = g32;
+        ledger.gradientCalls++;
+        ledger.deviceAllocations++;
+      }
       if (raw) {
         replace(b, g);
         return;
@@ -249,8 +275,7 @@ final class FlatGradients implements AutoCloseable {
   private PtNDArray engineGrad(int d, int j) {
     PtNDArray g = engineGrads[d][j];
     if (g == null) {
-      PtNDArray grad =
-          JniUtils.getGradient((PtNDArray) replicas.params[d][replicas.trainable[j]].getArray());
+      PtNDArray grad = JniUtils.getGradient(leaf(d, j));
       ledger.gradientCalls++;
       if (grad != null) {
         g = JniUtils.reshape(grad, new long[] {-1});
@@ -269,7 +294,7 @@ final class FlatGradients implements AutoCloseable {
   /** Zeroes replica {@code d}'s engine gradients of bucket {@code b}, in place. */
   private void zero(int d, int b) {
     for (int j : buckets.members[b]) {
-      PtNDArray p = (PtNDArray) replicas.params[d][replicas.trainable[j]].getArray();
+      PtNDArray p = leaf(d, j);
       JniUtils.zeroGrad(p);
       if (aliasing[d][j] == 0 && engineGrads[d][j] != null) {
         checkAliasing(d, j, p);
@@ -289,7 +314,13 @@ final class FlatGradients implements AutoCloseable {
     float least;
     try (PtNDArray grad = JniUtils.getGradient(p);
         NDArray min = grad.min()) {
-      least = min.getFloat();
+      if (half == null) {
+        least = min.getFloat();
+      } else {
+        try (NDArray f = HalfParameters.toFloat32(min, min.getDevice())) {
+          least = f.getFloat(); // a bfloat16 scalar (the cast is not counted: once per tensor)
+        }
+      }
     }
     JniUtils.zeroGrad(p);
     ledger.gradientCalls += 5;

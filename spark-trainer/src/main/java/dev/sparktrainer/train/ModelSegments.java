@@ -124,7 +124,7 @@ final class ModelSegments {
         NDList leaf = new NDList(current.size());
         for (NDArray a : current) {
           NDArray d = a.stopGradient();
-          if (a.getDataType().isFloating()) {
+          if (HalfParameters.isFloating(a)) { // bfloat16 reports an unknown type
             d.setRequiresGradient(true);
           }
           leaf.add(d);

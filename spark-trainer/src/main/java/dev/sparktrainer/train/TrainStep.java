@@ -50,6 +50,9 @@ final class TrainStep implements AutoCloseable {
   private final FlatState flat;
   private final FlatGradients grads;
 
+  /** {@link Precision#BF16}: the bfloat16 parameters forward and backward run on; else null. */
+  private final HalfParameters half;
+
   /** More than one worker: buckets are all-reduced through the arena. */
   private final boolean ring;
 
@@ -85,6 +88,37 @@ final class TrainStep implements AutoCloseable {
       boolean overlap,
       boolean segmented,
       Duration operationTimeout) {
+    this(
+        replicas,
+        lossSpec,
+        comm,
+        optimizer,
+        placement,
+        hostThreads,
+        bucketBytes,
+        overlap,
+        segmented,
+        operationTimeout,
+        Precision.FP32);
+  }
+
+  /**
+   * @param precision {@link Precision#BF16}: forward and backward on a bfloat16 copy of the
+   *     parameters ({@link HalfParameters}); the optimizer, its state and the master weights stay
+   *     float32
+   */
+  TrainStep(
+      ReplicaSet replicas,
+      LossSpec lossSpec,
+      Communicator comm,
+      Optimizer optimizer,
+      OptimizerPlacement placement,
+      int hostThreads,
+      int bucketBytes,
+      boolean overlap,
+      boolean segmented,
+      Duration operationTimeout,
+      Precision precision) {
     this.replicas = replicas;
     this.lossSpec = lossSpec;
     this.loss = lossSpec.newLoss();
@@ -133,24 +167,31 @@ final class TrainStep implements AutoCloseable {
     // updater, say): a retried stage must not leak a thread or a model-sized arena per attempt.
     FlatState f = null;
     FlatGradients g = null;
+    HalfParameters h = null;
     BucketReducer r = null;
     try {
       f = new FlatState(replicas, buckets);
       g =
           new FlatGradients(
               replicas, buckets, f, ledger, ring || placement == OptimizerPlacement.HOST);
+      if (precision == Precision.BF16) {
+        h = new HalfParameters(replicas, buckets, f, ledger);
+        g.useHalf(h);
+      }
       r = ring && overlap ? new BucketReducer(comm, buckets, operationTimeout) : null;
       updater =
           ParameterUpdater.create(
               placement, replicas, buckets, f, g, optimizer, ledger, hostThreads);
     } catch (RuntimeException | Error e) {
       closeQuietly(r, e);
+      closeQuietly(h, e);
       closeQuietly(g, e);
       closeQuietly(f, e);
       throw e;
     }
     flat = f;
     grads = g;
+    half = h;
     reducer = r;
   }
 
@@ -234,6 +275,9 @@ final class TrainStep implements AutoCloseable {
     ReplicaSet.JVM_LOCK.lock();
     NDManager[] scopes = new NDManager[k];
     try {
+      if (half != null && micro == 0) {
+        half.refresh(); // the bfloat16 copy from the master the last update (or a resume) wrote
+      }
       replicas.managers[0].getEngine().setRandomSeed(rngSeed);
       try (GradientCollector gc = replicas.managers[0].getEngine().newGradientCollector()) {
         NDList[][] inputs = new NDList[k][segs];
@@ -246,8 +290,15 @@ final class TrainStep implements AutoCloseable {
           scopes[d] = replicas.managers[d].newSubManager();
           xs[d].attach(scopes[d]);
           ys[d].attach(scopes[d]);
-          NDArray pred =
-              segments[d].forward(replicas.stores[d], xs[d], inputs[d], outputs[d]).head();
+          NDArray pred;
+          if (half == null) {
+            pred = segments[d].forward(replicas.stores[d], xs[d], inputs[d], outputs[d]).head();
+          } else {
+            // bfloat16 from the model's entry to its output, the loss in float32
+            NDList x = half.inputs(xs[d], scopes[d]);
+            NDArray out = segments[d].forward(half.stores[d], x, inputs[d], outputs[d]).head();
+            pred = half.output(out);
+          }
           losses[d] = lossSpec.evaluate(loss, ys[d], pred);
           acc[0] += losses[d].getFloat() * (double) counts[d];
           acc[1] += lossSpec.correct(ys[d], pred);
@@ -389,7 +440,7 @@ final class TrainStep implements AutoCloseable {
     if (out.size() == 1
         && out.head() instanceof PtNDArray o
         && nextIn.head() instanceof PtNDArray in
-        && in.getDataType().isFloating()) {
+        && HalfParameters.isFloating(in)) {
       try (NDArray g = in.getGradient()) {
         JniUtils.backward(o, (PtNDArray) g, false, false);
       }
@@ -399,7 +450,7 @@ final class TrainStep implements AutoCloseable {
     // the floating-point ones (an integer tensor carries no gradient).
     NDArray sum = null;
     for (int i = 0; i < out.size(); i++) {
-      if (!nextIn.get(i).getDataType().isFloating()) {
+      if (!HalfParameters.isFloating(nextIn.get(i))) {
         continue;
       }
       NDArray term = out.get(i).mul(nextIn.get(i).getGradient()).sum();
@@ -428,7 +479,13 @@ final class TrainStep implements AutoCloseable {
         try {
           grads.close();
         } finally {
-          flat.close();
+          try {
+            if (half != null) {
+              half.close();
+            }
+          } finally {
+            flat.close();
+          }
         }
       }
     }

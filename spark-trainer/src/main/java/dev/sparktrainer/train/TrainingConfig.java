@@ -65,6 +65,9 @@ final class TrainingConfig implements Serializable {
   /** Same-host ring neighbours exchange gradients through shared memory (never with TLS). */
   boolean ringSharedMemory = true;
 
+  /** Forward and backward in float32, or in bfloat16 on a copy of the float32 master weights. */
+  Precision precision = Precision.FP32;
+
   /** How gradient all-reduce payloads travel (FP32, or BF16/FP16 for half the bytes). */
   WirePrecision gradientPrecision = WirePrecision.FP32;
 

@@ -124,7 +124,8 @@ final class Worker {
                   cfg.fusionBucketBytes,
                   cfg.overlap,
                   cfg.overlap && size > 1,
-                  cfg.operationTimeout);
+                  cfg.operationTimeout,
+                  cfg.precision);
           TrainSource train = new TrainSource();
           BatchSource validation =
               cfg.validationData == null

@@ -120,6 +120,9 @@ class CliArgumentsTest {
         CliRunner.run(train("--image-transfer", "int8")),
         "Invalid --image-transfer 'int8': expected uint8, float32 or auto");
     assertUsageError(
+        CliRunner.run(train("--precision", "fp16")),
+        "Invalid --precision 'fp16': expected fp32 or bf16");
+    assertUsageError(
         CliRunner.run(train("--optimizer-placement", "gpu")),
         "Invalid --optimizer-placement 'gpu': expected auto, device or host");
     assertUsageError(CliRunner.run(train("--bucket-mb", "0")), "Invalid --bucket-mb");
