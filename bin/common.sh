@@ -114,6 +114,14 @@ spark_home() {
 # ~/.m2's copies. WORK receives runtime-classpath.txt.
 app_classpath() {
   local work="$1" jar cp="" trainer_jar
+  # The cluster runs the module jars, not target/classes: rebuild them when a source is newer (a
+  # stale jar would silently measure old code).
+  trainer_jar=$(ls "$ROOT"/spark-trainer/target/spark-trainer-*.jar 2>/dev/null | grep -v -e sources -e tests -e -all | head -1)
+  if [ -z "$trainer_jar" ] \
+     || [ -n "$(find "$ROOT/spark-trainer/src/main" "$ROOT/tfrecord-datasource/src/main" -newer "$trainer_jar" -type f -print -quit)" ]; then
+    echo "Packaging spark-trainer (its jar is missing or older than its sources; log: target/build.log)..." >&2
+    quiet_build -DskipTests -Dspotless.check.skip=true -pl spark-trainer -am package
+  fi
   (cd "$ROOT" && mvn -B -q -ntp -pl spark-trainer dependency:build-classpath -DincludeScope=runtime \
        -Dmdep.outputFile="$work/runtime-classpath.txt" >&2) || { echo "build-classpath failed" >&2; exit 1; }
   for jar in $(tr ':' ' ' < "$work/runtime-classpath.txt"); do

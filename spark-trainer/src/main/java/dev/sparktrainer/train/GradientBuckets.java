@@ -9,12 +9,12 @@ import java.util.List;
 /**
  * Where gradients wait for their all-reduce: one direct buffer (the arena) holding every trainable
  * parameter's gradient in the order backward produces them (last segment first), cut into buckets
- * of at most {@code bucketBytes} (the first at most {@link #FIRST_BUCKET_BYTES}, so communication
- * starts early, as DDP's first bucket), followed by one bucket of the non-trainable values
- * (batch-norm statistics) that every replica averages. A parameter is never split; one larger than
- * a bucket has a bucket of its own. The layout depends only on the model and the sizes, so every
- * rank cuts the same buckets. Gradients are copied from the engine straight into the arena, reduced
- * there in place, and read from there by the optimizer.
+ * as DDP cuts them: a bucket closes with the parameter that brings it to {@code bucketBytes} or
+ * more (the first at {@link #FIRST_BUCKET_BYTES}, so communication starts early), so a bucket holds
+ * at most its limit plus one parameter; then one bucket of the non-trainable values (batch-norm
+ * statistics) that every replica averages. A parameter is never split. The layout depends only on
+ * the model and the sizes, so every rank cuts the same buckets. Gradients are copied from the
+ * engine straight into the arena, reduced there in place, and read from there by the optimizer.
  */
 final class GradientBuckets {
   static final int FIRST_BUCKET_BYTES = 1 << 20;
@@ -55,13 +55,6 @@ final class GradientBuckets {
     int bucketStart = 0;
     List<Integer> group = new ArrayList<>();
     for (int j : readyOrder) {
-      int limit = ranges.isEmpty() ? capFirst : cap;
-      if (!group.isEmpty() && at - bucketStart + sizes[j] > limit) {
-        ranges.add(new int[] {bucketStart, (int) (at - bucketStart)});
-        groups.add(group);
-        group = new ArrayList<>();
-        bucketStart = (int) at;
-      }
       offset[j] = (int) at;
       bucketOf[j] = ranges.size();
       group.add(j);
@@ -69,6 +62,15 @@ final class GradientBuckets {
       if (at > Integer.MAX_VALUE / 4) {
         throw new IllegalArgumentException(
             "The model's gradients (" + at + " floats and more) exceed one 2 GiB buffer");
+      }
+      // Closed once it holds its limit, with the parameter that reached it (DDP's rule): a large
+      // parameter ends the bucket it joins instead of opening one that waits for every earlier
+      // layer (the CNN's 1.6 MB dense layer would otherwise wait for the convolutions' backward).
+      if (at - bucketStart >= (ranges.isEmpty() ? capFirst : cap)) {
+        ranges.add(new int[] {bucketStart, (int) (at - bucketStart)});
+        groups.add(group);
+        group = new ArrayList<>();
+        bucketStart = (int) at;
       }
     }
     if (!group.isEmpty()) {
