@@ -38,6 +38,29 @@ public abstract class Optimizer {
   private static final ThreadLocal<float[]> SCRATCH =
       ThreadLocal.withInitial(() -> new float[CHUNK]);
 
+  /**
+   * Parameters of at most this many values have their gradient copied whole, to the same indices as
+   * their values, so that the arithmetic indexes every array alike: HotSpot's C2 (Java 17)
+   * vectorizes such loops, and not one that reads or writes arrays at different offsets (Adam over
+   * the MLP's 235k values: 0.93 ms a step scalar, about 0.15 ms vectorized, on one core here).
+   * Larger ones go in {@link #CHUNK} pieces. The scratch grows per thread up to this size.
+   */
+  static final int ALIGNED_MAX = 1 << 20;
+
+  private static final ThreadLocal<float[][]> ALIGNED =
+      ThreadLocal.withInitial(() -> new float[][] {new float[0]});
+
+  /**
+   * A per-thread scratch of at least {@code size} floats from {@code local} (grown, not shrunk).
+   */
+  static float[] scratch(ThreadLocal<float[][]> local, int size) {
+    float[][] holder = local.get();
+    if (holder[0].length < size) {
+      holder[0] = new float[size];
+    }
+    return holder[0];
+  }
+
   final int[] sizes;
   final float[][][] slots;
   long steps;
@@ -106,6 +129,12 @@ public abstract class Optimizer {
               + sizes[index]
               + " values)");
     }
+    if (to <= ALIGNED_MAX) {
+      float[] g = scratch(ALIGNED, to);
+      grad.get(gradAt, g, from, to - from);
+      applyRange(index, p, from, g, from, to - from, lr);
+      return;
+    }
     float[] g = SCRATCH.get();
     for (int at = from; at < to; at += CHUNK) {
       int n = Math.min(CHUNK, to - at);
@@ -114,7 +143,10 @@ public abstract class Optimizer {
     }
   }
 
-  /** Updates {@code p[pAt..pAt+n)} with {@code g[gAt..gAt+n)}; the state of those elements too. */
+  /**
+   * Updates {@code p[pAt..pAt+n)} with {@code g[gAt..gAt+n)}; the state of those elements too. With
+   * {@code gAt == pAt} every array is indexed alike, which lets the loops vectorize.
+   */
   abstract void applyRange(int index, float[] p, int pAt, float[] g, int gAt, int n, float lr);
 
   /**

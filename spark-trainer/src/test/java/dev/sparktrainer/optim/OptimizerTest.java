@@ -109,4 +109,77 @@ class OptimizerTest {
     assertThatThrownBy(() -> OptimizerSpec.adam().optLearningRate(0).build())
         .hasMessage("Invalid learningRate 0.0: expected > 0");
   }
+
+  /**
+   * The host paths agree bit for bit: a whole parameter up to {@link Optimizer#ALIGNED_MAX} (its
+   * gradient copied to the values' indices, vectorized loops), one above it (copied in chunks,
+   * scalar loops), and the same parameter updated in two ranges as the host updater's threads do.
+   */
+  @Test
+  void vectorizedAndChunkedHostPathsAreBitIdentical() {
+    int n = Optimizer.ALIGNED_MAX + 4099;
+    for (OptimizerSpec spec :
+        new OptimizerSpec[] {
+          OptimizerSpec.adam().optWeightDecay(0.01f).build(),
+          OptimizerSpec.adamW().optWeightDecay(0.1f).build(),
+          OptimizerSpec.sgd().optMomentum(0.9f).optWeightDecay(0.001f).build(),
+          OptimizerSpec.sgd().build()
+        }) {
+      java.nio.FloatBuffer grad =
+          java.nio.ByteBuffer.allocateDirect(4 * (n + 3))
+              .order(java.nio.ByteOrder.nativeOrder())
+              .asFloatBuffer();
+      float[] whole = new float[n];
+      float[] split = new float[n];
+      for (int i = 0; i < n; i++) {
+        whole[i] = split[i] = (float) Math.cos(i * 0.37);
+      }
+      Optimizer a = spec.newOptimizer(new int[] {n});
+      Optimizer b = spec.newOptimizer(new int[] {n});
+      int cut = n / 3; // [0, cut) takes the aligned path, [cut, n) the chunked one
+      for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < n + 3; i++) {
+          grad.put(i, (float) Math.sin(i * 0.011 + t));
+        }
+        a.beginStep();
+        b.beginStep();
+        a.apply(0, whole, grad, 3, 0, n, 0.01f); // above the cap: chunks
+        b.apply(0, split, grad, 3, 0, cut, 0.01f); // within the cap: aligned
+        b.apply(0, split, grad, 3 + cut, cut, n, 0.01f); // to > cap: chunks
+      }
+      assertThat(firstDifference(split, whole, n)).as(spec.toString()).isEqualTo(-1);
+      float[] head = new float[cut];
+      float[] ref = new float[cut];
+      for (int i = 0; i < cut; i++) {
+        head[i] = ref[i] = (float) Math.cos(i * 0.37);
+      }
+      Optimizer c = spec.newOptimizer(new int[] {cut});
+      Optimizer d = spec.newOptimizer(new int[] {cut});
+      for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < n + 3; i++) {
+          grad.put(i, (float) Math.sin(i * 0.011 + t));
+        }
+        c.beginStep();
+        d.beginStep();
+        c.apply(0, head, grad, 3, 0, cut, 0.01f); // whole, aligned
+        for (int at = 0; at < cut; at += 1000) { // pieces, as the updater's threads
+          d.apply(0, ref, grad, 3 + at, at, Math.min(cut, at + 1000), 0.01f);
+        }
+      }
+      assertThat(firstDifference(head, ref, cut)).as(spec.toString()).isEqualTo(-1);
+      assertThat(firstDifference(head, whole, cut))
+          .as("%s: the aligned path against the chunked one", spec)
+          .isEqualTo(-1);
+    }
+  }
+
+  /** The first index below n where the bits differ, or -1. */
+  private static int firstDifference(float[] a, float[] b, int n) {
+    for (int i = 0; i < n; i++) {
+      if (Float.floatToRawIntBits(a[i]) != Float.floatToRawIntBits(b[i])) {
+        return i;
+      }
+    }
+    return -1;
+  }
 }
