@@ -282,7 +282,7 @@ public final class ScalingBenchmark {
               + workers
               + " worker(s) x 1 core at "
               + cluster.masterUrl()
-              + ", ring all-reduce over TCP (optRingSharedMemory(false))");
+              + ", ring all-reduce over TCP (optRingTransport(TCP))");
       for (Setup setup : setups) {
         List<Run> plan = plan(modes, links, placements, overlaps, rounds);
         if (plan.isEmpty()) {
@@ -862,11 +862,11 @@ public final class ScalingBenchmark {
                   .setNumWorkers(workers)
                   .optEpochs(epochs)
                   .optSeed(1)
-                  .optRingSharedMemory(false)
+                  .optRingTransport(RingTransport.TCP)
                   .optOverlap(run.overlap())
                   .optOptimizerPlacement(OptimizerPlacement.parse("placement", run.placement()));
           if (o.containsKey("bucket-mb")) {
-            builder.optFusionBucketBytes(Integer.parseInt(o.get("bucket-mb")) << 20);
+            builder.optBucketMb(Integer.parseInt(o.get("bucket-mb")));
           }
           TrainedModel m = builder.build().fit(spark);
           r.putAll(figures(m.history().epochs()));

@@ -66,8 +66,8 @@ import org.apache.spark.sql.SparkSession;
  *   <li>{@code spark-2}: two workers of cores/2 each, two executor JVMs, one training task each:
  *       the same total cores.
  *   <li>{@code spark-2-tcp}: spark-2 with the ring on loopback TCP ({@code
- *       optRingSharedMemory(false)}) rather than shared memory: what the same-host transport saves.
- *       JSON: {@code "mode":"spark-2", "ring_transport":"tcp"}.
+ *       optRingTransport(RingTransport.TCP)}) rather than shared memory: what the same-host
+ *       transport saves. JSON: {@code "mode":"spark-2", "ring_transport":"tcp"}.
  *   <li>{@code spark-2-mem} (MLP): spark-2 with the data in memory ({@code InMemoryDataset},
  *       batches made on the training thread): no pipeline threads competing with training for the
  *       cores.
@@ -591,7 +591,9 @@ public final class TrainBenchmark {
               .optGradientPrecision(
                   WirePrecision.valueOf(
                       o.getOrDefault("gradient-precision", "fp32").toUpperCase(Locale.ROOT)))
-              .optRingSharedMemory(!"tcp".equals(o.getOrDefault("ring-transport", "auto")))
+              .optRingTransport(
+                  TrainerOption.ringTransport(
+                      "ring-transport", o.getOrDefault("ring-transport", "auto")))
               .build()
               .fit(spark);
       List<EpochMetrics> all = m.history().epochs();

@@ -8,7 +8,7 @@ import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.when;
 
 import dev.sparktrainer.data.DatasetSpec;
-import dev.sparktrainer.ml.SpecStrings;
+import dev.sparktrainer.model.SpecStrings;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.PrintStream;

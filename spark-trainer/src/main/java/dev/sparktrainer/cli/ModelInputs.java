@@ -1,7 +1,7 @@
 package dev.sparktrainer.cli;
 
 import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.ml.SpecStrings;
+import dev.sparktrainer.model.SpecStrings;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;

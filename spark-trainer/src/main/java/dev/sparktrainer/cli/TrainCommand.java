@@ -3,16 +3,13 @@ package dev.sparktrainer.cli;
 import dev.sparktrainer.checkpoint.CheckpointStore;
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.cli.Flags.Kind;
-import dev.sparktrainer.collective.RingTls;
-import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
-import dev.sparktrainer.ml.SpecStrings;
 import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.monitor.ConsoleProgress;
 import dev.sparktrainer.monitor.MetricsReport;
 import dev.sparktrainer.monitor.ProgressView;
@@ -23,18 +20,13 @@ import dev.sparktrainer.train.AtomicOutputs;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.EpochMetrics;
 import dev.sparktrainer.train.History;
-import dev.sparktrainer.train.OptimizerPlacement;
-import dev.sparktrainer.train.Precision;
-import dev.sparktrainer.train.Rescale;
 import dev.sparktrainer.train.Resume;
 import dev.sparktrainer.train.TrainedModel;
 import java.awt.AWTError;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
-import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -116,204 +108,7 @@ final class TrainCommand extends Command {
         null,
         "softmax_cross_entropy (default with --num-classes),"
             + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
-    f.add(
-        "normalize",
-        Kind.STRING,
-        "MODE",
-        "none",
-        "feature normalization: standard ((x - mean) / std), minmax"
-            + " ((x - min) / (max - min)) or none; statistics from the training data, saved with the model");
-    f.add(
-        "workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
-    f.add(
-        "min-workers",
-        Kind.INT,
-        "M",
-        null,
-        "elastic training: go on with fewer workers, down to M, when the"
-            + " cluster offers fewer than N slots for --slot-wait (default: N, never fewer); resumes from the checkpoint");
-    f.add(
-        "grow",
-        Kind.BOOL,
-        null,
-        null,
-        "with --min-workers: after going on with fewer workers, grow back toward N"
-            + " at an epoch end when the cluster offers more slots again");
-    f.add(
-        "slot-wait",
-        Kind.LONG,
-        "SECONDS",
-        "30",
-        "how long to wait for the cluster to offer the workers' slots,"
-            + " at the start and when executors are lost");
-    f.add("epochs", Kind.INT, "E", "10", "number of epochs");
-    f.add(
-        "batch-size",
-        Kind.INT,
-        "B",
-        "32",
-        "examples per batch on one worker (global batch = B x N)");
-    f.add(
-        "accumulate-steps",
-        Kind.INT,
-        "K",
-        "1",
-        "gradient accumulation: K batches per optimizer step, gradients"
-            + " summed locally and all-reduced once (global batch = B x K x N)");
-    f.add("learning-rate", Kind.DOUBLE, "LR", "0.001", "base learning rate");
-    f.add("optimizer", Kind.STRING, "NAME", "adam", "adam, adamw or sgd");
-    f.add("momentum", Kind.DOUBLE, "M", "0.9", "SGD momentum");
-    f.add(
-        "weight-decay",
-        Kind.DOUBLE,
-        "WD",
-        "0",
-        "weight decay; AdamW's is decoupled (0: the optimizer's own, none for adam and sgd, 0.01 for adamw)");
-    f.add("warmup-steps", Kind.LONG, "STEPS", "0", "linear learning-rate warm-up steps");
-    f.add(
-        "cosine-decay-steps",
-        Kind.LONG,
-        "STEPS",
-        "0",
-        "cosine decay of the learning rate to 0 over these steps" + " after warm-up (0: constant)");
-    f.add("seed", Kind.LONG, "SEED", "42", "seed of initialization, shuffling and dropout");
-    f.add(
-        "shuffle-buffer",
-        Kind.INT,
-        "RECORDS",
-        "10000",
-        "records in each worker's shuffle buffer (0: none)");
-    f.add(
-        "nondeterministic",
-        Kind.BOOL,
-        null,
-        null,
-        "with --shuffle-buffer 0: readers make whole batches and"
-            + " hand them on as they are ready (tf.data deterministic=False): faster, order not reproducible");
-    f.add(
-        "image-transfer",
-        Kind.STRING,
-        "TYPE",
-        "auto",
-        "uint8 or float32: how image features cross to the device (uint8: one byte per pixel,"
-            + " scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on CPUs)");
-    f.add(
-        "sharding",
-        Kind.STRING,
-        "POLICY",
-        "auto",
-        "auto, file or data: how records are dealt to workers");
-    f.add(
-        "cache-dir",
-        Kind.STRING,
-        "DIR",
-        null,
-        "local directory caching decoded records after the first epoch");
-    f.add(
-        "augment",
-        Kind.STRING,
-        "LIST",
-        null,
-        "image augmentation of the training data, in order: flip (horizontal,"
-            + " p=0.5), crop:PADDING (random crop of the image's size from it zero-padded by PADDING pixels),"
-            + " normalize:MEAN,.../STD,... (per channel, also applied to --validation-data, evaluate and predict);"
-            + " e.g. flip,crop:4. Needs image-shaped features (CxHxW, e.g. --features pixels:3x32x32)");
-    f.add(
-        "bucket-mb",
-        Kind.DOUBLE,
-        "MB",
-        new BigDecimal(DistributedTrainer.DEFAULT_BUCKET_BYTES)
-            .divide(BigDecimal.valueOf(1 << 20))
-            .stripTrailingZeros()
-            .toPlainString(),
-        "gradient bucket size in MiB: one all-reduce each, started while" + " backward goes on");
-    f.add(
-        "no-overlap",
-        Kind.BOOL,
-        null,
-        null,
-        "all-reduce the gradients after the whole backward instead of"
-            + " overlapping buckets with it (for comparison)");
-    f.add(
-        "optimizer-placement",
-        Kind.STRING,
-        "WHERE",
-        "auto",
-        "where parameters and optimizer state live and are"
-            + " updated: device (tensors on the replica's device), host (Java, multi-threaded) or auto (device on"
-            + " GPUs, the faster one on CPU)");
-    f.add(
-        "precision",
-        Kind.STRING,
-        "P",
-        "fp32",
-        "arithmetic of forward and backward: fp32, or bf16 (mixed precision:"
-            + " a bfloat16 copy of the weights, float32 master weights, optimizer, batch-norm and loss)");
-    f.add(
-        "gradient-precision",
-        Kind.STRING,
-        "P",
-        "fp32",
-        "gradients on the wire: fp32, or bf16 (half the bytes)");
-    f.add(
-        "checkpoint-dir",
-        Kind.STRING,
-        "DIR",
-        null,
-        "checkpoints (any Hadoop FS): a rerun or a retried stage resumes");
-    f.add(
-        "rescale",
-        Kind.STRING,
-        "WHAT",
-        "batch",
-        "resuming a checkpoint of another worker count: batch keeps the"
-            + " global batch (per-worker batch and accumulation chosen to match), lr keeps --batch-size and scales the"
-            + " learning rate (linear scaling rule); either way the interrupted epoch goes on with the"
-            + " records not yet consumed");
-    f.add(
-        "checkpoint-every-steps",
-        Kind.LONG,
-        "STEPS",
-        "0",
-        "also checkpoint every STEPS steps (0: at epoch ends)");
-    f.add(
-        "ring-keystore",
-        Kind.STRING,
-        "FILE",
-        null,
-        "TLS for the ring: this key store (PKCS12) on every executor;"
-            + " password in $"
-            + RING_KEYSTORE_PASSWORD_ENV);
-    f.add(
-        "ring-truststore",
-        Kind.STRING,
-        "FILE",
-        null,
-        "the ring's trust store (default: the key store);"
-            + " password in $"
-            + RING_TRUSTSTORE_PASSWORD_ENV);
-    f.add(
-        "ring-transport",
-        Kind.STRING,
-        "MODE",
-        "auto",
-        "auto: ring neighbours on the same host exchange gradients"
-            + " through shared memory (/dev/shm), others over TCP; tcp: TCP only. With --ring-keystore every link is TLS");
-    f.add(
-        "collective-timeout",
-        Kind.LONG,
-        "SECONDS",
-        "300",
-        "deadline of each ring operation: a worker that stops"
-            + " responding fails the stage after this long, with an error naming its rank and address");
-    f.add(
-        "gpus",
-        Kind.BOOL,
-        null,
-        null,
-        "train on the GPUs Spark assigns each task (BarrierTaskContext.resources());"
-            + " needs spark.task.resource.gpu.amount, spark.executor.resource.gpu.amount and a discovery script,"
-            + " checked before training (default: CPU)");
+    TrainerFlags.define(f);
     f.add(
         "progress",
         Kind.STRING,
@@ -337,119 +132,6 @@ final class TrainCommand extends Command {
       PipelineOptions options,
       String output,
       ImageAugment augment) {}
-
-  /**
-   * Environment variables holding the ring's key and trust store passwords (never on the command
-   * line).
-   */
-  static final String RING_KEYSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_KEYSTORE_PASSWORD";
-
-  static final String RING_TRUSTSTORE_PASSWORD_ENV = "SPARK_TRAINER_RING_TRUSTSTORE_PASSWORD";
-
-  private static RingTls ringTls(Flags f) {
-    if (!f.given("ring-keystore")) {
-      if (f.given("ring-truststore")) {
-        throw new CliException(f.source("ring-truststore") + " needs --ring-keystore too");
-      }
-      return null;
-    }
-    String password = System.getenv(RING_KEYSTORE_PASSWORD_ENV);
-    if (password == null) {
-      throw new CliException(
-          f.source("ring-keystore")
-              + " needs the key store's password in the environment"
-              + " variable "
-              + RING_KEYSTORE_PASSWORD_ENV);
-    }
-    RingTls.Builder b = RingTls.builder().setKeyStore(f.string("ring-keystore"), password);
-    if (f.given("ring-truststore")) {
-      String tp = System.getenv(RING_TRUSTSTORE_PASSWORD_ENV);
-      b.optTrustStore(f.string("ring-truststore"), tp != null ? tp : password);
-    }
-    return b.build();
-  }
-
-  /** --ring-transport: whether same-host neighbours may use shared memory. */
-  private static boolean ringSharedMemory(Flags f) {
-    String v = f.string("ring-transport");
-    if (v.equals("auto")) {
-      return true;
-    }
-    if (v.equals("tcp")) {
-      return false;
-    }
-    throw new CliException(
-        "Invalid " + f.source("ring-transport") + " '" + v + "': expected auto or tcp");
-  }
-
-  private static Rescale rescale(Flags f) {
-    try {
-      return Rescale.parse(f.source("rescale"), f.string("rescale"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(e.getMessage());
-    }
-  }
-
-  private static int bucketBytes(Flags f) {
-    try {
-      return DistributedTrainer.bucketBytes(f.number("bucket-mb"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(
-          "Invalid "
-              + f.source("bucket-mb")
-              + " '"
-              + f.number("bucket-mb")
-              + "': expected 0.001 to 1024 (MiB)");
-    }
-  }
-
-  private static OptimizerPlacement placement(Flags f) {
-    try {
-      return OptimizerPlacement.parse(
-          f.source("optimizer-placement"), f.string("optimizer-placement"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(e.getMessage());
-    }
-  }
-
-  private static Normalization.Mode normalize(Flags f) {
-    try {
-      return Normalization.Mode.parse(f.string("normalize"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(
-          "Invalid "
-              + f.source("normalize")
-              + " '"
-              + f.string("normalize")
-              + "': expected standard, minmax or none");
-    }
-  }
-
-  private static Precision precision(Flags f) {
-    try {
-      return Precision.parse(f.source("precision"), f.string("precision"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(e.getMessage());
-    }
-  }
-
-  private static WirePrecision gradientPrecision(Flags f) {
-    String v = f.string("gradient-precision");
-    if (v.equalsIgnoreCase("fp16")) {
-      throw new CliException(
-          "Invalid "
-              + f.source("gradient-precision")
-              + " 'fp16': expected fp32 or bf16 (fp16"
-              + " has too little range for gradients without loss scaling; bf16 has fp32's range)");
-    }
-    for (WirePrecision p : WirePrecision.values()) {
-      if (p.name().equalsIgnoreCase(v)) {
-        return p;
-      }
-    }
-    throw new CliException(
-        "Invalid " + f.source("gradient-precision") + " '" + v + "': expected fp32 or bf16");
-  }
 
   private Plan plan(Flags f) {
     List<DataChecks.FeatureArg> features =
@@ -475,25 +157,7 @@ final class TrainCommand extends Command {
       throw new CliException(
           "Invalid " + f.source("num-classes") + " " + k + ": expected at least 2 classes");
     }
-    positive(f, "workers");
-    positive(f, "epochs");
-    positive(f, "batch-size");
-    if (f.longValue("collective-timeout") < 1) {
-      throw new CliException(
-          "Invalid "
-              + f.source("collective-timeout")
-              + " "
-              + f.longValue("collective-timeout")
-              + ": expected at least 1 (seconds)");
-    }
-    if (f.number("learning-rate") <= 0) {
-      throw new CliException(
-          "Invalid "
-              + f.source("learning-rate")
-              + " "
-              + f.number("learning-rate")
-              + ": expected a positive number");
-    }
+    TrainerFlags.check(f);
     if (f.number("dropout") < 0 || f.number("dropout") >= 1) {
       throw new CliException(
           "Invalid "
@@ -521,79 +185,8 @@ final class TrainCommand extends Command {
               + progress
               + "': expected auto, bar, log or none");
     }
-    normalize(f);
-    if (f.integer("accumulate-steps") < 1) {
-      throw new CliException(
-          "Invalid "
-              + f.source("accumulate-steps")
-              + " "
-              + f.integer("accumulate-steps")
-              + ": expected >= 1");
-    }
-    rescale(f);
-    if (f.given("min-workers")
-        && (f.integer("min-workers") < 1 || f.integer("min-workers") > f.integer("workers"))) {
-      throw new CliException(
-          "Invalid "
-              + f.source("min-workers")
-              + " "
-              + f.integer("min-workers")
-              + ": expected 1 to"
-              + " --workers ("
-              + f.integer("workers")
-              + ")");
-    }
-    if (f.longValue("slot-wait") < 0) {
-      throw new CliException(
-          "Invalid " + f.source("slot-wait") + " " + f.longValue("slot-wait") + ": expected >= 0");
-    }
-    gradientPrecision(f); // checked before Spark starts
-    precision(f);
-    bucketBytes(f);
-    placement(f);
-    ringSharedMemory(f);
-    ringTls(f);
-    OptimizerSpec optimizer;
-    try {
-      float wd = (float) f.number("weight-decay");
-      optimizer =
-          SpecStrings.optimizer(
-              f.string("optimizer"),
-              (float) f.number("learning-rate"),
-              (float) f.number("momentum"),
-              wd,
-              f.longValue("warmup-steps"),
-              f.longValue("cosine-decay-steps"));
-    } catch (IllegalArgumentException e) {
-      throw new CliException(
-          e.getMessage().replace("Invalid optimizer", "Invalid " + f.source("optimizer")));
-    }
-    PipelineOptions options;
-    try {
-      PipelineOptions.Builder b =
-          PipelineOptions.builder()
-              .optBatchSize(f.integer("batch-size"))
-              .optShuffleBuffer(f.integer("shuffle-buffer"))
-              .optSeed(f.longValue("seed"))
-              .optSharding(PipelineOptions.ShardingPolicy.parse(f.string("sharding")))
-              .optDeterministic(!f.bool("nondeterministic"));
-      try {
-        b.optImageTransfer(f.string("image-transfer"));
-      } catch (IllegalArgumentException e) {
-        throw new CliException(
-            "Invalid "
-                + f.source("image-transfer")
-                + " '"
-                + f.string("image-transfer")
-                + "': expected uint8, float32 or auto");
-      }
-      if (f.given("cache-dir")) {
-        b.optCacheDir(f.string("cache-dir"));
-      }
-      options = b.build();
-    } catch (IllegalArgumentException e) {
-      throw new CliException(e.getMessage());
-    }
+    OptimizerSpec optimizer = TrainerFlags.optimizer(f);
+    PipelineOptions options = TrainerFlags.pipeline(f);
     ImageAugment augment = null;
     if (f.given("augment")) {
       try {
@@ -646,13 +239,6 @@ final class TrainCommand extends Command {
       throw new CliException(
           e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment"))
               + " (declare the shape with --features COL:CxHxW)");
-    }
-  }
-
-  private static void positive(Flags f, String name) {
-    long v = f.integer(name);
-    if (v < 1) {
-      throw new CliException("Invalid " + f.source(name) + " " + v + ": expected at least 1");
     }
   }
 
@@ -824,36 +410,18 @@ final class TrainCommand extends Command {
     TrainedModel trained;
     try (TrainingMonitor monitor = TrainingMonitor.start(spark, view, logsDir)) {
       DistributedTrainer.Builder b =
-          DistributedTrainer.builder()
-              .setModel(model)
-              .setLoss(p.loss())
-              .setOptimizer(p.optimizer())
-              .setTrainingData(trainSpec, trainOptions)
-              .setNumWorkers(workers)
-              .optEpochs(epochs)
-              .optSeed(f.longValue("seed"))
-              .optOperationTimeout(Duration.ofSeconds(f.longValue("collective-timeout")))
-              .optCallback(monitor.callback())
-              .optUseGpus(f.bool("gpus"));
+          TrainerFlags.apply(
+              f,
+              DistributedTrainer.builder()
+                  .setModel(model)
+                  .setLoss(p.loss())
+                  .setOptimizer(p.optimizer())
+                  .setTrainingData(trainSpec, trainOptions)
+                  .optCallback(monitor.callback()));
       if (validation != null) {
         b.optValidationData(
             spec.setPaths(p.validation()).optFormat(validation.format()).build(),
             validationOptions);
-      }
-      b.optAccumulateSteps(f.integer("accumulate-steps")).optRescale(rescale(f));
-      b.optMinWorkers(f.given("min-workers") ? f.integer("min-workers") : 0)
-          .optGrow(f.bool("grow"))
-          .optSlotWait(Duration.ofSeconds(f.longValue("slot-wait")));
-      b.optGradientPrecision(gradientPrecision(f)).optNormalize(normalize(f));
-      b.optPrecision(precision(f));
-      b.optFusionBucketBytes(bucketBytes(f))
-          .optOverlap(!f.bool("no-overlap"))
-          .optOptimizerPlacement(placement(f));
-      b.optRingTls(ringTls(f));
-      b.optRingSharedMemory(ringSharedMemory(f));
-      if (f.given("checkpoint-dir")) {
-        b.optCheckpointDir(f.string("checkpoint-dir"))
-            .optCheckpointEverySteps(f.longValue("checkpoint-every-steps"));
       }
       if (spark.sparkContext().isLocal()) {
         b.optRingHost(spark.sparkContext().getConf().get("spark.driver.host", "127.0.0.1"));

@@ -8,9 +8,7 @@ import java.util.List;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.ml.Model;
 import org.apache.spark.ml.param.IntParam;
-import org.apache.spark.ml.param.Param;
 import org.apache.spark.ml.param.ParamMap;
-import org.apache.spark.ml.param.ParamValidators;
 import org.apache.spark.ml.util.DefaultParamsReader;
 import org.apache.spark.ml.util.DefaultParamsReader$;
 import org.apache.spark.ml.util.DefaultParamsWriter$;
@@ -31,16 +29,13 @@ import org.apache.spark.sql.types.StructType;
  * path/model} ({@link TrainedModel#save}), so {@code PipelineModel.load} and {@link #load} restore
  * it without user code.
  */
-public final class SparkTrainerModel extends Model<SparkTrainerModel> implements MLWritable {
+public final class SparkTrainerModel extends Model<SparkTrainerModel>
+    implements MLWritable, SharedParams<SparkTrainerModel> {
   private static final long serialVersionUID = 1L;
 
   private final String uid;
   private final TrainedModel trained;
-  final Param<String> featuresCol;
-  final Param<String> predictionCol;
-  final Param<String> probabilityCol;
-  final Param<String> rawPredictionCol;
-  final IntParam inferenceBatchSize;
+  private final SharedParams.Holder shared;
 
   /**
    * A model for {@code trained}, with default column names ({@code features}, {@code prediction},
@@ -49,22 +44,7 @@ public final class SparkTrainerModel extends Model<SparkTrainerModel> implements
   public SparkTrainerModel(String uid, TrainedModel trained) {
     this.uid = uid;
     this.trained = trained;
-    featuresCol =
-        new Param<>(
-            this, "featuresCol", "features column: an ml Vector, an array of numbers or a number");
-    predictionCol = new Param<>(this, "predictionCol", "prediction column name");
-    probabilityCol =
-        new Param<>(this, "probabilityCol", "class probabilities column name (empty: none)");
-    rawPredictionCol =
-        new Param<>(this, "rawPredictionCol", "raw model outputs column name (empty: none)");
-    inferenceBatchSize =
-        new IntParam(
-            this, "inferenceBatchSize", "rows per batch in transform", ParamValidators.gtEq(1));
-    setDefault(featuresCol, "features");
-    setDefault(predictionCol, "prediction");
-    setDefault(probabilityCol, "probability");
-    setDefault(rawPredictionCol, "rawPrediction");
-    setDefault(inferenceBatchSize, 256);
+    this.shared = new SharedParams.Holder(this);
   }
 
   @Override
@@ -82,49 +62,9 @@ public final class SparkTrainerModel extends Model<SparkTrainerModel> implements
     return trained.history();
   }
 
-  public Param<String> featuresCol() {
-    return featuresCol;
-  }
-
-  public Param<String> predictionCol() {
-    return predictionCol;
-  }
-
-  public Param<String> probabilityCol() {
-    return probabilityCol;
-  }
-
-  public Param<String> rawPredictionCol() {
-    return rawPredictionCol;
-  }
-
-  public IntParam inferenceBatchSize() {
-    return inferenceBatchSize;
-  }
-
-  public SparkTrainerModel setFeaturesCol(String v) {
-    set(featuresCol, v);
-    return this;
-  }
-
-  public SparkTrainerModel setPredictionCol(String v) {
-    set(predictionCol, v);
-    return this;
-  }
-
-  public SparkTrainerModel setProbabilityCol(String v) {
-    set(probabilityCol, v);
-    return this;
-  }
-
-  public SparkTrainerModel setRawPredictionCol(String v) {
-    set(rawPredictionCol, v);
-    return this;
-  }
-
-  public SparkTrainerModel setInferenceBatchSize(int v) {
-    set(inferenceBatchSize, v);
-    return this;
+  @Override
+  public SharedParams.Holder sharedParams() {
+    return shared;
   }
 
   @Override
@@ -132,11 +72,11 @@ public final class SparkTrainerModel extends Model<SparkTrainerModel> implements
     return BatchInference.transform(
         dataset.toDF(),
         trained,
-        List.of(getOrDefault(featuresCol)),
-        intParam(inferenceBatchSize),
-        getOrDefault(predictionCol),
-        emptyToNull(getOrDefault(probabilityCol)),
-        emptyToNull(getOrDefault(rawPredictionCol)));
+        List.of(getOrDefault(featuresCol())),
+        intParam(inferenceBatchSize()),
+        getOrDefault(predictionCol()),
+        emptyToNull(getOrDefault(probabilityCol())),
+        emptyToNull(getOrDefault(rawPredictionCol())));
   }
 
   @Override
@@ -144,10 +84,10 @@ public final class SparkTrainerModel extends Model<SparkTrainerModel> implements
     return BatchInference.outputSchema(
         schema,
         trained,
-        List.of(getOrDefault(featuresCol)),
-        getOrDefault(predictionCol),
-        emptyToNull(getOrDefault(probabilityCol)),
-        emptyToNull(getOrDefault(rawPredictionCol)));
+        List.of(getOrDefault(featuresCol())),
+        getOrDefault(predictionCol()),
+        emptyToNull(getOrDefault(probabilityCol())),
+        emptyToNull(getOrDefault(rawPredictionCol())));
   }
 
   private static String emptyToNull(String s) {

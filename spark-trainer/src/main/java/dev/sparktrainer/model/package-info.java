@@ -3,8 +3,10 @@
  * multi-layer perceptron ({@link dev.sparktrainer.model.MlpSpec}), a small CNN for image-shaped
  * features ({@link dev.sparktrainer.model.CnnSpec}), ResNet from DJL's model-zoo code ({@link
  * dev.sparktrainer.model.ResNetSpec}, no downloads) and any custom block through a serializable
- * factory ({@link dev.sparktrainer.model.CustomSpec}); and the losses ({@link
- * dev.sparktrainer.model.LossSpec}).
+ * factory ({@link dev.sparktrainer.model.CustomSpec}); the losses ({@link
+ * dev.sparktrainer.model.LossSpec}); and the short text forms of models and optimizers ({@code
+ * mlp:256,128}, {@code adam}) that the command line and the Estimator's Params share ({@link
+ * dev.sparktrainer.model.SpecStrings}).
  *
  * <p>A spec is a small value shipped inside the Spark closure; blocks (native memory) are only ever
  * created inside a task. Every built-in spec also round-trips through {@link

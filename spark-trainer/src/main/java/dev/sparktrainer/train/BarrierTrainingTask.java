@@ -174,7 +174,7 @@ final class BarrierTrainingTask extends AbstractFunction1<Iterator<Integer>, Ite
     } else if (addresses.length > 0) {
       LOG.log(
           System.Logger.Level.INFO,
-          "rank " + rank + ": GPU training is off (optUseGpus(false)): training on the CPU");
+          "rank " + rank + ": GPU training is off (optGpus(false)): training on the CPU");
     }
     setIntraOpThreads(ctx.cpus());
     return Collections.nCopies(cfg.cpuDevicesPerWorker, Device.cpu());

@@ -77,18 +77,17 @@ import scala.reflect.ClassTag$;
  */
 public final class DistributedTrainer {
   /** Default gradient bucket size, 25 MiB as PyTorch DDP's (the first bucket is 1 MiB). */
-  public static final int DEFAULT_BUCKET_BYTES = 25 << 20;
+  public static final int DEFAULT_BUCKET_BYTES = TrainerOption.DEFAULT_BUCKET_BYTES;
 
   /**
-   * A bucket size given in MiB (the CLI's {@code --bucket-mb}, the Estimator's {@code bucketMb}) as
-   * bytes, rounded to a multiple of 8; the error names the value and the allowed range.
+   * A bucket size given in MiB as bytes, rounded to a multiple of 8.
+   *
+   * @deprecated the conversion lives in the option table: {@link TrainerOption#bucketBytes}, or
+   *     give MiB to {@link Builder#optBucketMb}
    */
+  @Deprecated
   public static int bucketBytes(double mib) {
-    if (!(mib >= 1.0 / 1024 && mib <= 1024)) {
-      throw new IllegalArgumentException(
-          "Invalid bucket size " + mib + " MiB: expected 0.001 to 1024");
-    }
-    return (int) Math.round(mib * (1 << 20) / 8) * 8;
+    return TrainerOption.bucketBytes("bucket size", mib);
   }
 
   private final TrainingConfig cfg;
@@ -603,9 +602,19 @@ public final class DistributedTrainer {
      * Train on the GPUs Spark assigns to each task (all of them, batch split across). Default
      * false.
      */
-    public Builder optUseGpus(boolean useGpus) {
-      c.useGpus = useGpus;
+    public Builder optGpus(boolean gpus) {
+      c.useGpus = gpus;
       return this;
+    }
+
+    /**
+     * The former name of {@link #optGpus}.
+     *
+     * @deprecated use {@link #optGpus} ({@code --gpus} on the command line)
+     */
+    @Deprecated
+    public Builder optUseGpus(boolean useGpus) {
+      return optGpus(useGpus);
     }
 
     /**
@@ -618,11 +627,22 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Size of a gradient bucket: one all-reduce each, started as soon as backward has produced all
-     * of its gradients. Default 25 MiB, as DDP's; the first bucket (the last layers) is at most 1
-     * MiB so that communication starts early. A parameter larger than a bucket gets a bucket of its
-     * own.
+     * Size of a gradient bucket in MiB (0.001 to 1024; rounded to a multiple of 8 bytes): one
+     * all-reduce each, started as soon as backward has produced all of its gradients. Default 25
+     * MiB, as DDP's; the first bucket (the last layers) is at most 1 MiB so that communication
+     * starts early. A parameter larger than a bucket gets a bucket of its own.
      */
+    public Builder optBucketMb(double mib) {
+      c.fusionBucketBytes = TrainerOption.bucketBytes("bucketMb", mib);
+      return this;
+    }
+
+    /**
+     * The bucket size in bytes (a multiple of 8, at least 1024).
+     *
+     * @deprecated use {@link #optBucketMb} ({@code --bucket-mb}, the Estimator's {@code bucketMb})
+     */
+    @Deprecated
     public Builder optFusionBucketBytes(int bytes) {
       c.fusionBucketBytes = bytes;
       return this;
@@ -711,20 +731,44 @@ public final class DistributedTrainer {
     }
 
     /**
-     * Ring neighbours on the same host (executors sharing a machine) exchange gradients through an
-     * owner-only memory-mapped file in {@code /dev/shm} instead of loopback TCP; neighbours on
-     * other hosts always use TCP. Default true; false keeps every link on TCP. Not used with {@link
-     * #optRingTls}: whoever asked for TLS gets TLS on every link.
+     * How ring neighbours exchange gradients: {@link RingTransport#AUTO} (default: neighbours on
+     * the same host, executors sharing a machine, through an owner-only memory-mapped file in
+     * {@code /dev/shm} instead of loopback TCP; neighbours on other hosts over TCP) or {@link
+     * RingTransport#TCP} (every link on TCP). Shared memory is not used with {@link #optRingTls}:
+     * whoever asked for TLS gets TLS on every link.
      */
-    public Builder optRingSharedMemory(boolean sharedMemory) {
-      c.ringSharedMemory = sharedMemory;
+    public Builder optRingTransport(RingTransport transport) {
+      c.ringSharedMemory = Objects.requireNonNull(transport, "ringTransport").sharedMemory();
       return this;
     }
 
-    /** Deadline of each collective operation. Default 5 minutes. */
-    public Builder optOperationTimeout(Duration timeout) {
+    /**
+     * True: {@link RingTransport#AUTO}; false: {@link RingTransport#TCP}.
+     *
+     * @deprecated use {@link #optRingTransport} ({@code --ring-transport})
+     */
+    @Deprecated
+    public Builder optRingSharedMemory(boolean sharedMemory) {
+      return optRingTransport(sharedMemory ? RingTransport.AUTO : RingTransport.TCP);
+    }
+
+    /**
+     * Deadline of each collective operation: a worker that stops responding fails the stage after
+     * this long, naming its rank and address. Default 5 minutes.
+     */
+    public Builder optCollectiveTimeout(Duration timeout) {
       c.operationTimeout = timeout;
       return this;
+    }
+
+    /**
+     * The former name of {@link #optCollectiveTimeout}.
+     *
+     * @deprecated use {@link #optCollectiveTimeout} ({@code --collective-timeout})
+     */
+    @Deprecated
+    public Builder optOperationTimeout(Duration timeout) {
+      return optCollectiveTimeout(timeout);
     }
 
     /** Host the ring listeners bind and advertise; default: the executor's host from Spark. */
@@ -843,7 +887,7 @@ public final class DistributedTrainer {
           c.operationTimeout != null
               && !c.operationTimeout.isNegative()
               && !c.operationTimeout.isZero(),
-          "operationTimeout",
+          "collectiveTimeout",
           c.operationTimeout,
           "a positive duration");
       return new DistributedTrainer(this, c);

@@ -153,7 +153,7 @@ final class Preflight {
    * tasks get no GPU, and the job would end in a slot time-out instead of this message.
    */
   static String gpuConfigProblem(SparkConf conf, String master, int localGpus) {
-    String prefix = "Invalid Spark configuration for GPU training (optUseGpus): ";
+    String prefix = "Invalid Spark configuration for GPU training (optGpus, --gpus): ";
     if (!(conf.getDouble("spark.task.resource.gpu.amount", 0) > 0)) {
       return prefix
           + "spark.task.resource.gpu.amount is not set: set it (e.g. 1) with"

@@ -1,7 +1,9 @@
 /**
  * The trainer: {@link dev.sparktrainer.train.DistributedTrainer} runs synchronous data-parallel
  * training with MultiWorkerMirroredStrategy semantics as N barrier-mode Spark tasks and returns a
- * {@link dev.sparktrainer.train.TrainedModel} with its {@link dev.sparktrainer.train.History}.
+ * {@link dev.sparktrainer.train.TrainedModel} with its {@link dev.sparktrainer.train.History}. Its
+ * settings, as the command line, the builder and the Estimator name them, with their units and
+ * allowed values, are one table: {@link dev.sparktrainer.train.TrainerOption}.
  *
  * <p>Inside: the pre-flight checks on the driver ({@code Preflight}); the barrier task, which meets
  * its peers through {@code BarrierTaskContext.allGather} and forms the collective ring ({@code

@@ -1,10 +1,5 @@
-package dev.sparktrainer.ml;
+package dev.sparktrainer.model;
 
-import dev.sparktrainer.model.Activation;
-import dev.sparktrainer.model.CnnSpec;
-import dev.sparktrainer.model.MlpSpec;
-import dev.sparktrainer.model.ModelSpec;
-import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.util.Arrays;
 import java.util.LinkedHashMap;

@@ -1,0 +1,485 @@
+package dev.sparktrainer.ml;
+
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.model.SpecStrings;
+import dev.sparktrainer.train.TrainerOption;
+import java.io.Serializable;
+import org.apache.spark.ml.param.BooleanParam;
+import org.apache.spark.ml.param.DoubleParam;
+import org.apache.spark.ml.param.IntParam;
+import org.apache.spark.ml.param.LongParam;
+import org.apache.spark.ml.param.Param;
+import org.apache.spark.ml.param.ParamValidators;
+import org.apache.spark.ml.param.Params;
+
+/**
+ * The training Params of {@link SparkTrainerEstimator}, each defined once (name, doc, validator,
+ * default) and named as in the option table ({@link TrainerOption}), whose allowed values the
+ * validators use. As {@link SharedParams}: the Param objects live in a {@link Holder} the Estimator
+ * makes in its constructor, and Spark ML finds them through the accessors below.
+ */
+public interface TrainingParams extends Params {
+  /**
+   * This stage's training Param objects, made once in its constructor ({@code new Holder(this)}).
+   */
+  Holder trainingParams();
+
+  default Param<String> labelCol() {
+    return trainingParams().labelCol;
+  }
+
+  default IntParam numWorkers() {
+    return trainingParams().numWorkers;
+  }
+
+  default IntParam batchSize() {
+    return trainingParams().batchSize;
+  }
+
+  default IntParam epochs() {
+    return trainingParams().epochs;
+  }
+
+  default DoubleParam learningRate() {
+    return trainingParams().learningRate;
+  }
+
+  default Param<String> optimizer() {
+    return trainingParams().optimizer;
+  }
+
+  default Param<String> modelSpec() {
+    return trainingParams().modelSpec;
+  }
+
+  default Param<String> activation() {
+    return trainingParams().activation;
+  }
+
+  default DoubleParam dropout() {
+    return trainingParams().dropout;
+  }
+
+  default IntParam numClasses() {
+    return trainingParams().numClasses;
+  }
+
+  default Param<String> loss() {
+    return trainingParams().loss;
+  }
+
+  default Param<String> checkpointDir() {
+    return trainingParams().checkpointDir;
+  }
+
+  default Param<String> stagingDir() {
+    return trainingParams().stagingDir;
+  }
+
+  default LongParam seed() {
+    return trainingParams().seed;
+  }
+
+  default IntParam shuffleBuffer() {
+    return trainingParams().shuffleBuffer;
+  }
+
+  default BooleanParam useGpus() {
+    return trainingParams().useGpus;
+  }
+
+  default BooleanParam deterministic() {
+    return trainingParams().deterministic;
+  }
+
+  default Param<String> imageTransfer() {
+    return trainingParams().imageTransfer;
+  }
+
+  default Param<String> ringTransport() {
+    return trainingParams().ringTransport;
+  }
+
+  default DoubleParam bucketMb() {
+    return trainingParams().bucketMb;
+  }
+
+  default BooleanParam overlap() {
+    return trainingParams().overlap;
+  }
+
+  default IntParam accumulateSteps() {
+    return trainingParams().accumulateSteps;
+  }
+
+  default Param<String> rescale() {
+    return trainingParams().rescale;
+  }
+
+  default IntParam minWorkers() {
+    return trainingParams().minWorkers;
+  }
+
+  default Param<String> optimizerPlacement() {
+    return trainingParams().optimizerPlacement;
+  }
+
+  default Param<String> precision() {
+    return trainingParams().precision;
+  }
+
+  default Param<ExampleTransform> transform() {
+    return trainingParams().transform;
+  }
+
+  default Param<String> normalize() {
+    return trainingParams().normalize;
+  }
+
+  default BooleanParam grow() {
+    return trainingParams().grow;
+  }
+
+  default LongParam slotWait() {
+    return trainingParams().slotWait;
+  }
+
+  default Param<String> gradientPrecision() {
+    return trainingParams().gradientPrecision;
+  }
+
+  default LongParam checkpointEverySteps() {
+    return trainingParams().checkpointEverySteps;
+  }
+
+  default IntParam keepCheckpoints() {
+    return trainingParams().keepCheckpoints;
+  }
+
+  default LongParam collectiveTimeout() {
+    return trainingParams().collectiveTimeout;
+  }
+
+  default DoubleParam momentum() {
+    return trainingParams().momentum;
+  }
+
+  default DoubleParam weightDecay() {
+    return trainingParams().weightDecay;
+  }
+
+  default LongParam warmupSteps() {
+    return trainingParams().warmupSteps;
+  }
+
+  default LongParam cosineDecaySteps() {
+    return trainingParams().cosineDecaySteps;
+  }
+
+  default Param<String> sharding() {
+    return trainingParams().sharding;
+  }
+
+  default Param<String> cacheDir() {
+    return trainingParams().cacheDir;
+  }
+
+  /** The training Param objects of one Estimator, owned by it (their parent is its uid). */
+  final class Holder implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    final Param<String> labelCol;
+    final IntParam numWorkers;
+    final IntParam batchSize;
+    final IntParam accumulateSteps;
+    final Param<String> rescale;
+    final IntParam minWorkers;
+    final BooleanParam grow;
+    final LongParam slotWait;
+    final IntParam epochs;
+    final DoubleParam learningRate;
+    final Param<String> optimizer;
+    final Param<String> modelSpec;
+    final Param<String> activation;
+    final DoubleParam dropout;
+    final IntParam numClasses;
+    final Param<String> loss;
+    final Param<String> checkpointDir;
+    final Param<String> stagingDir;
+    final LongParam seed;
+    final IntParam shuffleBuffer;
+    final BooleanParam useGpus;
+    final BooleanParam deterministic;
+    final Param<String> imageTransfer;
+    final Param<String> ringTransport;
+    final DoubleParam bucketMb;
+    final BooleanParam overlap;
+    final Param<String> optimizerPlacement;
+    final Param<String> precision;
+    final TransformParam transform;
+    final Param<String> normalize;
+    final Param<String> gradientPrecision;
+    final LongParam checkpointEverySteps;
+    final IntParam keepCheckpoints;
+    final LongParam collectiveTimeout;
+    final DoubleParam momentum;
+    final DoubleParam weightDecay;
+    final LongParam warmupSteps;
+    final LongParam cosineDecaySteps;
+    final Param<String> sharding;
+    final Param<String> cacheDir;
+
+    /** Defines the Params for {@code owner} (whose uid is set) and sets their defaults there. */
+    Holder(TrainingParams owner) {
+      labelCol =
+          new Param<>(owner, "labelCol", "label column: class index (or a number for the l2 loss)");
+      numWorkers =
+          new IntParam(
+              owner,
+              "numWorkers",
+              "number of workers (barrier tasks, one replica each)",
+              ParamValidators.gtEq(1));
+      batchSize =
+          new IntParam(
+              owner,
+              "batchSize",
+              "per-worker batch size (global batch = batchSize x numWorkers)",
+              ParamValidators.gtEq(1));
+      accumulateSteps =
+          new IntParam(
+              owner,
+              "accumulateSteps",
+              "batches per optimizer step, gradients summed locally"
+                  + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)",
+              ParamValidators.gtEq(1));
+      owner.setDefault(accumulateSteps, 1);
+      rescale =
+          new Param<>(
+              owner,
+              "rescale",
+              "resuming a checkpoint of another worker count: batch (keep the global"
+                  + " batch) or lr (keep batchSize, scale the learning rate)",
+              ParamValidators.inArray(TrainerOption.RESCALE.choiceArray()));
+      owner.setDefault(rescale, "batch");
+      minWorkers =
+          new IntParam(
+              owner,
+              "minWorkers",
+              "elastic training: the fewest workers to go on with when executors"
+                  + " are lost for good (0: numWorkers, never fewer)",
+              ParamValidators.gtEq(0));
+      owner.setDefault(minWorkers, 0);
+      grow =
+          new BooleanParam(
+              owner,
+              "grow",
+              "with minWorkers: after going on with fewer workers, grow back toward numWorkers at an"
+                  + " epoch end when the cluster offers more slots again");
+      owner.setDefault(grow, false);
+      slotWait =
+          new LongParam(
+              owner,
+              "slotWait",
+              "seconds to wait for the cluster to offer the workers' slots, at the start and when"
+                  + " executors are lost",
+              ParamValidators.gtEq(0));
+      owner.setDefault(slotWait, 30L);
+      epochs = new IntParam(owner, "epochs", "number of epochs", ParamValidators.gtEq(1));
+      learningRate =
+          new DoubleParam(owner, "learningRate", "base learning rate", ParamValidators.gt(0));
+      optimizer =
+          new Param<>(
+              owner,
+              "optimizer",
+              "adam, adamw or sgd",
+              ParamValidators.inArray(TrainerOption.OPTIMIZER.choiceArray()));
+      modelSpec = new Param<>(owner, "modelSpec", "the model: " + SpecStrings.MODEL_FORMS);
+      activation =
+          new Param<>(
+              owner,
+              "activation",
+              "activation of the MLP's hidden layers: relu, tanh, sigmoid or gelu",
+              ParamValidators.inArray(TrainerOption.ACTIVATION.choiceArray()));
+      dropout =
+          new DoubleParam(
+              owner,
+              "dropout",
+              "dropout rate after hidden layers (0: none)",
+              ParamValidators.inRange(0, 1, true, false));
+      numClasses =
+          new IntParam(
+              owner,
+              "numClasses",
+              "number of classes (0: from the label column)",
+              ParamValidators.gtEq(0));
+      loss =
+          new Param<>(
+              owner,
+              "loss",
+              "softmax_cross_entropy, sigmoid_binary_cross_entropy or l2",
+              ParamValidators.inArray(TrainerOption.LOSS.choiceArray()));
+      checkpointDir =
+          new Param<>(owner, "checkpointDir", "checkpoint directory (any Hadoop FS; empty: none)");
+      stagingDir =
+          new Param<>(
+              owner,
+              "stagingDir",
+              "where a DataFrame that is not a file scan is staged, on a file system every executor reads (empty:"
+                  + " under checkpointDir when that is on a shared file system, else the temp dir: local master only)");
+      seed = new LongParam(owner, "seed", "random seed");
+      shuffleBuffer =
+          new IntParam(
+              owner,
+              "shuffleBuffer",
+              "records in the shuffle buffer (0: no shuffling)",
+              ParamValidators.gtEq(0));
+      useGpus =
+          new BooleanParam(
+              owner,
+              "useGpus",
+              "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
+      owner.setDefault(useGpus, false);
+      deterministic =
+          new BooleanParam(
+              owner,
+              "deterministic",
+              "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
+                  + " batches and hand them on as they are ready (faster)");
+      owner.setDefault(deterministic, true);
+      imageTransfer =
+          new Param<>(
+              owner,
+              "imageTransfer",
+              "uint8, float32 or auto: how image features cross to the device (uint8: one byte per"
+                  + " pixel, scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on"
+                  + " CPUs)",
+              ParamValidators.inArray(TrainerOption.IMAGE_TRANSFER.choiceArray()));
+      owner.setDefault(imageTransfer, "auto");
+      ringTransport =
+          new Param<>(
+              owner,
+              "ringTransport",
+              "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
+              ParamValidators.inArray(TrainerOption.RING_TRANSPORT.choiceArray()));
+      owner.setDefault(ringTransport, "auto");
+      bucketMb =
+          new DoubleParam(
+              owner,
+              "bucketMb",
+              "gradient bucket size in MiB: one all-reduce each, started while backward goes on",
+              ParamValidators.gt(0));
+      owner.setDefault(bucketMb, TrainerOption.DEFAULT_BUCKET_BYTES / (double) (1 << 20));
+      overlap =
+          new BooleanParam(
+              owner,
+              "overlap",
+              "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
+      owner.setDefault(overlap, true);
+      optimizerPlacement =
+          new Param<>(
+              owner,
+              "optimizerPlacement",
+              "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
+              ParamValidators.inArray(TrainerOption.OPTIMIZER_PLACEMENT.choiceArray()));
+      owner.setDefault(optimizerPlacement, "auto");
+      precision =
+          new Param<>(
+              owner,
+              "precision",
+              "arithmetic of forward and backward: fp32, or bf16 (mixed precision on a bfloat16 copy of"
+                  + " the float32 master weights)",
+              ParamValidators.inArray(TrainerOption.PRECISION.choiceArray()));
+      owner.setDefault(precision, "fp32");
+      transform =
+          new TransformParam(
+              owner,
+              "transform",
+              "a per-example map of the training data (augmentation):"
+                  + " a serializable dev.sparktrainer.data.ExampleTransform, e.g. ImageAugment.parse(\"flip,crop:4\","
+                  + " Layout.CHW).withImageShape(3, 32, 32).training(); never applied to transform's input (no default)");
+      normalize =
+          new Param<>(
+              owner,
+              "normalize",
+              "feature normalization fitted on the training data and saved with the model: standard ((x - mean) / std),"
+                  + " minmax ((x - min) / (max - min)) or none",
+              ParamValidators.inArray(TrainerOption.NORMALIZE.choiceArray()));
+      owner.setDefault(normalize, "none");
+      gradientPrecision =
+          new Param<>(
+              owner,
+              "gradientPrecision",
+              "gradients on the wire: fp32, or bf16 (half the all-reduce bytes)",
+              ParamValidators.inArray(TrainerOption.GRADIENT_PRECISION.choiceArray()));
+      owner.setDefault(gradientPrecision, "fp32");
+      checkpointEverySteps =
+          new LongParam(
+              owner,
+              "checkpointEverySteps",
+              "with checkpointDir: also checkpoint every this many steps (0: at epoch ends)",
+              ParamValidators.gtEq(0));
+      owner.setDefault(checkpointEverySteps, 0L);
+      keepCheckpoints =
+          new IntParam(
+              owner, "keepCheckpoints", "how many checkpoints to keep", ParamValidators.gtEq(1));
+      owner.setDefault(keepCheckpoints, 3);
+      collectiveTimeout =
+          new LongParam(
+              owner,
+              "collectiveTimeout",
+              "seconds: deadline of each ring operation (a worker that stops responding fails the"
+                  + " stage after this long)",
+              ParamValidators.gtEq(1));
+      owner.setDefault(collectiveTimeout, 300L);
+      momentum = new DoubleParam(owner, "momentum", "SGD momentum", ParamValidators.gtEq(0));
+      owner.setDefault(momentum, 0.9);
+      weightDecay =
+          new DoubleParam(
+              owner,
+              "weightDecay",
+              "weight decay; AdamW's is decoupled (0: the optimizer's own, none for adam and sgd,"
+                  + " 0.01 for adamw)",
+              ParamValidators.gtEq(0));
+      owner.setDefault(weightDecay, 0.0);
+      warmupSteps =
+          new LongParam(
+              owner, "warmupSteps", "linear learning-rate warm-up steps", ParamValidators.gtEq(0));
+      owner.setDefault(warmupSteps, 0L);
+      cosineDecaySteps =
+          new LongParam(
+              owner,
+              "cosineDecaySteps",
+              "cosine decay of the learning rate to 0 over these steps after warm-up (0: constant)",
+              ParamValidators.gtEq(0));
+      owner.setDefault(cosineDecaySteps, 0L);
+      sharding =
+          new Param<>(
+              owner,
+              "sharding",
+              "how records are dealt to workers: auto, file or data",
+              ParamValidators.inArray(TrainerOption.SHARDING.choiceArray()));
+      owner.setDefault(sharding, "auto");
+      cacheDir =
+          new Param<>(
+              owner,
+              "cacheDir",
+              "local directory caching decoded records after the first epoch (empty: none)");
+      owner.setDefault(cacheDir, "");
+      owner.setDefault(labelCol, "label");
+      owner.setDefault(numWorkers, 2);
+      owner.setDefault(batchSize, 32);
+      owner.setDefault(epochs, 10);
+      owner.setDefault(learningRate, 1e-3);
+      owner.setDefault(optimizer, "adam");
+      owner.setDefault(modelSpec, "mlp:128");
+      owner.setDefault(activation, "relu");
+      owner.setDefault(dropout, 0.0);
+      owner.setDefault(numClasses, 0);
+      owner.setDefault(loss, "softmax_cross_entropy");
+      owner.setDefault(checkpointDir, "");
+      owner.setDefault(stagingDir, "");
+      owner.setDefault(seed, 0L);
+      owner.setDefault(shuffleBuffer, 10000);
+    }
+  }
+}

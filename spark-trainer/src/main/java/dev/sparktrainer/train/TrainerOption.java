@@ -1,0 +1,381 @@
+package dev.sparktrainer.train;
+
+import dev.sparktrainer.collective.WirePrecision;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The option table: every setting of a training, named once, with its name on each of the three
+ * public surfaces — the command line's {@code train} flag, the {@link DistributedTrainer.Builder}
+ * method (or the {@code PipelineOptions} / {@code OptimizerSpec} builder method it feeds) and the
+ * Spark ML Estimator's Param — and, where a surface deliberately lacks it, the reason. The unit
+ * conversions (MiB to bytes, seconds to durations) and the checks of enumerated values, with their
+ * messages, are here once and used by every surface.
+ *
+ * <p>The command line ({@code cli.TrainerFlags}) and the Estimator ({@code
+ * ml.SparkTrainerEstimator#fit}) each map their values onto the builders in one place; {@code
+ * OptionTableTest} checks that every builder option is a row here, that every row's flag and Param
+ * exist, and that the option tables of {@code docs/cli.md} list them all.
+ */
+public enum TrainerOption {
+  MODEL(Target.TRAINER, "setModel", "model", "modelSpec", null),
+  ACTIVATION(
+      Target.TRAINER,
+      "setModel",
+      "activation",
+      "activation",
+      null,
+      "relu",
+      "tanh",
+      "sigmoid",
+      "gelu"),
+  DROPOUT(Target.TRAINER, "setModel", "dropout", "dropout", null),
+  NUM_CLASSES(Target.TRAINER, "setModel", "num-classes", "numClasses", null),
+  LOSS(
+      Target.TRAINER,
+      "setLoss",
+      "loss",
+      "loss",
+      null,
+      "softmax_cross_entropy",
+      "sigmoid_binary_cross_entropy",
+      "l2"),
+  TRAINING_DATA(
+      Target.TRAINER,
+      "setTrainingData",
+      "data",
+      null,
+      "Estimator: the training data is the DataFrame given to fit"),
+  FORMAT(
+      Target.TRAINER,
+      "setTrainingData",
+      "format",
+      null,
+      "Estimator: fit reads its DataFrame (a plain file scan in its own format)",
+      "tfrecord",
+      "parquet"),
+  FEATURES(Target.TRAINER, "setTrainingData", "features", "featuresCol", null),
+  LABEL(Target.TRAINER, "setTrainingData", "label", "labelCol", null),
+  VALIDATION_DATA(
+      Target.TRAINER,
+      "optValidationData",
+      "validation-data",
+      null,
+      "Estimator: a Pipeline scores held-out data with the model's transform and an Evaluator"),
+  WORKERS(Target.TRAINER, "setNumWorkers", "workers", "numWorkers", null),
+  MIN_WORKERS(Target.TRAINER, "optMinWorkers", "min-workers", "minWorkers", null),
+  GROW(Target.TRAINER, "optGrow", "grow", "grow", null),
+  SLOT_WAIT(Target.TRAINER, "optSlotWait", "slot-wait", "slotWait", null),
+  EPOCHS(Target.TRAINER, "optEpochs", "epochs", "epochs", null),
+  BATCH_SIZE(Target.PIPELINE, "optBatchSize", "batch-size", "batchSize", null),
+  ACCUMULATE_STEPS(
+      Target.TRAINER, "optAccumulateSteps", "accumulate-steps", "accumulateSteps", null),
+  OPTIMIZER(Target.TRAINER, "setOptimizer", "optimizer", "optimizer", null, "adam", "adamw", "sgd"),
+  LEARNING_RATE(Target.OPTIMIZER, "optLearningRate", "learning-rate", "learningRate", null),
+  MOMENTUM(Target.OPTIMIZER, "optMomentum", "momentum", "momentum", null),
+  WEIGHT_DECAY(Target.OPTIMIZER, "optWeightDecay", "weight-decay", "weightDecay", null),
+  WARMUP_STEPS(Target.OPTIMIZER, "optWarmupSteps", "warmup-steps", "warmupSteps", null),
+  COSINE_DECAY_STEPS(
+      Target.OPTIMIZER, "optCosineDecay", "cosine-decay-steps", "cosineDecaySteps", null),
+  SEED(Target.TRAINER, "optSeed", "seed", "seed", null),
+  SHUFFLE_BUFFER(Target.PIPELINE, "optShuffleBuffer", "shuffle-buffer", "shuffleBuffer", null),
+  /** The flag is the switch's negation: {@code --nondeterministic}. */
+  DETERMINISTIC(Target.PIPELINE, "optDeterministic", "nondeterministic", "deterministic", null),
+  IMAGE_TRANSFER(
+      Target.PIPELINE,
+      "optImageTransfer",
+      "image-transfer",
+      "imageTransfer",
+      null,
+      "uint8",
+      "float32",
+      "auto"),
+  SHARDING(Target.PIPELINE, "optSharding", "sharding", "sharding", null, "auto", "file", "data"),
+  CACHE_DIR(Target.PIPELINE, "optCacheDir", "cache-dir", "cacheDir", null),
+  TRANSFORM(Target.TRAINER, "optTransform", "augment", "transform", null),
+  NORMALIZE(
+      Target.TRAINER, "optNormalize", "normalize", "normalize", null, "standard", "minmax", "none"),
+  STAGING_DIR(
+      Target.TRAINER,
+      "optStagingDir",
+      null,
+      "stagingDir",
+      "CLI: it reads files, never a DataFrame that would need staging"),
+  BUCKET_MB(Target.TRAINER, "optBucketMb", "bucket-mb", "bucketMb", null),
+  /** The flag is the switch's negation: {@code --no-overlap}. */
+  OVERLAP(Target.TRAINER, "optOverlap", "no-overlap", "overlap", null),
+  OPTIMIZER_PLACEMENT(
+      Target.TRAINER,
+      "optOptimizerPlacement",
+      "optimizer-placement",
+      "optimizerPlacement",
+      null,
+      "auto",
+      "device",
+      "host"),
+  PRECISION(Target.TRAINER, "optPrecision", "precision", "precision", null, "fp32", "bf16"),
+  GRADIENT_PRECISION(
+      Target.TRAINER,
+      "optGradientPrecision",
+      "gradient-precision",
+      "gradientPrecision",
+      null,
+      "fp32",
+      "bf16"),
+  CHECKPOINT_DIR(Target.TRAINER, "optCheckpointDir", "checkpoint-dir", "checkpointDir", null),
+  CHECKPOINT_EVERY_STEPS(
+      Target.TRAINER,
+      "optCheckpointEverySteps",
+      "checkpoint-every-steps",
+      "checkpointEverySteps",
+      null),
+  KEEP_CHECKPOINTS(
+      Target.TRAINER, "optKeepCheckpoints", "keep-checkpoints", "keepCheckpoints", null),
+  RESCALE(Target.TRAINER, "optRescale", "rescale", "rescale", null, "batch", "lr"),
+  RING_KEYSTORE(
+      Target.TRAINER,
+      "optRingTls",
+      "ring-keystore",
+      null,
+      "Estimator: its Params are saved with it, and so would the key store's password be; use the"
+          + " Builder's optRingTls"),
+  RING_TRUSTSTORE(
+      Target.TRAINER,
+      "optRingTls",
+      "ring-truststore",
+      null,
+      "Estimator: as ring-keystore (a password would be saved with the Params)"),
+  RING_TRANSPORT(
+      Target.TRAINER, "optRingTransport", "ring-transport", "ringTransport", null, "auto", "tcp"),
+  COLLECTIVE_TIMEOUT(
+      Target.TRAINER, "optCollectiveTimeout", "collective-timeout", "collectiveTimeout", null),
+  GPUS(Target.TRAINER, "optGpus", "gpus", "useGpus", null),
+  RING_HOST(
+      Target.TRAINER,
+      "optRingHost",
+      null,
+      null,
+      "CLI and Estimator: the executors' hosts from Spark (the CLI binds the driver's host itself on"
+          + " a local master)"),
+  CPU_DEVICES_PER_WORKER(
+      Target.TRAINER,
+      "optCpuDevicesPerWorker",
+      null,
+      null,
+      "CLI and Estimator: testing only (the multi-GPU code path on a CPU)"),
+  OUTPUT_DIR(
+      Target.TRAINER,
+      "optOutputDir",
+      "output",
+      null,
+      "Estimator: the fitted model is saved with model.write().save(path)"),
+  /** The CLI's callback is its live monitor, whose view {@code --progress} chooses. */
+  CALLBACK(
+      Target.TRAINER,
+      "optCallback",
+      "progress",
+      null,
+      "Estimator: a callback is a live object, not a Param (use the Builder's optCallback)");
+
+  /** Which builder a row's builder method belongs to. */
+  public enum Target {
+    /** {@code DistributedTrainer.Builder}. */
+    TRAINER,
+    /** {@code dev.sparktrainer.data.PipelineOptions.Builder} (the training data's options). */
+    PIPELINE,
+    /** {@code dev.sparktrainer.optim.OptimizerSpec.Builder} (through {@code SpecStrings}). */
+    OPTIMIZER
+  }
+
+  /** Default gradient bucket size, 25 MiB as PyTorch DDP's (the first bucket is 1 MiB). */
+  public static final int DEFAULT_BUCKET_BYTES = 25 << 20;
+
+  private final Target target;
+  private final String builderMethod;
+  private final String flag;
+  private final String param;
+  private final String absent;
+  private final List<String> choices;
+
+  TrainerOption(
+      Target target,
+      String builderMethod,
+      String flag,
+      String param,
+      String absent,
+      String... choices) {
+    this.target = target;
+    this.builderMethod = builderMethod;
+    this.flag = flag;
+    this.param = param;
+    this.absent = absent;
+    this.choices = List.of(choices);
+  }
+
+  /** The builder the {@link #builderMethod()} belongs to. */
+  public Target target() {
+    return target;
+  }
+
+  /** The builder method that sets it (the current name; see {@link #deprecatedBuilderMethods}). */
+  public String builderMethod() {
+    return builderMethod;
+  }
+
+  /** The {@code train} flag without the dashes; null where the command line lacks it. */
+  public String flag() {
+    return flag;
+  }
+
+  /** The Estimator's Param name; null where the Estimator lacks it. */
+  public String param() {
+    return param;
+  }
+
+  /** Why a surface lacks it (null when every surface has it). */
+  public String absentBecause() {
+    return absent;
+  }
+
+  /** The allowed values of an enumerated setting, in the order messages name them; else empty. */
+  public List<String> choices() {
+    return choices;
+  }
+
+  /** The choices as an array (Spark ML's {@code ParamValidators.inArray}). */
+  public String[] choiceArray() {
+    return choices.toArray(new String[0]);
+  }
+
+  /** Older builder names kept working (deprecated), delegating to {@link #builderMethod()}. */
+  public List<String> deprecatedBuilderMethods() {
+    switch (this) {
+      case BUCKET_MB:
+        return List.of("optFusionBucketBytes");
+      case GPUS:
+        return List.of("optUseGpus");
+      case RING_TRANSPORT:
+        return List.of("optRingSharedMemory");
+      case COLLECTIVE_TIMEOUT:
+        return List.of("optOperationTimeout");
+      default:
+        return List.of();
+    }
+  }
+
+  /**
+   * The unit of the value on the command line and in the Estimator, where it has one ({@code MiB},
+   * {@code seconds}); null otherwise. The Builder takes the same MiB, and a {@link Duration} for
+   * seconds.
+   */
+  public String unit() {
+    switch (this) {
+      case BUCKET_MB:
+        return "MiB";
+      case SLOT_WAIT:
+      case COLLECTIVE_TIMEOUT:
+        return "seconds";
+      default:
+        return null;
+    }
+  }
+
+  /** "a, b or c": the choices as messages name them. */
+  public String expected() {
+    if (choices.size() < 2) {
+      return String.join("", choices);
+    }
+    return String.join(", ", choices.subList(0, choices.size() - 1))
+        + " or "
+        + choices.get(choices.size() - 1);
+  }
+
+  /**
+   * {@code value} as one of this setting's choices (matched ignoring case), in its canonical lower
+   * case.
+   *
+   * @param source how the user named the setting, for the message ({@code --ring-transport}, {@code
+   *     ringTransport}, {@code ring-transport (from FILE)})
+   * @throws IllegalArgumentException "Invalid SOURCE 'value': expected a, b or c"
+   */
+  public String choice(String source, String value) {
+    String v = value == null ? "" : value.trim();
+    for (String c : choices) {
+      if (c.equalsIgnoreCase(v)) {
+        return c;
+      }
+    }
+    throw new IllegalArgumentException(
+        "Invalid " + source + " '" + value + "': expected " + expected());
+  }
+
+  // ---- Unit conversions and checks, once for every surface ----
+
+  /** The default bucket size in MiB as the CLI prints it ({@code 25}). */
+  public static String defaultBucketMb() {
+    return new BigDecimal(DEFAULT_BUCKET_BYTES)
+        .divide(BigDecimal.valueOf(1 << 20))
+        .stripTrailingZeros()
+        .toPlainString();
+  }
+
+  /**
+   * A bucket size given in MiB ({@code --bucket-mb}, {@code bucketMb}, {@code optBucketMb}) as
+   * bytes, rounded to a multiple of 8.
+   *
+   * @throws IllegalArgumentException "Invalid SOURCE 'MIB': expected 0.001 to 1024 (MiB)"
+   */
+  public static int bucketBytes(String source, double mib) {
+    if (!(mib >= 1.0 / 1024 && mib <= 1024)) {
+      throw new IllegalArgumentException(
+          "Invalid " + source + " '" + mib + "': expected 0.001 to 1024 (MiB)");
+    }
+    return (int) Math.round(mib * (1 << 20) / 8) * 8;
+  }
+
+  /**
+   * Gradient precision on the wire: {@code fp32} or {@code bf16}; {@code fp16} refused with the
+   * reason.
+   */
+  public static WirePrecision gradientPrecision(String source, String value) {
+    if (value != null && value.trim().equalsIgnoreCase("fp16")) {
+      throw new IllegalArgumentException(
+          "Invalid "
+              + source
+              + " '"
+              + value
+              + "': expected fp32 or bf16 (fp16"
+              + " has too little range for gradients without loss scaling; bf16 has fp32's range)");
+    }
+    return WirePrecision.valueOf(GRADIENT_PRECISION.choice(source, value).toUpperCase(Locale.ROOT));
+  }
+
+  /**
+   * The ring transport: {@code auto} (shared memory between same-host neighbours) or {@code tcp}.
+   */
+  public static RingTransport ringTransport(String source, String value) {
+    return RingTransport.valueOf(RING_TRANSPORT.choice(source, value).toUpperCase(Locale.ROOT));
+  }
+
+  /** The slot wait, given in seconds ({@code --slot-wait}, {@code slotWait}): at least 0. */
+  public static Duration slotWait(String source, long seconds) {
+    if (seconds < 0) {
+      throw new IllegalArgumentException("Invalid " + source + " " + seconds + ": expected >= 0");
+    }
+    return Duration.ofSeconds(seconds);
+  }
+
+  /**
+   * The deadline of each ring operation, given in seconds ({@code --collective-timeout}, {@code
+   * collectiveTimeout}): at least 1.
+   */
+  public static Duration collectiveTimeout(String source, long seconds) {
+    if (seconds < 1) {
+      throw new IllegalArgumentException(
+          "Invalid " + source + " " + seconds + ": expected at least 1 (seconds)");
+    }
+    return Duration.ofSeconds(seconds);
+  }
+}
