@@ -144,6 +144,15 @@ class CliArgumentsTest {
     assertUsageError(
         CliRunner.run(train("--ring-transport", "shm")),
         "Invalid --ring-transport 'shm': expected auto or tcp");
+    assertUsageError(
+        CliRunner.run(train("--keep-checkpoints", "0")),
+        "Invalid --keep-checkpoints 0: expected at least 1");
+    assertUsageError(
+        CliRunner.run(train("--checkpoint-every-steps", "-1")),
+        "Invalid --checkpoint-every-steps -1: expected >= 0");
+    assertUsageError(
+        CliRunner.run(train("--sharding", "rows")),
+        "Invalid --sharding 'rows': expected auto, file or data");
     if (System.getenv("SPARK_TRAINER_RING_KEYSTORE_PASSWORD") == null) {
       assertUsageError(
           CliRunner.run(train("--ring-keystore", "k.p12")),
