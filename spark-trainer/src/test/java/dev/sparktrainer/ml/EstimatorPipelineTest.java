@@ -12,11 +12,13 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
 import java.util.zip.GZIPInputStream;
 import org.apache.spark.ml.Pipeline;
 import org.apache.spark.ml.PipelineModel;
@@ -172,6 +174,53 @@ class EstimatorPipelineTest {
    * mode: one JVM).
    */
   private static final AtomicLong MAPPED = new AtomicLong();
+
+  /**
+   * The settings the Estimator gained from the option table reach the trainer: a checkpoint every 5
+   * steps as well as at epoch ends, 2 kept (the default keeps 3), gradients as bfloat16, SGD with
+   * momentum and warm-up, a collective timeout and slot wait in seconds.
+   */
+  @Test
+  void theOptionTablesParamsReachTheTrainer() throws IOException {
+    Dataset<Row> assembled =
+        new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    Path ckpt = tmp.resolve("ckpt-params");
+    SparkTrainerModel model =
+        new SparkTrainerEstimator()
+            .setModelSpec("mlp:16")
+            .setNumWorkers(2)
+            .setEpochs(2)
+            .setBatchSize(32)
+            .setSeed(5)
+            .setStagingDir(tmp.resolve("staging-params").toString())
+            .setCheckpointDir(ckpt.toString())
+            .setCheckpointEverySteps(5)
+            .setKeepCheckpoints(2)
+            .setGradientPrecision("bf16")
+            .setOptimizer("sgd")
+            .setLearningRate(0.05)
+            .setMomentum(0.5)
+            .setWarmupSteps(2)
+            .setCollectiveTimeout(60)
+            .setSlotWait(10)
+            .fit(assembled);
+    assertThat(model.history().epochs()).hasSize(2);
+    List<Long> steps;
+    try (Stream<Path> files = Files.list(ckpt)) {
+      steps =
+          files
+              .map(f -> f.getFileName().toString())
+              .filter(n -> n.matches("ckpt-\\d{19}\\.bin"))
+              .map(n -> Long.parseLong(n.substring(5, 24)))
+              .sorted()
+              .toList();
+    }
+    assertThat(steps).as("checkpoints kept (keepCheckpoints 2)").hasSize(2);
+    long last = steps.get(1);
+    // Two epochs: epoch-end checkpoints alone would be at last / 2 and last.
+    assertThat(steps.get(0)).as("a checkpoint inside the second epoch").isGreaterThan(last / 2);
+    assertThat(steps.get(0) % 5).as("every 5 steps").isZero();
+  }
 
   /**
    * The Estimator's transform travels to the executors and maps the training examples (the digits'
