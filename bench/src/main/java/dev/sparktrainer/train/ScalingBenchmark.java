@@ -588,7 +588,20 @@ public final class ScalingBenchmark {
         r.put("link_gbps", new BigDecimal(run[1]));
         double before = loadAverage();
         try {
-          Map<String, Object> t = torchRun(o, s, data, epochs, world, logs, round);
+          Map<String, Object> t =
+              TorchTrain.run(
+                  o.get("python"),
+                  o.get("torch-script"),
+                  data,
+                  s.model(),
+                  s.batch(),
+                  s.steps(),
+                  epochs,
+                  1,
+                  world,
+                  logs,
+                  s.model() + "-w" + world + "-round" + round,
+                  Duration.ofMinutes(Long.parseLong(o.getOrDefault("app-timeout-min", "60"))));
           r.put("samples_per_s", t.get("samples_per_s"));
           r.put("step_ms", t.get("step_ms"));
           r.put("measured_epochs", t.get("measured_epochs"));
@@ -624,78 +637,6 @@ public final class ScalingBenchmark {
       json.println(toJson(r));
     }
     return rows;
-  }
-
-  /** One PyTorch run: its processes started and stopped by process id; rank 0's JSON line. */
-  private static Map<String, Object> torchRun(
-      Map<String, String> o, Setup s, Path data, int epochs, int world, Path logs, int round)
-      throws Exception {
-    int port = world > 1 ? freePort() : 0;
-    List<BenchChild> ranks = new ArrayList<>();
-    long deadline =
-        System.nanoTime()
-            + Duration.ofMinutes(Long.parseLong(o.getOrDefault("app-timeout-min", "60"))).toNanos();
-    try {
-      for (int rank = 0; rank < world; rank++) {
-        List<String> cmd =
-            List.of(
-                o.get("python"),
-                o.get("torch-script"),
-                "--data",
-                data.toString(),
-                "--model",
-                s.model(),
-                "--batch",
-                Integer.toString(s.batch()),
-                "--steps",
-                Integer.toString(s.steps()),
-                "--epochs",
-                Integer.toString(epochs),
-                "--threads",
-                "1",
-                "--world",
-                Integer.toString(world),
-                "--rank",
-                Integer.toString(rank),
-                "--master-port",
-                Integer.toString(port));
-        ranks.add(
-            BenchChild.start(
-                cmd,
-                Map.of(),
-                logs.resolve(
-                    s.model() + "-w" + world + "-round" + round + "-rank" + rank + ".log")));
-      }
-      Map<String, Object> j =
-          parseFlatJson(ranks.get(0).awaitLine(l -> l.startsWith("{\"anchor\""), deadline));
-      for (BenchChild ch : ranks) {
-        if (!ch.process.waitFor(60, TimeUnit.SECONDS) || ch.process.exitValue() != 0) {
-          throw new IllegalStateException(
-              "PyTorch rank pid "
-                  + ch.process.pid()
-                  + " did not exit cleanly (log "
-                  + ch.log
-                  + "):\n"
-                  + ch.tail(20));
-        }
-      }
-      return j;
-    } catch (Exception e) {
-      for (BenchChild ch : ranks) {
-        System.err.println("PyTorch run failed; " + ch.log + " ends:\n" + ch.tail(20));
-      }
-      throw e;
-    } finally {
-      for (BenchChild ch : ranks) {
-        ch.stop();
-      }
-    }
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      return socket.getLocalPort();
-    }
   }
 
   private static double spark1Rate(List<Map<String, Object>> rows, Object placement, Object round) {

@@ -34,8 +34,6 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.io.IOException;
 import java.io.PrintStream;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -50,7 +48,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -345,79 +342,33 @@ public final class TrainBenchmark {
     }
     int batch = batch(o);
     int steps = TRAIN_EXAMPLES / (batch * world);
-    Path logs = work.resolve("torch-logs");
-    Files.createDirectories(logs);
-    int port = 0;
-    if (world > 1) {
-      try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-        port = socket.getLocalPort();
-      }
-    }
-    List<BenchChild> ranks = new ArrayList<>();
-    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(60);
-    try {
-      for (int rank = 0; rank < world; rank++) {
-        ranks.add(
-            BenchChild.start(
-                List.of(
-                    required(o, "python"),
-                    required(o, "torch-script"),
-                    "--data",
-                    o.getOrDefault("data", "/usr/share/datasets/fashion-mnist"),
-                    "--model",
-                    model,
-                    "--batch",
-                    Integer.toString(batch),
-                    "--steps",
-                    Integer.toString(steps),
-                    "--epochs",
-                    Integer.toString(epochs),
-                    "--threads",
-                    Integer.toString(cores / world),
-                    "--world",
-                    Integer.toString(world),
-                    "--rank",
-                    Integer.toString(rank),
-                    "--master-port",
-                    Integer.toString(port)),
-                Map.of(),
-                logs.resolve(model + "-w" + world + "-rank" + rank + ".log")));
-      }
-      Map<String, Object> j =
-          parseFlatJson(ranks.get(0).awaitLine(l -> l.startsWith("{\"anchor\""), deadline));
-      for (BenchChild ch : ranks) {
-        if (!ch.process.waitFor(60, TimeUnit.SECONDS) || ch.process.exitValue() != 0) {
-          throw new IllegalStateException(
-              "PyTorch rank pid "
-                  + ch.process.pid()
-                  + " did not exit cleanly (log "
-                  + ch.log
-                  + ")");
-        }
-      }
-      Map<String, Object> r = new LinkedHashMap<>();
-      r.put("samples_per_s", j.get("samples_per_s"));
-      r.put("step_ms", j.get("step_ms"));
-      r.put("test_accuracy", Double.NaN);
-      r.put("workers", world);
-      r.put(
-          "cluster",
-          world == 1
-              ? "PyTorch, 1 process, " + cores + " threads"
-              : "PyTorch DDP gloo, " + world + " proc x " + cores / world + " thr");
-      r.put("data", "IDX in memory (tensors)");
-      r.put("torch_version", j.get("torch"));
-      return r;
-    } catch (Exception e) {
-      for (BenchChild ch : ranks) {
-        System.err.println("PyTorch run failed; " + ch.log + " ends:\n" + ch.tail(20));
-      }
-      throw e;
-    } finally {
-      for (BenchChild ch : ranks) {
-        ch.stop();
-      }
-    }
+    Map<String, Object> j =
+        TorchTrain.run(
+            required(o, "python"),
+            required(o, "torch-script"),
+            Path.of(o.getOrDefault("data", "/usr/share/datasets/fashion-mnist")),
+            model,
+            batch,
+            steps,
+            epochs,
+            cores / world,
+            world,
+            work.resolve("torch-logs"),
+            model + "-w" + world,
+            Duration.ofMinutes(60));
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("samples_per_s", j.get("samples_per_s"));
+    r.put("step_ms", j.get("step_ms"));
+    r.put("test_accuracy", Double.NaN);
+    r.put("workers", world);
+    r.put(
+        "cluster",
+        world == 1
+            ? "PyTorch, 1 process, " + cores + " threads"
+            : "PyTorch DDP gloo, " + world + " proc x " + cores / world + " thr");
+    r.put("data", "IDX in memory (tensors)");
+    r.put("torch_version", j.get("torch"));
+    return r;
   }
 
   // ---------------------------------------------------------------------------------------------
