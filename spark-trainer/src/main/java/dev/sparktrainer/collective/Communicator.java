@@ -7,7 +7,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.UnaryOperator;
 import javax.net.ssl.SSLContext;
 
@@ -15,6 +14,13 @@ import javax.net.ssl.SSLContext;
  * One rank's end of an authenticated TCP ring, and the collectives over it. Links to neighbours on
  * the same host carry their data through shared memory unless {@link Builder#optSharedMemory} says
  * otherwise or TLS is on ({@link #rightTransport()}, {@link #leftTransport()}).
+ *
+ * <p>Why this file is long: it is the collective layer's public API, and nearly all of it is
+ * documented public surface: each collective's overloads (float, double and long arrays, ranges,
+ * ByteBuffers) and the nested {@link Builder}, one documented method per setting. The Builder stays
+ * nested because {@code Communicator.Builder} is a public type name that callers declare; what is
+ * not API already lives in other classes ({@link OperationGuard}, {@link RingConnector}, {@link
+ * FrameChannel} and the algorithm classes).
  *
  * <p>Built once per training attempt with {@link #builder()}; {@link Builder#build()} connects to
  * the right neighbour (rank + 1) and accepts the left neighbour (rank - 1) on the {@link
@@ -33,8 +39,9 @@ import javax.net.ssl.SSLContext;
  * <p>The work is split as in Gloo: {@link RingConnector} forms the ring, {@link FrameChannel} moves
  * and checks frames, and one class per algorithm ({@link RingAllReduce}, {@link SmallAllReduce},
  * {@link RingBroadcast}, {@link RingAllGather}, {@link RingBarrier}) runs against a {@link
- * RingContext}. This class is the API: it checks arguments, keeps the one-operation-at-a-time and
- * deadline bookkeeping, and turns every failure into one {@link CollectiveException}.
+ * RingContext}. This class is the API: it checks arguments and runs each operation under its {@link
+ * OperationGuard}, which keeps the one-operation-at-a-time and deadline bookkeeping and turns every
+ * failure into one {@link CollectiveException}.
  */
 public final class Communicator implements AutoCloseable {
   /** Every thread a communicator starts has a name beginning with this. */
@@ -48,12 +55,9 @@ public final class Communicator implements AutoCloseable {
   static final int DEFAULT_SHARED_MEMORY_BYTES = 4 << 20;
   static final Path DEFAULT_SHARED_MEMORY_DIRECTORY = Path.of("/dev/shm");
 
-  private static final System.Logger LOG = System.getLogger(Communicator.class.getName());
-
   private final int rank;
   private final int size;
   private final List<String> peers;
-  private final long operationTimeoutNanos;
   private final int smallMessageBytes;
   private final int rejectedConnections;
   private final Link left;
@@ -69,25 +73,15 @@ public final class Communicator implements AutoCloseable {
   private final RingAllGather allGather;
   private final RingBarrier barrier;
 
-  private final AtomicBoolean busy = new AtomicBoolean();
-  private final Object closeLock = new Object();
-  private volatile boolean closed;
-  private boolean resourcesReleased;
-  private volatile CollectiveException failure;
-
-  // The running operation, for error messages (strings are built only on failure).
-  private String opName = "connect";
-  private long opIndex;
-  private ElementType opType;
-  private ReduceOp opReduce;
-  private long opCount;
+  /** One operation at a time, its deadline, its failure, and closing ({@link OperationGuard}). */
+  private final OperationGuard guard;
 
   /** With one rank {@code links} is null. */
   private Communicator(RingConfig config, RingConnector.Links links) {
     this.rank = config.rank;
     this.size = config.size();
     this.peers = config.peers;
-    this.operationTimeoutNanos = config.operationTimeout.toNanos();
+    long operationTimeoutNanos = config.operationTimeout.toNanos();
     this.smallMessageBytes = config.smallMessageBytes;
     this.rejectedConnections = links == null ? 0 : links.rejectedConnections;
     this.left = links == null ? null : links.left;
@@ -97,6 +91,7 @@ public final class Communicator implements AutoCloseable {
             ? null
             : new FrameChannel(
                 rank, left, right, config.secret.jobId(), config.chunkBytes, operationTimeoutNanos);
+    this.guard = new OperationGuard(rank, size, operationTimeoutNanos, channel, left, right);
     RingContext ctx = new RingContext(rank, size, config.chunkBytes, channel);
     this.ringAllReduce = new RingAllReduce(ctx, config.wirePrecision);
     this.allGather = new RingAllGather(ctx);
@@ -185,15 +180,15 @@ public final class Communicator implements AutoCloseable {
 
   /** The typed overloads' one path: {@code data} is the array {@code type} names. */
   private void allReduceArray(Object data, int offset, int length, ElementType type, ReduceOp op) {
-    begin("allReduce", type, op, length);
+    guard.begin("allReduce", type, op, length);
     try {
       ByteBuffer work = operands.load(data, offset, length, type);
       reduce(work, 0, length, type, op);
       operands.store(data, offset, length, type);
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
@@ -214,13 +209,13 @@ public final class Communicator implements AutoCloseable {
 
   /** {@code count} elements from byte offset {@code offset}, ignoring position and limit. */
   void allReduce(ByteBuffer buffer, int offset, int count, ElementType type, ReduceOp op) {
-    begin("allReduce", type, op, count);
+    guard.begin("allReduce", type, op, count);
     try {
       reduce(buffer, offset, count, type, op);
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
@@ -261,7 +256,7 @@ public final class Communicator implements AutoCloseable {
 
   /** The typed overloads' one path: {@code data} is the array {@code type} names. */
   private void broadcastArray(Object data, int length, ElementType type, int root) {
-    begin("broadcast", type, null, length);
+    guard.begin("broadcast", type, null, length);
     try {
       checkRoot(root);
       long bytes = (long) type.bytes() * length;
@@ -272,9 +267,9 @@ public final class Communicator implements AutoCloseable {
         operands.store(data, 0, length, type);
       }
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
@@ -284,15 +279,15 @@ public final class Communicator implements AutoCloseable {
    */
   public void broadcast(ByteBuffer buffer, int root) {
     int bytes = checkBuffer(buffer);
-    begin("broadcast", null, null, bytes);
+    guard.begin("broadcast", null, null, bytes);
     try {
       checkRoot(root);
       Operands.Views v = operands.of(buffer);
       broadcast.run(v.send, v.recv, buffer.position(), bytes, root);
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
@@ -301,7 +296,7 @@ public final class Communicator implements AutoCloseable {
    * may pass null. Returns the root's bytes on every rank (the root gets its own array back).
    */
   public byte[] broadcastBytes(byte[] data, int root) {
-    begin("broadcast", null, null, data == null ? -1 : data.length);
+    guard.begin("broadcast", null, null, data == null ? -1 : data.length);
     try {
       checkRoot(root);
       if (rank == root) {
@@ -309,9 +304,9 @@ public final class Communicator implements AutoCloseable {
       }
       return broadcast.bytes(data, root);
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
@@ -322,147 +317,30 @@ public final class Communicator implements AutoCloseable {
    */
   public List<byte[]> allGather(byte[] data) {
     Objects.requireNonNull(data, "data");
-    begin("allGather", null, null, data.length);
+    guard.begin("allGather", null, null, data.length);
     try {
       return allGather.run(data);
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
   /** Returns when every rank has called {@code barrier()} (N-1 hops). */
   public void barrier() {
-    begin("barrier", null, null, 0);
+    guard.begin("barrier", null, null, 0);
     try {
       barrier.run();
     } catch (IOException | RuntimeException e) {
-      throw fail(e);
+      throw guard.fail(e);
     } finally {
-      end();
+      guard.end();
     }
   }
 
   // ---------------------------------------------------------------------------------------------
-  // lifecycle and failures
-
-  private void begin(String name, ElementType type, ReduceOp op, long count) {
-    if (!busy.compareAndSet(false, true)) {
-      throw new IllegalStateException(
-          "rank "
-              + rank
-              + ": "
-              + name
-              + " called while "
-              + opName
-              + " is running: a Communicator"
-              + " runs one operation at a time");
-    }
-    CollectiveException f = failure;
-    if (f != null) {
-      busy.set(false);
-      throw new CollectiveException(
-          "rank "
-              + rank
-              + " of "
-              + size
-              + ": "
-              + name
-              + " on a communicator broken by an earlier"
-              + " failure: "
-              + f.getMessage(),
-          rank,
-          f.peerRank(),
-          f.peerAddress(),
-          name,
-          f);
-    }
-    if (closed) {
-      busy.set(false);
-      throw new IllegalStateException("rank " + rank + ": " + name + " on a closed communicator");
-    }
-    opName = name;
-    opIndex++;
-    opType = type;
-    opReduce = op;
-    opCount = count;
-    if (channel != null) {
-      channel.begin(System.nanoTime() + operationTimeoutNanos);
-    }
-  }
-
-  private void end() {
-    busy.set(false);
-  }
-
-  private String describeOperation() {
-    StringBuilder sb = new StringBuilder().append(opName).append(" #").append(opIndex).append(" (");
-    if (opType != null) {
-      sb.append(opType).append(' ');
-    }
-    if (opReduce != null) {
-      sb.append(opReduce).append(", ");
-    }
-    sb.append(opCount).append(opType != null ? " elements)" : " bytes)");
-    return sb.toString();
-  }
-
-  /**
-   * Turns any failure inside an operation into the exception the caller sees, and breaks the ring.
-   */
-  private RuntimeException fail(Exception e) {
-    if (e instanceof IllegalArgumentException
-        || e instanceof NullPointerException
-        || e instanceof IndexOutOfBoundsException) {
-      return (RuntimeException) e; // bad arguments: nothing was sent, the ring is intact
-    }
-    if (e instanceof CollectiveException) {
-      return (CollectiveException) e;
-    }
-    LinkException senderFailure = channel == null ? null : channel.senderFailure();
-    Link peer = null;
-    String detail;
-    Throwable cause = e;
-    if (closed && failure == null) {
-      detail = "the communicator was closed during the operation";
-    } else if (senderFailure != null && !(e instanceof ProtocolException)) {
-      peer = right;
-      detail = senderFailure.getMessage();
-      cause = senderFailure;
-      senderFailure.addSuppressed(e);
-    } else if (e instanceof LinkException) {
-      peer = ((LinkException) e).link;
-      detail = e.getMessage();
-      long unsent = channel == null ? 0 : channel.unsent();
-      if (peer == left && unsent > 0) {
-        detail +=
-            "; meanwhile "
-                + unsent
-                + " frame(s) to rank "
-                + right.peerRank
-                + " at "
-                + right.peerAddress
-                + " were not accepted (is it reading?)";
-      }
-    } else {
-      detail = e.toString();
-    }
-    CollectiveException ce =
-        new CollectiveException(
-            "rank " + rank + " of " + size + ", " + describeOperation() + ": " + detail,
-            rank,
-            peer == null ? -1 : peer.peerRank,
-            peer == null ? null : peer.peerAddress,
-            opName,
-            cause);
-    if (failure == null) {
-      failure = ce;
-    }
-    LOG.log(System.Logger.Level.DEBUG, ce.getMessage(), ce);
-    releaseResources();
-    return ce;
-  }
+  // lifecycle
 
   /**
    * Closes the sockets and stops the sender thread. Idempotent; safe from any thread. An operation
@@ -470,37 +348,12 @@ public final class Communicator implements AutoCloseable {
    */
   @Override
   public void close() {
-    closed = true;
-    releaseResources();
-  }
-
-  private void releaseResources() {
-    synchronized (closeLock) {
-      if (resourcesReleased) {
-        return;
-      }
-      resourcesReleased = true;
-    }
-    if (channel == null) {
-      return;
-    }
-    try {
-      if (!channel.close(10_000)) {
-        LOG.log(
-            System.Logger.Level.WARNING,
-            "rank " + rank + ": the sender thread did not stop within 10 s");
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      LOG.log(
-          System.Logger.Level.WARNING,
-          "rank " + rank + ": interrupted while stopping the sender thread");
-    }
+    guard.close();
   }
 
   /** True once {@link #close()} was called or an operation failed. */
   public boolean isClosed() {
-    return closed || failure != null;
+    return guard.isClosed();
   }
 
   @Override
@@ -526,7 +379,7 @@ public final class Communicator implements AutoCloseable {
   }
 
   boolean inOperation() {
-    return busy.get();
+    return guard.inOperation();
   }
 
   long framesReceived() {
