@@ -20,6 +20,14 @@ import org.apache.hadoop.fs.FSDataInputStream;
  * goes through one bounded buffer of {@value #BUFFER_BYTES} bytes in each direction: neither side
  * ever holds a {@code byte[]} of a whole array or of the whole state, so a checkpoint may be any
  * size.
+ *
+ * <p>Why this file is long: it is one binary format, written and read in the same file so that each
+ * field's offset, width and checksum can be checked against its counterpart: the writer; the
+ * reader, which verifies header, footer and manifest before reading any array and then every record
+ * with its CRC32C, naming the byte offset of what is wrong where it can; the manifest parser, which
+ * checks every entry against the file's layout; and the bounded buffer both sides stream through
+ * ({@code Sink}, {@code Source}). Split into writer and reader, each field's two halves would be in
+ * different files.
  */
 final class CheckpointFormat {
   /** The format this class writes and reads. */

@@ -36,6 +36,13 @@ import java.util.function.Consumer;
  * connection kept open beside them for two things only: one-byte wake-ups ("doorbells") for a side
  * that went to sleep waiting, and noticing that the peer died (its end of the socket closes).
  *
+ * <p>Why this file is long: it is one shared-memory protocol whose correctness is argued across its
+ * parts: the file layout (header offsets, capacities, nonce), the single-producer single-consumer
+ * rings with their sequentially consistent index and waiting-flag accesses, the poll, yield and
+ * sleep loop with its doorbells over the TCP socket (no wake-up may be lost), and the lease that
+ * unmaps the file only after the last reader or writer has left. Split into files, the
+ * memory-ordering argument would be too.
+ *
  * <p>File layout: a 4 KiB header (magic, the two ring capacities, the creator's 16-byte nonce, and
  * per ring four longs on cache lines of their own: {@code head} = bytes written, {@code tail} =
  * bytes read, reader waiting, writer waiting), then ring 0's data (creator to acceptor), then ring

@@ -32,6 +32,15 @@ import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName;
  * value at a time through several virtual calls each, which was three quarters of the Parquet
  * reader's time.
  *
+ * <p>Why this file is long: it is one page decoder whose parts share the current page's mutable
+ * state (the level arrays, the value array of the column's type, the dictionary, the entry and
+ * value cursors): loading a page (V1 and V2; PLAIN, dictionary and fallback encodings; every count
+ * checked against the chunk before allocating), the row-at-a-time bulk reads, and the per-entry
+ * methods parquet-mr's {@link ColumnReader} interface requires. Split, that state would have to be
+ * handed between classes on every page and row. Only the static RLE/bit-packed decoders ({@link
+ * #hybrid}, {@link #hybridGather}) stand alone; they stay beside their one caller as the hot loops
+ * of the same decoding.
+ *
  * <p>An encoding this class does not decode itself (levels in the deprecated BIT_PACKED encoding,
  * DELTA_BINARY_PACKED or BYTE_STREAM_SPLIT values) is decoded for that page by parquet-mr's own
  * values reader into the same arrays, so every file parquet-mr reads is read. {@link #readFloats}

@@ -15,6 +15,12 @@ import java.util.Objects;
  * DatasetSpec.Builder#addImageFeature} decodes to). One example's draws are shared by all its image
  * columns (an image and its mask get the same crop and flip).
  *
+ * <p>Why this file is long: it is one serializable augmentation spec: its command-line form and
+ * parser, the check against the feature shapes, the inference-only view, and the three steps it is
+ * made of (flip, crop, normalize), which share the layout handling of {@code Step} and which {@link
+ * DeviceImages} reads back from the {@code Chain} to run them on the device. Kept together, one
+ * file holds each step's text form, its checks and its arithmetic.
+ *
  * <p>{@link #parse} reads the command line's form, steps applied in the order given: {@code
  * flip,crop:4,normalize:0.49,0.48,0.45/0.25,0.24,0.26}. {@link #training()} is all of them; {@link
  * #inference()} only the normalization — flips and crops are training-time augmentation, while a

@@ -36,6 +36,14 @@ import org.apache.parquet.schema.Type;
  *   <li>an encoded image ({@link Image}: one binary leaf);
  *   <li>a struct of such columns without lists (its leaves one after the other).
  * </ul>
+ *
+ * <p>Why this file is long: it is the one map from the Parquet shapes a feature or label column may
+ * have to the floats of a {@link FloatSink}, and most of it is {@link Leaf}, the reader of one leaf
+ * column through Parquet's repetition and definition levels (which level means an empty list, a
+ * null column or a null element; where a row ends; DECIMAL values; the bulk or parquet-mr reader),
+ * on which the other kinds ({@link Vector}, {@link Image}, {@link Struct}) are built. The kinds are
+ * nested beside the factory that picks among them and the {@link BadValue} they all throw, so that
+ * one file shows which shapes are accepted and how each is read.
  */
 final class ParquetColumns {
   private ParquetColumns() {}

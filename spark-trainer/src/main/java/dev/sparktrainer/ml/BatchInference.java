@@ -48,6 +48,14 @@ import org.apache.spark.util.TaskCompletionListener;
  * executor builds its DJL block from it once (cached per JVM, shared by the executor's tasks), and
  * every partition is run through it in batches of {@code batchSize} rows — never row by row.
  *
+ * <p>Why this file is long: it is one {@link Serializable} task, built on the driver and run on the
+ * executors, and both halves share its fields: the driver half (the public {@code transform},
+ * {@code evaluate} and {@code outputSchema}, and the schema checks that compute the column indices,
+ * input shapes and image normalization) fills exactly what the executor half reads after
+ * deserialization (the per-JVM model cache with its leases, batching rows into the model's inputs,
+ * and turning outputs into prediction, probability and raw prediction columns or metrics). Split,
+ * the shipped form and the checks that make it valid would live apart.
+ *
  * <p>Feature columns may be ml Vectors (dense or sparse), arrays of numbers, or numbers; one column
  * per model input, or several columns concatenated when the model has one input (as after {@code
  * VectorAssembler}). Outputs: classification losses give {@code prediction} (the class index,
