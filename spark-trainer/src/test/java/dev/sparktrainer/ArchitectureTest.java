@@ -3,6 +3,7 @@ package dev.sparktrainer;
 import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideInAPackage;
 import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideOutsideOfPackage;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
 import com.tngtech.archunit.core.importer.ImportOption;
@@ -85,6 +86,56 @@ class ArchitectureTest {
           .dependOnClassesThat()
           .haveFullyQualifiedName("dev.sparktrainer.train.DistributedTrainer")
           .because("DistributedTrainer is the facade over the loop (Worker) and its parts");
+
+  /**
+   * Inside the trainer, each package sits on the ones below it and never reaches up: the facade
+   * ({@code train}) over the Spark job ({@code train.job}) over the loop ({@code train.loop}) over
+   * the configuration ({@code train.config}) over the step, the input and the elastic policy, all
+   * over the metrics the loop reports ({@code train.metrics}). Only dependencies between these
+   * packages count (the CLI, the Estimator and the monitor use several of them).
+   */
+  @ArchTest
+  static final ArchRule trainPackagesFormLayers =
+      layeredArchitecture()
+          .consideringOnlyDependenciesInLayers()
+          .layer("facade")
+          .definedBy("dev.sparktrainer.train")
+          .layer("job")
+          .definedBy("dev.sparktrainer.train.job..")
+          .layer("loop")
+          .definedBy("dev.sparktrainer.train.loop..")
+          .layer("config")
+          .definedBy("dev.sparktrainer.train.config..")
+          .layer("step")
+          .definedBy("dev.sparktrainer.train.step..")
+          .layer("input")
+          .definedBy("dev.sparktrainer.train.input..")
+          .layer("elastic")
+          .definedBy("dev.sparktrainer.train.elastic..")
+          .layer("metrics")
+          .definedBy("dev.sparktrainer.train.metrics..")
+          .whereLayer("facade")
+          .mayNotBeAccessedByAnyLayer()
+          .whereLayer("job")
+          .mayOnlyBeAccessedByLayers("facade")
+          .whereLayer("loop")
+          .mayOnlyBeAccessedByLayers("job", "facade")
+          .whereLayer("config")
+          .mayOnlyBeAccessedByLayers("loop", "job", "facade")
+          .whereLayer("step")
+          .mayOnlyBeAccessedByLayers("config", "loop", "job", "facade")
+          .whereLayer("input")
+          .mayOnlyBeAccessedByLayers("config", "loop", "job", "facade")
+          .whereLayer("elastic")
+          .mayOnlyBeAccessedByLayers("config", "loop", "job", "facade")
+          .whereLayer("metrics")
+          .mayOnlyBeAccessedByLayers("step", "config", "loop", "job", "facade")
+          .because("train's packages are layers: see train/package-info.java");
+
+  /** The trainer's own packages have no cycle between them either. */
+  @ArchTest
+  static final ArchRule noCyclesInsideTrain =
+      slices().matching("dev.sparktrainer.train.(*)..").should().beFreeOfCycles();
 
   /** Packages form layers: no package reaches back to one that depends on it, directly or not. */
   @ArchTest

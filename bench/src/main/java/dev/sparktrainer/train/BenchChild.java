@@ -20,9 +20,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 
 /** A child process, its output pumped into a queue and its log file; stopped by process id. */
-final class BenchChild {
+public final class BenchChild {
   final Process process;
-  final Path log;
+  public final Path log;
   private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
   private final List<String> transcript = Collections.synchronizedList(new ArrayList<>());
   private final Thread pump;
@@ -35,7 +35,8 @@ final class BenchChild {
     pump.start();
   }
 
-  static BenchChild start(List<String> cmd, Map<String, String> env, Path log) throws IOException {
+  public static BenchChild start(List<String> cmd, Map<String, String> env, Path log)
+      throws IOException {
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
     pb.environment().putAll(env);
     Process p = pb.start();
@@ -61,14 +62,14 @@ final class BenchChild {
   }
 
   /** Writes one line to the child's stdin. */
-  void send(String line) throws IOException {
+  public void send(String line) throws IOException {
     OutputStream in = process.getOutputStream();
     in.write((line + "\n").getBytes(StandardCharsets.UTF_8));
     in.flush();
   }
 
   /** The next output line that matches; fails at the deadline or when the child has exited. */
-  String awaitLine(Predicate<String> match, long deadline) throws InterruptedException {
+  public String awaitLine(Predicate<String> match, long deadline) throws InterruptedException {
     while (true) {
       long left = deadline - System.nanoTime();
       if (left <= 0) {
@@ -101,7 +102,7 @@ final class BenchChild {
     }
   }
 
-  String tail(int n) {
+  public String tail(int n) {
     synchronized (transcript) {
       return String.join(
           "\n", transcript.subList(Math.max(0, transcript.size() - n), transcript.size()));
@@ -112,7 +113,7 @@ final class BenchChild {
    * Closes its stdin (a child exits when it sees the end of its stdin), then stops it by process
    * id: TERM, and KILL after 10 s.
    */
-  void stop() {
+  public void stop() {
     try {
       process.getOutputStream().close();
     } catch (IOException e) {

@@ -4,6 +4,7 @@ import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
+import dev.sparktrainer.train.input.InMemoryDataset;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.FileInputStream;
@@ -34,7 +35,7 @@ import java.util.zip.GZIPInputStream;
  * {@code --name value} arguments, what an application submitted to a {@code StandaloneCluster}
  * ships, Fashion-MNIST as TFRecord shards, and their flat JSON lines.
  */
-final class BenchSupport {
+public final class BenchSupport {
   static final int TRAIN_SHARDS = 8;
   static final int TEST_SHARDS = 2;
 
@@ -43,7 +44,7 @@ final class BenchSupport {
   // ---------------------------------------------------------------------------------------------
   // arguments
 
-  static Map<String, String> options(String[] args) {
+  public static Map<String, String> options(String[] args) {
     Map<String, String> o = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
       if (!args[i].startsWith("--") || i + 1 >= args.length) {
@@ -55,7 +56,7 @@ final class BenchSupport {
     return o;
   }
 
-  static String required(Map<String, String> o, String name) {
+  public static String required(Map<String, String> o, String name) {
     String v = o.get(name);
     if (v == null) {
       throw new IllegalArgumentException("Missing --" + name);
@@ -230,7 +231,7 @@ final class BenchSupport {
    * One flat JSON object: doubles with 4 decimals (NaN and infinities as {@code null}), other
    * numbers as they print, booleans bare, anything else as a string.
    */
-  static String toJson(Map<String, Object> m) {
+  public static String toJson(Map<String, Object> m) {
     StringBuilder sb = new StringBuilder("{");
     for (Map.Entry<String, Object> e : m.entrySet()) {
       if (sb.length() > 1) {
@@ -254,7 +255,7 @@ final class BenchSupport {
   /**
    * Parses a flat JSON object of {@link #toJson}'s kind (numbers, strings, booleans, nulls as NaN).
    */
-  static Map<String, Object> parseFlatJson(String json) {
+  public static Map<String, Object> parseFlatJson(String json) {
     Map<String, Object> m = new LinkedHashMap<>();
     Matcher x = Pattern.compile("\"([^\"]+)\":(\"([^\"]*)\"|[^,}]+)").matcher(json);
     while (x.find()) {
@@ -275,7 +276,7 @@ final class BenchSupport {
     return m;
   }
 
-  static double loadAverage() {
+  public static double loadAverage() {
     return ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
   }
 

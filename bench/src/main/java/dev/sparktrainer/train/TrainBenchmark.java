@@ -32,6 +32,9 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.input.InMemoryDataset;
+import dev.sparktrainer.train.job.BarrierTrainingTask;
+import dev.sparktrainer.train.metrics.EpochMetrics;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -222,7 +225,7 @@ public final class TrainBenchmark {
     return row;
   }
 
-  static ModelSpec spec(String model) {
+  public static ModelSpec spec(String model) {
     return switch (model) {
       case "mlp" -> MlpSpec.of(784, 10, 256, 128);
       case "cnn" -> CnnSpec.of(1, 28, 28, 10);

@@ -1,6 +1,7 @@
 package dev.sparktrainer.train;
 
 import dev.sparktrainer.cli.SparkTrainerCli;
+import dev.sparktrainer.train.loop.FaultInjection;
 import java.util.Arrays;
 
 /**

@@ -1,6 +1,6 @@
 package dev.sparktrainer.cli;
 
-import dev.sparktrainer.train.TrainingFailedException;
+import dev.sparktrainer.train.job.TrainingFailedException;
 import java.io.File;
 import java.io.PrintStream;
 import java.net.URISyntaxException;

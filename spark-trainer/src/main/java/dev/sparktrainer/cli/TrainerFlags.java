@@ -8,11 +8,11 @@ import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.DistributedTrainer;
-import dev.sparktrainer.train.OptimizerPlacement;
-import dev.sparktrainer.train.Precision;
-import dev.sparktrainer.train.Rescale;
 import dev.sparktrainer.train.RingTransport;
 import dev.sparktrainer.train.TrainerOption;
+import dev.sparktrainer.train.elastic.Rescale;
+import dev.sparktrainer.train.step.OptimizerPlacement;
+import dev.sparktrainer.train.step.Precision;
 import java.time.Duration;
 import java.util.function.Supplier;
 

@@ -482,6 +482,18 @@ public final class Communicator implements AutoCloseable {
       return this;
     }
 
+    /**
+     * A job's comm group whole: the connect and collective timeouts, the wire precision, TLS and
+     * the shared-memory transport (bucket size and overlap are the training step's).
+     */
+    public Builder optOptions(CommOptions options) {
+      return optConnectTimeout(options.connectTimeout())
+          .optOperationTimeout(options.operationTimeout())
+          .optWirePrecision(options.wirePrecision())
+          .optSslContext(options.tls() == null ? null : options.tls().sslContext())
+          .optSharedMemory(options.sharedMemory());
+    }
+
     /** Deadline for forming the ring, retries included. Default 60 s. */
     public Builder optConnectTimeout(Duration timeout) {
       this.connectTimeout = timeout;

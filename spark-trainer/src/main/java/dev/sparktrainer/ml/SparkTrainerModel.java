@@ -1,7 +1,7 @@
 package dev.sparktrainer.ml;
 
-import dev.sparktrainer.train.History;
 import dev.sparktrainer.train.TrainedModel;
+import dev.sparktrainer.train.metrics.History;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.List;

@@ -1,10 +1,10 @@
 package dev.sparktrainer.monitor;
 
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.History;
-import dev.sparktrainer.train.Resume;
-import dev.sparktrainer.train.StragglerReport;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.History;
+import dev.sparktrainer.train.metrics.Resume;
+import dev.sparktrainer.train.metrics.StragglerReport;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;

@@ -1,8 +1,8 @@
 package dev.sparktrainer.monitor;
 
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.StepProgress;
-import dev.sparktrainer.train.StragglerReport;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.StepProgress;
+import dev.sparktrainer.train.metrics.StragglerReport;
 
 /**
  * The line protocol from rank 0 to the driver: {@code HELLO <token>}, then {@code S ...} (a step) ,

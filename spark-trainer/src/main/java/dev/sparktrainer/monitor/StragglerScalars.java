@@ -1,6 +1,6 @@
 package dev.sparktrainer.monitor;
 
-import dev.sparktrainer.train.StragglerReport;
+import dev.sparktrainer.train.metrics.StragglerReport;
 import java.util.LinkedHashMap;
 import java.util.Map;
 

@@ -1,9 +1,9 @@
 package dev.sparktrainer.monitor;
 
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.StepProgress;
-import dev.sparktrainer.train.StragglerReport;
-import dev.sparktrainer.train.TrainingCallback;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.StepProgress;
+import dev.sparktrainer.train.metrics.StragglerReport;
+import dev.sparktrainer.train.metrics.TrainingCallback;
 import java.io.Closeable;
 import java.io.IOException;
 import java.io.UncheckedIOException;

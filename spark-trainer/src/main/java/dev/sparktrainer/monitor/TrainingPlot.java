@@ -1,8 +1,8 @@
 package dev.sparktrainer.monitor;
 
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.History;
-import dev.sparktrainer.train.Resume;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.History;
+import dev.sparktrainer.train.metrics.Resume;
 import java.awt.BasicStroke;
 import java.awt.Color;
 import java.io.IOException;

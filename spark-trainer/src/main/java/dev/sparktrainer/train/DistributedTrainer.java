@@ -1,43 +1,45 @@
 package dev.sparktrainer.train;
 
+import dev.sparktrainer.collective.CommOptions;
 import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.collective.RingTls;
 import dev.sparktrainer.collective.WirePrecision;
-import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ExampleTransform;
-import dev.sparktrainer.data.FeatureStatistics;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.elastic.ElasticPolicy;
 import dev.sparktrainer.train.elastic.ElasticSupervisor;
-import dev.sparktrainer.train.elastic.GrowRequest;
-import java.io.File;
+import dev.sparktrainer.train.elastic.Rescale;
+import dev.sparktrainer.train.input.BatchSourceFactory;
+import dev.sparktrainer.train.input.DataInput;
+import dev.sparktrainer.train.job.BarrierJob;
+import dev.sparktrainer.train.job.InProcessRunner;
+import dev.sparktrainer.train.job.InputStaging;
+import dev.sparktrainer.train.job.Preflight;
+import dev.sparktrainer.train.loop.FaultInjection;
+import dev.sparktrainer.train.loop.ReplicaMismatchException;
+import dev.sparktrainer.train.loop.TrainingRuntime;
+import dev.sparktrainer.train.loop.WorkerResult;
+import dev.sparktrainer.train.metrics.History;
+import dev.sparktrainer.train.metrics.TrainingCallback;
+import dev.sparktrainer.train.step.OptimizerPlacement;
+import dev.sparktrainer.train.step.Precision;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
-import java.util.UUID;
-import java.util.stream.IntStream;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkContext;
-import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.util.SerializableConfiguration;
-import scala.reflect.ClassTag;
-import scala.reflect.ClassTag$;
 
 /**
  * Synchronous data-parallel training on Spark with MultiWorkerMirroredStrategy semantics: N barrier
@@ -74,8 +76,15 @@ import scala.reflect.ClassTag$;
  * a checkpoint that does not match the model, workers with different steps per epoch — cancels the
  * job at once, and {@link #fit} throws that error (an {@link IllegalStateException}) instead of
  * Spark's stage-failure exception.
+ *
+ * <p>Why this file is long: its public {@link Builder} is the trainer's API, one documented method
+ * per option of the option table ({@link TrainerOption}) plus their deprecated aliases; the facade
+ * itself is short — the Spark plumbing is {@code train.job.BarrierJob}, the input staging {@code
+ * train.job.InputStaging}, the relaunch loop {@code train.elastic.ElasticSupervisor}.
  */
 public final class DistributedTrainer {
+  private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
+
   /** Default gradient bucket size, 25 MiB as PyTorch DDP's (the first bucket is 1 MiB). */
   public static final int DEFAULT_BUCKET_BYTES = TrainerOption.DEFAULT_BUCKET_BYTES;
 
@@ -91,6 +100,8 @@ public final class DistributedTrainer {
   }
 
   private final TrainingConfig cfg;
+  private final TrainingCallback callback;
+  private final FaultInjection faults;
   private final String outputDir;
   private final String ringHost;
   private final long slotWaitMillis;
@@ -100,8 +111,10 @@ public final class DistributedTrainer {
   private final Normalization.Mode normalize;
 
   private DistributedTrainer(Builder b, TrainingConfig cfg) {
-    this.normalize = b.normalize;
     this.cfg = cfg;
+    this.callback = b.callback;
+    this.faults = b.faults;
+    this.normalize = b.normalize;
     this.train = b.transform == null ? b.train : b.train.withTransform(b.transform);
     this.validation = b.validation;
     this.stagingDir = b.stagingDir;
@@ -126,80 +139,14 @@ public final class DistributedTrainer {
    *     message leads with the last training task's error
    */
   public TrainedModel fit(SparkSession spark) {
-    List<DataFrameInput> staged = new ArrayList<>();
-    try {
-      Configuration hadoopConf = spark.sparkContext().hadoopConfiguration();
-      String stagingDir =
-          this.stagingDir != null
-              ? this.stagingDir
-              : defaultStagingDir(cfg.checkpointDir, outputDir, hadoopConf);
-      if ((train != null && train.needsStaging())
-          || (validation != null && validation.needsStaging())) {
-        Preflight.checkStaging(
-            spark.sparkContext().master(), stagingDir, this.stagingDir != null, hadoopConf);
-      }
-      TrainingConfig resolved = copyWithSecret(cfg);
-      if (train != null) {
-        resolved.trainData = train.resolve(spark, stagingDir, staged, true);
-      }
-      if (validation != null) {
-        resolved.validationData = validation.resolve(spark, stagingDir, staged, false);
-      }
-      return fit(spark, resolved);
-    } finally {
-      for (DataFrameInput in : staged) {
-        try {
-          in.close();
-        } catch (IOException e) {
-          // Keep the training result (or its failure); a leftover staging directory is only logged.
-          System.getLogger(DistributedTrainer.class.getName())
-              .log(
-                  System.Logger.Level.WARNING,
-                  "Could not delete the staging directory: " + e.getMessage());
-        }
-      }
+    try (InputStaging staging = new InputStaging()) {
+      return fit(spark, staging.resolve(spark, cfg, train, validation, stagingDir, outputDir));
     }
   }
 
-  /**
-   * Where DataFrames are staged when {@link Builder#optStagingDir} was not given: under the
-   * checkpoint directory, or next to the output directory (the model replaces that directory as a
-   * whole), when it is on a shared file system every executor reads; otherwise the local temp
-   * directory, which only a local master can use (pre-flight refuses it on a cluster).
-   */
-  static String defaultStagingDir(String checkpointDir, String outputDir, Configuration conf) {
-    if (checkpointDir != null && Preflight.onSharedFileSystem(checkpointDir, conf)) {
-      return new Path(checkpointDir, "_staging").toString();
-    }
-    if (outputDir != null && Preflight.onSharedFileSystem(outputDir, conf)) {
-      Path out = new Path(outputDir);
-      if (out.getParent() != null) {
-        return new Path(out.getParent(), "_staging-" + out.getName()).toString();
-      }
-    }
-    return new File(System.getProperty("java.io.tmpdir"), "spark-trainer-staging")
-        .toURI()
-        .toString();
-  }
-
-  private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
-
-  /**
-   * Fits the normalization on the training data only (one distributed pass over its planned splits)
-   * and applies it to the training and validation batches alike; null without normalization.
-   */
-  private Normalization normalize(SparkSession spark, TrainingConfig job) {
-    if (normalize == Normalization.Mode.NONE) {
-      return null;
-    }
-    DatasetSource trainData = (DatasetSource) job.trainData;
-    Normalization n =
-        Normalization.of(normalize, FeatureStatistics.compute(trainData.plan(), spark));
-    job.trainData = trainData.withNormalization(n);
-    if (job.validationData instanceof DatasetSource v) {
-      job.validationData = v.withNormalization(n);
-    }
-    return n;
+  /** A fresh ring secret for every run. */
+  private TrainingRuntime runtime() {
+    return new TrainingRuntime(JobSecret.generate(), callback, faults);
   }
 
   /**
@@ -207,25 +154,26 @@ public final class DistributedTrainer {
    * {@code minWorkers}, relaunching it as the cluster loses or regains slots ({@link
    * ElasticSupervisor}).
    */
-  private TrainedModel fit(SparkSession spark, TrainingConfig job) {
+  private TrainedModel fit(SparkSession spark, TrainingConfig resolved) {
     SparkContext sc = spark.sparkContext();
-    int workers = Preflight.check(sc, job, outputDir, slotWaitMillis);
-    Normalization normalization =
-        normalize(spark, job); // after the checks: a full pass over the data
+    int workers = Preflight.check(sc, resolved, outputDir, slotWaitMillis);
+    // After the checks: fitting the normalization is a full pass over the data.
+    InputStaging.Normalized normalized = InputStaging.normalize(spark, resolved, normalize);
+    TrainingConfig job = normalized.config();
     ElasticPolicy policy = job.elasticPolicy();
+    BarrierJob barrier = new BarrierJob(sc, ringHost, slotWaitMillis);
     ElasticSupervisor.Outcome<List<WorkerResult>> outcome =
-        new ElasticSupervisor(policy, job.numWorkers, slotWaitMillis)
+        new ElasticSupervisor(policy, job.numWorkers(), slotWaitMillis)
             .run(
                 workers,
                 new ElasticSupervisor.Cluster<>() {
                   @Override
                   public ElasticSupervisor.Attempt<List<WorkerResult>> run(int n) {
-                    TrainingConfig run = n == job.numWorkers ? job : resized(job, n);
                     List<WorkerResult> results;
                     try {
-                      results = runBarrierJob(sc, run, policy);
-                    } catch (SlotsLost e) {
-                      return ElasticSupervisor.Attempt.slotsLost(e.offered);
+                      results = barrier.run(job.withWorkers(n), runtime(), policy);
+                    } catch (BarrierJob.SlotsLost e) {
+                      return ElasticSupervisor.Attempt.slotsLost(e.offered());
                     }
                     return results.stream().anyMatch(WorkerResult::stoppedToGrow)
                         ? ElasticSupervisor.Attempt.grow()
@@ -239,14 +187,14 @@ public final class DistributedTrainer {
 
                   @Override
                   public void preflight(int n) {
-                    job.trainData.preflight(n);
+                    job.data().train().preflight(n);
                   }
 
                   @Override
                   public void workersChanged(int from, int to, String reason) {
-                    if (job.callback != null) {
+                    if (callback != null) {
                       try {
-                        job.callback.onWorkersChanged(from, to, reason);
+                        callback.onWorkersChanged(from, to, reason);
                       } catch (RuntimeException e) {
                         LOG.log(
                             System.Logger.Level.WARNING,
@@ -255,102 +203,12 @@ public final class DistributedTrainer {
                     }
                   }
                 });
-    return finish(job, outcome.results(), sc.hadoopConfiguration(), normalization);
-  }
-
-  /** {@code job} on {@code workers} workers (a new ring secret). */
-  private static TrainingConfig resized(TrainingConfig job, int workers) {
-    TrainingConfig c = copyWithSecret(job);
-    c.numWorkers = workers;
-    return c;
-  }
-
-  /**
-   * The slot watch cancelled the barrier job: the cluster offered {@code offered} slots, too few.
-   */
-  private static final class SlotsLost extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-    final int offered;
-
-    SlotsLost(int offered, Throwable cause) {
-      super("the cluster offered " + offered + " task slots", cause);
-      this.offered = offered;
-    }
-  }
-
-  private List<WorkerResult> runBarrierJob(
-      SparkContext sc, TrainingConfig job, ElasticPolicy policy) {
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(sc);
-    Broadcast<SerializableConfiguration> hadoop =
-        jsc.broadcast(new SerializableConfiguration(sc.hadoopConfiguration()));
-    List<Integer> ranks = IntStream.range(0, job.numWorkers).boxed().toList();
-    String previous = sc.getLocalProperty("spark.job.description");
-    sc.setJobDescription(
-        "spark-trainer: " + job.numWorkers + " workers, " + job.epochs + " epochs, " + job.model);
-    // The Spark UI names stages after the call site: name them after the job, not a Spark internal.
-    sc.setCallSite(
-        "spark-trainer: train " + job.numWorkers + " workers x " + job.epochs + " epochs");
-    // A job tag (not a job group: the caller's group stays theirs) lets the listener cancel exactly
-    // this job when a task fails in a way a stage retry would only repeat.
-    String jobTag = "spark-trainer-" + UUID.randomUUID();
-    NonRetryableFailureListener failFast = new NonRetryableFailureListener(sc, jobTag);
-    String previousInterrupt = sc.getLocalProperty("spark.job.interruptOnCancel");
-    sc.addSparkListener(failFast);
-    sc.addJobTag(jobTag);
-    // Cancelled tasks are interrupted, so none keeps its executor slot blocked on a dead ring.
-    sc.setInterruptOnCancel(true);
-    List<WorkerResult> results;
-    boolean grow = job.grow && job.checkpointDir != null && job.numWorkers < job.plannedWorkers;
-    GrowRequest request = GrowRequest.in(job.checkpointDir);
-    request.delete(sc.hadoopConfiguration());
-    SlotWatch watch =
-        new SlotWatch(
-            sc,
-            job.numWorkers,
-            slotWaitMillis,
-            jobTag,
-            !grow
-                ? null
-                : slots -> {
-                  if (policy.workersFor(Math.min(slots, job.plannedWorkers)) > job.numWorkers) {
-                    request.ask(sc.hadoopConfiguration(), slots, job.numWorkers);
-                  }
-                });
-    try {
-      ClassTag<WorkerResult> tag = ClassTag$.MODULE$.apply(WorkerResult.class);
-      RDD<WorkerResult> trained =
-          jsc.parallelize(ranks, job.numWorkers)
-              .rdd()
-              .barrier()
-              .mapPartitions(new BarrierTrainingTask(job, hadoop, ringHost), false, tag);
-      // The shuffle makes the barrier stage a shuffle-map stage: Spark retries it as a whole when a
-      // task fails (a failed barrier result stage would not be retried).
-      results = new ArrayList<>(JavaRDD.fromRDD(trained, tag).repartition(1).collect());
-    } catch (Exception e) { // SparkException is checked, yet thrown by collect()
-      watch.close();
-      if (watch.cancelledWithSlots() >= 0) {
-        throw new SlotsLost(watch.cancelledWithSlots(), e);
-      }
-      failFast.rethrowIfNonRetryable(e);
-      failFast.rethrowWithTaskError(e);
-      throw e;
-    } finally {
-      watch.close();
-      request.delete(sc.hadoopConfiguration());
-      sc.removeJobTag(jobTag);
-      sc.setLocalProperty("spark.job.interruptOnCancel", previousInterrupt);
-      sc.removeSparkListener(failFast);
-      sc.setJobDescription(previous);
-      sc.clearCallSite();
-      hadoop.destroy();
-    }
-    return results;
+    return finish(job, outcome.results(), sc.hadoopConfiguration(), normalized.normalization());
   }
 
   /** Runs the workers as threads of this JVM, without Spark (tests, and the same code path). */
   TrainedModel fitInProcess(int attempt, Configuration conf) throws Exception {
-    TrainingConfig job = copyWithSecret(cfg);
-    return finish(job, InProcessRunner.run(job, attempt, conf), conf, null);
+    return finish(cfg, InProcessRunner.run(cfg, runtime(), attempt, conf), conf, null);
   }
 
   private TrainedModel finish(
@@ -376,8 +234,8 @@ public final class DistributedTrainer {
     }
     TrainedModel model =
         new TrainedModel(
-            job.model,
-            job.loss,
+            job.model().spec(),
+            job.model().loss(),
             chief.parameters(),
             new History(chief.history(), chief.resumes(), chief.stragglers()),
             normalization);
@@ -392,44 +250,11 @@ public final class DistributedTrainer {
     return model;
   }
 
-  private static TrainingConfig copyWithSecret(TrainingConfig c) {
-    TrainingConfig j = new TrainingConfig();
-    j.model = c.model;
-    j.loss = c.loss;
-    j.optimizer = c.optimizer;
-    j.trainData = c.trainData;
-    j.validationData = c.validationData;
-    j.numWorkers = c.numWorkers;
-    j.epochs = c.epochs;
-    j.seed = c.seed;
-    j.checkpointDir = c.checkpointDir;
-    j.checkpointEverySteps = c.checkpointEverySteps;
-    j.keepCheckpoints = c.keepCheckpoints;
-    j.cpuDevicesPerWorker = c.cpuDevicesPerWorker;
-    j.useGpus = c.useGpus;
-    j.fusionBucketBytes = c.fusionBucketBytes;
-    j.overlap = c.overlap;
-    j.accumulateSteps = c.accumulateSteps;
-    j.rescale = c.rescale;
-    j.minWorkers = c.minWorkers > 0 ? c.minWorkers : c.numWorkers;
-    j.grow = c.grow;
-    j.plannedWorkers = c.plannedWorkers > 0 ? c.plannedWorkers : c.numWorkers;
-    j.placement = c.placement;
-    j.operationTimeout = c.operationTimeout;
-    j.gradientPrecision = c.gradientPrecision;
-    j.precision = c.precision;
-    j.ringTls = c.ringTls;
-    j.ringSharedMemory = c.ringSharedMemory;
-    j.connectTimeout = c.connectTimeout;
-    j.faults = c.faults;
-    j.callback = c.callback;
-    j.secret = JobSecret.generate(); // a new ring secret per job
-    return j;
-  }
-
   /** Builder for {@link DistributedTrainer}; validation in {@link #build()}. */
   public static final class Builder {
-    private final TrainingConfig c = new TrainingConfig();
+    private final Settings c = new Settings();
+    private TrainingCallback callback;
+    private FaultInjection faults = FaultInjection.installed();
     private String outputDir;
     private String ringHost;
     private Duration slotWait = Duration.ofSeconds(30);
@@ -445,7 +270,6 @@ public final class DistributedTrainer {
       c.fusionBucketBytes = DEFAULT_BUCKET_BYTES;
       c.operationTimeout = Duration.ofMinutes(5);
       c.connectTimeout = Duration.ofMinutes(2);
-      c.faults = FaultInjection.installed();
     }
 
     /** The model. Required. */
@@ -813,7 +637,7 @@ public final class DistributedTrainer {
      * it never fails training. See {@code dev.sparktrainer.monitor.TrainingMonitor}.
      */
     public Builder optCallback(TrainingCallback callback) {
-      c.callback = callback;
+      this.callback = callback;
       return this;
     }
 
@@ -822,13 +646,13 @@ public final class DistributedTrainer {
      * tests).
      */
     Builder optFaultInjection(FaultInjection faults) {
-      c.faults = Objects.requireNonNull(faults, "faults");
+      this.faults = Objects.requireNonNull(faults, "faults");
       return this;
     }
 
     /** Testing only: {@code rank} perturbs its parameters before every epoch-end replica check. */
     Builder optInjectDivergence(int rank) {
-      return optFaultInjection(c.faults.withDivergence(rank));
+      return optFaultInjection(faults.withDivergence(rank));
     }
 
     /**
@@ -836,14 +660,14 @@ public final class DistributedTrainer {
      * that it is the straggler the epoch's report names.
      */
     Builder optInjectSlowRank(int rank, long millis) {
-      return optFaultInjection(c.faults.withSlowRank(rank, millis));
+      return optFaultInjection(faults.withSlowRank(rank, millis));
     }
 
     /**
      * Testing only: {@code rank} fails after global step {@code step}, in the first attempt only.
      */
     Builder optInjectFailure(int rank, long step) {
-      return optFaultInjection(c.faults.withFailure(rank, step));
+      return optFaultInjection(faults.withFailure(rank, step));
     }
 
     /** Validates and builds. */
@@ -890,13 +714,61 @@ public final class DistributedTrainer {
           "collectiveTimeout",
           c.operationTimeout,
           "a positive duration");
-      return new DistributedTrainer(this, c);
+      return new DistributedTrainer(this, c.toConfig());
     }
 
     private static void check(boolean ok, String name, Object value, String expected) {
       if (!ok) {
         throw new IllegalArgumentException(
             "Invalid " + name + " " + value + ": expected " + expected);
+      }
+    }
+
+    /** The builder's settings as given, until {@link #build} validates them. */
+    private static final class Settings {
+      ModelSpec model;
+      LossSpec loss;
+      OptimizerSpec optimizer;
+      BatchSourceFactory trainData;
+      BatchSourceFactory validationData;
+      int numWorkers;
+      int epochs;
+      long seed;
+      String checkpointDir;
+      long checkpointEverySteps;
+      int keepCheckpoints;
+      int cpuDevicesPerWorker = 1;
+      boolean useGpus;
+      int fusionBucketBytes;
+      int accumulateSteps = 1;
+      Rescale rescale = Rescale.GLOBAL_BATCH;
+      int minWorkers;
+      boolean grow;
+      boolean overlap = true;
+      OptimizerPlacement placement = OptimizerPlacement.AUTO;
+      Duration operationTimeout;
+      RingTls ringTls;
+      boolean ringSharedMemory = true;
+      Precision precision = Precision.FP32;
+      WirePrecision gradientPrecision = WirePrecision.FP32;
+      Duration connectTimeout;
+
+      TrainingConfig toConfig() {
+        return new TrainingConfig(
+            new TrainingConfig.Model(model, loss, optimizer, precision, seed),
+            new TrainingConfig.Devices(useGpus, cpuDevicesPerWorker, placement),
+            new TrainingConfig.Data(trainData, validationData, epochs, accumulateSteps),
+            new CommOptions(
+                connectTimeout,
+                operationTimeout,
+                gradientPrecision,
+                ringTls,
+                ringSharedMemory,
+                fusionBucketBytes,
+                overlap),
+            new TrainingConfig.Checkpoints(checkpointDir, checkpointEverySteps, keepCheckpoints),
+            new TrainingConfig.Elastic(
+                numWorkers, minWorkers > 0 ? minWorkers : numWorkers, numWorkers, grow, rescale));
       }
     }
   }

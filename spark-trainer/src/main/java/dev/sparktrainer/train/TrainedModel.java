@@ -7,6 +7,7 @@ import ai.djl.nn.Block;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.train.metrics.History;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;

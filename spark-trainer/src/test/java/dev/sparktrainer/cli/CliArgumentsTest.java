@@ -3,8 +3,8 @@ package dev.sparktrainer.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sparktrainer.checkpoint.SkippedCheckpoint;
-import dev.sparktrainer.train.Resume;
-import dev.sparktrainer.train.WorkerCountChange;
+import dev.sparktrainer.train.metrics.Resume;
+import dev.sparktrainer.train.metrics.WorkerCountChange;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;

@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.sparktrainer.train.DistributedTrainer;
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.History;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.History;
 import java.awt.AWTError;
 import java.io.ByteArrayOutputStream;
 import java.io.FilterOutputStream;

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.sparktrainer.train.EpochMetrics;
-import dev.sparktrainer.train.History;
-import dev.sparktrainer.train.Resume;
-import dev.sparktrainer.train.StepProgress;
-import dev.sparktrainer.train.TrainingCallback;
-import dev.sparktrainer.train.WorkerCountChange;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.History;
+import dev.sparktrainer.train.metrics.Resume;
+import dev.sparktrainer.train.metrics.StepProgress;
+import dev.sparktrainer.train.metrics.TrainingCallback;
+import dev.sparktrainer.train.metrics.WorkerCountChange;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;

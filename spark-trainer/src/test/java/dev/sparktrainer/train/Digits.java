@@ -1,6 +1,7 @@
 package dev.sparktrainer.train;
 
 import ai.djl.ndarray.types.Shape;
+import dev.sparktrainer.train.input.InMemoryDataset;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;

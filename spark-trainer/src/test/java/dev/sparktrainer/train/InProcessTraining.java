@@ -1,5 +1,6 @@
 package dev.sparktrainer.train;
 
+import dev.sparktrainer.train.loop.InjectedFailure;
 import org.apache.hadoop.conf.Configuration;
 
 /**

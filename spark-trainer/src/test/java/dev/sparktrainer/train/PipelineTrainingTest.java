@@ -11,6 +11,8 @@ import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.Examples;
 import dev.sparktrainer.tfrecord.example.Feature;
+import dev.sparktrainer.train.input.InMemoryDataset;
+import dev.sparktrainer.train.metrics.EpochMetrics;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;

@@ -8,6 +8,8 @@ import dev.sparktrainer.data.FeatureStatistics;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.History;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -101,26 +103,5 @@ class RegressionAndNormalizedModelTest {
     EpochMetrics.Regression.addSums(new float[] {2, 2}, new float[] {1, 3}, constant, 3);
     assertThat(EpochMetrics.Regression.of(constant, 3, 2)[2])
         .isNaN(); // R² undefined: every label the same
-  }
-
-  @Test
-  void regressionSumsAndMetricsSurviveACheckpoint() throws IOException {
-    TrainingState st = new TrainingState();
-    st.names.add("w");
-    st.values.add(new float[3]);
-    st.partial = new double[] {1, 2, 3, 4, 5, 6, 7};
-    EpochMetrics.Regression r = new EpochMetrics.Regression(0.5, 0.4, 0.9, 0.6, 0.5, Double.NaN);
-    st.history.add(
-        new EpochMetrics(
-            0, 10, 320, 0.25, Double.NaN, 0.3, Double.NaN, 1, 320, 0, 0, 0, 0, 0, 0, "h0", r));
-    st.history.add(
-        new EpochMetrics(1, 10, 320, 0.25, 0.9, 0.3, 0.8, 1, 320, 0, 0, 0, 0, 0, 0, "h1"));
-    TrainingState back = TrainingState.decodeMeta(st.encodeMeta());
-    assertThat(back.partial).containsExactly(1, 2, 3, 4, 5, 6, 7);
-    assertThat(back.history).isEqualTo(st.history);
-    assertThat(back.history.get(0).toJson())
-        .contains(
-            "\"mse\":0.5,\"mae\":0.4,\"r2\":0.9,\"validation_mse\":0.6", "\"validation_r2\":null}");
-    assertThat(back.history.get(1).regression()).isNull();
   }
 }

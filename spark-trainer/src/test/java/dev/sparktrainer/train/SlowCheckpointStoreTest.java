@@ -6,6 +6,7 @@ import dev.sparktrainer.checkpoint.CheckpointStore;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.input.InMemoryDataset;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.net.URI;

@@ -7,6 +7,9 @@ import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
+import dev.sparktrainer.train.input.InMemoryDataset;
+import dev.sparktrainer.train.job.InputStaging;
+import dev.sparktrainer.train.job.Preflight;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
@@ -165,7 +168,7 @@ class StagingDirTest {
     Configuration local = new Configuration();
     Configuration hdfsDefault = new Configuration();
     hdfsDefault.set("fs.defaultFS", "hdfs://namenode:8020");
-    String tmpDefault = DistributedTrainer.defaultStagingDir(null, null, local);
+    String tmpDefault = InputStaging.defaultStagingDir(null, null, local);
     assertThat(tmpDefault).startsWith("file:/");
     for (String master : List.of("yarn", "spark://10.0.0.1:7077", "k8s://https://api:6443")) {
       assertThat(Preflight.stagingProblem(master, tmpDefault, false, local))
@@ -187,15 +190,14 @@ class StagingDirTest {
 
     // The default: under a shared checkpoint directory, else next to a shared output directory.
     assertThat(
-            DistributedTrainer.defaultStagingDir(
+            InputStaging.defaultStagingDir(
                 "hdfs://nn:8020/jobs/a/ckpt", "s3a://b/jobs/a/model", local))
         .isEqualTo("hdfs://nn:8020/jobs/a/ckpt/_staging");
-    assertThat(
-            DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "s3a://b/jobs/a/model", local))
+    assertThat(InputStaging.defaultStagingDir("file:/tmp/ckpt", "s3a://b/jobs/a/model", local))
         .isEqualTo("s3a://b/jobs/a/_staging-model");
-    assertThat(DistributedTrainer.defaultStagingDir("/jobs/a/ckpt", null, hdfsDefault))
+    assertThat(InputStaging.defaultStagingDir("/jobs/a/ckpt", null, hdfsDefault))
         .isEqualTo("/jobs/a/ckpt/_staging");
-    assertThat(DistributedTrainer.defaultStagingDir("file:/tmp/ckpt", "/tmp/model", local))
+    assertThat(InputStaging.defaultStagingDir("file:/tmp/ckpt", "/tmp/model", local))
         .isEqualTo(tmpDefault);
   }
 }

@@ -6,6 +6,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.train.metrics.History;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
+import dev.sparktrainer.collective.CommOptions;
+import dev.sparktrainer.collective.WirePrecision;
 import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
@@ -15,11 +17,25 @@ import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.Examples;
 import dev.sparktrainer.tfrecord.example.Feature;
+import dev.sparktrainer.train.config.TrainingConfig;
+import dev.sparktrainer.train.elastic.ElasticPolicy;
+import dev.sparktrainer.train.elastic.Rescale;
+import dev.sparktrainer.train.input.BatchSourceFactory;
+import dev.sparktrainer.train.input.DatasetSource;
+import dev.sparktrainer.train.input.InMemoryDataset;
+import dev.sparktrainer.train.loop.InjectedFailure;
+import dev.sparktrainer.train.loop.NonRetryableTrainingException;
+import dev.sparktrainer.train.metrics.EpochMetrics;
+import dev.sparktrainer.train.metrics.Resume;
+import dev.sparktrainer.train.metrics.WorkerCountChange;
+import dev.sparktrainer.train.step.OptimizerPlacement;
+import dev.sparktrainer.train.step.Precision;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -166,18 +182,38 @@ class WorkerCountResumeTest {
 
   @Test
   void elasticRelaunchesOnTheLargestCountThatKeepsTheGlobalBatch() {
-    TrainingConfig c = new TrainingConfig();
-    c.trainData = train.trainBatches(8, 5, true);
-    c.plannedWorkers = 4; // global batch 32
-    c.minWorkers = 2;
-    assertThat(c.elasticPolicy().workersFor(4)).isEqualTo(4);
-    assertThat(c.elasticPolicy().workersFor(3)).as("3 does not divide 32").isEqualTo(2);
-    c.minWorkers = 3;
-    assertThat(c.elasticPolicy().workersFor(3)).as("none from 3 down to 3").isZero();
-    c.rescale = Rescale.LEARNING_RATE;
-    assertThat(c.elasticPolicy().workersFor(3)).isEqualTo(3);
+    BatchSourceFactory data = train.trainBatches(8, 5, true);
+    // global batch 32: 4 planned workers of 8
+    assertThat(elastic(data, 2, Rescale.GLOBAL_BATCH).workersFor(4)).isEqualTo(4);
+    assertThat(elastic(data, 2, Rescale.GLOBAL_BATCH).workersFor(3))
+        .as("3 does not divide 32")
+        .isEqualTo(2);
+    assertThat(elastic(data, 3, Rescale.GLOBAL_BATCH).workersFor(3))
+        .as("none from 3 down to 3")
+        .isZero();
+    assertThat(elastic(data, 3, Rescale.LEARNING_RATE).workersFor(3)).isEqualTo(3);
     assertThatThrownBy(() -> job(2, 16, null).optMinWorkers(3).build())
         .hasMessageContaining("Invalid minWorkers 3: expected 1 to numWorkers (2)");
+  }
+
+  /** The elastic policy of a job planned on 4 workers over {@code data}. */
+  private static ElasticPolicy elastic(BatchSourceFactory data, int minWorkers, Rescale rescale) {
+    return new TrainingConfig(
+            new TrainingConfig.Model(
+                MlpSpec.of(64, 10, 16), LossSpec.SOFTMAX_CROSS_ENTROPY, null, Precision.FP32, 0),
+            new TrainingConfig.Devices(false, 1, OptimizerPlacement.AUTO),
+            new TrainingConfig.Data(data, null, 1, 1),
+            new CommOptions(
+                Duration.ofMinutes(1),
+                Duration.ofMinutes(1),
+                WirePrecision.FP32,
+                null,
+                false,
+                DistributedTrainer.DEFAULT_BUCKET_BYTES,
+                true),
+            new TrainingConfig.Checkpoints(null, 0, 1),
+            new TrainingConfig.Elastic(4, minWorkers, 4, false, rescale))
+        .elasticPolicy();
   }
 
   /**

@@ -10,7 +10,7 @@ import dev.sparktrainer.tfrecord.example.ExampleEncoder;
 import dev.sparktrainer.tfrecord.example.FeatureKind;
 import dev.sparktrainer.train.Digits;
 import dev.sparktrainer.train.FaultInjectingCli;
-import dev.sparktrainer.train.InMemoryDataset;
+import dev.sparktrainer.train.input.InMemoryDataset;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;

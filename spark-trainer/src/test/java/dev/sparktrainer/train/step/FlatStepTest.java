@@ -1,0 +1,446 @@
+package dev.sparktrainer.train.step;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.loss.Loss;
+import dev.sparktrainer.collective.Communicator;
+import dev.sparktrainer.collective.Rings;
+import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.model.CustomSpec;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.ResNetSpec;
+import dev.sparktrainer.optim.Optimizer;
+import dev.sparktrainer.optim.OptimizerSpec;
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.GZIPInputStream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The step on flat device state computes what the per-tensor step before it computed, bit for bit,
+ * and its ledger stays within the issue's bounds: a per-tensor engine call in the optimizer, a
+ * write-back into the blocks, or a host crossing with one worker fails here.
+ */
+public class FlatStepTest {
+
+  /** Scenario name: {mid-run state, end state} written by the per-tensor step (commit 613d602). */
+  private static Map<String, StepScenarios.State[]> golden() throws IOException {
+    Map<String, StepScenarios.State[]> out = new LinkedHashMap<>();
+    try (InputStream raw = FlatStepTest.class.getResourceAsStream("/golden/step-states-v1.bin.gz");
+        DataInputStream in =
+            new DataInputStream(new BufferedInputStream(new GZIPInputStream(raw)))) {
+      for (int i = 0; i < StepScenarios.all().size(); i++) {
+        String name = in.readUTF();
+        out.put(
+            name,
+            new StepScenarios.State[] {StepScenarios.State.read(in), StepScenarios.State.read(in)});
+      }
+    }
+    return out;
+  }
+
+  private static void assertSameBits(StepScenarios.State got, StepScenarios.State want, String as) {
+    assertThat(got.steps()).as(as + " steps").isEqualTo(want.steps());
+    assertThat(got.values().length).isEqualTo(want.values().length);
+    for (int i = 0; i < want.values().length; i++) {
+      assertThat(got.values()[i]).as(as + " parameter " + i).containsExactly(want.values()[i]);
+    }
+    for (int s = 0; s < want.slots().length; s++) {
+      for (int j = 0; j < want.slots()[s].length; j++) {
+        assertThat(got.slots()[s][j])
+            .as(as + " slot " + s + " of trainable " + j)
+            .containsExactly(want.slots()[s][j]);
+      }
+    }
+  }
+
+  @Test
+  void resumesThePerTensorStepsCheckpointStateBitForBit() throws IOException {
+    Map<String, StepScenarios.State[]> golden = golden();
+    for (Object[] sc : StepScenarios.all()) {
+      String name = (String) sc[0];
+      StepScenarios.State[] want = golden.get(name);
+      StepScenarios.State resumed =
+          StepScenarios.run(sc, want[0], StepScenarios.MID, StepScenarios.END, null);
+      assertSameBits(resumed, want[1], name + " resumed at step " + StepScenarios.MID);
+    }
+  }
+
+  @Test
+  void equalsThePerTensorStepBitForBitFromTheStart() throws IOException {
+    Map<String, StepScenarios.State[]> golden = golden();
+    for (Object[] sc : StepScenarios.all()) {
+      String name = (String) sc[0];
+      StepScenarios.State[] mid = new StepScenarios.State[1];
+      StepScenarios.State end = StepScenarios.run(sc, null, 0, StepScenarios.END, mid);
+      assertSameBits(mid[0], golden.get(name)[0], name + " at step " + StepScenarios.MID);
+      assertSameBits(end, golden.get(name)[1], name + " at step " + StepScenarios.END);
+    }
+  }
+
+  // ---- accumulation against a per-tensor reference written here ----
+
+  /**
+   * Gradient accumulation over 3 micro-batches of unequal sizes equals a per-parameter loop doing
+   * the same arithmetic (each micro-batch's gradient weighted by its samples, the sum divided by
+   * all samples, Adam per tensor), bit for bit.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"DEVICE", "HOST"})
+  void accumulationEqualsAPerTensorLoop(String placementName) {
+    OptimizerPlacement placement = OptimizerPlacement.valueOf(placementName);
+    ModelSpec spec = MlpSpec.of(64, 10, 32, 16);
+    OptimizerSpec opt = OptimizerSpec.adam().optLearningRate(1e-2f).build();
+    int[] rows = {5, 7, 4};
+    float[][] flat;
+    try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7);
+        TrainStep step = newStep(replicas, null, opt, placement, 4096, true, false)) {
+      double[] acc = new double[3];
+      for (int s = 0; s < 3; s++) {
+        for (int m = 0; m < rows.length; m++) {
+          try (Batch b =
+              StepScenarios.batch(replicas.manager().newSubManager(), rows[m], 64, s * 10 + m)) {
+            step.accumulate(b, 1000 + s * 10 + m, acc, m, rows.length);
+          }
+        }
+        step.update(1e-2f);
+      }
+      flat = replicas.readValues();
+    }
+    float[][] reference = perTensorAccumulation(spec, opt, rows, 3);
+    for (int i = 0; i < reference.length; i++) {
+      if (placement == OptimizerPlacement.DEVICE) {
+        assertThat(flat[i]).as("parameter " + i).containsExactly(reference[i]);
+      } else {
+        // The host optimizer's Java arithmetic rounds differently from the engine's kernels.
+        for (int x = 0; x < reference[i].length; x++) {
+          assertThat(flat[i][x])
+              .as("parameter " + i + "[" + x + "]")
+              .isCloseTo(reference[i][x], org.assertj.core.data.Offset.offset(1e-4f));
+        }
+      }
+    }
+  }
+
+  /** The per-tensor reference: DJL ops per parameter, in the order the old step ran them. */
+  private static float[][] perTensorAccumulation(
+      ModelSpec spec, OptimizerSpec opt, int[] rows, int steps) {
+    try (ReplicaSet r = new ReplicaSet(spec, List.of(Device.cpu()), 7)) {
+      int t = r.trainable.length;
+      int[] sizes = new int[t];
+      for (int j = 0; j < t; j++) {
+        sizes[j] = r.sizes[r.trainable[j]];
+      }
+      Optimizer o = opt.newOptimizer(sizes);
+      NDManager m = r.manager();
+      NDArray[][] state = new NDArray[t][o.slotCount()];
+      for (int j = 0; j < t; j++) {
+        for (int s = 0; s < o.slotCount(); s++) {
+          state[j][s] = m.zeros(new Shape(sizes[j]));
+        }
+      }
+      LossSpec lossSpec = LossSpec.SOFTMAX_CROSS_ENTROPY;
+      Loss loss = lossSpec.newLoss();
+      for (int step = 0; step < steps; step++) {
+        NDArray[] sum = new NDArray[t];
+        int total = 0;
+        for (int mi = 0; mi < rows.length; mi++) {
+          total += rows[mi];
+          ReplicaSet.JVM_LOCK.lock();
+          try (Batch b = StepScenarios.batch(m.newSubManager(), rows[mi], 64, step * 10 + mi)) {
+            m.getEngine().setRandomSeed(1000 + step * 10 + mi);
+            try (GradientCollector gc = m.getEngine().newGradientCollector()) {
+              NDArray pred = r.blocks[0].forward(r.stores[0], b.features(), true).head();
+              gc.backward(lossSpec.evaluate(loss, b.labels(), pred));
+            }
+            for (int j = 0; j < t; j++) {
+              PtNDArray p = (PtNDArray) r.params[0][r.trainable[j]].getArray();
+              NDArray g = JniUtils.getGradient(p).reshape(-1).mul(rows[mi]);
+              if (sum[j] == null) {
+                sum[j] = g;
+              } else {
+                sum[j].addi(g);
+              }
+              JniUtils.zeroGrad(p);
+            }
+          } finally {
+            ReplicaSet.JVM_LOCK.unlock();
+          }
+        }
+        o.beginStep();
+        JniUtils.setGradMode(false);
+        for (int j = 0; j < t; j++) {
+          sum[j].muli(1f / total);
+          PtNDArray p = (PtNDArray) r.params[0][r.trainable[j]].getArray();
+          try (NDArray flatP = p.reshape(-1)) {
+            o.applyTensors(flatP, sum[j], state[j], 1e-2f);
+          }
+          sum[j].close();
+        }
+      }
+      return r.readValues();
+    }
+  }
+
+  // ---- two workers ----
+
+  /**
+   * Two workers given the same batches average two equal gradients (exact) and two equal sets of
+   * statistics: every replica must end bit for bit where one worker ends, with overlap on and off,
+   * with accumulation, in both placements. With one worker equal to the per-tensor step (the tests
+   * above), so are two.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(
+      strings = {
+        "DEVICE overlap",
+        "DEVICE no-overlap",
+        "HOST overlap",
+        "DEVICE overlap accumulate",
+        "HOST no-overlap accumulate"
+      })
+  void twoWorkersOnTheSameDataEqualOneWorker(String mode) throws Exception {
+    OptimizerPlacement placement = OptimizerPlacement.valueOf(mode.split(" ")[0]);
+    boolean overlap = mode.contains(" overlap");
+    int micro = mode.contains("accumulate") ? 2 : 1;
+    ModelSpec spec = CustomSpec.of(new TrainStepTest.SmallResNet(), new Shape(64));
+    OptimizerSpec opt = OptimizerSpec.adamW().optLearningRate(1e-2f).optWeightDecay(0.01f).build();
+    float[][] one = train(spec, opt, placement, overlap, micro, null);
+    List<Communicator> ring = formRing(2);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      List<Future<float[][]>> ranks = new ArrayList<>();
+      for (int r = 0; r < 2; r++) {
+        Communicator c = ring.get(r);
+        ranks.add(pool.submit(() -> train(spec, opt, placement, overlap, micro, c)));
+      }
+      for (int r = 0; r < 2; r++) {
+        float[][] got = ranks.get(r).get(120, TimeUnit.SECONDS);
+        for (int i = 0; i < one.length; i++) {
+          assertThat(got[i]).as(mode + ": rank " + r + " parameter " + i).containsExactly(one[i]);
+        }
+      }
+    } finally {
+      pool.shutdownNow();
+      ring.forEach(Communicator::close);
+    }
+  }
+
+  private static float[][] train(
+      ModelSpec spec,
+      OptimizerSpec opt,
+      OptimizerPlacement placement,
+      boolean overlap,
+      int micro,
+      Communicator comm) {
+    // The same intra-op threads on every thread that computes: PyTorch's OpenMP thread count is
+    // per calling thread, and a Spark test earlier in this JVM may have set another one on this
+    // thread than the pool's threads have, which splits reductions differently (one ulp apart).
+    JniUtils.setNumThreads(1);
+    try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7);
+        TrainStep step = newStep(replicas, comm, opt, placement, 4096, overlap, false)) {
+      double[] acc = new double[3];
+      for (int s = 0; s < 4; s++) {
+        for (int m = 0; m < micro; m++) {
+          try (Batch b =
+              StepScenarios.batch(replicas.manager().newSubManager(), 6, 64, s * 10 + m)) {
+            step.accumulate(b, 1000 + s * 10 + m, acc, m, micro);
+          }
+        }
+        step.update(opt.learningRate(s, 1));
+      }
+      return replicas.readValues();
+    }
+  }
+
+  private static List<Communicator> formRing(int n) {
+    return Rings.form(n, b -> {});
+  }
+
+  public static TrainStep newStep(
+      ReplicaSet replicas,
+      Communicator comm,
+      OptimizerSpec opt,
+      OptimizerPlacement placement,
+      int bucketBytes,
+      boolean overlap,
+      boolean segmented) {
+    int[] sizes = new int[replicas.trainable.length];
+    for (int j = 0; j < sizes.length; j++) {
+      sizes[j] = replicas.sizes[replicas.trainable[j]];
+    }
+    return new TrainStep(
+        replicas,
+        LossSpec.SOFTMAX_CROSS_ENTROPY,
+        comm,
+        opt.newOptimizer(sizes),
+        placement,
+        2,
+        bucketBytes,
+        overlap,
+        segmented,
+        Duration.ofSeconds(30));
+  }
+
+  /**
+   * A constructor that fails after starting the all-reduce thread (here: an unresolved placement,
+   * refused by the updater, the last part made) stops that thread again: a retried stage must not
+   * leak a thread and a model-sized arena per attempt (issue 24 item 6).
+   */
+  @Test
+  void aFailedConstructionStopsTheAllReduceThread() throws Exception {
+    List<Communicator> ring = formRing(2);
+    try (ReplicaSet replicas = new ReplicaSet(MlpSpec.of(64, 10, 32), List.of(Device.cpu()), 7)) {
+      OptimizerSpec opt = OptimizerSpec.adam().build();
+      org.assertj.core.api.Assertions.assertThatThrownBy(
+              () -> newStep(replicas, ring.get(0), opt, OptimizerPlacement.AUTO, 4096, true, true))
+          .hasMessageContaining("Unresolved optimizer placement");
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      boolean alive = true;
+      while (alive && System.nanoTime() < deadline) {
+        alive =
+            Thread.getAllStackTraces().keySet().stream()
+                .anyMatch(t -> t.getName().equals("allreduce-rank0") && t.isAlive());
+        if (alive) {
+          Thread.onSpinWait();
+        }
+      }
+      assertThat(alive).as("the all-reduce thread of the failed construction is gone").isFalse();
+    } finally {
+      ring.forEach(Communicator::close);
+    }
+  }
+
+  // ---- the ledger ----
+
+  /** Runs 3 steps of ResNet-20 (65 trainable tensors) and returns the ledger of the last two. */
+  private static StepLedger.Totals ledger(
+      OptimizerPlacement placement, Communicator comm, int[] tensorsAndBuckets) {
+    ModelSpec spec = new ResNetSpec(new long[] {1, 8, 8}, 20, 10);
+    OptimizerSpec opt = OptimizerSpec.adamW().optLearningRate(1e-3f).optWeightDecay(0.01f).build();
+    try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7);
+        TrainStep step = newStep(replicas, comm, opt, placement, 1 << 20, true, true)) {
+      tensorsAndBuckets[0] = replicas.trainable.length;
+      tensorsAndBuckets[1] = step.buckets.gradientBuckets();
+      double[] acc = new double[3];
+      StepLedger.Totals before = null;
+      for (int s = 0; s < 3; s++) {
+        if (s == 1) {
+          before = step.ledger().snapshot();
+        }
+        try (Batch b = StepScenarios.batch(replicas.manager().newSubManager(), 8, 64, s)) {
+          step.run(b, 1000 + s, 1e-3f, acc);
+        }
+      }
+      return step.ledger().snapshot().minus(before);
+    }
+  }
+
+  @Test
+  void ledgerOfOneWorkerOnTheDevice() {
+    int[] tb = new int[2];
+    StepLedger.Totals l = ledger(OptimizerPlacement.DEVICE, null, tb);
+    int tensors = tb[0];
+    int buckets = tb[1];
+    assertThat(tensors).as("the model has many tensors per bucket").isGreaterThan(3 * buckets);
+    assertThat(l.steps()).isEqualTo(2);
+    // AdamW: 14 engine calls per bucket, none per tensor.
+    assertThat(l.perStep(l.optimizerCalls())).isLessThanOrEqualTo(15.0 * buckets);
+    assertThat(l.perStep(l.writebackCalls())).as("parameters are views").isZero();
+    // One cat per bucket, one zeroing per tensor.
+    assertThat(l.perStep(l.gradientCalls())).isLessThanOrEqualTo(tensors + 2.0 * buckets);
+    // Per bucket: the cat, and AdamW's four temporaries (g(1-b1), g*g, sqrt(v), m*step).
+    assertThat(l.perStep(l.deviceAllocations())).isEqualTo(5.0 * buckets);
+    assertThat(l.bytesToHost()).as("nothing crosses to the host with one worker").isZero();
+    assertThat(l.bytesToDevice()).isZero();
+    assertThat(l.heapUploads()).isZero();
+  }
+
+  @Test
+  void ledgerOfOneWorkerOnTheHost() {
+    int[] tb = new int[2];
+    StepLedger.Totals l = ledger(OptimizerPlacement.HOST, null, tb);
+    int buckets = tb[1];
+    assertThat(buckets).isPositive();
+    assertThat(l.optimizerCalls()).as("the host optimizer is Java arithmetic").isZero();
+    // On the CPU the new values are written into the flat buckets' memory by Java (on a GPU: one
+    // copy per bucket).
+    assertThat(l.writebackCalls()).as("no engine call writes back on the CPU").isZero();
+    // Only the batch-norm statistics come back from the arena (the host placement averages them
+    // there).
+    try (ReplicaSet replicas =
+        new ReplicaSet(new ResNetSpec(new long[] {1, 8, 8}, 20, 10), List.of(Device.cpu()), 7)) {
+      long statBytes = 0;
+      for (int i : replicas.stats) {
+        statBytes += 4L * replicas.sizes[i];
+      }
+      assertThat(l.perStep(l.bytesToDevice())).isEqualTo((double) statBytes);
+    }
+  }
+
+  @Test
+  void ledgerOfTwoWorkers() throws Exception {
+    List<Communicator> ring = formRing(2);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      List<Future<StepLedger.Totals>> ranks = new ArrayList<>();
+      List<int[]> shapes = new ArrayList<>();
+      for (int r = 0; r < 2; r++) {
+        Communicator c = ring.get(r);
+        int[] tb = new int[2];
+        shapes.add(tb);
+        ranks.add(pool.submit(() -> ledger(OptimizerPlacement.DEVICE, c, tb)));
+      }
+      for (int r = 0; r < 2; r++) {
+        StepLedger.Totals l = ranks.get(r).get(180, TimeUnit.SECONDS);
+        long gradientBytes = 0;
+        try (ReplicaSet replicas =
+            new ReplicaSet(
+                new ResNetSpec(new long[] {1, 8, 8}, 20, 10), List.of(Device.cpu()), 7)) {
+          for (int i : replicas.trainable) {
+            gradientBytes += 4L * replicas.sizes[i];
+          }
+          long statBytes = 0;
+          for (int i : replicas.stats) {
+            statBytes += 4L * replicas.sizes[i];
+          }
+          // One gradient's worth per bucket to the arena, and the statistics; on the CPU the
+          // optimizer reads the reduced buckets in the arena (a GPU copies each back once).
+          assertThat(l.perStep(l.bytesToHost())).isEqualTo((double) gradientBytes + statBytes);
+          assertThat(l.perStep(l.bytesToDevice())).isEqualTo((double) statBytes);
+        }
+        int buckets = shapes.get(r)[1];
+        assertThat(l.perStep(l.optimizerCalls())).isLessThanOrEqualTo(15.0 * buckets);
+        assertThat(l.perStep(l.writebackCalls())).isZero();
+        // A copy into the arena and a zeroing per tensor.
+        assertThat(l.perStep(l.gradientCalls()))
+            .isLessThanOrEqualTo(2.0 * shapes.get(r)[0] + 2.0 * buckets);
+      }
+    } finally {
+      pool.shutdownNow();
+      ring.forEach(Communicator::close);
+    }
+  }
+}
