@@ -39,7 +39,15 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
-/** {@code train}: distributed training from TFRecord or Parquet files to an output directory. */
+/**
+ * {@code train}: distributed training from TFRecord or Parquet files to an output directory.
+ *
+ * <p>Why this file is long: it is the command a user runs most, in the order they meet it — the
+ * flags it adds to the shared option table's ({@link TrainerFlags}), the plan from flags to data,
+ * model and image specs, the checks made before Spark starts, and the run with its outputs (model,
+ * history, metrics, plots, the resumes on stderr). Each part reads the previous one's values; the
+ * trainer's own options are already mapped in {@link TrainerFlags}.
+ */
 final class TrainCommand extends Command {
   TrainCommand() {
     super(

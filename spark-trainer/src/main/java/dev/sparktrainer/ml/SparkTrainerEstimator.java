@@ -62,6 +62,11 @@ import org.apache.spark.sql.types.StructType;
  * Parquet under {@code stagingDir} and deleted after training. The number of classes comes from
  * {@code numClasses}, else the label column's nominal attribute (StringIndexer), else its maximum +
  * 1.
+ *
+ * <p>Why this file is long: Spark ML's Java-friendly convention is a typed setter per Param on the
+ * Estimator itself (40 of them, one line of logic each, documented for notebook users); the Params
+ * themselves are declared once in {@link TrainingParams}, shared with the Model, and {@link #fit}
+ * maps them onto the trainer's builder through the option table.
  */
 public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     implements DefaultParamsWritable, SharedParams<SparkTrainerEstimator>, TrainingParams {

@@ -1,10 +1,10 @@
 package dev.sparktrainer.train.elastic;
 
-import dev.sparktrainer.train.DistributedTrainer;
 import java.util.Locale;
 
 /**
- * What a resume on another number of workers keeps ({@link DistributedTrainer.Builder#optRescale}).
+ * What a resume on another number of workers keeps (the trainer's {@code optRescale}, the command
+ * line's {@code --rescale}).
  */
 public enum Rescale {
   /**

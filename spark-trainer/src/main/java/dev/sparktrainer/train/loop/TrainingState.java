@@ -25,6 +25,11 @@ import java.util.List;
  * stream one by one and the start-up broadcast sends one by one (a state can be far larger than 2
  * GiB). A fresh start is a state at step 0 with rank 0's initial parameters and no slots (zero
  * state).
+ *
+ * <p>Why this file is long: it is one wire format, the state a checkpoint and the start-up
+ * broadcast carry, with its encoder and its decoder for every version written since format 1 side
+ * by side, so that each field's write and read (and the older layouts' defaults) can be checked
+ * against each other; split, a field added on one side would be missed on the other.
  */
 public final class TrainingState {
   private static final int MAGIC =

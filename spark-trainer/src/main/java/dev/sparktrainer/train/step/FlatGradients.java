@@ -24,6 +24,11 @@ import java.util.List;
  * of those views per bucket.
  *
  * <p>Every call into the engine is counted in the step's {@link StepLedger}.
+ *
+ * <p>Why this file is long: gathering, combining, crossing to the arena and returning a bucket
+ * share one state — the views of the engine's {@code .grad} tensors taken once, the per-bucket
+ * device tensors and their arena offsets, the ledger — and each path (one replica or several, CPU
+ * or GPU, with or without a ring, FP32 or BF16) is a few lines over that state.
  */
 final class FlatGradients implements AutoCloseable {
   private final ReplicaSet replicas;

@@ -30,9 +30,16 @@ import java.util.Arrays;
  * <p>Without overlap (or for a single worker) backward runs whole and the buckets are reduced one
  * after the other on the training thread: the step as it was before overlap, for comparison.
  *
- * <p>Per-step times are added to the public counters: compute (forward, backward and the gradient
- * copies), backward alone, exposed communication (the training thread waiting for the ring),
- * communication (time the all-reduces ran, hidden or not) and optimizer.
+ * <p>Its times are read as a {@link StepTimings} snapshot ({@link #timings}): compute (forward,
+ * backward and the gradient copies), backward alone, exposed communication (the training thread
+ * waiting for the ring), communication (time the all-reduces ran, hidden or not) and optimizer.
+ *
+ * <p>Why this file is long: it is the step's sequence — forward, backward segment by segment with
+ * each finished bucket handed on, the wait for the reduced buckets, the update — and the parts are
+ * already in their own classes ({@link FlatState}, {@link FlatGradients}, {@link BucketReducer},
+ * the updaters, {@link HalfParameters}); what is left is their order and the timing around it, plus
+ * the small public surface the loop uses (timings, parameter values and optimizer slots for
+ * checkpoints and resume).
  */
 public final class TrainStep implements AutoCloseable {
   private final ReplicaSet replicas;

@@ -13,8 +13,9 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * The elastic policy as a table: a saved layout and this job's configuration on a new worker count
  * give a layout, a learning-rate scale, how the interrupted epoch goes on and an explanation, or a
- * refusal. The rows were derived from the layout choice as it was written in {@code TrainingLoop}
- * before it moved here (and agree with the full trainings of {@code WorkerCountResumeTest}).
+ * refusal. The rows were derived from the layout choice as it was written in the worker loop
+ * ({@code Worker}, now {@code TrainingLoop}) before it moved here (and agree with the full
+ * trainings of {@code WorkerCountResumeTest}).
  */
 class ElasticPolicyTest {
   private static final String DIR = "/jobs/ckpt";
