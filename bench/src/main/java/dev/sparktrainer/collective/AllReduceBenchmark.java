@@ -19,6 +19,13 @@ import java.util.concurrent.Semaphore;
 /**
  * All-reduce benchmark over loopback, N processes (not a test: run by {@code bin/bench-allreduce}).
  *
+ * <p>Why this file is long: parent and child in one class. The parent ({@code launch}: a {@code
+ * ProcessRing} per worker count and transport, the table, JSON lines, the fitted alpha-beta cost
+ * model) and the child (the timed all-reduce loop, paired from 1 MB with a plain stream, and the
+ * {@code Streamer} bound) speak the BENCH/STREAM/DONE lines and share the stream constants; both
+ * need this package ({@code ProcessRing} and {@code Communicator.leftLink()/rightLink()} are
+ * package-private). The cost model ({@code costModel}) could move out if it grows.
+ *
  * <p>{@code AllReduceBenchmark launch --workers 2,4 --max-bytes 67108864 [--chunk-bytes B] --out
  * file}: for each N, launches N JVMs; each all-reduces direct buffers (FLOAT32 MEAN, the gradient
  * case) of 4 KB to max-bytes. The bound is what the same sockets carry when every rank streams

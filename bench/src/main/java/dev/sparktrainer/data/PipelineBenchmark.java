@@ -47,6 +47,13 @@ import org.apache.hadoop.conf.Configuration;
  *
  * Usage: {@code PipelineBenchmark [--dataset-mb 500] [--heap-mb 48] [--step-ms 5] [--seconds 3]
  * [--rounds 3] [--out FILE]}.
+ *
+ * <p>Why this file is long: one run of measures that share the generated dataset, its {@code
+ * DatasetPlan}, one table and one JSON line: the raw scan, the pipeline rates (default, no shuffle
+ * buffer, unordered), the consumer wait, the trivial-map cost and the small-heap child JVM ({@code
+ * stream}; it needs this package for {@code InputPipeline.hostEpoch} and {@code HostBatch}). The
+ * Parquet part already lives in {@link ParquetBenchmark}; the map stage ({@code mapCost}, {@code
+ * MapCost}) could move out the same way.
  */
 public final class PipelineBenchmark {
   private static final int WIDTH = 784;

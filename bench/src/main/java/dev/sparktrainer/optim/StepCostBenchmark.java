@@ -51,6 +51,13 @@ import java.util.concurrent.Future;
  * sample lasts at least 5 ms), and the table shows the median, minimum and maximum of the rounds.
  * One JSON line per measure and size is appended to {@code --out}.
  *
+ * <p>Why this file is long: the measures of one size run interleaved, round by round, and share the
+ * {@code Result} record, the timing harness ({@code warmUp}, {@code nsPer}) and an own JSON writer
+ * (each line carries the list of rounds, which the flat {@code BenchSupport.toJson} cannot write)
+ * whose measure names bin/step-model reads; each keeps its correctness check beside it ({@code
+ * checkOpsAdam}, the copy round trip, the aliasing check). The copy measures ({@code copies}) could
+ * move out if they grow.
+ *
  * <p>Usage: {@code StepCostBenchmark [--params 1000000,25000000,100000000] [--copy-mb 1,25,100]
  * [--rounds 3] [--seconds 0.4] [--djl-threads 1] [--only adam,copy] [--out FILE]}.
  */

@@ -59,6 +59,13 @@ import org.apache.spark.sql.SparkSession;
  * processes (Spark RPC, the application's jars, the ring all-reduce over TCP) crosses that one
  * link, in both directions. Not a test.
  *
+ * <p>Why this file is long: one class is both programs of the benchmark: the outer JVM (link check,
+ * data subsets, cluster, one submission per model, PyTorch anchor, table, targets, JSON lines) and
+ * the submitted driver ({@code ScalingBenchmark driver}) that trains the plan's runs and writes a
+ * result line each. They share the {@code Run} encoding of {@code --plan}, the option names and the
+ * row keys ({@code figures} to {@code finish} to {@code printTable}): one file from flag to table
+ * row. The link check ({@code linkCheck}, {@code streams}) could move out if it grows.
+ *
  * <p>For each model ({@code mlp}, {@code cnn}, {@code resnet}) and optimizer placement ({@code
  * device}, {@code host}): {@code spark-1}, one training task on one 1-core executor, once (no ring
  * traffic: the link does not matter); {@code spark-2}, two 1-core executors, at every link speed

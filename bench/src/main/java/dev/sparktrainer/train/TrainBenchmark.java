@@ -76,6 +76,13 @@ import org.apache.spark.sql.SparkSession;
  *       "mode":"spark-2","gradient_precision":"bf16"}.
  * </ul>
  *
+ * <p>Why this file is long: one class is both the launcher and the Spark application it submits
+ * ({@code TrainBenchmark driver}): the plain-DJL baseline loop, the PyTorch anchor call, a cluster
+ * and submission per Spark mode, the driver that trains and writes {@code result.json}, and the
+ * table with its targets. The driver's option names and the row keys shared by {@code plain}, the
+ * driver and {@code printTable} stay side by side, so one mode reads from flag to table row. The
+ * plain-DJL baseline ({@code plain}) could move out if it grows.
+ *
  * <p>The Spark modes read the data as TFRecord shards (converted once from the IDX files with the
  * project's writer) through the input pipeline: {@code setTrainingData(DatasetSpec,
  * PipelineOptions)}. A run's throughput is measured over the epochs after the first (the first pays

@@ -59,6 +59,13 @@ import java.util.function.Predicate;
  * models' shapes (generated once per process, fixed seed, in direct memory as the input pipeline
  * hands batches over). Not a test.
  *
+ * <p>Why this file is long: parent and child in one class. The parent plans the configurations,
+ * starts a child JVM per rank ({@code StepBenchmark child}, rendezvous over ADDR/PEERS lines), runs
+ * the PyTorch anchor, pairs current and {@code --baseline-jar} rows and prints the table and JSON
+ * lines; the child is the timed step loop and needs this package ({@link TrainStep}'s
+ * package-private constructors, {@link ReplicaSet}'s fields). Both share the option names and the
+ * RESULT keys. Its reflection shims for older builds could move out if they grow.
+ *
  * <p>Configurations: every model ({@code mlp}: {@code MlpSpec.of(784, 10, 256, 128)}; {@code cnn}:
  * {@code CnnSpec.of(1, 28, 28, 10)}, both as bin/bench-train; {@code resnet50}: {@link ResNetSpec}
  * with 50 layers and 1000 classes) x workers (1, or 2 ranks in two JVMs whose ring runs over
