@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes spark-trainer/src/main/resources/dev/sparktrainer/train/bf16_cast.pt.
+"""Writes spark-trainer/src/main/resources/dev/sparktrainer/train/step/bf16_cast.pt.
 
 DJL 0.35.1's PyTorch JNI maps only data types 0-8 (float32 ... complex64) to libtorch's: asking it
 for a bfloat16 tensor (DJL's DataType.BFLOAT16, code 11) ends in a bare C++ `throw;` that
@@ -23,6 +23,6 @@ class Bf16Cast(torch.nn.Module):
 
 here = os.path.dirname(os.path.abspath(__file__))
 out = os.path.join(here, "..", "spark-trainer", "src", "main", "resources", "dev", "sparktrainer",
-                   "train", "bf16_cast.pt")
+                   "train", "step", "bf16_cast.pt")
 torch.jit.script(Bf16Cast()).save(out)
 print("wrote", os.path.normpath(out), "with torch", torch.__version__)

@@ -228,13 +228,22 @@ public class FlatStepTest {
     ModelSpec spec = CustomSpec.of(new TrainStepTest.SmallResNet(), new Shape(64));
     OptimizerSpec opt = OptimizerSpec.adamW().optLearningRate(1e-2f).optWeightDecay(0.01f).build();
     float[][] one = train(spec, opt, placement, overlap, micro, null);
+    // The ranks compute with this thread's intra-op thread count: PyTorch's OpenMP count is per
+    // calling thread, and a Spark test earlier in this JVM may have left the pool's new threads
+    // with another one, which splits reductions differently (results one ulp apart).
+    int threads = JniUtils.getNumThreads();
     List<Communicator> ring = formRing(2);
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try {
       List<Future<float[][]>> ranks = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
         Communicator c = ring.get(r);
-        ranks.add(pool.submit(() -> train(spec, opt, placement, overlap, micro, c)));
+        ranks.add(
+            pool.submit(
+                () -> {
+                  JniUtils.setNumThreads(threads);
+                  return train(spec, opt, placement, overlap, micro, c);
+                }));
       }
       for (int r = 0; r < 2; r++) {
         float[][] got = ranks.get(r).get(120, TimeUnit.SECONDS);
@@ -255,10 +264,6 @@ public class FlatStepTest {
       boolean overlap,
       int micro,
       Communicator comm) {
-    // The same intra-op threads on every thread that computes: PyTorch's OpenMP thread count is
-    // per calling thread, and a Spark test earlier in this JVM may have set another one on this
-    // thread than the pool's threads have, which splits reductions differently (one ulp apart).
-    JniUtils.setNumThreads(1);
     try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7);
         TrainStep step = newStep(replicas, comm, opt, placement, 4096, overlap, false)) {
       double[] acc = new double[3];
