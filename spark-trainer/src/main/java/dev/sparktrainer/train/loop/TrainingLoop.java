@@ -7,14 +7,12 @@ import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
-import dev.sparktrainer.data.EpochSegment;
 import dev.sparktrainer.optim.Optimizer;
 import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.input.BatchSourceFactory;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import dev.sparktrainer.train.metrics.StepTimes;
 import dev.sparktrainer.train.metrics.StragglerReport;
-import dev.sparktrainer.train.step.DevicePrefetch;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.ReplicaSet;
 import dev.sparktrainer.train.step.StepTimings;
@@ -180,7 +178,7 @@ public final class TrainingLoop {
                 writer,
                 history,
                 stragglers);
-        long steps = optimizerSteps(checkedStepsPerEpoch(source), state.accumulateSteps);
+        long steps = EpochPlan.optimizerSteps(comm, source, state.accumulateSteps);
         progress.start(steps, state.globalStep, attempt, hadoopConf);
         long globalStep = state.globalStep;
         for (int epoch = state.epoch; epoch < cfg.data().epochs(); epoch++) {
@@ -222,28 +220,16 @@ public final class TrainingLoop {
       long steps,
       long globalStep)
       throws IOException {
-    boolean resumed = epoch == state.epoch;
+    EpochPlan plan = EpochPlan.of(state, epoch, source, steps);
     int accumulate = state.accumulateSteps;
     long globalBatch = (long) state.batchSize * accumulate * size;
-    long startStep = resumed ? state.stepInEpoch : 0;
-    // Records of the epoch's global order consumed so far (the portable data position).
-    long consumed = resumed ? state.consumedRecords : 0;
-    // A resume on another layout continues the epoch with the records not yet consumed.
-    boolean byRecords = resumed && state.continueByRecords;
-    // Or, for a source that replays epochs, with the records the earlier layouts of this epoch
-    // (before a resume on another worker count) did not consume.
-    List<EpochSegment> earlier = resumed ? state.earlierSegments : List.<EpochSegment>of();
-    long segmentStart = earlier.isEmpty() ? 0 : state.segmentStartStep;
-    long epochSteps =
-        byRecords
-            ? startStep + source.stepsAfter(consumed) / accumulate
-            : earlier.isEmpty()
-                ? steps
-                : segmentStart + source.stepsAfter(epoch, earlier) / accumulate;
+    long startStep = plan.startStep();
+    long epochSteps = plan.endStep();
+    long consumed = plan.consumedRecords();
     // lossSum, correct, samples, then the regression sums; rank 0 carries the global sums
     // restored from a checkpoint.
     double[] acc = new double[3 + EpochMetrics.Regression.SUMS];
-    if (resumed && rank == 0) {
+    if (plan.resumed() && rank == 0) {
       System.arraycopy(state.partial, 0, acc, 0, Math.min(acc.length, state.partial.length));
     }
     TrainStep step = run.step();
@@ -253,12 +239,7 @@ public final class TrainingLoop {
     StepTimings before = step.timings();
     long epochStart = System.nanoTime();
     Iterator<Batch> batches =
-        train.ahead(
-            byRecords
-                ? source.epochAfter(epoch, consumed)
-                : source.epochAfter(epoch, earlier, (startStep - segmentStart) * accumulate),
-            devices.get(0).isGpu(),
-            rank);
+        train.ahead(plan.batches(source, accumulate), devices.get(0).isGpu(), rank);
     // Read ahead across the boundaries: the next epoch once this one is read, and the validation
     // pass that ends this epoch.
     if (epoch + 1 < cfg.data().epochs()) {
@@ -313,9 +294,7 @@ public final class TrainingLoop {
         double[] partial = acc.clone();
         comm.allReduce(partial, ReduceOp.SUM);
         if (run.snapshots() != null) {
-          run.snapshots()
-              .write(
-                  new Snapshot(epoch, s + 1, consumed, earlier, segmentStart, globalStep, partial));
+          run.snapshots().write(plan.snapshot(s + 1, consumed, globalStep, partial));
         }
       }
       for (LoopHook h : hooks) {
@@ -330,7 +309,7 @@ public final class TrainingLoop {
         waitNanos,
         step.timings().since(before),
         epochStart,
-        resumed ? state.partial[2] : 0,
+        plan.resumed() ? state.partial[2] : 0,
         globalStep);
   }
 
@@ -354,77 +333,6 @@ public final class TrainingLoop {
   }
 
   /**
-   * Optimizer steps per epoch: {@code batches / accumulate}; the batches left over (fewer than one
-   * accumulated step) are not trained on, and rank 0 says so.
-   */
-  private long optimizerSteps(long batches, int accumulate) {
-    long steps = batches / accumulate;
-    if (steps <= 0) {
-      throw new NonRetryableTrainingException(
-          "Invalid accumulateSteps "
-              + accumulate
-              + ": an epoch has only "
-              + batches
-              + " batch(es) per worker, fewer than one accumulated step");
-    }
-    if (rank == 0 && accumulate > 1) {
-      LOG.log(
-          System.Logger.Level.INFO,
-          "rank 0: gradient accumulation over "
-              + accumulate
-              + " micro-batches: "
-              + steps
-              + " optimizer steps per epoch"
-              + (batches % accumulate == 0
-                  ? ""
-                  : "; the last "
-                      + batches % accumulate
-                      + " batch(es) of each epoch's "
-                      + batches
-                      + " are not trained on (fewer than one step)"));
-    }
-    return steps;
-  }
-
-  /**
-   * The training data's source, opened once the start has chosen the layout; closed with the loop.
-   */
-  private static final class TrainSource implements AutoCloseable {
-    BatchSource source;
-
-    /** The epoch's prefetch-to-device slot (GPU only: on the CPU there is nothing to upload). */
-    private DevicePrefetch prefetch;
-
-    /** The epoch's batches, one made ahead on its own thread when {@code toGpu}. */
-    Iterator<Batch> ahead(Iterator<Batch> batches, boolean toGpu, int rank) {
-      closePrefetch();
-      if (!toGpu) {
-        return batches;
-      }
-      prefetch = new DevicePrefetch(batches, "device-prefetch-rank" + rank);
-      return prefetch;
-    }
-
-    private void closePrefetch() {
-      if (prefetch != null) {
-        prefetch.close();
-        prefetch = null;
-      }
-    }
-
-    @Override
-    public void close() {
-      try {
-        closePrefetch();
-      } finally {
-        if (source != null) {
-          source.close();
-        }
-      }
-    }
-  }
-
-  /**
    * AUTO: the device on GPUs (the state never crosses the bus); on the CPU {@link #CPU_PLACEMENT},
    * the faster of the two there as bin/bench-scaling measured it.
    */
@@ -433,24 +341,5 @@ public final class TrainingLoop {
       return p;
     }
     return devices.get(0).isGpu() ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
-  }
-
-  private long checkedStepsPerEpoch(BatchSource source) {
-    long steps = source.stepsPerEpoch();
-    long[] minMax = {-steps, steps};
-    comm.allReduce(minMax, ReduceOp.MAX);
-    if (-minMax[0] != minMax[1]) {
-      throw new NonRetryableTrainingException(
-          "Invalid training data: workers have different stepsPerEpoch (from "
-              + (-minMax[0])
-              + " to "
-              + minMax[1]
-              + "); synchronous training needs the same number on every worker");
-    }
-    if (steps <= 0) {
-      throw new NonRetryableTrainingException(
-          "Invalid training data: 0 steps per epoch (fewer rows than one global batch?)");
-    }
-    return steps;
   }
 }
