@@ -267,7 +267,7 @@ public final class DistributedTrainer {
     private Builder() {
       c.epochs = 1;
       c.keepCheckpoints = 3;
-      c.fusionBucketBytes = DEFAULT_BUCKET_BYTES;
+      c.bucketBytes = DEFAULT_BUCKET_BYTES;
       c.operationTimeout = Duration.ofMinutes(5);
       c.connectTimeout = Duration.ofMinutes(2);
     }
@@ -457,7 +457,7 @@ public final class DistributedTrainer {
      * starts early. A parameter larger than a bucket gets a bucket of its own.
      */
     public Builder optBucketMb(double mib) {
-      c.fusionBucketBytes = TrainerOption.bucketBytes("bucketMb", mib);
+      c.bucketBytes = TrainerOption.bucketBytes("bucketMb", mib);
       return this;
     }
 
@@ -468,7 +468,7 @@ public final class DistributedTrainer {
      */
     @Deprecated
     public Builder optFusionBucketBytes(int bytes) {
-      c.fusionBucketBytes = bytes;
+      c.bucketBytes = bytes;
       return this;
     }
 
@@ -698,9 +698,9 @@ public final class DistributedTrainer {
           "1 to numWorkers (" + c.numWorkers + ")");
       check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
       check(
-          c.fusionBucketBytes >= 1024 && c.fusionBucketBytes % 8 == 0,
-          "fusionBucketBytes",
-          c.fusionBucketBytes,
+          c.bucketBytes >= 1024 && c.bucketBytes % 8 == 0,
+          "optFusionBucketBytes",
+          c.bucketBytes,
           "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
       check(
           c.gradientPrecision != null && c.gradientPrecision != WirePrecision.FP16,
@@ -739,7 +739,7 @@ public final class DistributedTrainer {
       int keepCheckpoints;
       int cpuDevicesPerWorker = 1;
       boolean useGpus;
-      int fusionBucketBytes;
+      int bucketBytes;
       int accumulateSteps = 1;
       Rescale rescale = Rescale.GLOBAL_BATCH;
       int minWorkers;
@@ -764,7 +764,7 @@ public final class DistributedTrainer {
                 gradientPrecision,
                 ringTls,
                 ringSharedMemory,
-                fusionBucketBytes,
+                bucketBytes,
                 overlap),
             new TrainingConfig.Checkpoints(checkpointDir, checkpointEverySteps, keepCheckpoints),
             new TrainingConfig.Elastic(
