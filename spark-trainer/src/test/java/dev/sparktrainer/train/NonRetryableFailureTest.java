@@ -19,9 +19,12 @@ import dev.sparktrainer.train.loop.ReplicaMismatchException;
 import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.SparkException;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.sql.SparkSession;
@@ -29,6 +32,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Failures a retry would repeat end the job at the first failed task, with their own message — not
@@ -176,11 +180,20 @@ class NonRetryableFailureTest {
             .setLabel("label", DatasetSpec.LabelType.INT)
             .build();
     AtomicInteger failedTasks = new AtomicInteger();
+    // Only the stages of jobs started from here on: a task of an earlier test's cancelled job may
+    // still end (killed) while this one runs.
+    Set<Object> stages = ConcurrentHashMap.newKeySet();
     SparkListener failures =
         new SparkListener() {
           @Override
+          public void onJobStart(SparkListenerJobStart e) {
+            stages.addAll(CollectionConverters.asJava(e.stageIds()));
+          }
+
+          @Override
           public void onTaskEnd(SparkListenerTaskEnd e) {
-            if (!(e.reason() instanceof org.apache.spark.Success$)) {
+            if (stages.contains(e.stageId())
+                && !(e.reason() instanceof org.apache.spark.Success$)) {
               failedTasks.incrementAndGet();
             }
           }
