@@ -18,7 +18,7 @@ On a GPU the batch is copied from pageable host memory every step (as the Java s
 
   bin/torch-step.py --model mlp|cnn|resnet50 [--batch 64] [--image 224] [--steps 20] [--warmup 5]
                     [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--precision fp32|bf16]
-                    [--watch-stdin]
+                    [--phase-steps N] [--watch-stdin]
 """
 import argparse
 import inspect
@@ -106,6 +106,7 @@ def run(args, variant):
     if cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    phases = phase_times(args, m, opt, lossf, x_host, y_host, dev, cuda)
     return {
         "anchor": "torch-eager", "model": args.model, "device": args.device, "batch": args.batch,
         "image": args.image if args.model == "resnet50" else None, "adam": name, "variant": variant,
@@ -114,7 +115,40 @@ def run(args, variant):
         "samples_per_s": round(args.steps * args.batch / dt, 2), "step_ms": round(dt / args.steps * 1e3, 3),
         "params": sum(p.numel() for p in m.parameters()), "tensors": sum(1 for _ in m.parameters()),
         "torch": torch.__version__, "blas": blas(),
+        **phases,
     }
+
+
+def phase_times(args, m, opt, lossf, x_host, y_host, dev, cuda):
+    """--phase-steps N more steps, each phase closed by a device synchronize (where the time goes,
+    not the speed: the synchronizes take away the overlap of the host's launches with the device's
+    work): the batch upload, forward + loss + backward, and the optimizer, in ms per step."""
+    n = args.phase_steps
+    if n <= 0:
+        return {}
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    t = [0.0, 0.0, 0.0]
+    sync()
+    for _ in range(n):
+        a = time.perf_counter()
+        x = x_host.to(dev)
+        y = y_host.to(dev)
+        sync()
+        b = time.perf_counter()
+        loss = lossf(m(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        loss.item()
+        sync()
+        c = time.perf_counter()
+        opt.step()
+        sync()
+        d = time.perf_counter()
+        t[0] += b - a
+        t[1] += c - b
+        t[2] += d - c
+    return {"phase_steps": n, "phase_upload_ms": round(t[0] / n * 1e3, 3),
+            "phase_fwdbwd_ms": round(t[1] / n * 1e3, 3), "phase_optim_ms": round(t[2] / n * 1e3, 3)}
 
 
 def watch_parent():
@@ -139,6 +173,8 @@ def main():
     p.add_argument("--adam", default="per-tensor,multi")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                    help="bf16: forward under torch.autocast(dtype=torch.bfloat16)")
+    p.add_argument("--phase-steps", type=int, default=0,
+                   help="N more steps timed phase by phase with device synchronizes (phase_*_ms)")
     p.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = p.parse_args()
     if args.watch_stdin:

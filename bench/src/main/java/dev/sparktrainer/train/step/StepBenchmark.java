@@ -89,8 +89,14 @@ import java.util.function.Predicate;
  * [--precisions fp32,bf16] [--device cpu|gpu] [--steps N|model=N,...] [--warmup N|model=N,...]
  * [--batch N|model=N,...] [--image 64] [--threads N] [--overlap on|off] [--image-transfer
  * float32|uint8] [--rounds 1] [--baseline-jar JAR] [--python PY --torch-script FILE] [--out FILE]
- * [--logs DIR] [--java-options "..."] [--timeout-min 20]}. A child runs {@code StepBenchmark child
- * ...}.
+ * [--logs DIR] [--java-options "..."] [--timeout-min 20] [--phase-steps N] [--profile N]}. A child
+ * runs {@code StepBenchmark child ...}.
+ *
+ * <p>{@code --phase-steps N} (default 10 on a GPU, 0 on CPU): N more steps after the timed ones,
+ * each phase closed by a device synchronize ({@code phase_upload_ms}, {@code phase_compute_ms},
+ * {@code phase_update_ms}; the anchor's {@code torch_phase_*} the same way): where a GPU's time
+ * goes, which the host-timed phase counters cannot say. {@code --profile N}: N more steps of rank 0
+ * under PyTorch's profiler, its trace in the logs folder ({@code NAME-profile.json}).
  */
 public final class StepBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet50");
@@ -155,7 +161,9 @@ public final class StepBenchmark {
       int threads,
       boolean overlap,
       String precision,
-      String imageTransfer) {
+      String imageTransfer,
+      int phaseSteps,
+      String profile) {
     String name() {
       return model
           + "-w"
@@ -187,6 +195,14 @@ public final class StepBenchmark {
     boolean overlap = choice(o, "overlap", "on", List.of("on", "off")).equals("on");
     String imageTransfer = choice(o, "image-transfer", "float32", List.of("float32", "uint8"));
     int rounds = positive(o, "rounds", "1", false);
+    // Phase by phase, each closed by a device synchronize: where a GPU's time goes (the timed
+    // steps' own phase counters are host times, which a GPU's queued work makes meaningless).
+    int phaseSteps = positive(o, "phase-steps", gpu ? "10" : "0", true);
+    String profile = o.getOrDefault("profile", "");
+    if (!profile.isEmpty() && !profile.matches("[0-9]+")) {
+      throw new IllegalArgumentException(
+          "Invalid --profile '" + profile + "': expected a step count (PyTorch's profiler trace)");
+    }
     Duration timeout = Duration.ofMinutes(positive(o, "timeout-min", "20", false));
     Path out = Path.of(o.getOrDefault("out", "target/bench/step.jsonl")).toAbsolutePath();
     Path logs = Path.of(o.getOrDefault("logs", "target/bench/step")).toAbsolutePath();
@@ -274,7 +290,9 @@ public final class StepBenchmark {
                           Math.max(1, threads / n),
                           overlap,
                           precision,
-                          model.equals("mlp") ? "float32" : imageTransfer);
+                          model.equals("mlp") ? "float32" : imageTransfer,
+                          phaseSteps,
+                          profile);
                   Map<String, Object> row =
                       runConfig(
                           c,
@@ -305,6 +323,7 @@ public final class StepBenchmark {
                     warmup.get(model),
                     threads,
                     precision,
+                    phaseSteps,
                     logs,
                     timeout);
             for (Map<String, Object> r : modelRows) {
@@ -425,7 +444,17 @@ public final class StepBenchmark {
                 "--precision",
                 c.precision(),
                 "--image-transfer",
-                c.imageTransfer()));
+                c.imageTransfer(),
+                "--phase-steps",
+                Integer.toString(c.phaseSteps())));
+        if (!c.profile().isEmpty() && r == 0) {
+          cmd.addAll(
+              List.of(
+                  "--profile",
+                  c.profile(),
+                  "--profile-out",
+                  logs.resolve(c.name() + "-profile.json").toString()));
+        }
         children.add(
             BenchChild.start(
                 cmd,
@@ -500,6 +529,7 @@ public final class StepBenchmark {
       int warmup,
       int threads,
       String precision,
+      int phaseSteps,
       Path logs,
       Duration timeout) {
     Map<String, Object> a = new LinkedHashMap<>();
@@ -525,7 +555,9 @@ public final class StepBenchmark {
             "per-tensor,multi",
             "--watch-stdin",
             "--precision",
-            precision);
+            precision,
+            "--phase-steps",
+            Integer.toString(phaseSteps));
     BenchChild ch = null;
     try {
       ch = BenchChild.start(cmd, Map.of(), logs.resolve(model + "-" + precision + "-torch.log"));
@@ -540,6 +572,11 @@ public final class StepBenchmark {
           a.put("torch_params", j.get("params"));
           a.put("torch_tensors", j.get("tensors"));
           a.put("torch_blas", j.get("blas"));
+          for (String k : List.of("phase_upload_ms", "phase_fwdbwd_ms", "phase_optim_ms")) {
+            if (j.containsKey(k)) {
+              a.put("torch_" + k, j.get(k));
+            }
+          }
         } else {
           a.put("torch_multi_samples_per_s", j.get("samples_per_s"));
           a.put("torch_multi_adam", j.get("adam"));
@@ -576,6 +613,8 @@ public final class StepBenchmark {
     boolean overlap = "on".equals(required(o, "overlap"));
     boolean uint8 = "uint8".equals(o.getOrDefault("image-transfer", "float32"));
     Precision precision = Precision.parse("precision", o.getOrDefault("precision", "fp32"));
+    int phaseSteps = Integer.parseInt(o.getOrDefault("phase-steps", "0"));
+    int profileSteps = Integer.parseInt(o.getOrDefault("profile", "0"));
     BufferedReader stdin =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 
@@ -677,6 +716,23 @@ public final class StepBenchmark {
         r.put("buckets", buckets == null ? (Object) Double.NaN : buckets);
         r.putAll(ledgerFigures(ledgerBefore, ledgerAfter, steps));
         r.put("loss", acc[2] > 0 ? acc[0] / acc[2] : Double.NaN);
+        if (phaseSteps > 0) {
+          r.putAll(
+              phases(replicas, step, features, labels, shape, warmup + steps, phaseSteps, uint8));
+        }
+        if (profileSteps > 0) {
+          profile(
+              replicas,
+              step,
+              features,
+              labels,
+              shape,
+              warmup + steps + phaseSteps,
+              profileSteps,
+              uint8,
+              gpu,
+              required(o, "profile-out"));
+        }
         r.put("step_classes", codeSource(TrainStep.class));
         r.put("pid", ProcessHandle.current().pid());
         System.out.println("RESULT " + toJson(r));
@@ -688,6 +744,103 @@ public final class StepBenchmark {
       }
     }
     return 0;
+  }
+
+  /**
+   * {@code n} more steps, each phase closed by a device synchronize: the batch's upload, {@link
+   * TrainStep#accumulate} (forward, loss, backward, the gradients' gathering) and {@link
+   * TrainStep#update} (the optimizer), in ms per step. Where the time goes, not the speed: the
+   * synchronizes take away the overlap of the host's launches with the device's work. With a ring
+   * the ranks run the same phases in step (update waits for the all-reduce).
+   */
+  private static Map<String, Object> phases(
+      ReplicaSet replicas,
+      TrainStep step,
+      ByteBuffer features,
+      ByteBuffer labels,
+      long[] shape,
+      int first,
+      int n,
+      boolean uint8) {
+    long upload = 0;
+    long compute = 0;
+    long update = 0;
+    double[] acc = new double[7];
+    sync(replicas);
+    for (int s = first; s < first + n; s++) {
+      long a = System.nanoTime();
+      NDManager m = replicas.manager().newSubManager();
+      NDArray[] xy = batchArrays(m, features, labels, shape, uint8);
+      sync(replicas);
+      long b = System.nanoTime();
+      try (Batch batch =
+          directBatch(
+              m,
+              new NDList(xy[0]),
+              xy[1],
+              (int) shape[0],
+              features.remaining() + labels.remaining())) {
+        step.accumulate(batch, 1000 + s, acc, 0, 1);
+      }
+      sync(replicas);
+      long c = System.nanoTime();
+      step.update(LEARNING_RATE);
+      sync(replicas);
+      long d = System.nanoTime();
+      upload += b - a;
+      compute += c - b;
+      update += d - c;
+    }
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("phase_steps", n);
+    r.put("phase_upload_ms", upload / 1e6 / n);
+    r.put("phase_compute_ms", compute / 1e6 / n);
+    r.put("phase_update_ms", update / 1e6 / n);
+    return r;
+  }
+
+  /**
+   * {@code n} more steps under PyTorch's profiler (DJL's {@code JniUtils.startProfile}, with CUDA
+   * events on a GPU), its trace written to {@code file}: every operator's host and device time.
+   */
+  private static void profile(
+      ReplicaSet replicas,
+      TrainStep step,
+      ByteBuffer features,
+      ByteBuffer labels,
+      long[] shape,
+      int first,
+      int n,
+      boolean uint8,
+      boolean gpu,
+      String file) {
+    double[] acc = new double[7];
+    sync(replicas);
+    JniUtils.startProfile(gpu, false, false);
+    try {
+      for (int s = first; s < first + n; s++) {
+        step(replicas, step, features, labels, shape, s, acc, uint8);
+      }
+      sync(replicas);
+    } finally {
+      JniUtils.stopProfile(file);
+    }
+  }
+
+  /** The batch's features and labels made from the direct buffers in {@code m}. */
+  private static NDArray[] batchArrays(
+      NDManager m, ByteBuffer features, ByteBuffer labels, long[] shape, boolean uint8) {
+    NDArray x =
+        uint8
+            ? dev.sparktrainer.data.DeviceImages.toFloat(m, features, new Shape(shape))
+            : m.create(
+                features.duplicate().order(ByteOrder.nativeOrder()),
+                new Shape(shape),
+                DataType.FLOAT32);
+    NDArray y =
+        m.create(
+            labels.duplicate().order(ByteOrder.nativeOrder()), new Shape(shape[0]), DataType.INT64);
+    return new NDArray[] {x, y};
   }
 
   /**
@@ -705,16 +858,9 @@ public final class StepBenchmark {
       double[] acc,
       boolean uint8) {
     NDManager m = replicas.manager().newSubManager();
-    NDArray x =
-        uint8
-            ? dev.sparktrainer.data.DeviceImages.toFloat(m, features, new Shape(shape))
-            : m.create(
-                features.duplicate().order(ByteOrder.nativeOrder()),
-                new Shape(shape),
-                DataType.FLOAT32);
-    NDArray y =
-        m.create(
-            labels.duplicate().order(ByteOrder.nativeOrder()), new Shape(shape[0]), DataType.INT64);
+    NDArray[] xy = batchArrays(m, features, labels, shape, uint8);
+    NDArray x = xy[0];
+    NDArray y = xy[1];
     long upload = features.remaining() + labels.remaining();
     try (Batch b = directBatch(m, new NDList(x), y, (int) shape[0], upload)) {
       step.run(b, 1000 + s, LEARNING_RATE, acc);
