@@ -6,10 +6,16 @@ import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
+import ai.djl.ndarray.NDArray;
+import com.tngtech.archunit.base.DescribedPredicate;
+import com.tngtech.archunit.core.domain.JavaClass;
+import com.tngtech.archunit.core.domain.JavaMethodCall;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.junit.AnalyzeClasses;
 import com.tngtech.archunit.junit.ArchTest;
 import com.tngtech.archunit.lang.ArchRule;
+import java.util.List;
+import java.util.Set;
 
 /**
  * The layers of the trainer, checked on its compiled classes (and those of {@code
@@ -136,6 +142,37 @@ class ArchitectureTest {
   @ArchTest
   static final ArchRule noCyclesInsideTrain =
       slices().matching("dev.sparktrainer.train.(*)..").should().beFreeOfCycles();
+
+  /**
+   * The step and the optimizers never do NDArray arithmetic with a host number ({@code mul(Number)}
+   * and its kin): DJL makes that number a tensor by a copy from host memory, and on a GPU libtorch
+   * waits for all the queued work before such a copy. Their scalars come from {@link
+   * dev.sparktrainer.optim.DeviceScalars} (a fill on the device, nothing waits).
+   */
+  @ArchTest
+  static final ArchRule noHostScalarsOnTheStepPath =
+      noClasses()
+          .that()
+          .resideInAnyPackage("dev.sparktrainer.optim..", "dev.sparktrainer.train.step..")
+          .should()
+          .callMethodWhere(
+              new DescribedPredicate<JavaMethodCall>("NDArray arithmetic with a host Number") {
+                @Override
+                public boolean test(JavaMethodCall call) {
+                  List<JavaClass> params = call.getTarget().getRawParameterTypes();
+                  return call.getTargetOwner().isAssignableTo(NDArray.class)
+                      && HOST_SCALAR_OPS.contains(call.getName())
+                      && params.size() == 1
+                      && params.get(0).isEquivalentTo(Number.class);
+                }
+              })
+          .because("a host scalar makes a GPU wait for its queued work: use DeviceScalars");
+
+  private static final Set<String> HOST_SCALAR_OPS =
+      Set.of(
+          "add", "addi", "sub", "subi", "mul", "muli", "div", "divi", "pow", "powi", "rsub",
+          "rsubi", "rdiv", "rdivi", "maximum", "minimum", "mod", "modi", "eq", "neq", "gt", "gte",
+          "lt", "lte");
 
   /** Packages form layers: no package reaches back to one that depends on it, directly or not. */
   @ArchTest

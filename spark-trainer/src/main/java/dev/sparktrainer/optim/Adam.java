@@ -80,23 +80,23 @@ final class Adam extends Optimizer {
       ThreadLocal.withInitial(() -> new float[][] {new float[0]});
 
   @Override
-  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr, DeviceScalars s) {
     NDArray m = state[0];
     NDArray v = state[1];
     NDArray grad = g;
     int calls = 0;
     if (!decoupled && weightDecay != 0) {
-      grad = g.add(p.mul(weightDecay));
+      grad = g.add(p.mul(s.of(weightDecay)));
       calls += 2;
     }
     if (decoupled && weightDecay != 0) {
-      p.muli(1 - lr * weightDecay);
+      p.muli(s.of(1 - lr * weightDecay));
       calls++;
     }
-    m.muli(beta1).addi(grad.mul(1 - beta1));
-    v.muli(beta2).addi(grad.mul(grad).muli(1 - beta2));
-    NDArray denom = v.sqrt().divi(bc2Sqrt()).addi(epsilon);
-    p.subi(m.mul(stepSize(lr)).divi(denom));
+    m.muli(s.of(beta1)).addi(grad.mul(s.of(1 - beta1)));
+    v.muli(s.of(beta2)).addi(grad.mul(grad).muli(s.of(1 - beta2)));
+    NDArray denom = v.sqrt().divi(s.of(bc2Sqrt())).addi(s.of(epsilon));
+    p.subi(m.mul(s.of(stepSize(lr))).divi(denom));
     return calls + 13;
   }
 

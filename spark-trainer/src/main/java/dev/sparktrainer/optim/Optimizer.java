@@ -159,10 +159,24 @@ public abstract class Optimizer {
    * call over a bucket computes exactly what one call per parameter would, in a fixed number of
    * engine calls whatever the number of parameters in it.
    *
+   * @param scalars the rule's scalars as tensors on {@code p}'s device (see {@link DeviceScalars}:
+   *     never a host copy, which a GPU would wait for)
    * @return the engine calls made (each a JNI crossing, and a kernel launch on a GPU), counted at
-   *     their call sites for the step's ledger
+   *     their call sites for the step's ledger; the scalars made are counted by {@code scalars}
    */
-  public abstract int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr);
+  public abstract int applyTensors(
+      NDArray p, NDArray g, NDArray[] state, float lr, DeviceScalars scalars);
+
+  /**
+   * {@link #applyTensors(NDArray, NDArray, NDArray[], float, DeviceScalars)} with scalars made for
+   * this call alone; returns every engine call, the scalars' fills included.
+   */
+  public final int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
+    try (DeviceScalars scalars = new DeviceScalars(p.getManager())) {
+      int calls = applyTensors(p, g, state, lr, scalars);
+      return calls + (int) scalars.made();
+    }
+  }
 
   /** A short name of the rule, checked when state is restored. */
   public abstract String name();

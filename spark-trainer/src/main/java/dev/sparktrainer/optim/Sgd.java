@@ -74,11 +74,11 @@ final class Sgd extends Optimizer {
   }
 
   @Override
-  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr) {
-    NDArray d = weightDecay != 0 ? g.add(p.mul(weightDecay)) : g;
+  public int applyTensors(NDArray p, NDArray g, NDArray[] state, float lr, DeviceScalars s) {
+    NDArray d = weightDecay != 0 ? g.add(p.mul(s.of(weightDecay))) : g;
     int calls = weightDecay != 0 ? 2 : 0;
     if (momentum == 0) {
-      p.subi(d.mul(lr));
+      p.subi(d.mul(s.of(lr)));
       return calls + 2;
     }
     NDArray v = state[0];
@@ -88,10 +88,10 @@ final class Sgd extends Optimizer {
       v.set(ALL, d);
       calls++;
     } else {
-      v.muli(momentum).addi(d);
+      v.muli(s.of(momentum)).addi(d);
       calls += 2;
     }
-    p.subi(v.mul(lr));
+    p.subi(v.mul(s.of(lr)));
     return calls + 2;
   }
 

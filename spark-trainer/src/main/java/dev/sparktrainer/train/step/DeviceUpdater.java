@@ -2,6 +2,7 @@ package dev.sparktrainer.train.step;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.optim.DeviceScalars;
 import dev.sparktrainer.optim.Optimizer;
 import java.nio.FloatBuffer;
 
@@ -16,6 +17,9 @@ final class DeviceUpdater extends ParameterUpdater {
   /** [replica][gradient bucket][slot]: the optimizer state, flat like the bucket. */
   private final NDArray[][][] state;
 
+  /** [replica]: the optimizer's scalars on that replica's device (no host copy to wait for). */
+  private final DeviceScalars[] scalars;
+
   DeviceUpdater(
       ReplicaSet replicas,
       GradientBuckets buckets,
@@ -27,9 +31,11 @@ final class DeviceUpdater extends ParameterUpdater {
     int k = replicas.devices().size();
     int nb = buckets.gradientBuckets();
     state = new NDArray[k][nb][optimizer.slotCount()];
+    scalars = new DeviceScalars[k];
     try {
       for (int d = 0; d < k; d++) {
         NDManager m = replicas.managers[d];
+        scalars[d] = new DeviceScalars(m);
         for (int b = 0; b < nb; b++) {
           NDArray p = flat.values[d][b];
           for (int s = 0; s < optimizer.slotCount(); s++) {
@@ -57,7 +63,11 @@ final class DeviceUpdater extends ParameterUpdater {
         for (NDArray s : st) {
           s.tempAttach(scope);
         }
-        ledger.optimizerCalls += optimizer.applyTensors(p, g, st, lr);
+        long made = scalars[d].made();
+        ledger.optimizerCalls += optimizer.applyTensors(p, g, st, lr, scalars[d]);
+        // the scalars' fills: once per value in use (the step size changes every step)
+        ledger.optimizerCalls += scalars[d].made() - made;
+        ledger.deviceAllocations += scalars[d].made() - made;
         // The scope lists the operands attached for the update too; the rest it made.
         ledger.deviceAllocations += scope.getManagedArrays().size() - 2 - st.length;
       }
@@ -66,6 +76,9 @@ final class DeviceUpdater extends ParameterUpdater {
 
   @Override
   void finishStep() {
+    for (DeviceScalars s : scalars) {
+      s.endStep();
+    }
     if (grads.viaArena) {
       grads.statsFromArena();
     }
@@ -108,6 +121,11 @@ final class DeviceUpdater extends ParameterUpdater {
 
   @Override
   public void close() {
+    for (DeviceScalars s : scalars) {
+      if (s != null) {
+        s.close();
+      }
+    }
     for (NDArray[][] dev : state) {
       for (NDArray[] row : dev) {
         for (NDArray a : row) {

@@ -7,6 +7,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
+import dev.sparktrainer.optim.DeviceScalars;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -71,6 +72,12 @@ final class FlatGradients implements AutoCloseable {
   /** [bucket]: this step's gradient is in the arena, not in {@link #sum}. */
   private final boolean[] inArena;
 
+  /**
+   * [replica]: scalars (the replicas' weights, the accumulation's scale) on that replica's device,
+   * made by a fill: a scalar from a host number would make a GPU wait for its queued work.
+   */
+  private final DeviceScalars[] scalars;
+
   /** Arrays made for this step only (moves to other replicas' devices), closed by endStep. */
   private final List<NDArray> temporaries = new ArrayList<>();
 
@@ -100,6 +107,10 @@ final class FlatGradients implements AutoCloseable {
     gradMemory = new ByteBuffer[replicas.trainable.length];
     host = NDManager.newBaseManager(Device.cpu());
     arena = new NDArray[buckets.buckets()];
+    scalars = new DeviceScalars[k];
+    for (int d = 0; d < k; d++) {
+      scalars[d] = new DeviceScalars(replicas.managers[d]);
+    }
     try {
       for (int b = 0; b < arena.length; b++) {
         if (buckets.count[b] > 0) {
@@ -175,7 +186,7 @@ final class FlatGradients implements AutoCloseable {
         ledger.gradientCalls++;
         ledger.deviceAllocations++;
       }
-      g.muli(counts[d] / divisor);
+      g.muli(scalar(0, counts[d] / divisor));
       ledger.gradientCalls++;
       if (firstTerm) {
         replace(b, g);
@@ -187,7 +198,7 @@ final class FlatGradients implements AutoCloseable {
       }
     }
     if (finalScale != 1f) {
-      sum[b].muli(finalScale);
+      sum[b].muli(scalar(0, finalScale));
       ledger.gradientCalls++;
     }
   }
@@ -315,7 +326,7 @@ final class FlatGradients implements AutoCloseable {
    */
   private void checkAliasing(int d, int j, PtNDArray p) {
     PtNDArray view = engineGrads[d][j];
-    view.addi(1f);
+    view.addi(scalar(d, 1f));
     float least;
     try (PtNDArray grad = JniUtils.getGradient(p);
         NDArray min = grad.min()) {
@@ -407,12 +418,12 @@ final class FlatGradients implements AutoCloseable {
         NDArray term;
         if (!s.getDevice().equals(home)) {
           try (NDArray moved = s.toDevice(home, false)) {
-            term = moved.mul(w);
+            term = moved.mul(scalar(0, w));
           }
           ledger.otherCalls += 2;
           ledger.deviceAllocations += 2;
         } else {
-          term = s.mul(w);
+          term = s.mul(scalar(0, w));
           ledger.otherCalls++;
           ledger.deviceAllocations++;
         }
@@ -464,6 +475,20 @@ final class FlatGradients implements AutoCloseable {
   void endStep() {
     temporaries.forEach(NDArray::close);
     temporaries.clear();
+    for (DeviceScalars x : scalars) {
+      x.endStep();
+    }
+  }
+
+  /** {@code v} on replica {@code d}'s device; a fill when new (counted in the ledger). */
+  private NDArray scalar(int d, float v) {
+    long made = scalars[d].made();
+    NDArray a = scalars[d].of(v);
+    if (scalars[d].made() != made) {
+      ledger.otherCalls++;
+      ledger.deviceAllocations++;
+    }
+    return a;
   }
 
   /**
@@ -500,6 +525,9 @@ final class FlatGradients implements AutoCloseable {
       if (a != null) {
         a.close();
       }
+    }
+    for (DeviceScalars x : scalars) {
+      x.close();
     }
     host.close();
   }

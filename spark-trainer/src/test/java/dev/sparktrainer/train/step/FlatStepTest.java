@@ -376,8 +376,10 @@ public class FlatStepTest {
     assertThat(l.perStep(l.writebackCalls())).as("parameters are views").isZero();
     // One cat per bucket, one zeroing per tensor.
     assertThat(l.perStep(l.gradientCalls())).isLessThanOrEqualTo(tensors + 2.0 * buckets);
-    // Per bucket: the cat, and AdamW's four temporaries (g(1-b1), g*g, sqrt(v), m*step).
-    assertThat(l.perStep(l.deviceAllocations())).isEqualTo(5.0 * buckets);
+    // Per bucket: the cat, and AdamW's four temporaries (g(1-b1), g*g, sqrt(v), m*step); per
+    // step: the two scalars that change every step (the step size and sqrt(1 - b2^t)), made on
+    // the device by a fill (DeviceScalars), every other scalar kept from the first step.
+    assertThat(l.perStep(l.deviceAllocations())).isEqualTo(5.0 * buckets + 2);
     assertThat(l.bytesToHost()).as("nothing crosses to the host with one worker").isZero();
     assertThat(l.bytesToDevice()).isZero();
     assertThat(l.heapUploads()).isZero();
