@@ -78,6 +78,24 @@ final class FlatGradients implements AutoCloseable {
    */
   private final DeviceScalars[] scalars;
 
+  /**
+   * [bucket]: replica 0's engine gradients of the bucket live in this flat tensor (each {@code
+   * .grad} was pointed at its slice once, by {@link GradAlias}), so the bucket's gradient needs no
+   * gathering and is zeroed with one call; null while the bucket is gathered by {@code cat}. Only
+   * where one replica runs one micro-batch in float32 and the arena is not its memory (a GPU; the
+   * CPU's device placement without a ring).
+   */
+  private final NDArray[] aliased;
+
+  /** [bucket]: aliasing was tried and did not hold (checked once): gathered by {@code cat}. */
+  private final boolean[] aliasFailed;
+
+  /** [bucket]: its aliased gradient holds a step's values; zeroed before the next backward. */
+  private final boolean[] dirty;
+
+  /** Points the engine's gradients at flat slices; loaded on first use. */
+  private GradAlias gradAlias;
+
   /** Arrays made for this step only (moves to other replicas' devices), closed by endStep. */
   private final List<NDArray> temporaries = new ArrayList<>();
 
@@ -103,6 +121,9 @@ final class FlatGradients implements AutoCloseable {
     aliasing = new byte[k][replicas.trainable.length];
     sum = new NDArray[buckets.gradientBuckets()];
     inArena = new boolean[buckets.gradientBuckets()];
+    aliased = new NDArray[buckets.gradientBuckets()];
+    aliasFailed = new boolean[buckets.gradientBuckets()];
+    dirty = new boolean[buckets.gradientBuckets()];
     arenaIsDeviceMemory = replicas.devices().get(0).equals(Device.cpu());
     gradMemory = new ByteBuffer[replicas.trainable.length];
     host = NDManager.newBaseManager(Device.cpu());
@@ -157,6 +178,12 @@ final class FlatGradients implements AutoCloseable {
     if (raw && viaArena && arenaIsDeviceMemory && half == null) {
       copyIntoArena(b);
       inArena[b] = true;
+      return;
+    }
+    if (raw && half == null && counts.length == 1 && inPlace(b)) {
+      replace(b, null);
+      sum[b] = aliased[b]; // the engine's gradients, where backward left them: no call at all
+      dirty[b] = true;
       return;
     }
     boolean firstTerm = first;
@@ -350,10 +377,81 @@ final class FlatGradients implements AutoCloseable {
   }
 
   private void replace(int b, NDArray g) {
-    if (sum[b] != null) {
+    if (sum[b] != null && sum[b] != aliased[b]) {
       sum[b].close();
     }
     sum[b] = g;
+  }
+
+  /**
+   * Before a step's first backward: zeroes the aliased buckets that hold the last step's gradients
+   * (one call each; autograd adds into them in place).
+   */
+  void beginStep() {
+    for (int b = 0; b < aliased.length; b++) {
+      if (dirty[b]) {
+        FlatState.copy(aliased[b], scalar(0, 0f)); // a fill: the engine's gradients are its slices
+        ledger.gradientCalls++;
+        dirty[b] = false;
+      }
+    }
+  }
+
+  /**
+   * Whether bucket {@code b}'s gradients are (now) replica 0's flat slices. The first time every
+   * member has a gradient, they are pointed at a new flat tensor with their current values (one
+   * call) and checked once: a one added through the flat tensor must show in each {@code .grad}.
+   */
+  private boolean inPlace(int b) {
+    if (aliased[b] != null) {
+      return true;
+    }
+    if (aliasFailed[b] || (viaArena && arenaIsDeviceMemory)) {
+      return false;
+    }
+    int[] members = buckets.members[b];
+    PtNDArray[] grads = new PtNDArray[members.length];
+    try {
+      for (int x = 0; x < members.length; x++) {
+        grads[x] = JniUtils.getGradient(leaf(0, members[x]));
+        ledger.gradientCalls++;
+        if (grads[x] == null) {
+          return false; // a parameter no gradient reached yet: gathered this step, tried again
+        }
+      }
+      if (gradAlias == null) {
+        gradAlias = GradAlias.load((ai.djl.pytorch.engine.PtNDManager) replicas.managers[0]);
+      }
+      NDArray flatGrad =
+          replicas.managers[0].create(
+              new Shape(buckets.count[b]), DataType.FLOAT32, replicas.devices().get(0));
+      ledger.gradientCalls += 2;
+      ledger.deviceAllocations++;
+      gradAlias.alias(grads, flatGrad);
+      if (!GradAlias.holds(flatGrad, grads, this::scalarOne)) {
+        aliasFailed[b] = true;
+        flatGrad.close();
+        return false;
+      }
+      for (int j : members) {
+        if (engineGrads[0][j] != null) {
+          engineGrads[0][j].close(); // the cat's views: not needed any more
+          engineGrads[0][j] = null;
+        }
+      }
+      aliased[b] = flatGrad;
+      return true;
+    } finally {
+      for (PtNDArray g : grads) {
+        if (g != null) {
+          g.close();
+        }
+      }
+    }
+  }
+
+  private NDArray scalarOne() {
+    return scalar(0, 1f);
   }
 
   /** Copies bucket {@code b}'s gradient into its arena slice: the one crossing to the host. */
@@ -521,10 +619,18 @@ final class FlatGradients implements AutoCloseable {
         }
       }
     }
-    for (NDArray a : sum) {
+    for (int b = 0; b < sum.length; b++) {
+      if (sum[b] != null && sum[b] != aliased[b]) {
+        sum[b].close();
+      }
+    }
+    for (NDArray a : aliased) {
       if (a != null) {
         a.close();
       }
+    }
+    if (gradAlias != null) {
+      gradAlias.close();
     }
     for (DeviceScalars x : scalars) {
       x.close();

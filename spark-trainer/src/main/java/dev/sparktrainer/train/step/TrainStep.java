@@ -356,6 +356,9 @@ public final class TrainStep implements AutoCloseable {
     ReplicaSet.JVM_LOCK.lock();
     NDManager[] scopes = new NDManager[k];
     try {
+      if (micro == 0) {
+        grads.beginStep(); // zeroes the buckets whose gradients backward adds into in place
+      }
       if (half != null && micro == 0) {
         half.refresh(); // the bfloat16 copy from the master the last update (or a resume) wrote
       }

@@ -245,10 +245,17 @@ class Bf16StepTest {
     assertThat(tensors).as("many tensors per bucket").isGreaterThan(3 * buckets);
     assertThat(bf16.perStep(bf16.optimizerCalls())).isEqualTo(fp32.perStep(fp32.optimizerCalls()));
     assertThat(bf16.perStep(bf16.writebackCalls())).as("one refresh per bucket").isEqualTo(buckets);
-    double extraGradient = bf16.perStep(bf16.gradientCalls()) - fp32.perStep(fp32.gradientCalls());
-    assertThat(extraGradient).as("at most one cast per bucket").isBetween(0.0, (double) buckets);
-    double extraOther = bf16.perStep(bf16.otherCalls()) - fp32.perStep(fp32.otherCalls());
-    assertThat(extraOther).as("input and output casts, grad-mode toggles").isEqualTo(5.0);
+    // bfloat16 gradients are gathered by a cat and cast per bucket, and zeroed per tensor (float32
+    // ones are the buckets' own slices: see FlatStepTest's ledger)
+    assertThat(bf16.perStep(bf16.gradientCalls()))
+        .as("a cat and a cast per bucket, a zeroing per tensor")
+        .isLessThanOrEqualTo(tensors + 2.0 * buckets);
+    // fp32's 3 grad-mode toggles, and 5 more: the input and output casts, grad-mode toggles (fp32
+    // also made its zero for the buckets' fills once, in the second step: the half below)
+    assertThat(fp32.perStep(fp32.otherCalls())).isEqualTo(3.5);
+    assertThat(bf16.perStep(bf16.otherCalls()))
+        .as("input and output casts, grad-mode toggles")
+        .isEqualTo(8.0);
     double extraAlloc =
         bf16.perStep(bf16.deviceAllocations()) - fp32.perStep(fp32.deviceAllocations());
     assertThat(extraAlloc).isBetween(2.0, 2.0 + buckets);
