@@ -87,8 +87,16 @@ final class FlatGradients implements AutoCloseable {
    */
   private final NDArray[] aliased;
 
-  /** [bucket]: aliasing was tried and did not hold (checked once): gathered by {@code cat}. */
+  /**
+   * [bucket]: aliasing did not hold (checked once), or a member still had no gradient after {@link
+   * #ALIAS_TRIES} steps (a parameter the loss does not reach): gathered by {@code cat}.
+   */
   private final boolean[] aliasFailed;
+
+  /** [bucket]: steps on which aliasing found a member without a gradient. */
+  private final int[] aliasTries;
+
+  private static final int ALIAS_TRIES = 3;
 
   /** [bucket]: its aliased gradient holds a step's values; zeroed before the next backward. */
   private final boolean[] dirty;
@@ -123,6 +131,7 @@ final class FlatGradients implements AutoCloseable {
     inArena = new boolean[buckets.gradientBuckets()];
     aliased = new NDArray[buckets.gradientBuckets()];
     aliasFailed = new boolean[buckets.gradientBuckets()];
+    aliasTries = new int[buckets.gradientBuckets()];
     dirty = new boolean[buckets.gradientBuckets()];
     arenaIsDeviceMemory = replicas.devices().get(0).equals(Device.cpu());
     gradMemory = new ByteBuffer[replicas.trainable.length];
@@ -416,7 +425,9 @@ final class FlatGradients implements AutoCloseable {
         grads[x] = JniUtils.getGradient(leaf(0, members[x]));
         ledger.gradientCalls++;
         if (grads[x] == null) {
-          return false; // a parameter no gradient reached yet: gathered this step, tried again
+          // a parameter no gradient reached yet: gathered this step, tried again a few times
+          aliasFailed[b] = ++aliasTries[b] >= ALIAS_TRIES;
+          return false;
         }
       }
       if (gradAlias == null) {
@@ -611,6 +622,14 @@ final class FlatGradients implements AutoCloseable {
 
   @Override
   public void close() {
+    // The engine's gradients outlive this step (they are the parameters'): leave them zero, as the
+    // step without aliasing does after every bucket, so that a later step over the same replicas
+    // does not add its first gradient to this one's last.
+    try {
+      beginStep();
+    } catch (RuntimeException e) {
+      // closing after a failure (a device error, say): the failure is what matters
+    }
     endStep();
     for (NDArray[] row : engineGrads) {
       for (NDArray a : row) {
