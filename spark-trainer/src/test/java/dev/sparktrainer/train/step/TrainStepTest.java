@@ -82,6 +82,45 @@ class TrainStepTest {
     }
   }
 
+  /**
+   * A model whose gradients fill one bucket has nothing to overlap its all-reduce with: asked for
+   * segments, the step runs backward whole (segments would only cost) and reduces on the training
+   * thread; the result is the same.
+   */
+  @Test
+  void oneBucketRunsBackwardWhole() {
+    ModelSpec spec = MlpSpec.of(64, 10, 32, 16);
+    OptimizerSpec opt = OptimizerSpec.adam().build();
+    try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7)) {
+      int[] sizes = new int[replicas.trainable.length];
+      for (int j = 0; j < sizes.length; j++) {
+        sizes[j] = replicas.sizes[replicas.trainable[j]];
+      }
+      for (int bytes : new int[] {1 << 20, 2048}) {
+        try (TrainStep step =
+            new TrainStep(
+                replicas,
+                LossSpec.SOFTMAX_CROSS_ENTROPY,
+                null,
+                opt.newOptimizer(sizes),
+                OptimizerPlacement.DEVICE,
+                2,
+                bytes,
+                true,
+                true,
+                Duration.ofSeconds(30))) {
+          if (bytes == 1 << 20) {
+            assertThat(step.gradientBuckets()).isEqualTo(1);
+            assertThat(step.segmentCount()).as("one bucket: backward whole").isEqualTo(1);
+          } else {
+            assertThat(step.gradientBuckets()).isEqualTo(2);
+            assertThat(step.segmentCount()).as("two buckets: segments").isGreaterThan(1);
+          }
+        }
+      }
+    }
+  }
+
   static Stream<Arguments> models() {
     return Stream.of(
         Arguments.of(
@@ -162,11 +201,12 @@ class TrainStepTest {
               opt.newOptimizer(sizes),
               placement,
               2,
-              4096,
+              2048, // 2 KB buckets: every model here has several (the MLP two)
               true,
               segmented,
               Duration.ofSeconds(30))) {
         if (segmented && !(spec instanceof MlpSpec mlp && mlp.hidden().length == 0)) {
+          assertThat(step.gradientBuckets()).as("buckets of " + spec).isGreaterThan(1);
           assertThat(step.segmentCount()).as("segments of " + spec).isGreaterThan(1);
         }
         double[] acc = new double[3];
