@@ -769,17 +769,10 @@ public final class StepBenchmark {
     sync(replicas);
     for (int s = first; s < first + n; s++) {
       long a = System.nanoTime();
-      NDManager m = replicas.manager().newSubManager();
-      NDArray[] xy = batchArrays(m, features, labels, shape, uint8);
+      Batch batch = uploadBatch(replicas, features, labels, shape, uint8);
       sync(replicas);
       long b = System.nanoTime();
-      try (Batch batch =
-          directBatch(
-              m,
-              new NDList(xy[0]),
-              xy[1],
-              (int) shape[0],
-              features.remaining() + labels.remaining())) {
+      try (batch) {
         step.accumulate(batch, 1000 + s, acc, 0, 1);
       }
       sync(replicas);
@@ -827,9 +820,14 @@ public final class StepBenchmark {
     }
   }
 
-  /** The batch's features and labels made from the direct buffers in {@code m}. */
-  private static NDArray[] batchArrays(
-      NDManager m, ByteBuffer features, ByteBuffer labels, long[] shape, boolean uint8) {
+  /**
+   * The batch made from the direct buffers on the replicas' device (on CPU the tensors wrap them,
+   * on a GPU they are uploaded) in a sub-manager of its own, marked as direct with its upload's
+   * bytes.
+   */
+  private static Batch uploadBatch(
+      ReplicaSet replicas, ByteBuffer features, ByteBuffer labels, long[] shape, boolean uint8) {
+    NDManager m = replicas.manager().newSubManager();
     NDArray x =
         uint8
             ? dev.sparktrainer.data.DeviceImages.toFloat(m, features, new Shape(shape))
@@ -840,7 +838,8 @@ public final class StepBenchmark {
     NDArray y =
         m.create(
             labels.duplicate().order(ByteOrder.nativeOrder()), new Shape(shape[0]), DataType.INT64);
-    return new NDArray[] {x, y};
+    long upload = features.remaining() + labels.remaining();
+    return directBatch(m, new NDList(x), y, (int) shape[0], upload);
   }
 
   /**
@@ -857,12 +856,7 @@ public final class StepBenchmark {
       int s,
       double[] acc,
       boolean uint8) {
-    NDManager m = replicas.manager().newSubManager();
-    NDArray[] xy = batchArrays(m, features, labels, shape, uint8);
-    NDArray x = xy[0];
-    NDArray y = xy[1];
-    long upload = features.remaining() + labels.remaining();
-    try (Batch b = directBatch(m, new NDList(x), y, (int) shape[0], upload)) {
+    try (Batch b = uploadBatch(replicas, features, labels, shape, uint8)) {
       step.run(b, 1000 + s, LEARNING_RATE, acc);
     }
   }

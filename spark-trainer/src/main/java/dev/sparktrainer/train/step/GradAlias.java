@@ -5,10 +5,6 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.IValue;
-import ai.djl.pytorch.jni.JniUtils;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.util.function.Supplier;
 
 /**
@@ -28,17 +24,8 @@ final class GradAlias implements AutoCloseable {
   }
 
   static GradAlias load(PtNDManager manager) {
-    try (InputStream in = GradAlias.class.getResourceAsStream(RESOURCE)) {
-      if (in == null) {
-        throw new IllegalStateException(
-            "Missing resource "
-                + RESOURCE
-                + " (the gradient aliasing): rebuild the trainer jar, or run bin/make-grad-alias.py");
-      }
-      return new GradAlias(JniUtils.loadModule(manager, in, false, false));
-    } catch (IOException e) {
-      throw new UncheckedIOException("Cannot load " + RESOURCE, e);
-    }
+    return new GradAlias(
+        TorchScripts.load(manager, RESOURCE, "the gradient aliasing", "make-grad-alias.py"));
   }
 
   /**

@@ -12,9 +12,6 @@ import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.ParameterStore;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
 import java.util.IdentityHashMap;
 import java.util.Map;
 
@@ -77,7 +74,12 @@ final class HalfParameters implements AutoCloseable {
     leaves = new PtNDArray[k][replicas.trainable.length];
     promoted = new boolean[nb];
     stores = new ParameterStore[k];
-    toBf16 = load((PtNDManager) replicas.managers[0]);
+    toBf16 =
+        TorchScripts.load(
+            (PtNDManager) replicas.managers[0],
+            CAST_RESOURCE,
+            "the bfloat16 cast",
+            "make-bf16-cast.py");
     boolean recording = JniUtils.isGradMode();
     JniUtils.setGradMode(false);
     try {
@@ -110,20 +112,6 @@ final class HalfParameters implements AutoCloseable {
       throw e;
     } finally {
       JniUtils.setGradMode(recording);
-    }
-  }
-
-  private static PtSymbolBlock load(PtNDManager manager) {
-    try (InputStream in = HalfParameters.class.getResourceAsStream(CAST_RESOURCE)) {
-      if (in == null) {
-        throw new IllegalStateException(
-            "Missing resource "
-                + CAST_RESOURCE
-                + " (the bfloat16 cast): rebuild the trainer jar, or run bin/make-bf16-cast.py");
-      }
-      return JniUtils.loadModule(manager, in, false, false);
-    } catch (IOException e) {
-      throw new UncheckedIOException("Cannot load the bfloat16 cast " + CAST_RESOURCE, e);
     }
   }
 

@@ -164,10 +164,7 @@ public final class TrainStep implements AutoCloseable {
     this.loss = lossSpec.newLoss();
     this.comm = comm;
     int k = replicas.devices().size();
-    int[] sizes = new int[replicas.trainable.length];
-    for (int j = 0; j < sizes.length; j++) {
-      sizes[j] = replicas.sizes[replicas.trainable[j]];
-    }
+    int[] sizes = replicas.trainableSizes();
     int[] statSizes = new int[replicas.stats.length];
     for (int j = 0; j < statSizes.length; j++) {
       statSizes[j] = replicas.sizes[replicas.stats[j]];

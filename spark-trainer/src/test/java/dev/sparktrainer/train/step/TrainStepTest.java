@@ -92,10 +92,7 @@ class TrainStepTest {
     ModelSpec spec = MlpSpec.of(64, 10, 32, 16);
     OptimizerSpec opt = OptimizerSpec.adam().build();
     try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7)) {
-      int[] sizes = new int[replicas.trainable.length];
-      for (int j = 0; j < sizes.length; j++) {
-        sizes[j] = replicas.sizes[replicas.trainable[j]];
-      }
+      int[] sizes = replicas.trainableSizes();
       for (int bytes : new int[] {1 << 20, 2048}) {
         try (TrainStep step =
             new TrainStep(
