@@ -1,10 +1,15 @@
 package dev.sparktrainer.train.step;
 
 import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.loss.Loss;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.CustomSpec;
@@ -13,21 +18,25 @@ import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.Optimizer;
 import dev.sparktrainer.optim.OptimizerSpec;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
-import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.time.Duration;
 import java.util.List;
 import java.util.Random;
 
 /**
  * Fixed one-worker training scenarios whose state (parameters, optimizer slots, step count: what a
- * checkpoint holds) is recorded mid-run and at the end. {@code step-states-v1.bin} under the test
- * resources was written by the per-tensor step that came before the flat one (commit 613d602, by
- * {@link #main}); {@code FlatStepTest} resumes each recorded mid-run state with today's step and
- * requires the end state bit for bit.
+ * checkpoint holds) is recorded mid-run and at the end, by the flat step ({@link #run}) and by a
+ * per-tensor reference computed in the same run ({@link #perTensor}: DJL ops per parameter, in the
+ * order the per-tensor step before the flat one ran them). {@code FlatStepTest} requires the two
+ * bit for bit, and a resume from the flat step's own mid-run state to end where the uninterrupted
+ * run ends.
+ *
+ * <p>Why no stored states: the engine's forward and backward kernels are chosen per CPU (AVX2 or
+ * AVX-512, Intel or AMD, MKL's code path), and their sums round differently in the last bit. States
+ * written on one machine are not the bits another machine computes, so a bit-for-bit comparison may
+ * only be against what the same run computed on the same machine.
  */
 final class StepScenarios {
   static final int MID = 3;
@@ -81,46 +90,7 @@ final class StepScenarios {
   }
 
   /** A checkpoint's content: every parameter's values, each trainable one's slots, the steps. */
-  record State(float[][] values, float[][][] slots, long steps) {
-    void write(DataOutputStream out) throws IOException {
-      writeArrays(out, values);
-      out.writeInt(slots.length);
-      for (float[][] s : slots) {
-        writeArrays(out, s);
-      }
-      out.writeLong(steps);
-    }
-
-    static State read(DataInputStream in) throws IOException {
-      float[][] v = readArrays(in);
-      float[][][] s = new float[in.readInt()][][];
-      for (int i = 0; i < s.length; i++) {
-        s[i] = readArrays(in);
-      }
-      return new State(v, s, in.readLong());
-    }
-  }
-
-  private static void writeArrays(DataOutputStream out, float[][] arrays) throws IOException {
-    out.writeInt(arrays.length);
-    for (float[] a : arrays) {
-      out.writeInt(a.length);
-      for (float f : a) {
-        out.writeInt(Float.floatToRawIntBits(f));
-      }
-    }
-  }
-
-  private static float[][] readArrays(DataInputStream in) throws IOException {
-    float[][] out = new float[in.readInt()][];
-    for (int i = 0; i < out.length; i++) {
-      out[i] = new float[in.readInt()];
-      for (int k = 0; k < out[i].length; k++) {
-        out[i][k] = Float.intBitsToFloat(in.readInt());
-      }
-    }
-    return out;
-  }
+  record State(float[][] values, float[][][] slots, long steps) {}
 
   /**
    * Runs steps {@code [from, to)} of a scenario on one worker, starting from {@code start} (null:
@@ -166,6 +136,91 @@ final class StepScenarios {
     }
   }
 
+  /**
+   * The per-tensor reference of {@link #run} from step 0 to {@code to}: the same replicas, batches
+   * and seeds, one backward, then each trainable parameter's raw gradient applied by the optimizer
+   * on its own — {@link Optimizer#applyTensors} per tensor on the device, or the host rule ({@link
+   * Optimizer#update}, Java arithmetic) for {@link OptimizerPlacement#HOST}. Nothing flat, no
+   * buckets, no aliasing: what the flat step must equal bit for bit.
+   */
+  static State perTensor(Object[] scenario, int to, State[] mid) {
+    ModelSpec spec = (ModelSpec) scenario[1];
+    int features = (Integer) scenario[2];
+    OptimizerSpec opt = (OptimizerSpec) scenario[3];
+    boolean host = scenario[4] == OptimizerPlacement.HOST;
+    LossSpec lossSpec = LossSpec.SOFTMAX_CROSS_ENTROPY;
+    Loss loss = lossSpec.newLoss();
+    try (ReplicaSet r = new ReplicaSet(spec, List.of(Device.cpu()), 7)) {
+      int t = r.trainable.length;
+      Optimizer o = opt.newOptimizer(r.trainableSizes());
+      NDManager m = r.manager();
+      NDArray[][] slots = new NDArray[t][host ? 0 : o.slotCount()];
+      for (int j = 0; j < t; j++) {
+        for (int s = 0; s < slots[j].length; s++) {
+          slots[j][s] = m.zeros(new Shape(r.sizes[r.trainable[j]]));
+        }
+      }
+      for (int step = 0; step < to; step++) {
+        float lr = opt.learningRate(step, 1);
+        ReplicaSet.JVM_LOCK.lock();
+        try (Batch b = batch(m.newSubManager(), 12, features, step)) {
+          m.getEngine().setRandomSeed(1000 + step);
+          try (GradientCollector gc = m.getEngine().newGradientCollector()) {
+            NDArray pred = r.blocks[0].forward(r.stores[0], b.features(), true).head();
+            gc.backward(lossSpec.evaluate(loss, b.labels(), pred));
+          }
+          JniUtils.setGradMode(false);
+          if (host) {
+            float[][] values = new float[t][];
+            float[][] grads = new float[t][];
+            for (int j = 0; j < t; j++) {
+              PtNDArray p = (PtNDArray) r.params[0][r.trainable[j]].getArray();
+              values[j] = p.toFloatArray();
+              try (NDArray g = JniUtils.getGradient(p)) {
+                grads[j] = g.toFloatArray();
+              }
+            }
+            o.update(values, grads, lr);
+            for (int j = 0; j < t; j++) {
+              TensorWrites.overwrite(
+                  r.params[0][r.trainable[j]].getArray(), FloatBuffer.wrap(values[j]));
+            }
+          } else {
+            o.beginStep();
+            for (int j = 0; j < t; j++) {
+              PtNDArray p = (PtNDArray) r.params[0][r.trainable[j]].getArray();
+              try (NDArray g = JniUtils.getGradient(p).reshape(-1);
+                  NDArray flatP = p.reshape(-1)) {
+                o.applyTensors(flatP, g, slots[j], lr);
+              }
+            }
+          }
+          for (int j = 0; j < t; j++) {
+            JniUtils.zeroGrad((PtNDArray) r.params[0][r.trainable[j]].getArray());
+          }
+        } finally {
+          JniUtils.setGradMode(true);
+          ReplicaSet.JVM_LOCK.unlock();
+        }
+        if (mid != null && step + 1 == MID) {
+          mid[0] = referenceState(r, o, slots, host);
+        }
+      }
+      return referenceState(r, o, slots, host);
+    }
+  }
+
+  private static State referenceState(ReplicaSet r, Optimizer o, NDArray[][] slots, boolean host) {
+    int t = r.trainable.length;
+    float[][][] out = new float[o.slotCount()][t][];
+    for (int s = 0; s < out.length; s++) {
+      for (int j = 0; j < t; j++) {
+        out[s][j] = host ? o.slot(s, j).clone() : slots[j][s].toFloatArray();
+      }
+    }
+    return new State(r.readValues(), out, o.steps());
+  }
+
   private static State state(TrainStep step, ReplicaSet replicas, Optimizer optimizer) {
     float[][][] slots = new float[optimizer.slotCount()][replicas.trainable.length][];
     for (int s = 0; s < slots.length; s++) {
@@ -174,20 +229,5 @@ final class StepScenarios {
       }
     }
     return new State(step.updater.values(), slots, optimizer.steps());
-  }
-
-  /** Writes every scenario's mid-run and end states to {@code args[0]}. */
-  public static void main(String[] args) throws IOException {
-    try (DataOutputStream out =
-        new DataOutputStream(
-            new java.io.BufferedOutputStream(new java.io.FileOutputStream(args[0])))) {
-      for (Object[] sc : all()) {
-        State[] mid = new State[1];
-        State end = run(sc, null, 0, END, mid);
-        out.writeUTF((String) sc[0]);
-        mid[0].write(out);
-        end.write(out);
-      }
-    }
   }
 }
