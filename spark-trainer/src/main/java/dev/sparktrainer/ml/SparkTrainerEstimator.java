@@ -330,6 +330,19 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
     Dataset<Row> df = dataset.toDF();
+    TrainedModel trained = trainer(df).fit(df.sparkSession());
+    SparkTrainerModel model = new SparkTrainerModel(uid, trained);
+    copyValues(model, extractParamMap());
+    model.setParent(this);
+    return model;
+  }
+
+  /**
+   * The trainer {@link #fit} runs on {@code df}: the model, loss and columns read from the data,
+   * and every Param mapped onto the trainer's builder. Its {@link DistributedTrainer#config()} is
+   * what the training tasks will run with.
+   */
+  DistributedTrainer trainer(Dataset<Row> df) {
     transformSchema(df.schema());
     String features = getOrDefault(featuresCol());
     String label = getOrDefault(labelCol());
@@ -353,11 +366,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
                     ? DatasetSpec.LabelType.INT
                     : DatasetSpec.LabelType.FLOAT)
             .build();
-    TrainedModel trained = trainer(df, spec, lossSpec, columns).build().fit(df.sparkSession());
-    SparkTrainerModel model = new SparkTrainerModel(uid, trained);
-    copyValues(model, extractParamMap());
-    model.setParent(this);
-    return model;
+    return trainer(df, spec, lossSpec, columns).build();
   }
 
   /**

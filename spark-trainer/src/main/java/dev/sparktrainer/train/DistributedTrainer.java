@@ -123,6 +123,14 @@ public final class DistributedTrainer {
     this.slotWaitMillis = b.slotWait.toMillis();
   }
 
+  /**
+   * The configuration the training tasks run with: every setting of the builder, validated and
+   * converted to its units (for logging a run's settings, or checking what an API mapped them to).
+   */
+  public TrainingConfig config() {
+    return cfg;
+  }
+
   /** A builder: {@code setX} for required values, {@code optX} for optional ones. */
   public static Builder builder() {
     return new Builder();
