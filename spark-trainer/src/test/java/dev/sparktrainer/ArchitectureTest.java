@@ -9,11 +9,15 @@ import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.sli
 import ai.djl.ndarray.NDArray;
 import com.tngtech.archunit.base.DescribedPredicate;
 import com.tngtech.archunit.core.domain.JavaClass;
+import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.domain.JavaMethodCall;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.junit.AnalyzeClasses;
 import com.tngtech.archunit.junit.ArchTest;
 import com.tngtech.archunit.lang.ArchRule;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Set;
 
@@ -137,6 +141,33 @@ class ArchitectureTest {
           .whereLayer("metrics")
           .mayOnlyBeAccessedByLayers("step", "config", "loop", "job", "facade")
           .because("train's packages are layers: see train/package-info.java");
+
+  /**
+   * A saved model's completion marker is a file format of its own: it knows nothing of the model it
+   * guards ({@code TrainedModel} uses it, never the other way round).
+   */
+  @ArchTest
+  static final ArchRule theModelMarkerKnowsNoModel =
+      noClasses()
+          .that()
+          .haveFullyQualifiedName("dev.sparktrainer.train.ModelMarker")
+          .should()
+          .dependOnClassesThat()
+          .haveFullyQualifiedName("dev.sparktrainer.train.TrainedModel")
+          .because("the marker is the save's format, used by TrainedModel");
+
+  /**
+   * The same in the source: a compile-time constant such as {@code TrainedModel.MARKER} is inlined
+   * by javac, so the bytecode the rule above reads cannot show that dependency.
+   */
+  @ArchTest
+  static void theModelMarkersSourceNamesNoModel(JavaClasses classes) throws IOException {
+    String source =
+        Files.readString(Path.of("src/main/java/dev/sparktrainer/train/ModelMarker.java"));
+    if (source.matches("(?s).*\\bTrainedModel\\b.*")) {
+      throw new AssertionError("ModelMarker.java names TrainedModel: the marker owns its name");
+    }
+  }
 
   /** The trainer's own packages have no cycle between them either. */
   @ArchTest

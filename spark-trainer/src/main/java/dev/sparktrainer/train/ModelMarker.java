@@ -25,6 +25,9 @@ import org.apache.hadoop.fs.Path;
  * ]}</pre>
  */
 final class ModelMarker {
+  /** The marker's file name in a saved model's directory. */
+  static final String NAME = "_COMPLETE";
+
   private static final Pattern FORMAT = Pattern.compile("\"format\"\\s*:\\s*1\\b");
   private static final Pattern ENTRY =
       Pattern.compile(
@@ -66,7 +69,7 @@ final class ModelMarker {
    * @throws IOException if the marker cannot be read or is not one
    */
   static Map<String, Entry> read(FileSystem fs, Path dir) throws IOException {
-    Path m = new Path(dir, TrainedModel.MARKER);
+    Path m = new Path(dir, NAME);
     byte[] bytes;
     try (InputStream in = fs.open(m)) {
       bytes = in.readAllBytes();
@@ -75,7 +78,7 @@ final class ModelMarker {
           "No complete model at "
               + dir
               + ": "
-              + TrainedModel.MARKER
+              + NAME
               + " is missing (a"
               + " save that did not finish, a directory that is not a model, or a model saved by a spark-trainer"
               + " version before completion markers)");
@@ -115,7 +118,7 @@ final class ModelMarker {
                 + " is incomplete: "
                 + name
                 + ", listed in "
-                + TrainedModel.MARKER
+                + NAME
                 + ", is missing");
       }
       if (st.getLen() != want.size()) {
@@ -127,7 +130,7 @@ final class ModelMarker {
                 + " has "
                 + st.getLen()
                 + " bytes, "
-                + TrainedModel.MARKER
+                + NAME
                 + " records "
                 + want.size());
       }
@@ -151,7 +154,7 @@ final class ModelMarker {
                 + " ("
                 + bytes.length
                 + " bytes), "
-                + TrainedModel.MARKER
+                + NAME
                 + " records "
                 + want.crc32c()
                 + " ("

@@ -47,7 +47,7 @@ public final class TrainedModel implements Serializable {
    * The completion marker: written last, it lists every file of the model with its size and
    * CRC-32C.
    */
-  public static final String MARKER = "_COMPLETE";
+  public static final String MARKER = ModelMarker.NAME;
 
   static final String PROPERTIES = "model.properties";
   static final String PARAMS = "model.params";
