@@ -2,11 +2,17 @@ package dev.sparktrainer.train;
 
 import static dev.sparktrainer.train.BenchSupport.appJars;
 import static dev.sparktrainer.train.BenchSupport.deleteRecursively;
+import static dev.sparktrainer.train.BenchSupport.fmt;
 import static dev.sparktrainer.train.BenchSupport.idx;
 import static dev.sparktrainer.train.BenchSupport.javaOptions;
+import static dev.sparktrainer.train.BenchSupport.list;
 import static dev.sparktrainer.train.BenchSupport.loadAverage;
+import static dev.sparktrainer.train.BenchSupport.median;
+import static dev.sparktrainer.train.BenchSupport.num;
 import static dev.sparktrainer.train.BenchSupport.options;
 import static dev.sparktrainer.train.BenchSupport.parseFlatJson;
+import static dev.sparktrainer.train.BenchSupport.perModel;
+import static dev.sparktrainer.train.BenchSupport.positive;
 import static dev.sparktrainer.train.BenchSupport.required;
 import static dev.sparktrainer.train.BenchSupport.subsetTFRecords;
 import static dev.sparktrainer.train.BenchSupport.toJson;
@@ -223,8 +229,8 @@ public final class ScalingBenchmark {
         list(o, "overlap", "off,on", Set.of("off", "on")::contains, "off or on");
     int epochs = positive(o, "epochs", "2");
     int rounds = positive(o, "rounds", "1");
-    Map<String, Integer> batch = perModel(o, "batch", BATCH);
-    Map<String, Integer> steps = perModel(o, "steps", STEPS);
+    Map<String, Integer> batch = perModel(o, "batch", BATCH, MODELS, false);
+    Map<String, Integer> steps = perModel(o, "steps", STEPS, MODELS, false);
     if (o.containsKey("bucket-mb")) {
       positive(o, "bucket-mb", null);
     }
@@ -1145,99 +1151,11 @@ public final class ScalingBenchmark {
     return d.signum() == 0 ? "unl" : d.stripTrailingZeros().toPlainString();
   }
 
-  private static double median(List<Double> values) {
-    double[] v =
-        values.stream()
-            .filter(x -> !Double.isNaN(x))
-            .mapToDouble(Double::doubleValue)
-            .sorted()
-            .toArray();
-    if (v.length == 0) {
-      return Double.NaN;
-    }
-    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-  }
-
-  private static double num(Map<String, Object> r, String key) {
-    Object v = r.get(key);
-    return v instanceof Number n ? n.doubleValue() : Double.NaN;
-  }
-
-  private static String fmt(double v, String format) {
-    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // arguments
-
-  private static List<String> list(
-      Map<String, String> o, String name, String dflt, Predicate<String> valid, String allowed) {
-    List<String> values = new ArrayList<>();
-    for (String v : o.getOrDefault(name, dflt).split(",")) {
-      v = v.trim();
-      if (!valid.test(v)) {
-        throw new IllegalArgumentException(
-            "Invalid --" + name + " '" + v + "': expected " + allowed);
-      }
-      if (!values.contains(v)) {
-        values.add(v);
-      }
-    }
-    if (values.isEmpty()) {
-      throw new IllegalArgumentException("Invalid --" + name + " '': expected " + allowed);
-    }
-    return values;
-  }
-
   private static boolean isRate(String v) {
     try {
       return new BigDecimal(v).signum() >= 0;
     } catch (NumberFormatException e) {
       return false;
     }
-  }
-
-  private static int positive(Map<String, String> o, String name, String dflt) {
-    String v = o.getOrDefault(name, dflt);
-    try {
-      int n = Integer.parseInt(v);
-      if (n > 0) {
-        return n;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
-    }
-    throw new IllegalArgumentException(
-        "Invalid --" + name + " '" + v + "': expected an integer > 0");
-  }
-
-  /** {@code N} (every model) and/or {@code model=N} entries, over the defaults. */
-  private static Map<String, Integer> perModel(
-      Map<String, String> o, String name, Map<String, Integer> defaults) {
-    Map<String, Integer> m = new LinkedHashMap<>(defaults);
-    if (!o.containsKey(name)) {
-      return m;
-    }
-    for (String item : o.get(name).split(",")) {
-      String[] kv = item.trim().split("=", 2);
-      String model = kv.length == 2 ? kv[0].trim() : null;
-      String value = kv[kv.length - 1].trim();
-      if (model != null && !MODELS.contains(model)) {
-        throw new IllegalArgumentException(
-            "Invalid --"
-                + name
-                + " '"
-                + item
-                + "': expected N or model=N with model"
-                + " mlp, cnn or resnet");
-      }
-      int n = positive(Map.of(name, value), name, null);
-      if (model == null) {
-        m.replaceAll((k, v) -> n);
-      } else {
-        m.put(model, n);
-      }
-    }
-    return m;
   }
 }

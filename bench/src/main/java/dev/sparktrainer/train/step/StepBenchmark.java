@@ -1,8 +1,15 @@
 package dev.sparktrainer.train.step;
 
+import static dev.sparktrainer.train.BenchSupport.choice;
+import static dev.sparktrainer.train.BenchSupport.fmt;
+import static dev.sparktrainer.train.BenchSupport.list;
 import static dev.sparktrainer.train.BenchSupport.loadAverage;
+import static dev.sparktrainer.train.BenchSupport.num;
 import static dev.sparktrainer.train.BenchSupport.options;
+import static dev.sparktrainer.train.BenchSupport.orderedMap;
 import static dev.sparktrainer.train.BenchSupport.parseFlatJson;
+import static dev.sparktrainer.train.BenchSupport.perModel;
+import static dev.sparktrainer.train.BenchSupport.positive;
 import static dev.sparktrainer.train.BenchSupport.required;
 import static dev.sparktrainer.train.BenchSupport.toJson;
 
@@ -51,7 +58,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
-import java.util.function.Predicate;
 
 /**
  * bin/bench-step: the training step alone, without Spark, data pipeline or checkpoints — {@link
@@ -180,14 +186,34 @@ public final class StepBenchmark {
   private static int run(Map<String, String> o) throws Exception {
     String device = choice(o, "device", "cpu", List.of("cpu", "gpu"));
     boolean gpu = device.equals("gpu");
-    List<String> models = list(o, "models", String.join(",", MODELS), MODELS::contains);
-    List<String> workers = list(o, "workers", "1,2", Set.of("1", "2")::contains);
+    List<String> models =
+        list(
+            o,
+            "models",
+            String.join(",", MODELS),
+            MODELS::contains,
+            "a comma-separated subset of " + String.join(",", MODELS));
+    List<String> workers =
+        list(o, "workers", "1,2", Set.of("1", "2")::contains, "a comma-separated subset of 1,2");
     List<String> placements =
-        list(o, "placements", "device,host", Set.of("device", "host")::contains);
-    List<String> precisions = list(o, "precisions", "fp32", Set.of("fp32", "bf16")::contains);
-    Map<String, Integer> batch = perModel(o, "batch", gpu ? withResnet(BATCH, 64) : BATCH);
-    Map<String, Integer> steps = perModel(o, "steps", gpu ? GPU_STEPS : CPU_STEPS);
-    Map<String, Integer> warmup = perModel(o, "warmup", gpu ? GPU_WARMUP : CPU_WARMUP);
+        list(
+            o,
+            "placements",
+            "device,host",
+            Set.of("device", "host")::contains,
+            "a comma-separated subset of device,host");
+    List<String> precisions =
+        list(
+            o,
+            "precisions",
+            "fp32",
+            Set.of("fp32", "bf16")::contains,
+            "a comma-separated subset of fp32");
+    Map<String, Integer> batch =
+        perModel(o, "batch", gpu ? withResnet(BATCH, 64) : BATCH, MODELS, false);
+    Map<String, Integer> steps = perModel(o, "steps", gpu ? GPU_STEPS : CPU_STEPS, MODELS, false);
+    Map<String, Integer> warmup =
+        perModel(o, "warmup", gpu ? GPU_WARMUP : CPU_WARMUP, MODELS, true);
     int image =
         positive(o, "image", Integer.toString(gpu ? GPU_RESNET_SIDE : CPU_RESNET_SIDE), false);
     int threads =
@@ -1261,90 +1287,5 @@ public final class StepBenchmark {
             r.get("torch_blas"));
       }
     }
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // arguments and helpers
-
-  private static String choice(
-      Map<String, String> o, String name, String dflt, List<String> allowed) {
-    String v = o.getOrDefault(name, dflt);
-    if (!allowed.contains(v)) {
-      throw new IllegalArgumentException(
-          "Invalid --" + name + " '" + v + "': expected " + String.join(" or ", allowed));
-    }
-    return v;
-  }
-
-  private static List<String> list(
-      Map<String, String> o, String name, String dflt, Predicate<String> valid) {
-    List<String> values = new ArrayList<>();
-    for (String v : o.getOrDefault(name, dflt).split(",")) {
-      v = v.trim();
-      if (!valid.test(v)) {
-        throw new IllegalArgumentException(
-            "Invalid --" + name + " '" + v + "': expected a comma-separated subset of " + dflt);
-      }
-      if (!values.contains(v)) {
-        values.add(v);
-      }
-    }
-    return values;
-  }
-
-  private static int positive(Map<String, String> o, String name, String dflt, boolean zeroOk) {
-    String v = o.getOrDefault(name, dflt);
-    try {
-      int n = Integer.parseInt(v);
-      if (n > 0 || (zeroOk && n == 0)) {
-        return n;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
-    }
-    throw new IllegalArgumentException(
-        "Invalid --" + name + " '" + v + "': expected an integer > " + (zeroOk ? "-1" : "0"));
-  }
-
-  /** {@code N} (every model) and/or {@code model=N} entries, over the defaults. */
-  private static Map<String, Integer> perModel(
-      Map<String, String> o, String name, Map<String, Integer> defaults) {
-    Map<String, Integer> m = new LinkedHashMap<>(defaults);
-    if (!o.containsKey(name)) {
-      return m;
-    }
-    boolean zeroOk = name.equals("warmup");
-    for (String item : o.get(name).split(",")) {
-      String[] kv = item.trim().split("=", 2);
-      String model = kv.length == 2 ? kv[0].trim() : null;
-      if (model != null && !MODELS.contains(model)) {
-        throw new IllegalArgumentException(
-            "Invalid --" + name + " '" + item + "': expected N or model=N, model one of " + MODELS);
-      }
-      int n = positive(Map.of(name, kv[kv.length - 1].trim()), name, null, zeroOk);
-      if (model == null) {
-        m.replaceAll((k, v) -> n);
-      } else {
-        m.put(model, n);
-      }
-    }
-    return m;
-  }
-
-  private static double num(Map<String, Object> r, String key) {
-    Object v = r.get(key);
-    return v instanceof Number n ? n.doubleValue() : Double.NaN;
-  }
-
-  private static String fmt(double v, String format) {
-    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
-  }
-
-  private static Map<String, String> orderedMap(String... kv) {
-    Map<String, String> m = new LinkedHashMap<>();
-    for (int i = 0; i < kv.length; i += 2) {
-      m.put(kv[i], kv[i + 1]);
-    }
-    return m;
   }
 }
