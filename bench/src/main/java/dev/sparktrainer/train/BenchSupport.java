@@ -23,6 +23,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Predicate;
 import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
 import java.util.regex.Matcher;
@@ -31,9 +32,10 @@ import java.util.stream.Stream;
 import java.util.zip.GZIPInputStream;
 
 /**
- * What the training benchmarks ({@link TrainBenchmark}, {@link ScalingBenchmark}) share: their
- * {@code --name value} arguments, what an application submitted to a {@code StandaloneCluster}
- * ships, Fashion-MNIST as TFRecord shards, and their flat JSON lines.
+ * What the benchmarks ({@link TrainBenchmark}, {@link ScalingBenchmark}, {@code StepBenchmark})
+ * share: their {@code --name value} arguments and the checks of their values, what an application
+ * submitted to a {@code StandaloneCluster} ships, Fashion-MNIST as TFRecord shards, their flat JSON
+ * lines and the little helpers of their tables.
  */
 public final class BenchSupport {
   static final int TRAIN_SHARDS = 8;
@@ -62,6 +64,98 @@ public final class BenchSupport {
       throw new IllegalArgumentException("Missing --" + name);
     }
     return v;
+  }
+
+  /** {@code --name}, one of {@code allowed}. */
+  public static String choice(
+      Map<String, String> o, String name, String dflt, List<String> allowed) {
+    String v = o.getOrDefault(name, dflt);
+    if (!allowed.contains(v)) {
+      throw new IllegalArgumentException(
+          "Invalid --" + name + " '" + v + "': expected " + String.join(" or ", allowed));
+    }
+    return v;
+  }
+
+  /**
+   * {@code --name} as a comma-separated list without repeats, each value passing {@code valid};
+   * {@code allowed} says what is allowed in the error message.
+   */
+  public static List<String> list(
+      Map<String, String> o, String name, String dflt, Predicate<String> valid, String allowed) {
+    List<String> values = new ArrayList<>();
+    for (String v : o.getOrDefault(name, dflt).split(",")) {
+      v = v.trim();
+      if (!valid.test(v)) {
+        throw new IllegalArgumentException(
+            "Invalid --" + name + " '" + v + "': expected " + allowed);
+      }
+      if (!values.contains(v)) {
+        values.add(v);
+      }
+    }
+    if (values.isEmpty()) {
+      throw new IllegalArgumentException("Invalid --" + name + " '': expected " + allowed);
+    }
+    return values;
+  }
+
+  /** {@code --name}, an integer > 0. */
+  public static int positive(Map<String, String> o, String name, String dflt) {
+    return positive(o, name, dflt, false);
+  }
+
+  /** {@code --name}, an integer > 0, or >= 0 with {@code zeroOk}. */
+  public static int positive(Map<String, String> o, String name, String dflt, boolean zeroOk) {
+    String v = o.getOrDefault(name, dflt);
+    try {
+      int n = Integer.parseInt(v);
+      if (n > 0 || (zeroOk && n == 0)) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new IllegalArgumentException(
+        "Invalid --" + name + " '" + v + "': expected an integer > " + (zeroOk ? "-1" : "0"));
+  }
+
+  /**
+   * {@code --name} as {@code N} (every model) and/or {@code model=N} entries over the defaults,
+   * each model one of {@code models}, each N as {@link #positive}.
+   */
+  public static Map<String, Integer> perModel(
+      Map<String, String> o,
+      String name,
+      Map<String, Integer> defaults,
+      List<String> models,
+      boolean zeroOk) {
+    Map<String, Integer> m = new LinkedHashMap<>(defaults);
+    if (!o.containsKey(name)) {
+      return m;
+    }
+    for (String item : o.get(name).split(",")) {
+      String[] kv = item.trim().split("=", 2);
+      String model = kv.length == 2 ? kv[0].trim() : null;
+      if (model != null && !models.contains(model)) {
+        throw new IllegalArgumentException(
+            "Invalid --"
+                + name
+                + " '"
+                + item
+                + "': expected N or model=N with model "
+                + String.join(", ", models.subList(0, models.size() - 1))
+                + " or "
+                + models.get(models.size() - 1));
+      }
+      int n = positive(Map.of(name, kv[kv.length - 1].trim()), name, null, zeroOk);
+      if (model == null) {
+        m.replaceAll((k, v) -> n);
+      } else {
+        m.put(model, n);
+      }
+    }
+    return m;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -272,6 +366,40 @@ public final class BenchSupport {
       } else {
         m.put(x.group(1), Double.parseDouble(raw));
       }
+    }
+    return m;
+  }
+
+  /** A row's number, NaN where it has none. */
+  public static double num(Map<String, Object> r, String key) {
+    Object v = r.get(key);
+    return v instanceof Number n ? n.doubleValue() : Double.NaN;
+  }
+
+  /** {@code v} in {@code format}, {@code -} where it is not finite. */
+  public static String fmt(double v, String format) {
+    return Double.isFinite(v) ? String.format(Locale.ROOT, format, v) : "-";
+  }
+
+  /** The median of the values that are not NaN; NaN where there are none. */
+  public static double median(List<Double> values) {
+    double[] v =
+        values.stream()
+            .filter(x -> !Double.isNaN(x))
+            .mapToDouble(Double::doubleValue)
+            .sorted()
+            .toArray();
+    if (v.length == 0) {
+      return Double.NaN;
+    }
+    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+  }
+
+  /** {@code key, value, key, value, ...} in that order. */
+  public static Map<String, String> orderedMap(String... kv) {
+    Map<String, String> m = new LinkedHashMap<>();
+    for (int i = 0; i < kv.length; i += 2) {
+      m.put(kv[i], kv[i + 1]);
     }
     return m;
   }
