@@ -184,7 +184,7 @@ final class StepBenchmarkChild {
               profileSteps,
               uint8,
               gpu,
-              required(o, "profile-out"));
+              o.get("profile-out"));
         }
         r.put("step_classes", StepCompat.codeSource(TrainStep.class));
         r.put("pid", ProcessHandle.current().pid());
@@ -248,6 +248,7 @@ final class StepBenchmarkChild {
   /**
    * {@code n} more steps under PyTorch's profiler (DJL's {@code JniUtils.startProfile}, with CUDA
    * events on a GPU), its trace written to {@code file}: every operator's host and device time.
+   * Without a file (a rank that is not traced) the same steps run unprofiled.
    */
   private static void profile(
       ReplicaSet replicas,
@@ -262,6 +263,13 @@ final class StepBenchmarkChild {
       String file) {
     double[] acc = new double[7];
     sync(replicas);
+    if (file == null) { // another rank's steps, run so that the traced rank's all-reduces complete
+      for (int s = first; s < first + n; s++) {
+        step(replicas, step, features, labels, shape, s, acc, uint8);
+      }
+      sync(replicas);
+      return;
+    }
     JniUtils.startProfile(gpu, false, false);
     try {
       for (int s = first; s < first + n; s++) {

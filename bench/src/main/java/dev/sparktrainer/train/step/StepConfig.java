@@ -120,13 +120,13 @@ record StepConfig(
                 imageTransfer(),
                 "--phase-steps",
                 Integer.toString(phaseSteps())));
-        if (!profile().isEmpty() && r == 0) {
-          cmd.addAll(
-              List.of(
-                  "--profile",
-                  profile(),
-                  "--profile-out",
-                  logs.resolve(name() + "-profile.json").toString()));
+        if (!profile().isEmpty()) {
+          // Every rank runs the profiled steps (their all-reduces need each other); rank 0 alone
+          // is traced.
+          cmd.addAll(List.of("--profile", profile()));
+          if (r == 0) {
+            cmd.addAll(List.of("--profile-out", logs.resolve(name() + "-profile.json").toString()));
+          }
         }
         children.add(
             BenchChild.start(
