@@ -14,6 +14,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.spark.SparkConf;
 import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.resource.ResourceInformation$;
@@ -255,6 +257,49 @@ class DeployManifestsIT {
     assertThat(
             last.copies().stream().filter(c -> c.from() != null).flatMap(c -> c.sources().stream()))
         .contains("/opt/spark", "/opt/java/openjdk", "/opt/entrypoint.sh");
+  }
+
+  /**
+   * Every download in an image build is checked against a SHA-256 that the build requires: the
+   * build fails before downloading when the checksum is not given (or not 64 hex digits), and
+   * {@code sha256sum -c} runs unconditionally after the download. An optional checksum (checked
+   * only when set, as the CUDA image's libtorch and DJL sources once were) fails here.
+   */
+  @Test
+  void everyDownloadInAnImageIsVerifiedAgainstARequiredChecksum() throws IOException {
+    Pattern download = Pattern.compile("curl [^;|&]*?-o (\\S+) [^;|&]*?\"\\$\\{([A-Z_]+)}\"");
+    int downloads = 0;
+    for (String name : List.of("Dockerfile", "Dockerfile.cuda")) {
+      Path file = root.resolve("deploy/docker/" + name);
+      for (Dockerfiles.Stage stage : Dockerfiles.parse(file)) {
+        for (String run : stage.runs()) {
+          assertThat(run)
+              .as(name + ": a download's checksum is never optional")
+              .doesNotContainPattern("if \\[ -n \"\\$\\{[A-Z_]*SHA256}\" ]");
+          assertThat(run).as(name + ": downloads with curl only").doesNotContain("wget ");
+          Matcher m = download.matcher(run);
+          while (m.find()) {
+            downloads++;
+            String out = m.group(1);
+            String url = m.group(2);
+            assertThat(url).as(name + ": a download's URL is a build argument").endsWith("_URL");
+            String sha = url.substring(0, url.length() - "_URL".length()) + "_SHA256";
+            String where = name + ": the download of ${" + url + "} to " + out;
+            String required = "echo \"${" + sha + "}\" | grep -Eq '^[0-9a-f]{64}$' || {";
+            assertThat(run).as(where + " requires " + sha).contains(required);
+            assertThat(run.indexOf(required))
+                .as(where + ": " + sha + " is required before the download starts")
+                .isLessThan(m.start());
+            String verify = "echo \"${" + sha + "}  " + out + "\" | sha256sum -c -";
+            assertThat(run).as(where + " is verified").contains(verify);
+            assertThat(run.indexOf(verify, m.end()))
+                .as(where + " is verified after the download")
+                .isGreaterThan(m.end());
+          }
+        }
+      }
+    }
+    assertThat(downloads).as("the CUDA image downloads libtorch and DJL's sources").isEqualTo(2);
   }
 
   // ---- Kubernetes ----

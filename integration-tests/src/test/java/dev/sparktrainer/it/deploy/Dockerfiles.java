@@ -14,13 +14,23 @@ import java.util.regex.Pattern;
 /**
  * A Dockerfile read the way Docker reads it, for the instructions deploy/docker uses: line
  * continuations, comments, {@code ARG} defaults (global ones before the first {@code FROM}, and per
- * stage) substituted into {@code FROM}, {@code COPY} and {@code USER}.
+ * stage) substituted into {@code FROM}, {@code COPY} and {@code USER}; {@code RUN} kept as its
+ * shell text.
  */
 final class Dockerfiles {
   record Copy(String from, List<String> sources, String destination) {}
 
+  /**
+   * @param runs each {@code RUN} instruction's shell text, continuations joined, as written (the
+   *     shell, not Docker, expands its variables)
+   */
   record Stage(
-      String image, String alias, List<Copy> copies, List<String> users, List<String> entrypoint) {}
+      String image,
+      String alias,
+      List<Copy> copies,
+      List<String> users,
+      List<String> entrypoint,
+      List<String> runs) {}
 
   private static final Pattern VAR =
       Pattern.compile("\\$\\{([A-Za-z_][A-Za-z0-9_]*)}|\\$([A-Za-z_][A-Za-z0-9_]*)");
@@ -68,6 +78,7 @@ final class Dockerfiles {
                   f.length >= 3 && f[1].equalsIgnoreCase("AS") ? f[2] : null,
                   new ArrayList<>(),
                   new ArrayList<>(),
+                  new ArrayList<>(),
                   new ArrayList<>());
           stages.add(stage);
           args = new HashMap<>(); // a stage sees a global ARG only when it declares it again
@@ -86,6 +97,7 @@ final class Dockerfiles {
         }
         case "USER" -> require(stage, ins).users().add(subst(rest, args).strip());
         case "ENTRYPOINT" -> require(stage, ins).entrypoint().add(rest.strip());
+        case "RUN" -> require(stage, ins).runs().add(rest.strip());
         default -> {}
       }
     }
