@@ -1,8 +1,6 @@
 package dev.sparktrainer.cluster;
 
 import java.io.IOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -130,24 +128,20 @@ public final class StandaloneCluster implements AutoCloseable {
     Runtime.getRuntime().addShutdownHook(shutdownHook);
     boolean started = false;
     try {
-      masterPort = freePort();
-      masterUiPort = freePort();
+      // Port 0: the master binds what the kernel gives it, and its ports are read from the process
+      // itself. A port probed free here and passed on could be taken (by a worker's RPC port, in
+      // one benchmark run) before the master bound it.
       Process master =
           launch(
               "master",
               List.of("-Xmx" + cfg.daemonHeap),
               "org.apache.spark.deploy.master.Master",
-              List.of(
-                  "--host",
-                  HOST,
-                  "--port",
-                  Integer.toString(masterPort),
-                  "--webui-port",
-                  Integer.toString(masterUiPort)));
+              List.of("--host", HOST, "--port", "0", "--webui-port", "0"));
+      long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
+      readMasterPorts(master, deadline);
       for (int w = 0; w < cfg.workers; w++) {
         launchWorker(w);
       }
-      long deadline = System.nanoTime() + cfg.startTimeout.toNanos();
       int alive = -1;
       while (alive < cfg.workers) {
         for (Process p : processes) {
@@ -186,6 +180,109 @@ public final class StandaloneCluster implements AutoCloseable {
         close();
       }
     }
+  }
+
+  private static final Pattern MASTER_URL =
+      Pattern.compile("\"url\"\\s*:\\s*\"spark://" + Pattern.quote(HOST) + ":(\\d+)\"");
+
+  /**
+   * Waits until the master answers: of the TCP ports its process listens on, the one that serves
+   * the master's {@code /json/} is its web UI, and the {@code url} there names its RPC port.
+   */
+  private void readMasterPorts(Process master, long deadline)
+      throws IOException, InterruptedException {
+    while (true) {
+      if (!master.isAlive()) {
+        throw new IllegalStateException(
+            "The master exited at start-up (exit " + master.exitValue() + "); see " + logDir());
+      }
+      for (int port : listeningPorts(master.pid())) {
+        Optional<String> json = masterJson(port);
+        Matcher m = json.map(MASTER_URL::matcher).orElse(null);
+        if (m != null && m.find()) {
+          masterUiPort = port;
+          masterPort = Integer.parseInt(m.group(1));
+          return;
+        }
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException(
+            "The standalone master (pid "
+                + master.pid()
+                + ") did not serve its web UI in "
+                + cfg.startTimeout
+                + " (listening on "
+                + listeningPorts(master.pid())
+                + "); see the logs in "
+                + logDir());
+      }
+      Thread.sleep(100); // the master binds its ports as it starts: poll with a deadline
+    }
+  }
+
+  /** The body of {@code GET http://127.0.0.1:port/json/} if it answers 200, else empty. */
+  private static Optional<String> masterJson(int port) throws InterruptedException {
+    try {
+      HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+      HttpResponse<String> r =
+          http.send(
+              HttpRequest.newBuilder(URI.create("http://" + HOST + ":" + port + "/json/"))
+                  .timeout(Duration.ofSeconds(5))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      return r.statusCode() == 200 ? Optional.of(r.body()) : Optional.empty();
+    } catch (IOException e) {
+      return Optional.empty(); // not HTTP (the RPC port), or not ready yet
+    }
+  }
+
+  /**
+   * The TCP ports process {@code pid} listens on (Linux): the socket inodes among its open files
+   * ({@code /proc/PID/fd}) matched against the listening sockets of {@code /proc/net/tcp} and
+   * {@code tcp6}. Empty if the process is gone.
+   */
+  static java.util.Set<Integer> listeningPorts(long pid) throws IOException {
+    java.util.Set<String> inodes = new java.util.HashSet<>();
+    try (Stream<Path> fds = Files.list(Path.of("/proc", Long.toString(pid), "fd"))) {
+      for (Path fd : (Iterable<Path>) fds::iterator) {
+        try {
+          String target = Files.readSymbolicLink(fd).toString();
+          if (target.startsWith("socket:[")) {
+            inodes.add(target.substring("socket:[".length(), target.length() - 1));
+          }
+        } catch (IOException e) {
+          // the descriptor was closed while listing
+        }
+      }
+    } catch (java.nio.file.NoSuchFileException e) {
+      return java.util.Set.of();
+    }
+    java.util.Set<Integer> ports = new java.util.TreeSet<>();
+    for (String table : List.of("/proc/net/tcp", "/proc/net/tcp6")) {
+      Path t = Path.of(table);
+      if (!Files.exists(t)) {
+        continue;
+      }
+      for (String line : Files.readAllLines(t, StandardCharsets.US_ASCII)) {
+        // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+        String[] f = line.strip().split("\\s+");
+        if (f.length > 9 && f[3].equals("0A") && inodes.contains(f[9])) { // 0A: LISTEN
+          String local = f[1];
+          ports.add(Integer.parseInt(local.substring(local.lastIndexOf(':') + 1), 16));
+        }
+      }
+    }
+    return ports;
+  }
+
+  /** The port of the master's web UI (its {@code /json/} says which workers are alive). */
+  public int masterUiPort() {
+    return masterUiPort;
+  }
+
+  /** The master's process id. */
+  long masterPid() {
+    return processes.get(0).pid();
   }
 
   /** {@code spark://127.0.0.1:port}. */
@@ -467,12 +564,6 @@ public final class StandaloneCluster implements AutoCloseable {
     Path release = home.resolve("RELEASE");
     if (!Files.exists(release)) {
       Files.writeString(release, "Spark runtime from Maven jars (spark-trainer test cluster)\n");
-    }
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName(HOST))) {
-      return s.getLocalPort();
     }
   }
 
