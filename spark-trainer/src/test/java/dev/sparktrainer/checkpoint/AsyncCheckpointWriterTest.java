@@ -45,36 +45,52 @@ class AsyncCheckpointWriterTest {
 
   @Test
   void submitNeverWaitsForASlowStoreOneWriteIsInFlightAndTheNewestWins() throws Exception {
-    CheckpointStore store = slowStore(tmp, 1500);
+    CheckpointStore store = slowStore(tmp, 0);
+    // Every write's close is held until the release below: which snapshots wait, are replaced or
+    // are written does not depend on how fast this thread runs.
+    TestFileSystems.Slow.hold();
     try (AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store)) {
-      for (long step = 1; step <= 5; step++) {
-        CheckpointState snapshot = state(step, new byte[] {(byte) step}, 100_000, 3);
-        long start = System.nanoTime();
-        writer.submit(snapshot);
-        assertThat(Duration.ofNanos(System.nanoTime() - start))
-            .as("submit of step %d", step)
-            .isLessThan(Duration.ofMillis(500));
+      try {
+        writer.submit(state(1, new byte[] {1}, 100_000, 3));
+        await(() -> TestFileSystems.Slow.openWriters.get() == 1); // step 1 in flight, held
+        for (long step = 2; step <= 5; step++) {
+          CheckpointState snapshot = state(step, new byte[] {(byte) step}, 100_000, 3);
+          // A submit that waited for the store would wait for a release that comes only later.
+          assertTimeoutPreemptively(
+              DEADLINE, () -> writer.submit(snapshot), "submit of step " + step);
+        }
+        // Steps 2, 3 and 4 each waited behind step 1 and were replaced by the next one.
+        assertThat(writer.superseded()).isEqualTo(3);
+        assertThat(writer.written()).isZero();
+      } finally {
+        TestFileSystems.Slow.release();
       }
       writer.awaitIdle();
 
       assertThat(TestFileSystems.Slow.maxOpenWriters).as("writes in flight at once").hasValue(1);
-      assertThat(writer.superseded()).isGreaterThanOrEqualTo(1);
-      assertThat(writer.written() + writer.superseded()).isEqualTo(5);
+      assertThat(writer.written()).isEqualTo(2);
+      assertThat(writer.superseded()).isEqualTo(3);
       assertThat(writer.failed()).isZero();
+      assertThat(store.steps()).containsExactly(1L, 5L);
       assertSameState(store.latest().orElseThrow(), state(5, new byte[] {5}, 100_000, 3));
     }
   }
 
   @Test
   void anAbortedAttemptCompletesNoCheckpoint() throws Exception {
-    CheckpointStore store = slowStore(tmp, 1500);
+    CheckpointStore store = slowStore(tmp, 0);
     AsyncCheckpointWriter writer = new AsyncCheckpointWriter(store);
     writer.submit(state(1, new byte[] {1}, 1000));
     writer.awaitIdle();
-    writer.submit(state(2, new byte[] {2}, 1000)); // in flight: its stream takes 1.5 s to close
-    writer.submit(state(3, new byte[] {3}, 1000)); // waiting behind it
-    await(() -> TestFileSystems.Slow.openWriters.get() == 1);
-    writer.abort();
+    TestFileSystems.Slow.hold();
+    try {
+      writer.submit(state(2, new byte[] {2}, 1000)); // in flight: its close is held
+      await(() -> TestFileSystems.Slow.openWriters.get() == 1);
+      writer.submit(state(3, new byte[] {3}, 1000)); // waiting behind it
+      writer.abort();
+    } finally {
+      TestFileSystems.Slow.release(); // step 2's close returns after the abort, before its rename
+    }
     assertTimeoutPreemptively(DEADLINE, writer::close);
     // The write in flight stopped before its rename and its temporary file is gone; the waiting
     // snapshot was dropped: step 1 is still the newest checkpoint.

@@ -6,6 +6,8 @@ import java.io.InterruptedIOException;
 import java.io.OutputStream;
 import java.net.SocketTimeoutException;
 import java.net.URI;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -91,18 +93,39 @@ final class TestFileSystems {
 
   /**
    * {@code slow:} whose output streams take {@link #closeMillis} to close (an object store
-   * uploading on close), counting the streams open at once.
+   * uploading on close), or, after {@link #hold}, wait in close until {@link #release}: a test that
+   * needs a write to be still in flight while it acts holds it there instead of hoping that it acts
+   * within a delay (which a loaded machine may exceed). Counts the streams open at once.
    */
   public static class Slow extends RawLocalFileSystem {
     static final String SCHEME = "slow";
+
+    /** How long a held close waits for {@link #release} before it fails: nothing waits forever. */
+    static final long HOLD_SECONDS = 60;
+
     static volatile long closeMillis;
+    static volatile CountDownLatch gate;
     static final AtomicInteger openWriters = new AtomicInteger();
     static final AtomicInteger maxOpenWriters = new AtomicInteger();
 
     static void reset(long closeDelayMillis) {
       closeMillis = closeDelayMillis;
+      gate = null;
       openWriters.set(0);
       maxOpenWriters.set(0);
+    }
+
+    /** From now on every close waits (after its delay) until {@link #release}. */
+    static void hold() {
+      gate = new CountDownLatch(1);
+    }
+
+    /** Lets the held closes, and every later one, through. */
+    static void release() {
+      CountDownLatch g = gate;
+      if (g != null) {
+        g.countDown();
+      }
     }
 
     @Override
@@ -136,6 +159,10 @@ final class TestFileSystems {
           closed = true;
           try {
             Thread.sleep(closeMillis);
+            CountDownLatch g = gate;
+            if (g != null && !g.await(HOLD_SECONDS, TimeUnit.SECONDS)) {
+              throw new IOException("a held close was not released within " + HOLD_SECONDS + " s");
+            }
           } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new InterruptedIOException("interrupted in a slow close");
