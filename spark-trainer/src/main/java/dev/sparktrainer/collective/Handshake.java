@@ -103,17 +103,46 @@ final class Handshake {
       long helloDeadline,
       long deadline)
       throws IOException {
+    server(link, secret, myRank, expectedClient, worldSize, helloDeadline, deadline, null);
+  }
+
+  /**
+   * {@link #server}, the socket closed by {@code setup} if the HELLO has not arrived by {@code
+   * helloDeadline} or the rest by {@code deadline}: one read of a TLS link waits for a whole
+   * record, each socket read under it getting the full timeout, so only closing the socket bounds a
+   * peer that drips its bytes.
+   */
+  static void server(
+      Link link,
+      JobSecret secret,
+      int myRank,
+      int expectedClient,
+      int worldSize,
+      long helloDeadline,
+      long deadline,
+      SetupDeadline setup)
+      throws IOException {
     long jobId = secret.jobId();
     ByteBuffer hello = ByteBuffer.allocate(HELLO_BYTES);
+    long helloBy = Math.min(helloDeadline, deadline);
+    if (setup != null) {
+      setup.moveTo(helloBy);
+    }
     try {
-      readMessage(link, hello, HELLO, Math.min(helloDeadline, deadline), "hello");
-    } catch (SocketTimeoutException e) {
-      throw new HandshakeException(
-          "no complete hello within the pre-authentication deadline ("
-              + hello.position()
-              + " of "
-              + HELLO_BYTES
-              + " bytes)");
+      readMessage(link, hello, HELLO, helloBy, "hello");
+    } catch (IOException e) {
+      if (e instanceof SocketTimeoutException || (setup != null && setup.fired())) {
+        throw new HandshakeException(
+            "no complete hello within the pre-authentication deadline ("
+                + hello.position()
+                + " of "
+                + HELLO_BYTES
+                + " bytes)");
+      }
+      throw e;
+    }
+    if (setup != null) {
+      setup.moveTo(deadline);
     }
     long peerJob = hello.getLong();
     int from = hello.getInt();

@@ -26,10 +26,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * caller that sends nothing within {@link #PRE_AUTH_TIMEOUT} is dropped there, having cost no
  * thread. Callers that spoke are authenticated concurrently by at most {@link #HANDSHAKE_THREADS}
  * threads; each must complete its HELLO within {@link #PRE_AUTH_TIMEOUT} of its link being up
- * (after the TLS handshake with TLS), and the rest of the handshake within the handshake timeout.
- * At most {@link #MAX_UNAUTHENTICATED} callers are held at once; beyond that the longest-waiting
- * silent one is dropped. So strangers queued ahead of the neighbour, idle or half-spoken, delay it
- * by about a second, not by a handshake timeout each.
+ * (after the TLS handshake with TLS), and the rest of the handshake within the handshake timeout:
+ * deadlines enforced by closing the socket ({@link SetupDeadline}), so a caller that drips its
+ * bytes (a TLS record announced, then a byte a second) is dropped at the deadline, not when it
+ * stops. At most {@link #MAX_UNAUTHENTICATED} callers are held at once; beyond that the
+ * longest-waiting silent one is dropped. So strangers queued ahead of the neighbour, idle or
+ * half-spoken, delay it by about a second, not by a handshake timeout each.
  */
 final class RingAcceptor implements Runnable {
   /**
@@ -320,12 +322,30 @@ final class RingAcceptor implements Runnable {
         return;
       }
       long handshakeDeadline = Math.min(deadline, System.nanoTime() + c.handshakeTimeout.toNanos());
-      candidate = RingConnector.openLink(c, ch, false, leftRank, leftAddress, handshakeDeadline);
-      long helloDeadline = System.nanoTime() + preAuthNanos;
-      Handshake.server(
-          candidate, c.secret, c.rank, leftRank, c.size(), helloDeadline, handshakeDeadline);
-      candidate =
-          ShmNegotiation.server(candidate, c.shm, c.secret.jobId(), c.rank, handshakeDeadline);
+      // One deadline for the whole setup (TLS handshake, HELLO, the rest), enforced by closing the
+      // socket: per-read timeouts cannot bound a peer that drips its bytes.
+      try (SetupDeadline setup = SetupDeadline.arm(ch, handshakeDeadline)) {
+        try {
+          candidate =
+              RingConnector.openLink(c, ch, false, leftRank, leftAddress, handshakeDeadline);
+          long helloDeadline = System.nanoTime() + preAuthNanos;
+          Handshake.server(
+              candidate,
+              c.secret,
+              c.rank,
+              leftRank,
+              c.size(),
+              helloDeadline,
+              handshakeDeadline,
+              setup);
+          candidate =
+              ShmNegotiation.server(candidate, c.shm, c.secret.jobId(), c.rank, handshakeDeadline);
+        } catch (IOException e) {
+          setup.check("the connection's setup");
+          throw e;
+        }
+        setup.check("the connection's setup");
+      }
       synchronized (this) {
         if (link == null && !stopped) {
           authenticating.remove(ch); // before it is published: the acceptor closes what is left

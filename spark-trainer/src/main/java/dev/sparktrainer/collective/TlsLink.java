@@ -14,9 +14,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.security.cert.Certificate;
 import java.security.cert.CertificateEncodingException;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLPeerUnverifiedException;
 import javax.net.ssl.SSLSession;
@@ -134,44 +131,23 @@ final class TlsLink extends Link {
     // The read timeout bounds each read only: a peer sending a byte now and then would hold the
     // handshake (and its thread) forever. The deadline closes the socket, however the peer drips.
     ssl.setSoTimeout((int) Math.min(Integer.MAX_VALUE, ms));
-    ScheduledFuture<?> deadline =
-        DEADLINES.schedule(() -> Communicator.closeQuietly(raw), ms, TimeUnit.MILLISECONDS);
-    try {
-      ssl.startHandshake();
-    } catch (IOException e) {
-      if (deadline.cancel(false)) {
+    try (SetupDeadline deadline = SetupDeadline.arm(raw, deadlineNanos)) {
+      try {
+        ssl.startHandshake();
+      } catch (IOException e) {
+        if (deadline.fired()) {
+          SocketTimeoutException t =
+              new SocketTimeoutException("the TLS handshake did not complete within " + ms + " ms");
+          t.initCause(e);
+          throw t;
+        }
         throw e;
       }
-      SocketTimeoutException t =
-          new SocketTimeoutException("the TLS handshake did not complete within " + ms + " ms");
-      t.initCause(e);
-      throw t;
-    }
-    if (!deadline.cancel(false)) { // it fired (or is firing) as the handshake ended: closed
-      throw new SocketTimeoutException("the TLS handshake did not complete within " + ms + " ms");
+      if (deadline.fired()) { // it fired as the handshake ended: closed
+        throw new SocketTimeoutException("the TLS handshake did not complete within " + ms + " ms");
+      }
     }
     return new TlsLink(raw, ssl, client, peerRank, peerAddress);
-  }
-
-  /**
-   * Closes the sockets of handshakes past their deadline: one daemon thread, there only while a
-   * handshake is running (it ends after a second idle).
-   */
-  private static final ScheduledThreadPoolExecutor DEADLINES = deadlines();
-
-  private static ScheduledThreadPoolExecutor deadlines() {
-    ScheduledThreadPoolExecutor e =
-        new ScheduledThreadPoolExecutor(
-            1,
-            task -> {
-              Thread t = new Thread(task, "tls-handshake-deadline");
-              t.setDaemon(true);
-              return t;
-            });
-    e.setRemoveOnCancelPolicy(true);
-    e.setKeepAliveTime(1, TimeUnit.SECONDS);
-    e.allowCoreThreadTimeOut(true);
-    return e;
   }
 
   @Override
