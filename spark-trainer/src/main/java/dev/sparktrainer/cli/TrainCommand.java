@@ -56,7 +56,7 @@ final class TrainCommand extends Command {
         "Trains a model with N synchronous data-parallel workers (MultiWorkerMirroredStrategy semantics) and\n"
             + "writes DIR/model/ (the model), DIR/metrics.json (per-epoch history, each epoch's slowest\n"
             + "worker, final figures), DIR/logs/ (TensorBoard event files: tensorboard --logdir DIR/logs) and\n"
-            + "DIR/training.png. With N > 1 each epoch's line names its slowest worker (slow: rank R on HOST +P %).");
+            + "DIR/training.png. With N > 1 an epoch's line names a straggler (slow: rank R on HOST +P %, then a warning) only when one rank was at least 20 % slower in most steps and held the others up; every epoch's per-rank times are in metrics.json.");
   }
 
   @Override
