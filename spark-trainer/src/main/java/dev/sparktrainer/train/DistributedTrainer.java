@@ -29,6 +29,7 @@ import dev.sparktrainer.train.metrics.History;
 import dev.sparktrainer.train.metrics.TrainingCallback;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
+import dev.sparktrainer.train.step.StepOptions;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
@@ -121,6 +122,14 @@ public final class DistributedTrainer {
     this.outputDir = b.outputDir;
     this.ringHost = b.ringHost;
     this.slotWaitMillis = b.slotWait.toMillis();
+  }
+
+  /**
+   * The validated settings this trainer runs with (the builder's defaults where nothing was set):
+   * what the option table's tests compare with the command line's and the Estimator's defaults.
+   */
+  public TrainingConfig config() {
+    return cfg;
   }
 
   /** A builder: {@code setX} for required values, {@code optX} for optional ones. */
@@ -759,13 +768,8 @@ public final class DistributedTrainer {
             new TrainingConfig.Devices(useGpus, cpuDevicesPerWorker, placement),
             new TrainingConfig.Data(trainData, validationData, epochs, accumulateSteps),
             new CommOptions(
-                connectTimeout,
-                operationTimeout,
-                gradientPrecision,
-                ringTls,
-                ringSharedMemory,
-                bucketBytes,
-                overlap),
+                connectTimeout, operationTimeout, gradientPrecision, ringTls, ringSharedMemory),
+            new StepOptions(bucketBytes, overlap),
             new TrainingConfig.Checkpoints(checkpointDir, checkpointEverySteps, keepCheckpoints),
             new TrainingConfig.Elastic(
                 numWorkers, minWorkers > 0 ? minWorkers : numWorkers, numWorkers, grow, rescale));

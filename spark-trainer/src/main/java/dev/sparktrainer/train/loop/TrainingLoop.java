@@ -132,6 +132,7 @@ public final class TrainingLoop {
                   placement,
                   cpus,
                   cfg.comm(),
+                  cfg.step(),
                   cfg.model().precision());
           TrainSource train = new TrainSource();
           BatchSource validation =
@@ -317,7 +318,7 @@ public final class TrainingLoop {
     if (rank != 0) {
       return;
     }
-    boolean overlap = cfg.comm().overlap() && size > 1;
+    boolean overlap = cfg.step().overlap() && size > 1;
     LOG.log(
         System.Logger.Level.INFO,
         "rank 0: optimizer on the "
@@ -325,7 +326,7 @@ public final class TrainingLoop {
             + ", "
             + step.gradientBuckets()
             + " gradient bucket(s) of up to "
-            + (cfg.comm().bucketBytes() >> 10)
+            + (cfg.step().bucketBytes() >> 10)
             + " KiB, "
             + (overlap
                 ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
