@@ -338,9 +338,14 @@ public final class TrainingLoop {
    * the faster of the two there as bin/bench-scaling measured it.
    */
   public static OptimizerPlacement resolvePlacement(OptimizerPlacement p, List<Device> devices) {
+    return resolvePlacement(p, devices.get(0).isGpu());
+  }
+
+  /** {@link #resolvePlacement(OptimizerPlacement, List)} on a GPU or not (the driver's banner). */
+  public static OptimizerPlacement resolvePlacement(OptimizerPlacement p, boolean gpu) {
     if (p != OptimizerPlacement.AUTO) {
       return p;
     }
-    return devices.get(0).isGpu() ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
+    return gpu ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
   }
 }
