@@ -218,6 +218,61 @@ final class DataChecks {
    * Checks the feature columns and returns each one's per-example shape: as given, else its size in
    * the first record that has it.
    */
+  /**
+   * The fewest and most values per record of each array column of {@code columns} (one pass over
+   * the data; null values ignored), as {@code {min, max}}; other columns are left out.
+   */
+  static java.util.Map<String, long[]> listLengths(Dataset<Row> df, List<String> columns) {
+    List<String> arrays = new ArrayList<>();
+    List<org.apache.spark.sql.Column> aggs = new ArrayList<>();
+    for (String c : columns) {
+      if (df.schema().apply(c).dataType() instanceof ArrayType) {
+        arrays.add(c);
+        var n = when(col(c).isNotNull(), org.apache.spark.sql.functions.size(col(c)));
+        aggs.add(min(n));
+        aggs.add(max(n));
+      }
+    }
+    java.util.Map<String, long[]> out = new java.util.LinkedHashMap<>();
+    if (arrays.isEmpty()) {
+      return out;
+    }
+    Row r =
+        df.agg(
+                aggs.get(0),
+                aggs.subList(1, aggs.size()).toArray(new org.apache.spark.sql.Column[0]))
+            .first();
+    for (int i = 0; i < arrays.size(); i++) {
+      if (!r.isNullAt(2 * i)) {
+        out.put(
+            arrays.get(i),
+            new long[] {
+              ((Number) r.get(2 * i)).longValue(), ((Number) r.get(2 * i + 1)).longValue()
+            });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * What to say of feature column {@code name}, whose records hold {@code min..max} values: its
+   * shape varies, which is valid data that training cannot take as it is today.
+   */
+  static String varyingLength(String name, String where, long min, long max) {
+    return "Feature column '"
+        + name
+        + "' in "
+        + where
+        + " varies in length: "
+        + min
+        + ".."
+        + max
+        + " values per record, where a feature column has one shape in every record. The data is"
+        + " valid, but such a column cannot be trained on as it is: pad or truncate it to a fixed"
+        + " length when making the data (e.g. in the DataFrame before convert or before writing the"
+        + " TFRecords), or leave it out of --features";
+  }
+
   static long[][] featureShapes(Dataset<Row> df, List<FeatureArg> features, String where) {
     StructType schema = df.schema();
     long[][] shapes = new long[features.size()][];

@@ -167,6 +167,33 @@ final class InspectCommand extends Command {
     }
     FeatureStatistics st;
     try {
+      // A list column whose length varies is valid data the pipeline cannot decode into one shape:
+      // say so (the lengths seen, what to do) rather than let decoding call the file corrupt.
+      List<String> lists = new ArrayList<>();
+      for (DataChecks.FeatureArg a : features) {
+        if (a.shape() == null) {
+          lists.add(a.name());
+        }
+      }
+      java.util.Map<String, long[]> lengths = DataChecks.listLengths(df, lists);
+      List<DataChecks.FeatureArg> fixed = new ArrayList<>();
+      for (DataChecks.FeatureArg a : features) {
+        long[] mm = lengths.get(a.name());
+        if (mm != null && mm[0] != mm[1]) {
+          String why = DataChecks.varyingLength(a.name(), path, mm[0], mm[1]);
+          if (f.given("features")) {
+            throw new CliException(why);
+          }
+          ctx.err.println("note: " + why + " (no statistics for it)");
+        } else {
+          fixed.add(a);
+        }
+      }
+      if (fixed.isEmpty()) {
+        ctx.out.println("Feature statistics: no column of one shape");
+        return;
+      }
+      features = fixed;
       long[][] shapes = DataChecks.featureShapes(df, features, path);
       DatasetSpec.Builder spec =
           DatasetSpec.builder().optFormat(files.format()).setPaths(files.paths()).noLabel();

@@ -19,9 +19,12 @@ import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.AtomicOutputs;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.TrainedModel;
+import dev.sparktrainer.train.TrainerOption;
+import dev.sparktrainer.train.loop.TrainingLoop;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import dev.sparktrainer.train.metrics.History;
 import dev.sparktrainer.train.metrics.Resume;
+import dev.sparktrainer.train.step.OptimizerPlacement;
 import java.awt.AWTError;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -56,7 +59,7 @@ final class TrainCommand extends Command {
         "Trains a model with N synchronous data-parallel workers (MultiWorkerMirroredStrategy semantics) and\n"
             + "writes DIR/model/ (the model), DIR/metrics.json (per-epoch history, each epoch's slowest\n"
             + "worker, final figures), DIR/logs/ (TensorBoard event files: tensorboard --logdir DIR/logs) and\n"
-            + "DIR/training.png. With N > 1 each epoch's line names its slowest worker (slow: rank R on HOST +P %).");
+            + "DIR/training.png. With N > 1 an epoch's line names a straggler (slow: rank R on HOST +P %, then a warning) only when one rank was at least 20 % slower in most steps and held the others up; every epoch's per-rank times are in metrics.json.");
   }
 
   @Override
@@ -300,6 +303,34 @@ final class TrainCommand extends Command {
     }
   }
 
+  /**
+   * The banner's settings a run's speed and numbers depend on, resolved as the workers will resolve
+   * them ({@code auto} on a GPU with {@code --gpus}, else on a CPU): {@code precision fp32,
+   * gradients fp32, optimizer on the host (auto on a CPU), image transfer float32 (no encoded-image
+   * feature)}.
+   */
+  static String settings(Flags f) {
+    boolean gpu = f.bool("gpus");
+    String where = gpu ? "a GPU" : "a CPU";
+    String precision = TrainerOption.PRECISION.choice(f.source("precision"), f.string("precision"));
+    String gradients =
+        TrainerOption.GRADIENT_PRECISION.choice(
+            f.source("gradient-precision"), f.string("gradient-precision"));
+    OptimizerPlacement asked =
+        OptimizerPlacement.parse(f.source("optimizer-placement"), f.string("optimizer-placement"));
+    OptimizerPlacement placement = TrainingLoop.resolvePlacement(asked, gpu);
+    // The command line reads numeric feature columns only (never encoded images), so its batches
+    // cross as float32 whatever --image-transfer says (DeviceImages' plan falls back the same way).
+    return "precision "
+        + precision
+        + ", gradients "
+        + gradients
+        + ", optimizer on the "
+        + placement.name().toLowerCase(Locale.ROOT)
+        + (asked == OptimizerPlacement.AUTO ? " (auto on " + where + ")" : "")
+        + ", image transfer float32 (no encoded-image feature)";
+  }
+
   @Override
   int slots(Flags f) {
     return f.integer("workers");
@@ -405,7 +436,9 @@ final class TrainCommand extends Command {
             + ", "
             + epochs
             + " epochs, "
-            + p.optimizer());
+            + p.optimizer()
+            + ", "
+            + settings(f));
     if (spark.sparkContext().uiWebUrl().isDefined()) {
       ctx.err.println("Spark UI: " + spark.sparkContext().uiWebUrl().get());
     }

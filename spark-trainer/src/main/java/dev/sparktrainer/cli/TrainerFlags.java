@@ -394,9 +394,9 @@ final class TrainerFlags {
     return table(() -> TrainerOption.slotWait(f.source("slot-wait"), f.longValue("slot-wait")));
   }
 
+  /** Checked here (before Spark starts), converted to bytes once, by the Builder. */
   private static double bucketMb(Flags f) {
-    table(() -> TrainerOption.bucketBytes(f.source("bucket-mb"), f.number("bucket-mb")));
-    return f.number("bucket-mb");
+    return table(() -> TrainerOption.bucketMb(f.source("bucket-mb"), f.number("bucket-mb")));
   }
 
   private static Normalization.Mode normalize(Flags f) {

@@ -229,8 +229,8 @@ public final class DeviceImages {
 
   /**
    * Writes {@code count} floats in 0..1 as bytes, the nearest of 0..255 to {@code v * 255}: exact
-   * for the values images decode to ({@code k / 255f}); a colour image read into one channel (a
-   * weighted sum) is rounded to the nearest byte.
+   * for the values images decode to, which are all {@code k / 255f} ({@link Images} rounds a colour
+   * image's weighted grey to a byte too).
    */
   public static void pack(FloatBuffer floats, int count, ByteBuffer out) {
     for (int i = 0; i < count; i++) {

@@ -126,9 +126,11 @@ final class ParquetStream implements RecordStream {
 
   /**
    * Opens {@code path} with page checksums verified where the writer wrote them (parquet-mr does by
-   * default): a flipped bit in a page fails naming the file instead of changing a value.
+   * default): a flipped bit in a page fails naming the file instead of changing a value. Every
+   * failure to read the footer is an IOException naming the file (the planner counts rows with it
+   * too).
    */
-  private static ParquetFileReader open(String path, Configuration conf) throws IOException {
+  static ParquetFileReader open(String path, Configuration conf) throws IOException {
     try {
       return ParquetFileReader.open(
           HadoopInputFile.fromPath(new Path(path), conf),

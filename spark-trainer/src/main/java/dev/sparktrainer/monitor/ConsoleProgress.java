@@ -14,8 +14,12 @@ import java.util.Locale;
  * <pre>
  * epoch 3/10 [===========>             ] 12/22  loss 0.4213  2,310 samples/s  ETA 0:41   (redrawn; then:)
  * epoch 3 done in 4.2 s: loss 0.3104 accuracy 0.9120 val_loss 0.2811 val_accuracy 0.9305 (2,291 samples/s)  slow: rank 3 on host-b +38 %
- * warning: straggler: epoch 3: slowest rank 3 on host-b (executor 2) of 4, +38 % median ... (when it fired)
+ * warning: straggler: epoch 3: slowest rank 3 on host-b (executor 2) of 4, +38 % median ...
  * </pre>
+ *
+ * <p>The {@code slow: ...} note and the warning appear only for an epoch whose straggler report
+ * warns ({@link StragglerReport.Slowest#warning()}: the slowest rank in more than half of the
+ * steps, at least 20 % slower, and the others' wait for it a noticeable share of their time).
  */
 public final class ConsoleProgress implements ProgressView {
   private static final int BAR = 26;
@@ -79,6 +83,12 @@ public final class ConsoleProgress implements ProgressView {
   public synchronized void onEpochEnd(EpochMetrics m) {
     StragglerReport.Slowest s = slowest != null && slowest.epoch() == m.epoch() ? slowest : null;
     slowest = null;
+    // Every epoch has a slowest rank; naming it is noise unless it is markedly slower in most steps
+    // and cost the others time (the report's warning thresholds, StragglerReport.WARN_*). Every
+    // epoch's figures still go to metrics.json and TensorBoard.
+    if (s != null && !s.warning()) {
+      s = null;
+    }
     String line = epochLine(m, -1) + (s == null ? "" : "  " + s.progressText());
     if (lineOpen) {
       // The bar becomes the epoch's summary: one line per epoch stays on the screen.
@@ -88,7 +98,7 @@ public final class ConsoleProgress implements ProgressView {
     } else {
       out.println(line);
     }
-    if (s != null && s.warning()) {
+    if (s != null) {
       out.println("warning: straggler: " + s.summary());
     }
     out.flush();

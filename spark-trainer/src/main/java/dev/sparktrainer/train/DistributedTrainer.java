@@ -29,6 +29,7 @@ import dev.sparktrainer.train.metrics.History;
 import dev.sparktrainer.train.metrics.TrainingCallback;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
+import dev.sparktrainer.train.step.StepOptions;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
@@ -125,7 +126,8 @@ public final class DistributedTrainer {
 
   /**
    * The configuration the training tasks run with: every setting of the builder, validated and
-   * converted to its units (for logging a run's settings, or checking what an API mapped them to).
+   * converted to its units (the builder's defaults where nothing was set), for logging a run's
+   * settings, or checking what an API mapped them to.
    */
   public TrainingConfig config() {
     return cfg;
@@ -767,13 +769,8 @@ public final class DistributedTrainer {
             new TrainingConfig.Devices(useGpus, cpuDevicesPerWorker, placement),
             new TrainingConfig.Data(trainData, validationData, epochs, accumulateSteps),
             new CommOptions(
-                connectTimeout,
-                operationTimeout,
-                gradientPrecision,
-                ringTls,
-                ringSharedMemory,
-                bucketBytes,
-                overlap),
+                connectTimeout, operationTimeout, gradientPrecision, ringTls, ringSharedMemory),
+            new StepOptions(bucketBytes, overlap),
             new TrainingConfig.Checkpoints(checkpointDir, checkpointEverySteps, keepCheckpoints),
             new TrainingConfig.Elastic(
                 numWorkers, minWorkers > 0 ? minWorkers : numWorkers, numWorkers, grow, rescale));

@@ -328,11 +328,21 @@ public enum TrainerOption {
    * @throws IllegalArgumentException "Invalid SOURCE 'MIB': expected 0.001 to 1024 (MiB)"
    */
   public static int bucketBytes(String source, double mib) {
+    return (int) Math.round(bucketMb(source, mib) * (1 << 20) / 8) * 8;
+  }
+
+  /**
+   * A bucket size in MiB, checked but not converted: what the command line hands the Builder, whose
+   * {@code optBucketMb} converts it to bytes once, for the step.
+   *
+   * @throws IllegalArgumentException "Invalid SOURCE 'MIB': expected 0.001 to 1024 (MiB)"
+   */
+  public static double bucketMb(String source, double mib) {
     if (!(mib >= 1.0 / 1024 && mib <= 1024)) {
       throw new IllegalArgumentException(
           "Invalid " + source + " '" + mib + "': expected 0.001 to 1024 (MiB)");
     }
-    return (int) Math.round(mib * (1 << 20) / 8) * 8;
+    return mib;
   }
 
   /**

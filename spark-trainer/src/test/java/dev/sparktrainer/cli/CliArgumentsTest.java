@@ -247,6 +247,36 @@ class CliArgumentsTest {
     assertThat(g.bool("nondeterministic")).isTrue();
   }
 
+  /** The banner names the precision, the optimizer's placement and the image transfer, resolved. */
+  @Test
+  void theBannerNamesPrecisionPlacementAndImageTransfer() {
+    Flags f = new TrainCommand().flags();
+    f.parse(new String[] {"--workers", "3", "--batch-size", "16", "--epochs", "4"}, List.of());
+    assertThat(TrainCommand.settings(f))
+        .isEqualTo(
+            "precision fp32, gradients fp32, optimizer on the host (auto on a CPU),"
+                + " image transfer float32 (no encoded-image feature)");
+    Flags g = new TrainCommand().flags();
+    g.parse(
+        new String[] {
+          "--precision",
+          "BF16",
+          "--gradient-precision",
+          "bf16",
+          "--gpus",
+          "--image-transfer",
+          "uint8"
+        },
+        List.of());
+    assertThat(TrainCommand.settings(g))
+        .isEqualTo(
+            "precision bf16, gradients bf16, optimizer on the device (auto on a GPU),"
+                + " image transfer float32 (no encoded-image feature)");
+    Flags h = new TrainCommand().flags();
+    h.parse(new String[] {"--optimizer-placement", "device"}, List.of());
+    assertThat(TrainCommand.settings(h)).contains("optimizer on the device,");
+  }
+
   @Test
   void helpForEveryCommand() {
     CliRunner overview = CliRunner.run("--help");

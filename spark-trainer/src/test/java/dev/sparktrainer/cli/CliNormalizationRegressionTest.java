@@ -369,8 +369,49 @@ class CliNormalizationRegressionTest {
         .containsExactly("constant", "5.00000", "0.00000", "5.00000", "5.00000");
   }
 
+  /**
+   * TFRecords whose list lengths vary are valid: inspect says the column's shape varies (the
+   * lengths seen) and how to make it trainable, and still shows the other columns' statistics.
+   */
   @Test
   @Order(6)
+  void inspectSaysAColumnsLengthVariesInsteadOfCorrupt() {
+    List<Row> rows = new ArrayList<>();
+    for (int i = 0; i < 60; i++) {
+      List<Float> tokens = new ArrayList<>();
+      for (int k = 0; k < 15 - i % 9; k++) { // 15, 14, ..., 7 values
+        tokens.add((float) k);
+      }
+      rows.add(RowFactory.create(tokens, (float) i, (long) (i % 2)));
+    }
+    StructType schema =
+        new StructType()
+            .add("tokens", DataTypes.createArrayType(DataTypes.FloatType, false), false)
+            .add("x", DataTypes.FloatType, false)
+            .add("label", DataTypes.LongType, false);
+    String path = p("varying").toString();
+    spark.createDataFrame(rows, schema).coalesce(1).write().format("tfrecord").save(path);
+
+    CliRunner i = ok("inspect", path, "--records", "0");
+    assertThat(i.err())
+        .doesNotContain("Corrupt")
+        .contains(
+            "Feature column 'tokens' in "
+                + path
+                + " varies in length: 7..15 values per record,"
+                + " where a feature column has one shape");
+    assertThat(i.err()).contains("pad or truncate", "--features");
+    assertThat(i.out()).contains("Feature statistics (60 records):", "x ");
+
+    CliRunner named = CliRunner.run("inspect", path, "--records", "0", "--features", "tokens");
+    assertThat(named.code()).isNotZero();
+    assertThat(named.error())
+        .doesNotContain("Corrupt")
+        .contains("Feature column 'tokens' in " + path + " varies in length: 7..15");
+  }
+
+  @Test
+  @Order(7)
   void badNormalizeValueIsRefusedNamingTheAllowedOnes() {
     CliRunner r = CliRunner.run(train("bad", "zscore"));
     assertThat(r.code()).isNotZero();

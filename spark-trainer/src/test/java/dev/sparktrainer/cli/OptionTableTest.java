@@ -268,6 +268,44 @@ class OptionTableTest {
         .hasMessage("Invalid bucketMb '0.0': expected 0.001 to 1024 (MiB)");
   }
 
+  /**
+   * The gradient bucket size is the step's setting, not the collective's: converted from MiB once
+   * and handed to the step; the ring's options do not carry what the ring never reads.
+   */
+  @Test
+  void theBucketSizeIsTheSteps() {
+    assertThat(
+            Arrays.stream(dev.sparktrainer.collective.CommOptions.class.getRecordComponents())
+                .map(java.lang.reflect.RecordComponent::getName))
+        .as("the collective's options")
+        .doesNotContain("bucketBytes", "overlap");
+    Flags f = new TrainCommand().flags();
+    f.parse(new String[] {"--bucket-mb", "0.5", "--no-overlap"}, List.of());
+    TrainerFlags.check(f);
+    dev.sparktrainer.train.config.TrainingConfig cfg =
+        TrainerFlags.apply(f, required()).build().config();
+    assertThat(cfg.step().bucketBytes()).isEqualTo(1 << 19);
+    assertThat(cfg.step().overlap()).isFalse();
+    assertThatThrownBy(
+            () -> {
+              Flags g = new TrainCommand().flags();
+              g.parse(new String[] {"--bucket-mb", "4096"}, List.of());
+              TrainerFlags.check(g);
+            })
+        .hasMessage("Invalid --bucket-mb '4096.0': expected 0.001 to 1024 (MiB)");
+  }
+
+  /** A Builder with its required settings (no data is read before {@code fit}). */
+  private static DistributedTrainer.Builder required() {
+    return DistributedTrainer.builder()
+        .setModel(dev.sparktrainer.model.MlpSpec.of(4, 2, 3))
+        .setLoss(dev.sparktrainer.model.LossSpec.SOFTMAX_CROSS_ENTROPY)
+        .setOptimizer(OptimizerSpec.sgd().build())
+        .setTrainingData(
+            dev.sparktrainer.data.DatasetSpec.builder().addPath("x").addFeature("f", 4).build(),
+            PipelineOptions.builder().build());
+  }
+
   @Test
   void theEstimatorChecksItsNewParamsWhenSet() {
     SparkTrainerEstimator e =

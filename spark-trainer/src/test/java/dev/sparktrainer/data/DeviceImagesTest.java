@@ -85,7 +85,12 @@ class DeviceImagesTest {
   private record Epoch(List<float[]> features, List<long[]> labels, List<Long> uploads) {}
 
   private static Epoch run(ImageTransfer t, ExampleTransform map, int epoch, boolean[] active) {
-    DatasetSpec spec = spec();
+    return run(spec(), t, map, epoch, active);
+  }
+
+  private static Epoch run(
+      DatasetSpec spec, ImageTransfer t, ExampleTransform map, int epoch, boolean[] active) {
+    long[] shape = spec.features().get(0).shape();
     PipelineOptions o = options(t, map);
     List<float[]> x = new ArrayList<>();
     List<long[]> y = new ArrayList<>();
@@ -99,7 +104,8 @@ class DeviceImagesTest {
       while (it.hasNext()) {
         try (Batch b = it.next()) {
           assertThat(b.features().head().getDataType().name()).isEqualTo("FLOAT32");
-          assertThat(b.features().head().getShape().getShape()).containsExactly(b.size(), H, W, C);
+          assertThat(b.features().head().getShape().getShape())
+              .containsExactly(b.size(), shape[0], shape[1], shape[2]);
           x.add(b.features().head().toFloatArray());
           y.add(b.labels().toLongArray());
           up.add(b.uploadBytes());
@@ -132,6 +138,176 @@ class DeviceImagesTest {
         assertThat(device.uploads.get(b)).isEqualTo(rows * H * W * C + 8 * rows);
         assertThat(host.uploads.get(b)).isEqualTo(4 * rows * H * W * C + 8 * rows);
       }
+    }
+  }
+
+  /**
+   * One-channel columns decoded from PNGs that are not 8-bit grey (colour, palette, grey with
+   * alpha, 16-bit grey): the grey they are read to is a byte on both paths, so uint8 transfer gives
+   * the float32 path's tensors bit for bit.
+   */
+  @Test
+  void aOneChannelColumnFromAnyPngIsTheSameOnBothPaths(@TempDir Path grey) throws IOException {
+    Random r = new Random(5);
+    String[] kinds = {"rgb", "palette", "grey-alpha", "grey16"};
+    int n = 0;
+    try (OutputStream os = Files.newOutputStream(grey.resolve("part-0.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
+      for (int rep = 0; rep < 3; rep++) {
+        for (String kind : kinds) {
+          BufferedImage img = image(kind, r);
+          ByteArrayOutputStream png = new ByteArrayOutputStream();
+          assertThat(ImageIO.write(img, "png", png)).as(kind).isTrue();
+          Map<String, Feature> m = new LinkedHashMap<>();
+          m.put("image", Feature.ofBytes(png.toByteArray()));
+          m.put("label", Feature.ofInt64(n++));
+          w.write(Examples.encodeExample(m));
+        }
+      }
+    }
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(grey.toString())
+            .addImageFeature("image", H, W, 1)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    boolean[] hostActive = new boolean[1];
+    boolean[] deviceActive = new boolean[1];
+    Epoch host = run(spec, ImageTransfer.FLOAT32, null, 0, hostActive);
+    Epoch device = run(spec, ImageTransfer.UINT8, null, 0, deviceActive);
+    assertThat(deviceActive[0]).isTrue();
+    assertThat(device.labels.stream().mapToInt(l -> l.length).sum()).isEqualTo(n);
+    for (int b = 0; b < host.features.size(); b++) {
+      assertThat(device.labels.get(b)).isEqualTo(host.labels.get(b));
+      float[] h = host.features.get(b);
+      float[] d = device.features.get(b);
+      for (int i = 0; i < h.length; i++) {
+        assertThat(Float.floatToRawIntBits(d[i]))
+            .as(
+                "batch %d, value %d (label %d): uint8 %s, float32 %s",
+                b, i, host.labels.get(b)[i / (H * W)], d[i], h[i])
+            .isEqualTo(Float.floatToRawIntBits(h[i]));
+      }
+    }
+  }
+
+  /**
+   * A CMYK JPEG as Photoshop writes them (an Adobe marker and an ICC profile), which ImageIO
+   * refuses: the error names the file, the record's offset, the feature and what to do.
+   */
+  @Test
+  void aCmykJpegFailsNamingTheRecordAndWhy(@TempDir Path cmyk) throws Exception {
+    java.awt.image.WritableRaster raster =
+        java.awt.image.Raster.createInterleavedRaster(
+            java.awt.image.DataBuffer.TYPE_BYTE, W, H, 4, null);
+    for (int y = 0; y < H; y++) {
+      for (int x = 0; x < W; x++) {
+        for (int b = 0; b < 4; b++) {
+          raster.setSample(x, y, b, (x * 40 + y * 20 + b * 30) % 256);
+        }
+      }
+    }
+    ByteArrayOutputStream jpeg = new ByteArrayOutputStream();
+    javax.imageio.ImageWriter writer = ImageIO.getImageWritersByFormatName("jpeg").next();
+    try (javax.imageio.stream.ImageOutputStream os = ImageIO.createImageOutputStream(jpeg)) {
+      writer.setOutput(os);
+      writer.write(null, new javax.imageio.IIOImage(raster, null, null), null);
+    } finally {
+      writer.dispose();
+    }
+    byte[] plain = jpeg.toByteArray();
+    // After SOI: an Adobe APP14 segment (transform 2: YCCK) and an APP2 ICC profile.
+    ByteArrayOutputStream marked = new ByteArrayOutputStream();
+    marked.write(plain, 0, 2);
+    marked.write(new byte[] {(byte) 0xFF, (byte) 0xEE, 0, 14});
+    marked.write("Adobe".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1));
+    marked.write(new byte[] {0, 100, 0, 0, 0, 0, 2});
+    byte[] icc =
+        java.awt.color.ICC_Profile.getInstance(java.awt.color.ColorSpace.CS_sRGB).getData();
+    int len = 2 + 12 + 2 + icc.length;
+    marked.write(new byte[] {(byte) 0xFF, (byte) 0xE2, (byte) (len >> 8), (byte) len});
+    marked.write("ICC_PROFILE\0".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1));
+    marked.write(new byte[] {1, 1});
+    marked.write(icc);
+    marked.write(plain, 2, plain.length - 2);
+    assertThatThrownBy(() -> ImageIO.read(new java.io.ByteArrayInputStream(marked.toByteArray())))
+        .as("this Java's ImageIO refuses it")
+        .isInstanceOf(javax.imageio.IIOException.class);
+
+    Path file = cmyk.resolve("part-0.tfrecord");
+    try (OutputStream os = Files.newOutputStream(file);
+        TFRecordWriter w = new TFRecordWriter(os)) {
+      Map<String, Feature> m = new LinkedHashMap<>();
+      m.put("image", Feature.ofBytes(marked.toByteArray()));
+      m.put("label", Feature.ofInt64(0));
+      w.write(Examples.encodeExample(m));
+    }
+    DatasetSpec spec =
+        DatasetSpec.builder()
+            .addPath(cmyk.toString())
+            .addImageFeature("image", H, W, 3)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    assertThatThrownBy(() -> run(spec, ImageTransfer.FLOAT32, null, 0, new boolean[1]))
+        .hasMessageContaining("part-0.tfrecord")
+        .hasMessageContaining("byte offset 0")
+        .hasMessageContaining(
+            "feature 'image': a CMYK JPEG (4 colour components), which ImageIO cannot decode"
+                + " (Unsupported Image Type): write the images as RGB or grey (JPEG or PNG)");
+  }
+
+  /** A random image of {@code kind}, as ImageIO writes it to a PNG of that colour type. */
+  private static BufferedImage image(String kind, Random r) {
+    switch (kind) {
+      case "rgb":
+        {
+          BufferedImage img = new BufferedImage(W, H, BufferedImage.TYPE_INT_RGB);
+          for (int y = 0; y < H; y++) {
+            for (int x = 0; x < W; x++) {
+              img.setRGB(x, y, r.nextInt(1 << 24));
+            }
+          }
+          return img;
+        }
+      case "palette":
+        {
+          BufferedImage img = new BufferedImage(W, H, BufferedImage.TYPE_BYTE_INDEXED);
+          for (int y = 0; y < H; y++) {
+            for (int x = 0; x < W; x++) {
+              img.getRaster().setSample(x, y, 0, r.nextInt(256));
+            }
+          }
+          return img;
+        }
+      case "grey-alpha":
+        {
+          java.awt.image.ComponentColorModel cm =
+              new java.awt.image.ComponentColorModel(
+                  java.awt.color.ColorSpace.getInstance(java.awt.color.ColorSpace.CS_GRAY),
+                  true,
+                  false,
+                  java.awt.Transparency.TRANSLUCENT,
+                  java.awt.image.DataBuffer.TYPE_BYTE);
+          BufferedImage img =
+              new BufferedImage(cm, cm.createCompatibleWritableRaster(W, H), false, null);
+          for (int y = 0; y < H; y++) {
+            for (int x = 0; x < W; x++) {
+              img.getRaster().setSample(x, y, 0, r.nextInt(256));
+              img.getRaster().setSample(x, y, 1, 255);
+            }
+          }
+          return img;
+        }
+      default:
+        {
+          BufferedImage img = new BufferedImage(W, H, BufferedImage.TYPE_USHORT_GRAY);
+          for (int y = 0; y < H; y++) {
+            for (int x = 0; x < W; x++) {
+              img.getRaster().setSample(x, y, 0, r.nextInt(1 << 16));
+            }
+          }
+          return img;
+        }
     }
   }
 

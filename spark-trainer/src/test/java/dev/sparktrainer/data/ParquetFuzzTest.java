@@ -29,10 +29,12 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Mutated Parquet files (bits flipped, bytes overwritten, runs of bytes overwritten, the file cut
- * short; anywhere, and half of them in the footer where the structure lives), each read whole
- * through {@link ParquetStream}. Every read either gives exactly the unmutated file's rows, or
- * fails with an {@link IOException} that names the file: never another exception, never an {@link
- * OutOfMemoryError}, never a hang, never different values without an error.
+ * short, a footer byte given an unknown Thrift type; anywhere, and half of them in the footer where
+ * the structure lives), each planned as training plans it ({@link DatasetPlanner}: the rows counted
+ * from the footer) and read whole through {@link ParquetStream}. Every read either gives exactly
+ * the unmutated file's rows, or fails with an {@link IOException} that names the file: never
+ * another exception, never an {@link OutOfMemoryError}, never a hang, never different values
+ * without an error.
  *
  * <p>{@value #DEFAULT_MUTATIONS} mutations by default (a few seconds); {@code
  * -Dparquet.fuzz.mutations=N} for more, {@code -Dparquet.fuzz.seed=S} to replay a run.
@@ -94,8 +96,15 @@ class ParquetFuzzTest {
     }
   }
 
-  /** Every row: its features then its label. */
+  /**
+   * Every row: its features then its label; first the file is planned as training plans it (the
+   * driver counts its rows from the footer).
+   */
   private static List<float[]> read(Path file) throws IOException {
+    DatasetSpec spec = SPEC.toBuilder().setPaths(List.of(file.toString())).build();
+    DatasetPlan plan =
+        DatasetPlanner.plan(
+            spec, PipelineOptions.builder().optBatchSize(1).build(), new Configuration());
     List<float[]> rows = new ArrayList<>();
     Split split = new Split(0, file.toString(), 0, Files.size(file), -1, null);
     try (ParquetStream s =
@@ -189,7 +198,7 @@ class ParquetFuzzTest {
     boolean inFooter = rnd.nextBoolean() && footer > 0;
     int from = inFooter ? b.length - footer - 8 : 0;
     int at = from + rnd.nextInt(b.length - from);
-    switch (rnd.nextInt(4)) {
+    switch (rnd.nextInt(inFooter ? 5 : 4)) {
       case 0:
         int bit = rnd.nextInt(8);
         b[at] ^= (byte) (1 << bit);
@@ -205,6 +214,11 @@ class ParquetFuzzTest {
           b[k] = (byte) rnd.nextInt(256);
         }
         return len + " bytes at " + at + " of " + b.length + " overwritten";
+      case 4:
+        // A Thrift field header of the footer given an unknown type (compact protocol types are
+        // 1..12): "don't know what type: 15" from parquet-mr, before anything is read.
+        b[at] = (byte) (b[at] | 0x0F);
+        return "byte " + at + " of " + b.length + " given type 15";
       default:
         // Cut short: the rest zeroed (the length kept, so the footer is where the reader looks).
         Arrays.fill(b, at, b.length, (byte) 0);

@@ -8,6 +8,7 @@ import dev.sparktrainer.train.metrics.EpochMetrics;
 import dev.sparktrainer.train.metrics.History;
 import dev.sparktrainer.train.metrics.Resume;
 import dev.sparktrainer.train.metrics.StepProgress;
+import dev.sparktrainer.train.metrics.StragglerReport;
 import dev.sparktrainer.train.metrics.TrainingCallback;
 import dev.sparktrainer.train.metrics.WorkerCountChange;
 import java.awt.image.BufferedImage;
@@ -184,6 +185,40 @@ class MonitorTest {
         .startsWith("\repoch 1/1 [==========================] 22/22")
         .contains("\u001b[K\repoch 1 done in")
         .endsWith("\u001b[K" + System.lineSeparator());
+  }
+
+  /**
+   * The epoch line names a straggler only when the report's warning fired (markedly and repeatedly
+   * slower, {@code StragglerReport.WARN_*}): local mode's few-percent noise stays off the console.
+   */
+  @Test
+  void theEpochLineNamesAStragglerOnlyWhenItWarrantsAWarning() {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    ConsoleProgress log =
+        new ConsoleProgress(new PrintStream(bytes, true, StandardCharsets.UTF_8), false, 3600);
+    // The quickstart's figure: rank 0 3 % slower, the slowest in most steps, nobody waited long.
+    log.onStraggler(
+        new StragglerReport.Slowest(0, 0, "127.0.0.1", "driver", 2, 0.03, 0.05, 0.6, 0.01, false));
+    log.onEpochEnd(epoch(0, 0.31, 0.912, 0.28, 0.9305));
+    assertThat(bytes.toString(StandardCharsets.UTF_8))
+        .isEqualTo(
+            "epoch 1 done in 0.5 s: loss 0.3100 accuracy 0.9120 val_loss 0.2800 val_accuracy 0.9305"
+                + " (2,944 samples/s)"
+                + System.lineSeparator());
+
+    bytes.reset();
+    StragglerReport.Slowest slow =
+        new StragglerReport.Slowest(1, 3, "host-b", "7", 4, 0.38, 0.52, 0.91, 27.4, true);
+    log.onStraggler(slow);
+    log.onEpochEnd(epoch(1, 0.31, 0.912, 0.28, 0.9305));
+    assertThat(bytes.toString(StandardCharsets.UTF_8))
+        .isEqualTo(
+            "epoch 2 done in 0.5 s: loss 0.3100 accuracy 0.9120 val_loss 0.2800 val_accuracy 0.9305"
+                + " (2,944 samples/s)  slow: rank 3 on host-b +38 %"
+                + System.lineSeparator()
+                + "warning: straggler: "
+                + slow.summary()
+                + System.lineSeparator());
   }
 
   @Test

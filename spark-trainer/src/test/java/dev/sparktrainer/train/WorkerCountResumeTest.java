@@ -30,6 +30,7 @@ import dev.sparktrainer.train.metrics.Resume;
 import dev.sparktrainer.train.metrics.WorkerCountChange;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
+import dev.sparktrainer.train.step.StepOptions;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.Files;
@@ -204,13 +205,8 @@ class WorkerCountResumeTest {
             new TrainingConfig.Devices(false, 1, OptimizerPlacement.AUTO),
             new TrainingConfig.Data(data, null, 1, 1),
             new CommOptions(
-                Duration.ofMinutes(1),
-                Duration.ofMinutes(1),
-                WirePrecision.FP32,
-                null,
-                false,
-                DistributedTrainer.DEFAULT_BUCKET_BYTES,
-                true),
+                Duration.ofMinutes(1), Duration.ofMinutes(1), WirePrecision.FP32, null, false),
+            new StepOptions(DistributedTrainer.DEFAULT_BUCKET_BYTES, true),
             new TrainingConfig.Checkpoints(null, 0, 1),
             new TrainingConfig.Elastic(4, minWorkers, 4, false, rescale))
         .elasticPolicy();

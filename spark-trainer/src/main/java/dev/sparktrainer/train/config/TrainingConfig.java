@@ -9,6 +9,7 @@ import dev.sparktrainer.train.elastic.Rescale;
 import dev.sparktrainer.train.input.BatchSourceFactory;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
+import dev.sparktrainer.train.step.StepOptions;
 import java.io.Serializable;
 import java.util.Objects;
 
@@ -22,7 +23,8 @@ import java.util.Objects;
  * @param model what is trained, with what loss and optimizer, in which precision, from which seed
  * @param devices where each worker trains
  * @param data what each worker reads, for how many epochs, in how many micro-batches per step
- * @param comm how gradients travel (handed whole to the communicator and the step)
+ * @param comm how gradients travel (handed whole to the communicator; the step takes its deadline)
+ * @param step how the step cuts its gradients into buckets and overlaps their all-reduces
  * @param checkpoints where and how often rank 0 checkpoints
  * @param elastic how many workers, and what happens when the cluster offers another number
  */
@@ -31,6 +33,7 @@ public record TrainingConfig(
     Devices devices,
     Data data,
     CommOptions comm,
+    StepOptions step,
     Checkpoints checkpoints,
     Elastic elastic)
     implements Serializable {
@@ -40,6 +43,7 @@ public record TrainingConfig(
     Objects.requireNonNull(devices, "devices");
     Objects.requireNonNull(data, "data");
     Objects.requireNonNull(comm, "comm");
+    Objects.requireNonNull(step, "step");
     Objects.requireNonNull(checkpoints, "checkpoints");
     Objects.requireNonNull(elastic, "elastic");
   }
@@ -110,13 +114,13 @@ public record TrainingConfig(
 
   /** This configuration with another data group. */
   public TrainingConfig withData(Data d) {
-    return new TrainingConfig(model, devices, d, comm, checkpoints, elastic);
+    return new TrainingConfig(model, devices, d, comm, step, checkpoints, elastic);
   }
 
   /** This configuration for a run on {@code workers} workers. */
   public TrainingConfig withWorkers(int workers) {
     return new TrainingConfig(
-        model, devices, data, comm, checkpoints, elastic.withNumWorkers(workers));
+        model, devices, data, comm, step, checkpoints, elastic.withNumWorkers(workers));
   }
 
   /** This run's workers. */

@@ -132,6 +132,7 @@ public final class TrainingLoop {
                   placement,
                   cpus,
                   cfg.comm(),
+                  cfg.step(),
                   cfg.model().precision());
           TrainSource train = new TrainSource();
           BatchSource validation =
@@ -317,7 +318,7 @@ public final class TrainingLoop {
     if (rank != 0) {
       return;
     }
-    boolean overlap = cfg.comm().overlap() && size > 1;
+    boolean overlap = cfg.step().overlap() && size > 1;
     LOG.log(
         System.Logger.Level.INFO,
         "rank 0: optimizer on the "
@@ -325,7 +326,7 @@ public final class TrainingLoop {
             + ", "
             + step.gradientBuckets()
             + " gradient bucket(s) of up to "
-            + (cfg.comm().bucketBytes() >> 10)
+            + (cfg.step().bucketBytes() >> 10)
             + " KiB, "
             + (overlap
                 ? "all-reduce overlapped with backward in " + step.segmentCount() + " segment(s)"
@@ -337,9 +338,14 @@ public final class TrainingLoop {
    * the faster of the two there as bin/bench-scaling measured it.
    */
   public static OptimizerPlacement resolvePlacement(OptimizerPlacement p, List<Device> devices) {
+    return resolvePlacement(p, devices.get(0).isGpu());
+  }
+
+  /** {@link #resolvePlacement(OptimizerPlacement, List)} on a GPU or not (the driver's banner). */
+  public static OptimizerPlacement resolvePlacement(OptimizerPlacement p, boolean gpu) {
     if (p != OptimizerPlacement.AUTO) {
       return p;
     }
-    return devices.get(0).isGpu() ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
+    return gpu ? OptimizerPlacement.DEVICE : CPU_PLACEMENT;
   }
 }

@@ -81,11 +81,12 @@ public final class TrainStep implements AutoCloseable {
   private long optimizerNanos;
 
   /**
-   * The step of a training run: its comm group whole (bucket size, overlap, collective timeout);
-   * backward is cut into segments only where overlap can use them (more than one worker).
+   * The step of a training run: its own options (bucket size, overlap) and the ring's collective
+   * timeout; backward is cut into segments only where overlap can use them (more than one worker).
    *
    * @param comm the ring (size 1: no communication)
-   * @param options how gradients travel
+   * @param options how gradients travel (the step waits on the ring with its operation timeout)
+   * @param stepOptions the bucket size and whether all-reduces overlap backward
    * @param precision see {@link #TrainStep(ReplicaSet, LossSpec, Communicator, Optimizer,
    *     OptimizerPlacement, int, int, boolean, boolean, Duration, Precision)}
    */
@@ -97,6 +98,7 @@ public final class TrainStep implements AutoCloseable {
       OptimizerPlacement placement,
       int hostThreads,
       CommOptions options,
+      StepOptions stepOptions,
       Precision precision) {
     this(
         replicas,
@@ -105,9 +107,9 @@ public final class TrainStep implements AutoCloseable {
         optimizer,
         placement,
         hostThreads,
-        options.bucketBytes(),
-        options.overlap(),
-        options.overlap() && comm != null && comm.size() > 1,
+        stepOptions.bucketBytes(),
+        stepOptions.overlap(),
+        stepOptions.overlap() && comm != null && comm.size() > 1,
         options.operationTimeout(),
         precision);
   }

@@ -17,6 +17,7 @@ import dev.sparktrainer.train.elastic.Rescale;
 import dev.sparktrainer.train.input.InMemoryDataset;
 import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
+import dev.sparktrainer.train.step.StepOptions;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -59,13 +60,8 @@ class EpochEndOrderTest {
             new TrainingConfig.Data(
                 train.trainBatches(16, 5, true), digits.slice(256, 320).evalBatches(16), 2, 1),
             new CommOptions(
-                Duration.ofMinutes(1),
-                Duration.ofMinutes(1),
-                WirePrecision.FP32,
-                null,
-                false,
-                1 << 20,
-                true),
+                Duration.ofMinutes(1), Duration.ofMinutes(1), WirePrecision.FP32, null, false),
+            new StepOptions(1 << 20, true),
             new TrainingConfig.Checkpoints(tmp.resolve("ckpt").toString(), 0, 2),
             new TrainingConfig.Elastic(2, 2, 2, false, Rescale.GLOBAL_BATCH));
     TrainingRuntime runtime = new TrainingRuntime(JobSecret.generate(), null, FaultInjection.NONE);
