@@ -4,6 +4,7 @@ import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.train.step.DevicePrefetch;
 import java.util.Iterator;
+import java.util.function.Supplier;
 
 /**
  * The training data's source, opened once the start has chosen the layout; closed with the loop.
@@ -14,9 +15,14 @@ final class TrainSource implements AutoCloseable {
   /** The epoch's prefetch-to-device slot (GPU only: on the CPU there is nothing to upload). */
   private DevicePrefetch prefetch;
 
-  /** The epoch's batches, one made ahead on its own thread when {@code toGpu}. */
-  Iterator<Batch> ahead(Iterator<Batch> batches, boolean toGpu, int rank) {
+  /**
+   * The epoch's batches, one made ahead on its own thread when {@code toGpu}. The last epoch's
+   * prefetch is closed before {@code open} starts this epoch's stream: starting it closes the last
+   * one's, which the prefetch thread may still be reading.
+   */
+  Iterator<Batch> ahead(Supplier<Iterator<Batch>> open, boolean toGpu, int rank) {
     closePrefetch();
+    Iterator<Batch> batches = open.get();
     if (!toGpu) {
       return batches;
     }
@@ -31,14 +37,16 @@ final class TrainSource implements AutoCloseable {
     }
   }
 
+  /**
+   * Closes the prefetch, then the source. When the prefetch thread cannot be stopped (it is still
+   * in the source after {@link DevicePrefetch}'s timeout) the source is left open, not closed under
+   * it, and the prefetch's error is thrown.
+   */
   @Override
   public void close() {
-    try {
-      closePrefetch();
-    } finally {
-      if (source != null) {
-        source.close();
-      }
+    closePrefetch();
+    if (source != null) {
+      source.close();
     }
   }
 }

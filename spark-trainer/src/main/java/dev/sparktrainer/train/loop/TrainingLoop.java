@@ -240,7 +240,7 @@ public final class TrainingLoop {
     StepTimings before = step.timings();
     long epochStart = System.nanoTime();
     Iterator<Batch> batches =
-        train.ahead(plan.batches(source, accumulate), devices.get(0).isGpu(), rank);
+        train.ahead(() -> plan.batches(source, accumulate), devices.get(0).isGpu(), rank);
     // Read ahead across the boundaries: the next epoch once this one is read, and the validation
     // pass that ends this epoch.
     if (epoch + 1 < cfg.data().epochs()) {

@@ -1,9 +1,9 @@
 package dev.sparktrainer.train.step;
 
 import dev.sparktrainer.data.Batch;
+import java.time.Duration;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -18,23 +18,42 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>The source is only ever called from the slot's thread, one call at a time. A failure of the
  * source (a corrupt record, a reader error) is rethrown to the training thread as it was thrown.
- * {@link #close} stops the thread and closes a batch made but not taken.
+ * {@link #close} stops the thread and closes every batch made but not taken; it returns only once
+ * the thread is out of the source, so the caller may close the source after it.
  */
 public final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
   private static final Batch END = new Batch(null, null, null, 0);
 
+  /** How long {@link #close} waits for the slot's thread to leave the source. */
+  static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(30);
+
   private final Iterator<Batch> source;
+  private final String name;
+  private final Duration closeTimeout;
   private final ExecutorService thread;
-  private Future<Batch> pending;
+  private Future<?> pending;
   private Batch ready;
 
-  /** Set by {@link #close}; a batch the slot's thread makes after it is closed by that thread. */
+  /**
+   * Guards {@link #made} and {@link #closed}: the slot hands a batch over and close() takes the
+   * slot's content under it, so each batch is either handed over (and close() finds it) or made
+   * after close() began (and the slot's thread closes it). Nothing travels as a Future's result,
+   * which a cancel would drop.
+   */
   private final Object lock = new Object();
 
+  private Batch made;
   private boolean closed;
 
+  /** A slot over {@code source} whose thread is called {@code name}. */
   public DevicePrefetch(Iterator<Batch> source, String name) {
+    this(source, name, CLOSE_TIMEOUT);
+  }
+
+  DevicePrefetch(Iterator<Batch> source, String name, Duration closeTimeout) {
     this.source = source;
+    this.name = name;
+    this.closeTimeout = closeTimeout;
     this.thread =
         Executors.newSingleThreadExecutor(
             r -> {
@@ -49,21 +68,23 @@ public final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
     pending = thread.submit(this::make);
   }
 
-  /** On the slot's thread: the next batch, or END; nothing once closed. */
-  private Batch make() {
+  /** On the slot's thread: makes the next batch (or END) and hands it over; nothing once closed. */
+  private void make() {
     synchronized (lock) {
       if (closed) {
-        return END;
+        return;
       }
     }
     Batch b = source.hasNext() ? source.next() : END;
     synchronized (lock) {
-      if (closed && b != END) {
-        b.close(); // closed while it was being made: nobody will take it
-        return END;
+      if (!closed) {
+        made = b;
+        return;
       }
     }
-    return b;
+    if (b != END) {
+      b.close(); // closed while it was being made: nobody will take it
+    }
   }
 
   @Override
@@ -87,7 +108,7 @@ public final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
 
   private Batch await() {
     try {
-      return pending.get();
+      pending.get();
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof RuntimeException r) {
@@ -101,39 +122,58 @@ public final class DevicePrefetch implements Iterator<Batch>, AutoCloseable {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("Interrupted waiting for the next batch", e);
     }
+    synchronized (lock) {
+      Batch b = made;
+      made = null;
+      return b;
+    }
   }
 
-  /** Stops the slot's thread; a batch it made that was not taken is closed. */
+  /**
+   * Stops the slot's thread; a batch it made that was not taken is closed, now or by the thread
+   * when it finishes one. Returns once the thread has left the source.
+   *
+   * @throws IllegalStateException when the thread is still in the source after the close timeout
+   *     (30 s; a reader blocked in native code ignores the interrupt): the source must not be
+   *     closed under it, and the caller leaves it open
+   */
   @Override
   public void close() {
     if (ready != null && ready != END) {
       ready.close();
     }
     ready = null;
+    Batch left;
     synchronized (lock) {
       closed = true;
+      left = made;
+      made = null;
+    }
+    if (left != null && left != END) {
+      left.close();
     }
     // A fetch not started will not run; one under way is interrupted (a source blocked on its
-    // readers gives up) and closes what it makes itself; one done left a batch that is closed here.
-    if (pending != null && !pending.cancel(true)) {
-      try {
-        Batch b = pending.get();
-        if (b != END) {
-          b.close();
-        }
-      } catch (ExecutionException | CancellationException e) {
-        // Nothing was made.
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
+    // readers gives up) and closes what it makes itself.
+    if (pending != null) {
+      pending.cancel(true);
+      pending = null;
     }
-    pending = null;
-    // The source is closed after this: wait until the slot's thread no longer uses it.
     thread.shutdown();
+    boolean ended;
     try {
-      thread.awaitTermination(30, TimeUnit.SECONDS);
+      ended = thread.awaitTermination(closeTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+      ended = thread.isTerminated();
+    }
+    if (!ended) {
+      throw new IllegalStateException(
+          "The device prefetch thread "
+              + name
+              + " is still in the input pipeline "
+              + closeTimeout.toMillis()
+              + " ms after close (it ignored the interrupt): the pipeline is left open rather than"
+              + " closed under it");
     }
   }
 }

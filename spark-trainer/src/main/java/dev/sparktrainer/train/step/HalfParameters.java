@@ -12,7 +12,9 @@ import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.ParameterStore;
+import java.util.ArrayList;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -28,8 +30,15 @@ import java.util.Map;
  * <p>Normalization layers' scale and shift ({@link Parameter.Type#GAMMA}, {@link
  * Parameter.Type#BETA}) stay float32, like the running statistics: PyTorch's batch norm takes a
  * bfloat16 input with float32 parameters and statistics (and returns bfloat16), but refuses
- * bfloat16 parameters with float32 statistics. Their gradients are float32; {@code cat} promotes a
- * bucket that holds any of them to float32, and no cast follows.
+ * bfloat16 parameters with float32 statistics; its layer norm takes them too. Their gradients are
+ * float32; {@code cat} promotes a bucket that holds any of them to float32, and no cast follows.
+ *
+ * <p><b>Frozen weights.</b> A weight or bias that requires no gradient (a frozen backbone when
+ * fine-tuning) is not trained, so its bfloat16 copy is made once, per replica, beside the buckets:
+ * a convolution or linear layer refuses a bfloat16 input with float32 weights. It is made again
+ * only when the master values are replaced ({@link #frozenChanged}: a resume, the start's
+ * broadcast). Frozen normalization parameters stay float32 as above, and the statistics (running
+ * mean and variance) stay what they are: float32, updated by forward.
  *
  * <p><b>What DJL's PyTorch engine allows.</b> DJL 0.35.1's JNI maps data types 0-8 only
  * (float32...complex64): any call that names {@code DataType.BFLOAT16} (create, zeros, {@code
@@ -64,6 +73,12 @@ final class HalfParameters implements AutoCloseable {
 
   /** [replica]: gives the blocks the bfloat16 views in the training forward pass. */
   final ParameterStore[] stores;
+
+  /** [replica]: the bfloat16 copy of each frozen weight, by parameter (also in the store). */
+  private final List<Map<Parameter, NDArray>> frozen = new ArrayList<>();
+
+  /** The frozen weights' masters were replaced since their copies were made. */
+  private boolean frozenStale;
 
   HalfParameters(ReplicaSet replicas, GradientBuckets buckets, FlatState flat, StepLedger ledger) {
     this.flat = flat;
@@ -105,6 +120,16 @@ final class HalfParameters implements AutoCloseable {
             }
           }
         }
+        Map<Parameter, NDArray> copies = new IdentityHashMap<>();
+        frozen.add(copies);
+        for (int i : replicas.stats) {
+          Parameter p = replicas.params[d][i];
+          if (isFrozenWeight(p)) {
+            NDArray copy = cast(p.getArray());
+            copies.put(p, copy);
+            views.put(p, copy);
+          }
+        }
         stores[d] = new CastStore(replicas.managers[d], views);
       }
     } catch (RuntimeException | Error e) {
@@ -113,6 +138,40 @@ final class HalfParameters implements AutoCloseable {
     } finally {
       JniUtils.setGradMode(recording);
     }
+  }
+
+  /**
+   * A parameter that is not trained and that forward multiplies with the bfloat16 activations: a
+   * frozen weight or bias (linear, convolution, embedding). Not normalization's scale and shift
+   * (float32, see above), not statistics.
+   */
+  private static boolean isFrozenWeight(Parameter p) {
+    return !p.requiresGradient()
+        && (p.getType() == Parameter.Type.WEIGHT || p.getType() == Parameter.Type.BIAS);
+  }
+
+  /**
+   * The frozen weights' master values were replaced (a resume, the start's broadcast): their
+   * bfloat16 copies are made again before the next forward.
+   */
+  void frozenChanged() {
+    frozenStale = !frozen.isEmpty() && !frozen.get(0).isEmpty();
+  }
+
+  /** Makes the frozen weights' bfloat16 copies again, in place (grad mode off). */
+  private void recopyFrozen() {
+    for (int d = 0; d < frozen.size(); d++) {
+      for (Map.Entry<Parameter, NDArray> e : frozen.get(d).entrySet()) {
+        // copy_ converts float32 to bfloat16 into the same tensor the store hands out
+        long[] flatShape = {-1};
+        try (PtNDArray dst = JniUtils.reshape((PtNDArray) e.getValue(), flatShape);
+            PtNDArray src = JniUtils.reshape((PtNDArray) e.getKey().getArray(), flatShape)) {
+          FlatState.copy(dst, src);
+        }
+        ledger.writebackCalls++;
+      }
+    }
+    frozenStale = false;
   }
 
   /**
@@ -147,6 +206,10 @@ final class HalfParameters implements AutoCloseable {
    * The model's output cast back to float32 for the loss, differentiably (one counted engine call).
    */
   NDArray output(NDArray pred) {
+    if (pred.getDataType() == DataType.FLOAT32) {
+      // float32 already (a float32 parameter took part last): the cast would make it bfloat16
+      return pred;
+    }
     ledger.otherCalls++;
     ledger.deviceAllocations++;
     return cast(pred);
@@ -174,6 +237,9 @@ final class HalfParameters implements AutoCloseable {
           FlatState.copy(values[d][b], flat.values[d][b]);
           ledger.writebackCalls++;
         }
+      }
+      if (frozenStale) {
+        recopyFrozen();
       }
     } finally {
       JniUtils.setGradMode(recording);
@@ -205,6 +271,9 @@ final class HalfParameters implements AutoCloseable {
           a.close();
         }
       }
+    }
+    for (Map<Parameter, NDArray> copies : frozen) {
+      copies.values().forEach(NDArray::close);
     }
     if (toBf16 != null) {
       toBf16.close();

@@ -44,6 +44,20 @@ public final class ReplicaSet implements AutoCloseable {
   /** Serializes gradient collection and seeded random number use across the tasks of a JVM. */
   static final ReentrantLock JVM_LOCK = new ReentrantLock(true);
 
+  /**
+   * Runs {@code work} holding the lock every gradient collection of this JVM holds: for code
+   * outside the step that collects gradients too (the engine check's test step), which would
+   * otherwise meet a training task's collector.
+   */
+  public static <T> T withJvmLock(java.util.function.Supplier<T> work) {
+    JVM_LOCK.lock();
+    try {
+      return work.get();
+    } finally {
+      JVM_LOCK.unlock();
+    }
+  }
+
   private final List<Device> devices;
   final NDManager[] managers;
   final Block[] blocks;

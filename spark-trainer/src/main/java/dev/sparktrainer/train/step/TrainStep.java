@@ -327,6 +327,9 @@ public final class TrainStep implements AutoCloseable {
    */
   public void restore(float[][] values, float[][][] slots, long optimizerSteps) {
     updater.restore(values, slots, optimizerSteps);
+    if (half != null) {
+      half.frozenChanged(); // their bfloat16 copies are made once, from these values
+    }
   }
 
   /**

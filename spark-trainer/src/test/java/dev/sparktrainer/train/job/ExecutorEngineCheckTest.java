@@ -3,6 +3,7 @@ package dev.sparktrainer.train.job;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.sparktrainer.engine.EngineCheck;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
@@ -13,7 +14,10 @@ import dev.sparktrainer.train.loop.NonRetryableTrainingException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerTaskStart;
 import org.apache.spark.sql.SparkSession;
@@ -110,5 +114,43 @@ class ExecutorEngineCheckTest {
     assertThatThrownBy(() -> gpuJob().fit(spark))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessage("GPUs were requested but this machine has none visible to PyTorch");
+  }
+
+  /**
+   * A failed check is not kept for the JVM's life: the next job (here the next call, after the
+   * setting was fixed) checks again and passes.
+   */
+  @Test
+  void aFailedCheckIsMadeAgainByTheNextJob() throws Exception {
+    Path empty = Files.createDirectories(tmp.resolve("no-libtorch-yet"));
+    System.setProperty("PYTORCH_LIBRARY_PATH", empty.toString());
+    ExecutorEngineCheck.reset();
+    assertThatThrownBy(() -> ExecutorEngineCheck.require("rank 0 (executor 1)", new String[] {"0"}))
+        .isInstanceOf(NonRetryableTrainingException.class)
+        .hasMessageContaining("rank 0 (executor 1): PyTorch cannot train on this executor")
+        .hasMessageContaining(empty.toString());
+    System.clearProperty("PYTORCH_LIBRARY_PATH");
+    ExecutorEngineCheck.require("rank 0 (executor 1)", new String[] {"0"});
+  }
+
+  /**
+   * Each GPU address a task is given is checked, once: a second task of the JVM given another GPU
+   * has that one checked; one given a GPU checked already is not checked again. The real check runs
+   * (on this CPU machine it steps on the CPU); the test records what it was asked.
+   */
+  @Test
+  void eachAssignedGpuIsCheckedOnce() {
+    ExecutorEngineCheck.reset();
+    List<List<Integer>> asked = new ArrayList<>();
+    Function<List<Integer>, EngineCheck.Report> check =
+        ids -> {
+          asked.add(ids);
+          return EngineCheck.run(ids);
+        };
+    ExecutorEngineCheck.require("rank 0", new String[] {"0"}, check);
+    ExecutorEngineCheck.require("rank 1", new String[] {"1", "0"}, check);
+    ExecutorEngineCheck.require("rank 2", new String[] {"1"}, check);
+    ExecutorEngineCheck.require("rank 3", new String[] {"0"}, check);
+    assertThat(asked).containsExactly(List.of(0), List.of(1));
   }
 }

@@ -77,7 +77,7 @@ class Bf16StepTest {
               Duration.ofSeconds(30),
               precision)) {
         if (start != null) {
-          step.updater.restore(start.values(), start.slots(), start.steps());
+          step.restore(start.values(), start.slots(), start.steps());
         }
         for (int s = from; s < to; s++) {
           try (Batch b = StepScenarios.batch(replicas.manager().newSubManager(), 12, 64, s)) {

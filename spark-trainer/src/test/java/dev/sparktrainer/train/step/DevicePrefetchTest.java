@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import ai.djl.ndarray.NDManager;
 import dev.sparktrainer.data.Batch;
 import java.io.UncheckedIOException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -101,14 +102,29 @@ class DevicePrefetchTest {
     }
   }
 
+  /**
+   * A batch the source finishes just as close() begins is closed, never dropped: close() is called
+   * the moment the source returns the batch it is making, so it lands before, inside or after the
+   * slot hands the batch over (the window where a cancelled fetch's result was dropped).
+   */
   @Test
   void closeClosesTheBatchMadeAheadAndStopsTheThread() throws Exception {
     // Many times: the close races the slot's thread at every stage of its fetch.
-    for (int round = 0; round < 200; round++) {
+    for (int round = 0; round < 1000; round++) {
       Source source = new Source(10);
       DevicePrefetch p = new DevicePrefetch(source, "prefetch-close-test");
       for (int i = 0; i < round % 3; i++) {
         p.next().close();
+      }
+      // the fetch after the last next() (or the first one) returns its batch now, or did
+      int want = round % 3 + 1;
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (source.made.get() < want && System.nanoTime() < deadline) {
+        Thread.onSpinWait();
+      }
+      // and a little later each round: the close sweeps across the slot's hand-over
+      for (int spin = (round * 7) % 97; spin > 0; spin--) {
+        Thread.onSpinWait();
       }
       p.close();
       // close() returns once the slot's thread is done with the source: nothing it made is open.
@@ -130,5 +146,75 @@ class DevicePrefetchTest {
       Thread.onSpinWait();
     }
     assertThat(gone.getCount()).as("the slot's thread ended").isZero();
+  }
+
+  /** A source whose next() blocks until released and ignores interrupts while it waits. */
+  private static final class StuckSource implements Iterator<Batch> {
+    final NDManager manager = NDManager.newBaseManager();
+    final CountDownLatch inside = new CountDownLatch(1);
+    final CountDownLatch interrupted = new CountDownLatch(1);
+    final CountDownLatch release = new CountDownLatch(1);
+    final AtomicInteger closed = new AtomicInteger();
+    volatile boolean returned;
+
+    @Override
+    public boolean hasNext() {
+      return true;
+    }
+
+    @Override
+    public Batch next() {
+      inside.countDown();
+      while (true) {
+        try {
+          if (release.await(10, TimeUnit.MILLISECONDS)) {
+            break;
+          }
+        } catch (InterruptedException e) {
+          interrupted.countDown(); // ignored: a reader stuck in native code does not see it
+        }
+      }
+      NDManager m = manager.newSubManager();
+      Batch b =
+          new Batch(
+              m,
+              new ai.djl.ndarray.NDList(m.create(new float[] {1})),
+              m.create(new float[] {1}),
+              1,
+              closed::incrementAndGet,
+              true);
+      returned = true;
+      return b;
+    }
+  }
+
+  /**
+   * A source that ignores the interrupt and stays in next(): close() does not return normally while
+   * the slot's thread is still in the source (the caller would close the source under it); it fails
+   * naming the thread. Once the source returns, its batch is closed by the slot's thread.
+   */
+  @Test
+  void closeRefusesToReturnWhileTheSlotIsStillInTheSource() throws Exception {
+    StuckSource source = new StuckSource();
+    DevicePrefetch p = new DevicePrefetch(source, "prefetch-stuck-test", Duration.ofMillis(300));
+    try {
+      assertThat(source.inside.await(10, TimeUnit.SECONDS)).as("the slot is in next()").isTrue();
+      assertThatThrownBy(p::close)
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("prefetch-stuck-test")
+          .hasMessageContaining("still in the input pipeline");
+      assertThat(source.interrupted.getCount()).as("the slot's thread was interrupted").isZero();
+      assertThat(source.returned).as("the source had not returned when close() failed").isFalse();
+    } finally {
+      source.release.countDown();
+    }
+    // Released, the source returns a batch nobody will take: the slot's thread closes it and ends.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (source.closed.get() == 0 && System.nanoTime() < deadline) {
+      Thread.onSpinWait();
+    }
+    assertThat(source.closed.get()).as("the late batch was closed").isEqualTo(1);
+    p.close(); // now the thread has ended: close() returns
+    source.manager.close();
   }
 }
