@@ -122,6 +122,15 @@ public final class Communicator implements AutoCloseable {
     return size;
   }
 
+  /**
+   * Collective operations this rank has begun: the ring's sequence number. Every rank runs the same
+   * operations in the same order, so between operations it is the same on every rank (for checks
+   * and tests of what ran where).
+   */
+  public long operations() {
+    return guard.operationsBegun();
+  }
+
   /** Every rank's address, indexed by rank. */
   public List<String> peers() {
     return peers;

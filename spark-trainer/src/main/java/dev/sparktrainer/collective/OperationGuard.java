@@ -98,6 +98,11 @@ final class OperationGuard {
     busy.set(false);
   }
 
+  /** Operations begun so far (the running one included). */
+  long operationsBegun() {
+    return opIndex;
+  }
+
   private String describeOperation() {
     StringBuilder sb = new StringBuilder().append(opName).append(" #").append(opIndex).append(" (");
     if (opType != null) {

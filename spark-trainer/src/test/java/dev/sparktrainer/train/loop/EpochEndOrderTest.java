@@ -36,13 +36,22 @@ import org.junit.jupiter.api.io.TempDir;
  * Every rank ends every epoch with the same steps in the same order — the order of {@link
  * EpochEndStep} — on a real two-rank ring, with validation and checkpoints on; and a hook sees each
  * step after the earlier ones have run (the history step after the replica check, the checkpoint
- * after the history).
+ * after the history). Each step's collective work runs on every rank: the ring's operation count
+ * ({@link Communicator#operations()}) is the same on both ranks before every step, the steps that
+ * communicate moved it and those that do not (the history, rank 0's checkpoint) did not.
  */
 class EpochEndOrderTest {
   @TempDir Path tmp;
 
   /** What one rank's hook saw: the step, the epoch, and whether the metrics existed yet. */
   private record Seen(EpochEndStep step, int epoch, boolean metricsRecorded) {}
+
+  /**
+   * The steps with no collective operation here: the history is local, the checkpoint rank 0's, and
+   * the grow check asks the ring only when growing is on (off in this job).
+   */
+  private static final java.util.Set<EpochEndStep> LOCAL =
+      java.util.EnumSet.of(EpochEndStep.HISTORY, EpochEndStep.CHECKPOINT, EpochEndStep.GROW_CHECK);
 
   @Test
   void everyRankRunsTheEpochEndStepsInTheirOrder() throws Exception {
@@ -68,11 +77,14 @@ class EpochEndOrderTest {
     List<Communicator> ring = Rings.form(2, b -> {});
     ExecutorService pool = Executors.newFixedThreadPool(2);
     List<List<Seen>> seen = new ArrayList<>();
+    List<List<Long>> operations = new ArrayList<>();
     try {
       List<Future<WorkerResult>> results = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
         List<Seen> mine = Collections.synchronizedList(new ArrayList<>());
         seen.add(mine);
+        List<Long> ops = Collections.synchronizedList(new ArrayList<>());
+        operations.add(ops);
         Communicator comm = ring.get(r);
         results.add(
             pool.submit(
@@ -85,12 +97,14 @@ class EpochEndOrderTest {
                               public void beforeEpochEnd(
                                   int rank, EpochEndStep step, EpochEnd end) {
                                 mine.add(new Seen(step, end.epoch(), end.metrics() != null));
+                                ops.add(comm.operations());
                               }
                             })
                         .run()));
       }
-      for (Future<WorkerResult> f : results) {
-        assertThat(f.get(120, TimeUnit.SECONDS).history()).hasSize(2);
+      for (int r = 0; r < 2; r++) {
+        assertThat(results.get(r).get(120, TimeUnit.SECONDS).history()).hasSize(2);
+        operations.get(r).add(ring.get(r).operations()); // after the last epoch's last step
       }
     } finally {
       pool.shutdownNow();
@@ -105,6 +119,25 @@ class EpochEndOrderTest {
     }
     assertThat(seen.get(0)).as("rank 0").containsExactlyElementsOf(expected);
     assertThat(seen.get(1)).as("rank 1").containsExactlyElementsOf(expected);
+    assertThat(operations.get(1))
+        .as("the ring's operation count before each step (and at the end), rank 1 as rank 0")
+        .containsExactlyElementsOf(operations.get(0));
+    int steps = EpochEndStep.values().length;
+    for (int i = 0; i < expected.size(); i++) {
+      Seen at = expected.get(i);
+      boolean lastOfEpoch = at.step() == EpochEndStep.GROW_CHECK;
+      if (lastOfEpoch && i + 1 < expected.size()) {
+        continue; // the next count also holds the next epoch's training steps
+      }
+      long ran = operations.get(0).get(i + 1) - operations.get(0).get(i);
+      String what = at.step() + " of epoch " + at.epoch() + ": collective operations";
+      if (LOCAL.contains(at.step())) {
+        assertThat(ran).as(what).isZero();
+      } else {
+        assertThat(ran).as(what).isPositive();
+      }
+    }
+    assertThat(operations.get(0)).hasSize(2 * steps + 1);
     assertThat(Arrays.asList(EpochEndStep.values()))
         .as("the documented order")
         .containsExactly(
