@@ -99,25 +99,30 @@ final class TrainCommand extends Command {
         "FORMAT",
         null,
         "tfrecord or parquet (default: parquet if every file ends in .parquet)");
-    f.add("model", Kind.STRING, "SPEC", "mlp:128", "the model: " + SpecStrings.MODEL_FORMS);
+    f.add(
+        "model",
+        Kind.STRING,
+        "SPEC",
+        TrainerOption.MODEL.cliDefault(),
+        "the model: " + SpecStrings.MODEL_FORMS);
     f.add(
         "activation",
         Kind.STRING,
         "NAME",
-        "relu",
+        TrainerOption.ACTIVATION.cliDefault(),
         "activation of the MLP's hidden layers: relu, tanh, sigmoid, gelu");
     f.add(
         "dropout",
         Kind.DOUBLE,
         "RATE",
-        "0",
+        TrainerOption.DROPOUT.cliDefault(),
         "dropout after hidden layers (MLP), before the output layer (CNN)");
     f.add(
         "loss",
         Kind.STRING,
         "NAME",
-        null,
-        "softmax_cross_entropy (default with --num-classes),"
+        TrainerOption.LOSS.cliDefault(),
+        "softmax_cross_entropy (with --num-classes),"
             + " sigmoid_binary_cross_entropy (labels 0/1) or l2 (regression)");
     TrainerFlags.define(f);
     f.add(
@@ -149,7 +154,7 @@ final class TrainCommand extends Command {
         DataChecks.features(f.string("features"), f.source("features"));
     LossSpec loss;
     try {
-      loss = f.given("loss") ? LossSpec.parse(f.string("loss")) : LossSpec.SOFTMAX_CROSS_ENTROPY;
+      loss = LossSpec.parse(f.string("loss"));
     } catch (IllegalArgumentException e) {
       throw new CliException(
           "Invalid "

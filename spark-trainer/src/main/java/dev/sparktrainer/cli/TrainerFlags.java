@@ -40,18 +40,22 @@ final class TrainerFlags {
         "normalize",
         Kind.STRING,
         "MODE",
-        "none",
+        TrainerOption.NORMALIZE.cliDefault(),
         "feature normalization: standard ((x - mean) / std), minmax"
             + " ((x - min) / (max - min)) or none; statistics from the training data, saved with the model");
     f.add(
-        "workers", Kind.INT, "N", "2", "number of workers: barrier tasks, one model replica each");
+        "workers",
+        Kind.INT,
+        "N",
+        TrainerOption.WORKERS.cliDefault(),
+        "number of workers: barrier tasks, one model replica each");
     f.add(
         "min-workers",
         Kind.INT,
         "M",
-        null,
+        TrainerOption.MIN_WORKERS.cliDefault(),
         "elastic training: go on with fewer workers, down to M, when the"
-            + " cluster offers fewer than N slots for --slot-wait (default: N, never fewer); resumes from the checkpoint");
+            + " cluster offers fewer than N slots for --slot-wait (0: N, never fewer); resumes from the checkpoint");
     f.add(
         "grow",
         Kind.BOOL,
@@ -63,45 +67,65 @@ final class TrainerFlags {
         "slot-wait",
         Kind.LONG,
         "SECONDS",
-        "30",
+        TrainerOption.SLOT_WAIT.cliDefault(),
         "how long to wait for the cluster to offer the workers' slots,"
             + " at the start and when executors are lost");
-    f.add("epochs", Kind.INT, "E", "10", "number of epochs");
+    f.add("epochs", Kind.INT, "E", TrainerOption.EPOCHS.cliDefault(), "number of epochs");
     f.add(
         "batch-size",
         Kind.INT,
         "B",
-        "32",
+        TrainerOption.BATCH_SIZE.cliDefault(),
         "examples per batch on one worker (global batch = B x N)");
     f.add(
         "accumulate-steps",
         Kind.INT,
         "K",
-        "1",
+        TrainerOption.ACCUMULATE_STEPS.cliDefault(),
         "gradient accumulation: K batches per optimizer step, gradients"
             + " summed locally and all-reduced once (global batch = B x K x N)");
-    f.add("learning-rate", Kind.DOUBLE, "LR", "0.001", "base learning rate");
-    f.add("optimizer", Kind.STRING, "NAME", "adam", "adam, adamw or sgd");
-    f.add("momentum", Kind.DOUBLE, "M", "0.9", "SGD momentum");
+    f.add(
+        "learning-rate",
+        Kind.DOUBLE,
+        "LR",
+        TrainerOption.LEARNING_RATE.cliDefault(),
+        "base learning rate");
+    f.add(
+        "optimizer",
+        Kind.STRING,
+        "NAME",
+        TrainerOption.OPTIMIZER.cliDefault(),
+        "adam, adamw or sgd");
+    f.add("momentum", Kind.DOUBLE, "M", TrainerOption.MOMENTUM.cliDefault(), "SGD momentum");
     f.add(
         "weight-decay",
         Kind.DOUBLE,
         "WD",
-        "0",
+        TrainerOption.WEIGHT_DECAY.cliDefault(),
         "weight decay; AdamW's is decoupled (0: the optimizer's own, none for adam and sgd, 0.01 for adamw)");
-    f.add("warmup-steps", Kind.LONG, "STEPS", "0", "linear learning-rate warm-up steps");
+    f.add(
+        "warmup-steps",
+        Kind.LONG,
+        "STEPS",
+        TrainerOption.WARMUP_STEPS.cliDefault(),
+        "linear learning-rate warm-up steps");
     f.add(
         "cosine-decay-steps",
         Kind.LONG,
         "STEPS",
-        "0",
+        TrainerOption.COSINE_DECAY_STEPS.cliDefault(),
         "cosine decay of the learning rate to 0 over these steps" + " after warm-up (0: constant)");
-    f.add("seed", Kind.LONG, "SEED", "42", "seed of initialization, shuffling and dropout");
+    f.add(
+        "seed",
+        Kind.LONG,
+        "SEED",
+        TrainerOption.SEED.cliDefault(),
+        "seed of initialization, shuffling and dropout");
     f.add(
         "shuffle-buffer",
         Kind.INT,
         "RECORDS",
-        "10000",
+        TrainerOption.SHUFFLE_BUFFER.cliDefault(),
         "records in each worker's shuffle buffer (0: none)");
     f.add(
         "nondeterministic",
@@ -114,14 +138,14 @@ final class TrainerFlags {
         "image-transfer",
         Kind.STRING,
         "TYPE",
-        "auto",
+        TrainerOption.IMAGE_TRANSFER.cliDefault(),
         "uint8 or float32: how image features cross to the device (uint8: one byte per pixel,"
             + " scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on CPUs)");
     f.add(
         "sharding",
         Kind.STRING,
         "POLICY",
-        "auto",
+        TrainerOption.SHARDING.cliDefault(),
         "auto, file or data: how records are dealt to workers");
     f.add(
         "cache-dir",
@@ -142,7 +166,7 @@ final class TrainerFlags {
         "bucket-mb",
         Kind.DOUBLE,
         "MB",
-        TrainerOption.defaultBucketMb(),
+        TrainerOption.BUCKET_MB.cliDefault(),
         "gradient bucket size in MiB: one all-reduce each, started while" + " backward goes on");
     f.add(
         "no-overlap",
@@ -155,7 +179,7 @@ final class TrainerFlags {
         "optimizer-placement",
         Kind.STRING,
         "WHERE",
-        "auto",
+        TrainerOption.OPTIMIZER_PLACEMENT.cliDefault(),
         "where parameters and optimizer state live and are"
             + " updated: device (tensors on the replica's device), host (Java, multi-threaded) or auto (device on"
             + " GPUs, the faster one on CPU)");
@@ -163,14 +187,14 @@ final class TrainerFlags {
         "precision",
         Kind.STRING,
         "P",
-        "fp32",
+        TrainerOption.PRECISION.cliDefault(),
         "arithmetic of forward and backward: fp32, or bf16 (mixed precision:"
             + " a bfloat16 copy of the weights, float32 master weights, optimizer, batch-norm and loss)");
     f.add(
         "gradient-precision",
         Kind.STRING,
         "P",
-        "fp32",
+        TrainerOption.GRADIENT_PRECISION.cliDefault(),
         "gradients on the wire: fp32, or bf16 (half the bytes)");
     f.add(
         "checkpoint-dir",
@@ -182,7 +206,7 @@ final class TrainerFlags {
         "rescale",
         Kind.STRING,
         "WHAT",
-        "batch",
+        TrainerOption.RESCALE.cliDefault(),
         "resuming a checkpoint of another worker count: batch keeps the"
             + " global batch (per-worker batch and accumulation chosen to match), lr keeps --batch-size and scales the"
             + " learning rate (linear scaling rule); either way the interrupted epoch goes on with the"
@@ -191,9 +215,14 @@ final class TrainerFlags {
         "checkpoint-every-steps",
         Kind.LONG,
         "STEPS",
-        "0",
+        TrainerOption.CHECKPOINT_EVERY_STEPS.cliDefault(),
         "also checkpoint every STEPS steps (0: at epoch ends)");
-    f.add("keep-checkpoints", Kind.INT, "N", "3", "how many checkpoints to keep");
+    f.add(
+        "keep-checkpoints",
+        Kind.INT,
+        "N",
+        TrainerOption.KEEP_CHECKPOINTS.cliDefault(),
+        "how many checkpoints to keep");
     f.add(
         "ring-keystore",
         Kind.STRING,
@@ -214,14 +243,14 @@ final class TrainerFlags {
         "ring-transport",
         Kind.STRING,
         "MODE",
-        "auto",
+        TrainerOption.RING_TRANSPORT.cliDefault(),
         "auto: ring neighbours on the same host exchange gradients"
             + " through shared memory (/dev/shm), others over TCP; tcp: TCP only. With --ring-keystore every link is TLS");
     f.add(
         "collective-timeout",
         Kind.LONG,
         "SECONDS",
-        "300",
+        TrainerOption.COLLECTIVE_TIMEOUT.cliDefault(),
         "deadline of each ring operation: a worker that stops"
             + " responding fails the stage after this long, with an error naming its rank and address");
     f.add(
@@ -261,8 +290,7 @@ final class TrainerFlags {
               + ": expected >= 1");
     }
     rescale(f);
-    if (f.given("min-workers")
-        && (f.integer("min-workers") < 1 || f.integer("min-workers") > f.integer("workers"))) {
+    if (f.integer("min-workers") < 0 || f.integer("min-workers") > f.integer("workers")) {
       throw new CliException(
           "Invalid "
               + f.source("min-workers")
@@ -348,7 +376,7 @@ final class TrainerFlags {
         .optGpus(f.bool("gpus"))
         .optAccumulateSteps(f.integer("accumulate-steps"))
         .optRescale(rescale(f))
-        .optMinWorkers(f.given("min-workers") ? f.integer("min-workers") : 0)
+        .optMinWorkers(f.integer("min-workers"))
         .optGrow(f.bool("grow"))
         .optSlotWait(slotWait(f))
         .optGradientPrecision(gradientPrecision(f))

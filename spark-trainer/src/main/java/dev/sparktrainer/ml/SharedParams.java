@@ -1,5 +1,6 @@
 package dev.sparktrainer.ml;
 
+import dev.sparktrainer.train.TrainerOption;
 import java.io.Serializable;
 import org.apache.spark.ml.param.IntParam;
 import org.apache.spark.ml.param.Param;
@@ -96,7 +97,7 @@ public interface SharedParams<T extends SharedParams<T>> extends Params {
       inferenceBatchSize =
           new IntParam(
               owner, "inferenceBatchSize", "rows per batch in transform", ParamValidators.gtEq(1));
-      owner.setDefault(featuresCol, "features");
+      owner.setDefault(featuresCol, TrainerOption.FEATURES.stringDefault());
       owner.setDefault(predictionCol, "prediction");
       owner.setDefault(probabilityCol, "probability");
       owner.setDefault(rawPredictionCol, "rawPrediction");

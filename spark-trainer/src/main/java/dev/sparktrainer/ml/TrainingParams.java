@@ -252,7 +252,7 @@ public interface TrainingParams extends Params {
               "batches per optimizer step, gradients summed locally"
                   + " and all-reduced once (global batch = batchSize x accumulateSteps x numWorkers)",
               ParamValidators.gtEq(1));
-      owner.setDefault(accumulateSteps, 1);
+      owner.setDefault(accumulateSteps, TrainerOption.ACCUMULATE_STEPS.intDefault());
       rescale =
           new Param<>(
               owner,
@@ -260,7 +260,7 @@ public interface TrainingParams extends Params {
               "resuming a checkpoint of another worker count: batch (keep the global"
                   + " batch) or lr (keep batchSize, scale the learning rate)",
               ParamValidators.inArray(TrainerOption.RESCALE.choiceArray()));
-      owner.setDefault(rescale, "batch");
+      owner.setDefault(rescale, TrainerOption.RESCALE.stringDefault());
       minWorkers =
           new IntParam(
               owner,
@@ -268,14 +268,14 @@ public interface TrainingParams extends Params {
               "elastic training: the fewest workers to go on with when executors"
                   + " are lost for good (0: numWorkers, never fewer)",
               ParamValidators.gtEq(0));
-      owner.setDefault(minWorkers, 0);
+      owner.setDefault(minWorkers, TrainerOption.MIN_WORKERS.intDefault());
       grow =
           new BooleanParam(
               owner,
               "grow",
               "with minWorkers: after going on with fewer workers, grow back toward numWorkers at an"
                   + " epoch end when the cluster offers more slots again");
-      owner.setDefault(grow, false);
+      owner.setDefault(grow, TrainerOption.GROW.booleanDefault());
       slotWait =
           new LongParam(
               owner,
@@ -283,7 +283,7 @@ public interface TrainingParams extends Params {
               "seconds to wait for the cluster to offer the workers' slots, at the start and when"
                   + " executors are lost",
               ParamValidators.gtEq(0));
-      owner.setDefault(slotWait, 30L);
+      owner.setDefault(slotWait, TrainerOption.SLOT_WAIT.longDefault());
       epochs = new IntParam(owner, "epochs", "number of epochs", ParamValidators.gtEq(1));
       learningRate =
           new DoubleParam(owner, "learningRate", "base learning rate", ParamValidators.gt(0));
@@ -338,14 +338,14 @@ public interface TrainingParams extends Params {
               owner,
               "useGpus",
               "train on the GPUs Spark assigns each task (needs spark.task.resource.gpu.amount and CUDA natives)");
-      owner.setDefault(useGpus, false);
+      owner.setDefault(useGpus, TrainerOption.GPUS.booleanDefault());
       deterministic =
           new BooleanParam(
               owner,
               "deterministic",
               "reproducible batch order (tf.data deterministic); false with shuffleBuffer 0: readers make whole"
                   + " batches and hand them on as they are ready (faster)");
-      owner.setDefault(deterministic, true);
+      owner.setDefault(deterministic, TrainerOption.DETERMINISTIC.booleanDefault());
       imageTransfer =
           new Param<>(
               owner,
@@ -354,34 +354,34 @@ public interface TrainingParams extends Params {
                   + " pixel, scaled, augmented and normalized there; auto: uint8 on GPUs, float32 on"
                   + " CPUs)",
               ParamValidators.inArray(TrainerOption.IMAGE_TRANSFER.choiceArray()));
-      owner.setDefault(imageTransfer, "auto");
+      owner.setDefault(imageTransfer, TrainerOption.IMAGE_TRANSFER.stringDefault());
       ringTransport =
           new Param<>(
               owner,
               "ringTransport",
               "auto (same-host ring neighbours exchange gradients through shared memory, others over TCP) or tcp",
               ParamValidators.inArray(TrainerOption.RING_TRANSPORT.choiceArray()));
-      owner.setDefault(ringTransport, "auto");
+      owner.setDefault(ringTransport, TrainerOption.RING_TRANSPORT.stringDefault());
       bucketMb =
           new DoubleParam(
               owner,
               "bucketMb",
               "gradient bucket size in MiB: one all-reduce each, started while backward goes on",
               ParamValidators.gt(0));
-      owner.setDefault(bucketMb, TrainerOption.DEFAULT_BUCKET_BYTES / (double) (1 << 20));
+      owner.setDefault(bucketMb, TrainerOption.BUCKET_MB.doubleDefault());
       overlap =
           new BooleanParam(
               owner,
               "overlap",
               "all-reduce gradient buckets while backward goes on (false: after the whole backward)");
-      owner.setDefault(overlap, true);
+      owner.setDefault(overlap, TrainerOption.OVERLAP.booleanDefault());
       optimizerPlacement =
           new Param<>(
               owner,
               "optimizerPlacement",
               "where parameters and optimizer state live: auto (device on GPUs, the faster one on CPU), device or host",
               ParamValidators.inArray(TrainerOption.OPTIMIZER_PLACEMENT.choiceArray()));
-      owner.setDefault(optimizerPlacement, "auto");
+      owner.setDefault(optimizerPlacement, TrainerOption.OPTIMIZER_PLACEMENT.stringDefault());
       precision =
           new Param<>(
               owner,
@@ -389,7 +389,7 @@ public interface TrainingParams extends Params {
               "arithmetic of forward and backward: fp32, or bf16 (mixed precision on a bfloat16 copy of"
                   + " the float32 master weights)",
               ParamValidators.inArray(TrainerOption.PRECISION.choiceArray()));
-      owner.setDefault(precision, "fp32");
+      owner.setDefault(precision, TrainerOption.PRECISION.stringDefault());
       transform =
           new TransformParam(
               owner,
@@ -404,25 +404,25 @@ public interface TrainingParams extends Params {
               "feature normalization fitted on the training data and saved with the model: standard ((x - mean) / std),"
                   + " minmax ((x - min) / (max - min)) or none",
               ParamValidators.inArray(TrainerOption.NORMALIZE.choiceArray()));
-      owner.setDefault(normalize, "none");
+      owner.setDefault(normalize, TrainerOption.NORMALIZE.stringDefault());
       gradientPrecision =
           new Param<>(
               owner,
               "gradientPrecision",
               "gradients on the wire: fp32, or bf16 (half the all-reduce bytes)",
               ParamValidators.inArray(TrainerOption.GRADIENT_PRECISION.choiceArray()));
-      owner.setDefault(gradientPrecision, "fp32");
+      owner.setDefault(gradientPrecision, TrainerOption.GRADIENT_PRECISION.stringDefault());
       checkpointEverySteps =
           new LongParam(
               owner,
               "checkpointEverySteps",
               "with checkpointDir: also checkpoint every this many steps (0: at epoch ends)",
               ParamValidators.gtEq(0));
-      owner.setDefault(checkpointEverySteps, 0L);
+      owner.setDefault(checkpointEverySteps, TrainerOption.CHECKPOINT_EVERY_STEPS.longDefault());
       keepCheckpoints =
           new IntParam(
               owner, "keepCheckpoints", "how many checkpoints to keep", ParamValidators.gtEq(1));
-      owner.setDefault(keepCheckpoints, 3);
+      owner.setDefault(keepCheckpoints, TrainerOption.KEEP_CHECKPOINTS.intDefault());
       collectiveTimeout =
           new LongParam(
               owner,
@@ -430,9 +430,9 @@ public interface TrainingParams extends Params {
               "seconds: deadline of each ring operation (a worker that stops responding fails the"
                   + " stage after this long)",
               ParamValidators.gtEq(1));
-      owner.setDefault(collectiveTimeout, 300L);
+      owner.setDefault(collectiveTimeout, TrainerOption.COLLECTIVE_TIMEOUT.longDefault());
       momentum = new DoubleParam(owner, "momentum", "SGD momentum", ParamValidators.gtEq(0));
-      owner.setDefault(momentum, 0.9);
+      owner.setDefault(momentum, TrainerOption.MOMENTUM.doubleDefault());
       weightDecay =
           new DoubleParam(
               owner,
@@ -440,46 +440,47 @@ public interface TrainingParams extends Params {
               "weight decay; AdamW's is decoupled (0: the optimizer's own, none for adam and sgd,"
                   + " 0.01 for adamw)",
               ParamValidators.gtEq(0));
-      owner.setDefault(weightDecay, 0.0);
+      owner.setDefault(weightDecay, TrainerOption.WEIGHT_DECAY.doubleDefault());
       warmupSteps =
           new LongParam(
               owner, "warmupSteps", "linear learning-rate warm-up steps", ParamValidators.gtEq(0));
-      owner.setDefault(warmupSteps, 0L);
+      owner.setDefault(warmupSteps, TrainerOption.WARMUP_STEPS.longDefault());
       cosineDecaySteps =
           new LongParam(
               owner,
               "cosineDecaySteps",
               "cosine decay of the learning rate to 0 over these steps after warm-up (0: constant)",
               ParamValidators.gtEq(0));
-      owner.setDefault(cosineDecaySteps, 0L);
+      owner.setDefault(cosineDecaySteps, TrainerOption.COSINE_DECAY_STEPS.longDefault());
       sharding =
           new Param<>(
               owner,
               "sharding",
               "how records are dealt to workers: auto, file or data",
               ParamValidators.inArray(TrainerOption.SHARDING.choiceArray()));
-      owner.setDefault(sharding, "auto");
+      owner.setDefault(sharding, TrainerOption.SHARDING.stringDefault());
       cacheDir =
           new Param<>(
               owner,
               "cacheDir",
               "local directory caching decoded records after the first epoch (empty: none)");
+      // The table's "none" (null) is the empty string in the Estimator's text Params.
       owner.setDefault(cacheDir, "");
-      owner.setDefault(labelCol, "label");
-      owner.setDefault(numWorkers, 2);
-      owner.setDefault(batchSize, 32);
-      owner.setDefault(epochs, 10);
-      owner.setDefault(learningRate, 1e-3);
-      owner.setDefault(optimizer, "adam");
-      owner.setDefault(modelSpec, "mlp:128");
-      owner.setDefault(activation, "relu");
-      owner.setDefault(dropout, 0.0);
-      owner.setDefault(numClasses, 0);
-      owner.setDefault(loss, "softmax_cross_entropy");
+      owner.setDefault(labelCol, TrainerOption.LABEL.stringDefault());
+      owner.setDefault(numWorkers, TrainerOption.WORKERS.intDefault());
+      owner.setDefault(batchSize, TrainerOption.BATCH_SIZE.intDefault());
+      owner.setDefault(epochs, TrainerOption.EPOCHS.intDefault());
+      owner.setDefault(learningRate, TrainerOption.LEARNING_RATE.doubleDefault());
+      owner.setDefault(optimizer, TrainerOption.OPTIMIZER.stringDefault());
+      owner.setDefault(modelSpec, TrainerOption.MODEL.stringDefault());
+      owner.setDefault(activation, TrainerOption.ACTIVATION.stringDefault());
+      owner.setDefault(dropout, TrainerOption.DROPOUT.doubleDefault());
+      owner.setDefault(numClasses, TrainerOption.NUM_CLASSES.intDefault());
+      owner.setDefault(loss, TrainerOption.LOSS.stringDefault());
       owner.setDefault(checkpointDir, "");
       owner.setDefault(stagingDir, "");
-      owner.setDefault(seed, 0L);
-      owner.setDefault(shuffleBuffer, 10000);
+      owner.setDefault(seed, TrainerOption.SEED.longDefault());
+      owner.setDefault(shuffleBuffer, TrainerOption.SHUFFLE_BUFFER.intDefault());
     }
   }
 }

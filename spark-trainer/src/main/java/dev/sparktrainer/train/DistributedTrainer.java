@@ -267,18 +267,16 @@ public final class DistributedTrainer {
     private FaultInjection faults = FaultInjection.installed();
     private String outputDir;
     private String ringHost;
-    private Duration slotWait = Duration.ofSeconds(30);
+    private Duration slotWait =
+        TrainerOption.slotWait("slotWait", TrainerOption.SLOT_WAIT.longDefault());
     private DataInput train;
     private DataInput validation;
     private String stagingDir; // null: see defaultStagingDir
     private ExampleTransform transform;
-    private Normalization.Mode normalize = Normalization.Mode.NONE;
+    private Normalization.Mode normalize =
+        Normalization.Mode.parse(TrainerOption.NORMALIZE.stringDefault());
 
     private Builder() {
-      c.epochs = 1;
-      c.keepCheckpoints = 3;
-      c.bucketBytes = DEFAULT_BUCKET_BYTES;
-      c.operationTimeout = Duration.ofMinutes(5);
       c.connectTimeout = Duration.ofMinutes(2);
     }
 
@@ -335,7 +333,7 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Number of epochs. Default 1. */
+    /** Number of epochs. Default 10, as on every surface ({@link TrainerOption#EPOCHS}). */
     public Builder optEpochs(int epochs) {
       c.epochs = epochs;
       return this;
@@ -402,7 +400,10 @@ public final class DistributedTrainer {
       return this;
     }
 
-    /** Seed of parameter initialization and of per-step randomness (dropout). Default 0. */
+    /**
+     * Seed of parameter initialization and of per-step randomness (dropout). Default 42, as on
+     * every surface and as the input pipeline's ({@link TrainerOption#SEED}).
+     */
     public Builder optSeed(long seed) {
       c.seed = seed;
       return this;
@@ -742,25 +743,35 @@ public final class DistributedTrainer {
       BatchSourceFactory trainData;
       BatchSourceFactory validationData;
       int numWorkers;
-      int epochs;
-      long seed;
-      String checkpointDir;
-      long checkpointEverySteps;
-      int keepCheckpoints;
-      int cpuDevicesPerWorker = 1;
-      boolean useGpus;
-      int bucketBytes;
-      int accumulateSteps = 1;
-      Rescale rescale = Rescale.GLOBAL_BATCH;
-      int minWorkers;
-      boolean grow;
-      boolean overlap = true;
-      OptimizerPlacement placement = OptimizerPlacement.AUTO;
-      Duration operationTimeout;
+      // The option table's defaults (OptionTableTest checks each surface starts from them).
+      int epochs = TrainerOption.EPOCHS.intDefault();
+      long seed = TrainerOption.SEED.longDefault();
+      String checkpointDir = TrainerOption.CHECKPOINT_DIR.stringDefault();
+      long checkpointEverySteps = TrainerOption.CHECKPOINT_EVERY_STEPS.longDefault();
+      int keepCheckpoints = TrainerOption.KEEP_CHECKPOINTS.intDefault();
+      int cpuDevicesPerWorker = TrainerOption.CPU_DEVICES_PER_WORKER.intDefault();
+      boolean useGpus = TrainerOption.GPUS.booleanDefault();
+      int bucketBytes =
+          TrainerOption.bucketBytes("bucketMb", TrainerOption.BUCKET_MB.doubleDefault());
+      int accumulateSteps = TrainerOption.ACCUMULATE_STEPS.intDefault();
+      Rescale rescale = Rescale.parse("rescale", TrainerOption.RESCALE.stringDefault());
+      int minWorkers = TrainerOption.MIN_WORKERS.intDefault();
+      boolean grow = TrainerOption.GROW.booleanDefault();
+      boolean overlap = TrainerOption.OVERLAP.booleanDefault();
+      OptimizerPlacement placement =
+          OptimizerPlacement.parse(
+              "optimizerPlacement", TrainerOption.OPTIMIZER_PLACEMENT.stringDefault());
+      Duration operationTimeout =
+          TrainerOption.collectiveTimeout(
+              "collectiveTimeout", TrainerOption.COLLECTIVE_TIMEOUT.longDefault());
       RingTls ringTls;
-      boolean ringSharedMemory = true;
-      Precision precision = Precision.FP32;
-      WirePrecision gradientPrecision = WirePrecision.FP32;
+      boolean ringSharedMemory =
+          TrainerOption.ringTransport("ringTransport", TrainerOption.RING_TRANSPORT.stringDefault())
+              .sharedMemory();
+      Precision precision = Precision.parse("precision", TrainerOption.PRECISION.stringDefault());
+      WirePrecision gradientPrecision =
+          TrainerOption.gradientPrecision(
+              "gradientPrecision", TrainerOption.GRADIENT_PRECISION.stringDefault());
       Duration connectTimeout;
 
       TrainingConfig toConfig() {

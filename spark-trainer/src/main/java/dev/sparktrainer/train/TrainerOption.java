@@ -10,14 +10,16 @@ import java.util.Locale;
  * The option table: every setting of a training, named once, with its name on each of the three
  * public surfaces — the command line's {@code train} flag, the {@link DistributedTrainer.Builder}
  * method (or the {@code PipelineOptions} / {@code OptimizerSpec} builder method it feeds) and the
- * Spark ML Estimator's Param — and, where a surface deliberately lacks it, the reason. The unit
- * conversions (MiB to bytes, seconds to durations) and the checks of enumerated values, with their
- * messages, are here once and used by every surface.
+ * Spark ML Estimator's Param — and, where a surface deliberately lacks it, the reason; and its one
+ * default ({@link #defaultValue()}), which every surface starts from. The unit conversions (MiB to
+ * bytes, seconds to durations) and the checks of enumerated values, with their messages, are here
+ * once and used by every surface.
  *
  * <p>The command line ({@code cli.TrainerFlags}) and the Estimator ({@code
  * ml.SparkTrainerEstimator#fit}) each map their values onto the builders in one place; {@code
  * OptionTableTest} checks that every builder option is a row here, that every row's flag and Param
- * exist, and that the option tables of {@code docs/cli.md} list them all.
+ * exist, that each surface's default is the row's, and that the option tables of {@code
+ * docs/cli.md} list them all.
  */
 public enum TrainerOption {
   MODEL(Target.TRAINER, "setModel", "model", "modelSpec", null),
@@ -282,6 +284,187 @@ public enum TrainerOption {
     }
   }
 
+  /** A surface of the option table. */
+  public enum Surface {
+    /** The {@code train} command's flags. */
+    CLI,
+    /** {@link DistributedTrainer.Builder} (and the builder its row's method belongs to). */
+    BUILDER,
+    /** The Spark ML Estimator's Params. */
+    ESTIMATOR
+  }
+
+  /**
+   * The setting's default, written once for every surface: in the type and unit of the command line
+   * and the Estimator (an {@link Integer}, {@link Long}, {@link Double}, {@link Boolean}, or a
+   * {@link String}, enumerated values in lower case), or null where unset means none. A switch
+   * ({@code --nondeterministic}, {@code --no-overlap}) is the negation of its row's default. The
+   * command line's flag defaults ({@link #cliDefault()}), the Estimator's {@code setDefault} calls
+   * and the Builder's initial settings are this value; {@link #defaultDiffers} names a surface that
+   * cannot start from it, and why.
+   */
+  public Object defaultValue() {
+    switch (this) {
+      case MODEL:
+        return "mlp:128";
+      case ACTIVATION:
+        return "relu";
+      case DROPOUT:
+        return 0.0;
+      case NUM_CLASSES:
+        return 0;
+      case LOSS:
+        return "softmax_cross_entropy";
+      case FEATURES:
+        return "features";
+      case LABEL:
+        return "label";
+      case WORKERS:
+        return 2;
+      case MIN_WORKERS:
+        return 0;
+      case GROW:
+      case GPUS:
+        return false;
+      case SLOT_WAIT:
+        return 30L;
+      case EPOCHS:
+        return 10;
+      case BATCH_SIZE:
+        return 32;
+      case ACCUMULATE_STEPS:
+        return 1;
+      case OPTIMIZER:
+        return "adam";
+      case LEARNING_RATE:
+        return 1e-3;
+      case MOMENTUM:
+        return 0.9;
+      case WEIGHT_DECAY:
+        return 0.0;
+      case WARMUP_STEPS:
+      case COSINE_DECAY_STEPS:
+      case CHECKPOINT_EVERY_STEPS:
+        return 0L;
+      case SEED:
+        return 42L;
+      case SHUFFLE_BUFFER:
+        return 10_000;
+      case DETERMINISTIC:
+      case OVERLAP:
+        return true;
+      case IMAGE_TRANSFER:
+      case SHARDING:
+      case OPTIMIZER_PLACEMENT:
+      case RING_TRANSPORT:
+        return "auto";
+      case NORMALIZE:
+        return "none";
+      case BUCKET_MB:
+        return DEFAULT_BUCKET_BYTES / (double) (1 << 20);
+      case PRECISION:
+      case GRADIENT_PRECISION:
+        return "fp32";
+      case KEEP_CHECKPOINTS:
+        return 3;
+      case RESCALE:
+        return "batch";
+      case COLLECTIVE_TIMEOUT:
+        return 300L;
+      case CPU_DEVICES_PER_WORKER:
+        return 1;
+      default:
+        return null;
+    }
+  }
+
+  /**
+   * Why {@code surface}'s default is not {@link #defaultValue()}: the Builder requires the settings
+   * of its {@code setX} methods; a few defaults are the command line's own. Null where the surface
+   * starts from the table's default (or lacks the setting: {@link #absentBecause()}).
+   */
+  public String defaultDiffers(Surface surface) {
+    if (surface == Surface.BUILDER && target == Target.TRAINER && builderMethod.startsWith("set")) {
+      return "Builder: " + builderMethod + " is required";
+    }
+    if (surface == Surface.CLI) {
+      switch (this) {
+        case NUM_CLASSES:
+          return "CLI: required unless --loss l2 (0, from the label column, is the Estimator's)";
+        case FEATURES:
+        case LABEL:
+          return "CLI: required (files have no conventional column names)";
+        case CALLBACK:
+          return "CLI: --progress chooses the view of its own live monitor (auto: a bar on a"
+              + " terminal, log lines otherwise)";
+        default:
+          return null;
+      }
+    }
+    if (surface == Surface.BUILDER && this == MOMENTUM) {
+      return "Builder: OptimizerSpec.sgd() is plain SGD (momentum 0) unless optMomentum; the"
+          + " command line's and the Estimator's sgd has momentum 0.9";
+    }
+    return null;
+  }
+
+  /**
+   * The switch's flag negates the row's setting ({@code --nondeterministic}, {@code --no-overlap}).
+   */
+  public boolean flagNegates() {
+    return this == DETERMINISTIC || this == OVERLAP;
+  }
+
+  /**
+   * The {@link #defaultValue()} as the command line's flag default ({@code 0.001}, {@code 25},
+   * {@code fp32}); null for none, and for a switch (off unless given).
+   */
+  public String cliDefault() {
+    Object v = defaultValue();
+    if (v == null || v instanceof Boolean) {
+      return null;
+    }
+    if (v instanceof Double) {
+      return new BigDecimal(v.toString()).stripTrailingZeros().toPlainString();
+    }
+    return v.toString();
+  }
+
+  /** The {@link #defaultValue()} of an integer setting. */
+  public int intDefault() {
+    return typedDefault(Integer.class);
+  }
+
+  /** The {@link #defaultValue()} of a long setting (steps, seconds, a seed). */
+  public long longDefault() {
+    return typedDefault(Long.class);
+  }
+
+  /** The {@link #defaultValue()} of a real-valued setting. */
+  public double doubleDefault() {
+    return typedDefault(Double.class);
+  }
+
+  /** The {@link #defaultValue()} of an on/off setting. */
+  public boolean booleanDefault() {
+    return typedDefault(Boolean.class);
+  }
+
+  /** The {@link #defaultValue()} of a text or enumerated setting (null: none). */
+  public String stringDefault() {
+    Object v = defaultValue();
+    return v == null ? null : typedDefault(String.class);
+  }
+
+  private <T> T typedDefault(Class<T> type) {
+    Object v = defaultValue();
+    if (!type.isInstance(v)) {
+      throw new IllegalStateException(
+          this + "'s default " + v + " is not a " + type.getSimpleName());
+    }
+    return type.cast(v);
+  }
+
   /** "a, b or c": the choices as messages name them. */
   public String expected() {
     if (choices.size() < 2) {
@@ -315,10 +498,7 @@ public enum TrainerOption {
 
   /** The default bucket size in MiB as the CLI prints it ({@code 25}). */
   public static String defaultBucketMb() {
-    return new BigDecimal(DEFAULT_BUCKET_BYTES)
-        .divide(BigDecimal.valueOf(1 << 20))
-        .stripTrailingZeros()
-        .toPlainString();
+    return BUCKET_MB.cliDefault();
   }
 
   /**

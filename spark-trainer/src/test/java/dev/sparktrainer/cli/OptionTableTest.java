@@ -295,6 +295,173 @@ class OptionTableTest {
         .hasMessage("Invalid --bucket-mb '4096.0': expected 0.001 to 1024 (MiB)");
   }
 
+  /**
+   * One default per setting: the command line's flag defaults, the Builder's settings when only the
+   * required ones are given, and the Estimator's Param defaults are the option table's; a surface
+   * that starts elsewhere says why in the table, and does start elsewhere.
+   */
+  @Test
+  void everySurfaceStartsFromTheTablesDefault() throws Exception {
+    Flags f = new TrainCommand().flags();
+    f.parse(new String[0], List.of());
+    Map<String, Flags.Flag> flags = new java.util.HashMap<>();
+    f.all().forEach(x -> flags.put(x.name(), x));
+    DistributedTrainer.Builder b = required().setNumWorkers(2);
+    DistributedTrainer trainer = b.build();
+    SparkTrainerEstimator e = new SparkTrainerEstimator();
+    List<String> disagree = new ArrayList<>();
+    List<String> stale = new ArrayList<>();
+    for (TrainerOption o : TrainerOption.values()) {
+      Object table = o.defaultValue();
+      Map<TrainerOption.Surface, Object> seen =
+          new java.util.EnumMap<>(TrainerOption.Surface.class);
+      if (o.flag() != null) {
+        seen.put(TrainerOption.Surface.CLI, cliDefault(f, flags.get(o.flag()), o));
+      }
+      if (o.target() != TrainerOption.Target.TRAINER || !o.builderMethod().startsWith("set")) {
+        seen.put(TrainerOption.Surface.BUILDER, builderDefault(o, b, trainer));
+      }
+      if (o.param() != null) {
+        Object v = e.getDefault(e.getParam(o.param())).getOrElse(() -> null);
+        // The Estimator's text Params say "none" with the empty string.
+        seen.put(TrainerOption.Surface.ESTIMATOR, "".equals(v) ? null : v);
+      }
+      for (Map.Entry<TrainerOption.Surface, Object> s : seen.entrySet()) {
+        boolean same = java.util.Objects.equals(table, s.getValue());
+        String why = o.defaultDiffers(s.getKey());
+        if (why == null && !same) {
+          disagree.add(o + " " + s.getKey() + " " + s.getValue() + " (table: " + table + ")");
+        } else if (why != null && same) {
+          stale.add(o + " " + s.getKey() + " is the table's " + table + ", yet: " + why);
+        }
+      }
+    }
+    assertThat(disagree).as("defaults that are not the option table's").isEmpty();
+    assertThat(stale).as("reasons for a difference that is not there").isEmpty();
+  }
+
+  /** The flag's value when not given, in the table's terms (a switch negating its row). */
+  private static Object cliDefault(Flags f, Flags.Flag flag, TrainerOption o) {
+    String name = flag.name();
+    switch (flag.kind()) {
+      case BOOL:
+        return o.flagNegates() != f.bool(name);
+      case INT:
+        return f.has(name) ? f.integer(name) : null;
+      case LONG:
+        return f.has(name) ? f.longValue(name) : null;
+      case DOUBLE:
+        return f.has(name) ? f.number(name) : null;
+      default:
+        return f.has(name) ? f.string(name) : null;
+    }
+  }
+
+  /** The Builder's setting when only the required ones are given, in the table's type and unit. */
+  private static Object builderDefault(
+      TrainerOption o, DistributedTrainer.Builder b, DistributedTrainer trainer) throws Exception {
+    dev.sparktrainer.train.config.TrainingConfig c = trainer.config();
+    PipelineOptions p = PipelineOptions.builder().build();
+    OptimizerSpec adam = OptimizerSpec.adam().build();
+    switch (o) {
+      case VALIDATION_DATA:
+        return c.data().validation();
+      case MIN_WORKERS:
+        // 0, the table's "as many as numWorkers", is resolved by build.
+        return c.elastic().minWorkers() == c.numWorkers() ? 0 : c.elastic().minWorkers();
+      case GROW:
+        return c.elastic().grow();
+      case SLOT_WAIT:
+        return (Long) field(trainer, "slotWaitMillis") / 1000;
+      case EPOCHS:
+        return c.data().epochs();
+      case BATCH_SIZE:
+        return p.batchSize();
+      case ACCUMULATE_STEPS:
+        return c.data().accumulateSteps();
+      case LEARNING_RATE:
+        // The table's default optimizer is adam; the Builder's, OptimizerSpec.adam(), in float.
+        return adam.baseLearningRate() == (float) o.doubleDefault()
+            ? (Object) o.doubleDefault()
+            : (double) adam.baseLearningRate();
+      case MOMENTUM:
+        return (double) (float) field(OptimizerSpec.sgd().build(), "momentum");
+      case WEIGHT_DECAY:
+        return (double) (float) field(adam, "weightDecay");
+      case WARMUP_STEPS:
+        return field(adam, "warmupSteps");
+      case COSINE_DECAY_STEPS:
+        return field(adam, "decay") == OptimizerSpec.Decay.NONE ? 0L : field(adam, "decaySteps");
+      case SEED:
+        // The trainer's seed and the input pipeline's own are one default.
+        return p.seed() == c.model().seed()
+            ? (Object) c.model().seed()
+            : "trainer " + c.model().seed() + ", pipeline " + p.seed();
+      case SHUFFLE_BUFFER:
+        return p.shuffleBuffer();
+      case DETERMINISTIC:
+        return p.deterministic();
+      case IMAGE_TRANSFER:
+        return p.imageTransfer().name().toLowerCase(java.util.Locale.ROOT);
+      case SHARDING:
+        return p.sharding().name().toLowerCase(java.util.Locale.ROOT);
+      case CACHE_DIR:
+        return p.cacheDir();
+      case TRANSFORM:
+        return field(b, "transform");
+      case NORMALIZE:
+        return ((dev.sparktrainer.data.Normalization.Mode) field(trainer, "normalize")).id();
+      case STAGING_DIR:
+        return field(trainer, "stagingDir");
+      case BUCKET_MB:
+        return c.step().bucketBytes() / (double) (1 << 20);
+      case OVERLAP:
+        return c.step().overlap();
+      case OPTIMIZER_PLACEMENT:
+        return c.devices().placement().name().toLowerCase(java.util.Locale.ROOT);
+      case PRECISION:
+        return c.model().precision().name().toLowerCase(java.util.Locale.ROOT);
+      case GRADIENT_PRECISION:
+        return c.comm().wirePrecision().name().toLowerCase(java.util.Locale.ROOT);
+      case CHECKPOINT_DIR:
+        return c.checkpoints().dir();
+      case CHECKPOINT_EVERY_STEPS:
+        return c.checkpoints().everySteps();
+      case KEEP_CHECKPOINTS:
+        return c.checkpoints().keep();
+      case RESCALE:
+        return c.elastic().rescale() == dev.sparktrainer.train.elastic.Rescale.GLOBAL_BATCH
+            ? "batch"
+            : "lr";
+      case RING_KEYSTORE:
+      case RING_TRUSTSTORE:
+        return c.comm().tls();
+      case RING_TRANSPORT:
+        return c.comm().sharedMemory() ? "auto" : "tcp";
+      case COLLECTIVE_TIMEOUT:
+        return c.comm().operationTimeout().toSeconds();
+      case GPUS:
+        return c.devices().gpus();
+      case RING_HOST:
+        return field(trainer, "ringHost");
+      case CPU_DEVICES_PER_WORKER:
+        return c.devices().cpuDevicesPerWorker();
+      case OUTPUT_DIR:
+        return field(trainer, "outputDir");
+      case CALLBACK:
+        return field(trainer, "callback");
+      default:
+        throw new AssertionError("no reading of the Builder's " + o);
+    }
+  }
+
+  /** A private field's value: settings the Builder keeps outside {@code TrainingConfig}. */
+  private static Object field(Object owner, String name) throws ReflectiveOperationException {
+    java.lang.reflect.Field x = owner.getClass().getDeclaredField(name);
+    x.setAccessible(true);
+    return x.get(owner);
+  }
+
   /** A Builder with its required settings (no data is read before {@code fit}). */
   private static DistributedTrainer.Builder required() {
     return DistributedTrainer.builder()
