@@ -91,11 +91,12 @@ class ArchitectureTest {
           .that()
           .resideInAPackage("dev.sparktrainer.train..")
           .and()
-          .haveNameNotMatching("dev\\.sparktrainer\\.train\\.DistributedTrainer(\\$.*)?")
+          .haveNameNotMatching("dev\\.sparktrainer\\.train\\.DistributedTrainer(Builder)?(\\$.*)?")
           .should()
           .dependOnClassesThat()
           .haveFullyQualifiedName("dev.sparktrainer.train.DistributedTrainer")
-          .because("DistributedTrainer is the facade over the loop (Worker) and its parts");
+          .because(
+              "DistributedTrainer (and its builder) is the facade over the loop and its parts");
 
   /**
    * Inside the trainer, each package sits on the ones below it and never reaches up: the facade

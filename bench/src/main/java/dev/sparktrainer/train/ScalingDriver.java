@@ -76,7 +76,7 @@ final class ScalingDriver {
                   .addFeature("pixels", ScalingModels.featureShape(model))
                   .setLabel("label", DatasetSpec.LabelType.INT)
                   .build();
-          DistributedTrainer.Builder builder =
+          DistributedTrainerBuilder builder =
               DistributedTrainer.builder()
                   .setTrainingData(
                       train, PipelineOptions.builder().optBatchSize(batch).optSeed(7).build())

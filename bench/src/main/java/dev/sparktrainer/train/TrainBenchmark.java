@@ -533,7 +533,7 @@ public final class TrainBenchmark {
     }
     SparkSession spark = SparkSession.builder().appName("bench-train").getOrCreate();
     try {
-      DistributedTrainer.Builder builder = DistributedTrainer.builder();
+      DistributedTrainerBuilder builder = DistributedTrainer.builder();
       if (memory == null) {
         builder.setTrainingData(train, options).optValidationData(test, eval);
       } else {

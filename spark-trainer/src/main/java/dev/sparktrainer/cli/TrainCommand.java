@@ -18,6 +18,7 @@ import dev.sparktrainer.monitor.TrainingPlot;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.AtomicOutputs;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.TrainerOption;
 import dev.sparktrainer.train.loop.TrainingLoop;
@@ -455,7 +456,7 @@ final class TrainCommand extends Command {
     }
     TrainedModel trained;
     try (TrainingMonitor monitor = TrainingMonitor.start(spark, view, logsDir)) {
-      DistributedTrainer.Builder b =
+      DistributedTrainerBuilder b =
           TrainerFlags.apply(
               f,
               DistributedTrainer.builder()

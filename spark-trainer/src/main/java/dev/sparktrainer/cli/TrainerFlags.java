@@ -7,7 +7,7 @@ import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.optim.OptimizerSpec;
-import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.RingTransport;
 import dev.sparktrainer.train.TrainerOption;
 import dev.sparktrainer.train.elastic.Rescale;
@@ -18,7 +18,7 @@ import java.util.function.Supplier;
 
 /**
  * The {@code train} flags of the trainer's settings, and the one place where the command line maps
- * them onto the builders ({@link DistributedTrainer.Builder}, {@link PipelineOptions}, {@link
+ * them onto the builders ({@link DistributedTrainerBuilder}, {@link PipelineOptions}, {@link
  * OptimizerSpec}). Flag names, unit conversions and allowed values are those of the option table,
  * {@link TrainerOption}; every check here runs before Spark starts, each error a {@link
  * CliException} naming the flag (or the config file key), the value and what is expected.
@@ -368,7 +368,7 @@ final class TrainerFlags {
    * Sets the trainer's settings from the flags: workers, epochs, elasticity, communication,
    * precision, checkpoints (the model, loss, optimizer, data and callback are the command's).
    */
-  static DistributedTrainer.Builder apply(Flags f, DistributedTrainer.Builder b) {
+  static DistributedTrainerBuilder apply(Flags f, DistributedTrainerBuilder b) {
     b.setNumWorkers(f.integer("workers"))
         .optEpochs(f.integer("epochs"))
         .optSeed(f.longValue("seed"))

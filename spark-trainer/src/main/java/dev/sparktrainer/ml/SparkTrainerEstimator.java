@@ -13,6 +13,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.TrainerOption;
 import dev.sparktrainer.train.elastic.Rescale;
@@ -235,7 +236,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
   }
 
   /**
-   * {@code fp32} (default) or {@code bf16}: see {@link DistributedTrainer.Builder#optPrecision}. A
+   * {@code fp32} (default) or {@code bf16}: see {@link DistributedTrainerBuilder#optPrecision}. A
    * bad value fails here, naming the allowed ones.
    */
   public SparkTrainerEstimator setPrecision(String v) {
@@ -243,7 +244,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
-  /** Augmentation of the training data: see {@link DistributedTrainer.Builder#optTransform}. */
+  /** Augmentation of the training data: see {@link DistributedTrainerBuilder#optTransform}. */
   public SparkTrainerEstimator setTransform(ExampleTransform v) {
     set(transform(), v);
     return this;
@@ -254,13 +255,13 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
-  /** See {@link DistributedTrainer.Builder#optGrow}. */
+  /** See {@link DistributedTrainerBuilder#optGrow}. */
   public SparkTrainerEstimator setGrow(boolean v) {
     set(grow(), v);
     return this;
   }
 
-  /** Seconds; see {@link DistributedTrainer.Builder#optSlotWait}. */
+  /** Seconds; see {@link DistributedTrainerBuilder#optSlotWait}. */
   public SparkTrainerEstimator setSlotWait(long v) {
     set(slotWait(), v);
     return this;
@@ -268,7 +269,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
 
   /**
    * {@code fp32} (default) or {@code bf16}: see {@link
-   * DistributedTrainer.Builder#optGradientPrecision}.
+   * DistributedTrainerBuilder#optGradientPrecision}.
    *
    * @throws IllegalArgumentException naming the value and the allowed ones (fp16: and why not)
    */
@@ -291,7 +292,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
-  /** Seconds; see {@link DistributedTrainer.Builder#optCollectiveTimeout}. */
+  /** Seconds; see {@link DistributedTrainerBuilder#optCollectiveTimeout}. */
   public SparkTrainerEstimator setCollectiveTimeout(long v) {
     set(collectiveTimeout(), v);
     return this;
@@ -373,7 +374,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
    * The one place where the Params map onto the builders: the names, unit conversions and allowed
    * values are the option table's ({@link TrainerOption}), as on the command line.
    */
-  private DistributedTrainer.Builder trainer(
+  private DistributedTrainerBuilder trainer(
       Dataset<Row> df, ModelSpec spec, LossSpec lossSpec, DatasetSpec columns) {
     long seedValue = longParam(seed());
     PipelineOptions.Builder pipeline =
@@ -387,7 +388,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     if (!getOrDefault(cacheDir()).isEmpty()) {
       pipeline.optCacheDir(getOrDefault(cacheDir()));
     }
-    DistributedTrainer.Builder b =
+    DistributedTrainerBuilder b =
         DistributedTrainer.builder()
             .setModel(spec)
             .setLoss(lossSpec)

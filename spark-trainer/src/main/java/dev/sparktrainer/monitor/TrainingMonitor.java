@@ -171,7 +171,7 @@ public final class TrainingMonitor implements AutoCloseable {
     }
   }
 
-  /** The hook to give the trainer ({@code DistributedTrainer.Builder.optCallback}). */
+  /** The hook to give the trainer ({@code DistributedTrainerBuilder.optCallback}). */
   public TrainingCallback callback() {
     if (server == null) {
       return new MonitorCallback(null, -1, token, logsDir).withView(view);

@@ -1,21 +1,10 @@
 package dev.sparktrainer.train;
 
-import dev.sparktrainer.collective.CommOptions;
 import dev.sparktrainer.collective.JobSecret;
-import dev.sparktrainer.collective.RingTls;
-import dev.sparktrainer.collective.WirePrecision;
-import dev.sparktrainer.data.DatasetSpec;
-import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.Normalization;
-import dev.sparktrainer.data.PipelineOptions;
-import dev.sparktrainer.model.LossSpec;
-import dev.sparktrainer.model.ModelSpec;
-import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.elastic.ElasticPolicy;
 import dev.sparktrainer.train.elastic.ElasticSupervisor;
-import dev.sparktrainer.train.elastic.Rescale;
-import dev.sparktrainer.train.input.BatchSourceFactory;
 import dev.sparktrainer.train.input.DataInput;
 import dev.sparktrainer.train.job.BarrierJob;
 import dev.sparktrainer.train.job.InProcessRunner;
@@ -27,19 +16,12 @@ import dev.sparktrainer.train.loop.TrainingRuntime;
 import dev.sparktrainer.train.loop.WorkerResult;
 import dev.sparktrainer.train.metrics.History;
 import dev.sparktrainer.train.metrics.TrainingCallback;
-import dev.sparktrainer.train.step.OptimizerPlacement;
-import dev.sparktrainer.train.step.Precision;
-import dev.sparktrainer.train.step.StepOptions;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Objects;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkContext;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -78,10 +60,10 @@ import org.apache.spark.sql.SparkSession;
  * job at once, and {@link #fit} throws that error (an {@link IllegalStateException}) instead of
  * Spark's stage-failure exception.
  *
- * <p>Why this file is long: its public {@link Builder} is the trainer's API, one documented method
- * per option of the option table ({@link TrainerOption}) plus their deprecated aliases; the facade
- * itself is short — the Spark plumbing is {@code train.job.BarrierJob}, the input staging {@code
- * train.job.InputStaging}, the relaunch loop {@code train.elastic.ElasticSupervisor}.
+ * <p>The options are set on its {@link DistributedTrainerBuilder} (one documented method per option
+ * of the option table, {@link TrainerOption}); the facade itself is short — the Spark plumbing is
+ * {@code train.job.BarrierJob}, the input staging {@code train.job.InputStaging}, the relaunch loop
+ * {@code train.elastic.ElasticSupervisor}.
  */
 public final class DistributedTrainer {
   private static final System.Logger LOG = System.getLogger(DistributedTrainer.class.getName());
@@ -93,7 +75,7 @@ public final class DistributedTrainer {
    * A bucket size given in MiB as bytes, rounded to a multiple of 8.
    *
    * @deprecated the conversion lives in the option table: {@link TrainerOption#bucketBytes}, or
-   *     give MiB to {@link Builder#optBucketMb}
+   *     give MiB to {@link DistributedTrainerBuilder#optBucketMb}
    */
   @Deprecated
   public static int bucketBytes(double mib) {
@@ -111,7 +93,7 @@ public final class DistributedTrainer {
   private final String stagingDir;
   private final Normalization.Mode normalize;
 
-  private DistributedTrainer(Builder b, TrainingConfig cfg) {
+  DistributedTrainer(DistributedTrainerBuilder b, TrainingConfig cfg) {
     this.cfg = cfg;
     this.callback = b.callback;
     this.faults = b.faults;
@@ -134,8 +116,8 @@ public final class DistributedTrainer {
   }
 
   /** A builder: {@code setX} for required values, {@code optX} for optional ones. */
-  public static Builder builder() {
-    return new Builder();
+  public static DistributedTrainerBuilder builder() {
+    return new DistributedTrainerBuilder();
   }
 
   /**
@@ -258,534 +240,5 @@ public final class DistributedTrainer {
       }
     }
     return model;
-  }
-
-  /** Builder for {@link DistributedTrainer}; validation in {@link #build()}. */
-  public static final class Builder {
-    private final Settings c = new Settings();
-    private TrainingCallback callback;
-    private FaultInjection faults = FaultInjection.installed();
-    private String outputDir;
-    private String ringHost;
-    private Duration slotWait =
-        TrainerOption.slotWait("slotWait", TrainerOption.SLOT_WAIT.longDefault());
-    private DataInput train;
-    private DataInput validation;
-    private String stagingDir; // null: see defaultStagingDir
-    private ExampleTransform transform;
-    private Normalization.Mode normalize =
-        Normalization.Mode.parse(TrainerOption.NORMALIZE.stringDefault());
-
-    private Builder() {
-      c.connectTimeout = Duration.ofMinutes(2);
-    }
-
-    /** The model. Required. */
-    public Builder setModel(ModelSpec model) {
-      c.model = model;
-      return this;
-    }
-
-    /** The loss. Required. */
-    public Builder setLoss(LossSpec loss) {
-      c.loss = loss;
-      return this;
-    }
-
-    /** The optimizer and learning-rate schedule. Required. */
-    public Builder setOptimizer(OptimizerSpec optimizer) {
-      c.optimizer = optimizer;
-      return this;
-    }
-
-    /** Each worker's training batches (per-worker batch size: global batch = it x N). Required. */
-    public Builder setTrainingData(BatchSourceFactory data) {
-      c.trainData = data;
-      train = null;
-      return this;
-    }
-
-    /**
-     * Training data as files: planned on the driver when {@link #fit} runs (a Spark job counts the
-     * records), then streamed by every worker's input pipeline.
-     */
-    public Builder setTrainingData(DatasetSpec spec, PipelineOptions options) {
-      train = new DataInput(spec, null, options);
-      c.trainData = DataInput.PENDING;
-      return this;
-    }
-
-    /**
-     * Training data as a DataFrame: its own files if it is a plain TFRecord or Parquet scan,
-     * otherwise written once to Parquet under {@link #optStagingDir} (deleted after training).
-     * {@code columns} names the feature columns with their shapes and the label; its paths are
-     * ignored.
-     */
-    public Builder setTrainingData(Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
-      train = new DataInput(columns, df, options);
-      c.trainData = DataInput.PENDING;
-      return this;
-    }
-
-    /** Number of workers N (barrier tasks, one replica each). Required. */
-    public Builder setNumWorkers(int numWorkers) {
-      c.numWorkers = numWorkers;
-      return this;
-    }
-
-    /** Number of epochs. Default 10, as on every surface ({@link TrainerOption#EPOCHS}). */
-    public Builder optEpochs(int epochs) {
-      c.epochs = epochs;
-      return this;
-    }
-
-    /** Validation data, evaluated on every worker at each epoch end, metrics reduced globally. */
-    public Builder optValidationData(BatchSourceFactory data) {
-      c.validationData = data;
-      validation = null;
-      return this;
-    }
-
-    /**
-     * Validation files: every worker evaluates its shard once per epoch (no padding, no shuffle).
-     */
-    public Builder optValidationData(DatasetSpec spec, PipelineOptions options) {
-      validation = new DataInput(spec, null, options);
-      return this;
-    }
-
-    /** Validation data as a DataFrame (see the training variant). */
-    public Builder optValidationData(
-        Dataset<Row> df, DatasetSpec columns, PipelineOptions options) {
-      validation = new DataInput(columns, df, options);
-      return this;
-    }
-
-    /**
-     * A per-example map of the training data (tf.data's {@code map(fn,
-     * num_parallel_calls=AUTOTUNE)}): augmentation, such as {@link
-     * dev.sparktrainer.data.ImageAugment}'s, run in each worker's parallel decode stage with a
-     * random generator seeded from (the pipeline's seed, epoch, rank, example), so a resumed run
-     * sees the same augmented examples. It replaces the training {@link PipelineOptions}' transform
-     * and never touches the validation data: a map that every input of the model needs (per-channel
-     * normalization) goes into both datasets' {@link PipelineOptions#transform() options} instead.
-     * Needs training data given as files or a DataFrame. Default none.
-     */
-    public Builder optTransform(ExampleTransform transform) {
-      this.transform = transform;
-      return this;
-    }
-
-    /**
-     * Where DataFrames that are not plain file scans are staged as Parquet (any Hadoop path every
-     * executor can read: on a cluster not a {@code file:} one, which pre-flight refuses). Default:
-     * {@code _staging} under the checkpoint directory when that is on a shared file system, else
-     * {@code _staging-<name>} next to the output directory when that is, else the local temp
-     * directory (local master only).
-     */
-    public Builder optStagingDir(String dir) {
-      stagingDir = dir;
-      return this;
-    }
-
-    /**
-     * Normalize the features: {@code STANDARD} ({@code (x - mean) / std}) or {@code MINMAX} ({@code
-     * (x - min) / (max - min)}), with statistics computed in one distributed pass over the training
-     * data (never the validation data) before training starts; constant features become 0. Applied
-     * to training and validation batches, saved with the model and applied again by inference.
-     * Needs training data given as files or a DataFrame. Default {@code NONE}.
-     */
-    public Builder optNormalize(Normalization.Mode mode) {
-      normalize = Objects.requireNonNull(mode, "normalize");
-      return this;
-    }
-
-    /**
-     * Seed of parameter initialization and of per-step randomness (dropout). Default 42, as on
-     * every surface and as the input pipeline's ({@link TrainerOption#SEED}).
-     */
-    public Builder optSeed(long seed) {
-      c.seed = seed;
-      return this;
-    }
-
-    /** Directory (any Hadoop FileSystem) for checkpoints; without it a retry starts over. */
-    public Builder optCheckpointDir(String dir) {
-      c.checkpointDir = dir;
-      return this;
-    }
-
-    /** Also checkpoint every {@code steps} global steps (0: only at epoch ends, the default). */
-    public Builder optCheckpointEverySteps(long steps) {
-      c.checkpointEverySteps = steps;
-      return this;
-    }
-
-    /** How many checkpoints to keep. Default 3. */
-    public Builder optKeepCheckpoints(int keep) {
-      c.keepCheckpoints = keep;
-      return this;
-    }
-
-    /** Where the trained model is saved ({@link TrainedModel#save}). */
-    public Builder optOutputDir(String dir) {
-      this.outputDir = dir;
-      return this;
-    }
-
-    /**
-     * Train on the GPUs Spark assigns to each task (all of them, batch split across). Default
-     * false.
-     */
-    public Builder optGpus(boolean gpus) {
-      c.useGpus = gpus;
-      return this;
-    }
-
-    /**
-     * The former name of {@link #optGpus}.
-     *
-     * @deprecated use {@link #optGpus} ({@code --gpus} on the command line)
-     */
-    @Deprecated
-    public Builder optUseGpus(boolean useGpus) {
-      return optGpus(useGpus);
-    }
-
-    /**
-     * Without GPUs, run this many replicas per worker on the CPU, each on a slice of the batch —
-     * the multi-GPU code path, for testing it on CPU. Default 1.
-     */
-    public Builder optCpuDevicesPerWorker(int devices) {
-      c.cpuDevicesPerWorker = devices;
-      return this;
-    }
-
-    /**
-     * Size of a gradient bucket in MiB (0.001 to 1024; rounded to a multiple of 8 bytes): one
-     * all-reduce each, started as soon as backward has produced all of its gradients. Default 25
-     * MiB, as DDP's; the first bucket (the last layers) is at most 1 MiB so that communication
-     * starts early. A parameter larger than a bucket gets a bucket of its own.
-     */
-    public Builder optBucketMb(double mib) {
-      c.bucketBytes = TrainerOption.bucketBytes("bucketMb", mib);
-      return this;
-    }
-
-    /**
-     * The bucket size in bytes (a multiple of 8, at least 1024).
-     *
-     * @deprecated use {@link #optBucketMb} ({@code --bucket-mb}, the Estimator's {@code bucketMb})
-     */
-    @Deprecated
-    public Builder optFusionBucketBytes(int bytes) {
-      c.bucketBytes = bytes;
-      return this;
-    }
-
-    /**
-     * Overlap the gradient all-reduce with backward (default true): buckets are reduced on a
-     * communication thread, last layers first, while backward goes on through the earlier ones, and
-     * each bucket's update is applied as it comes back. False: one all-reduce pass after the whole
-     * backward, for comparison.
-     */
-    public Builder optOverlap(boolean overlap) {
-      c.overlap = overlap;
-      return this;
-    }
-
-    /**
-     * Gradient accumulation: each optimizer step sums the gradients of {@code k} consecutive
-     * batches of every worker locally and all-reduces them once, so the global batch is per-worker
-     * batch x k x N with the memory of one batch. The update equals one step on the k-times-larger
-     * batch (the loss is the mean over all its samples; batch norm normalizes each batch with its
-     * own statistics). Learning-rate schedules and checkpoint intervals count optimizer steps.
-     * Default 1.
-     */
-    public Builder optAccumulateSteps(int k) {
-      c.accumulateSteps = k;
-      return this;
-    }
-
-    /**
-     * What a resume from a checkpoint written by another number of workers keeps: {@link
-     * Rescale#GLOBAL_BATCH} (default; per-worker batch and accumulation chosen so that batch x
-     * accumulation x workers matches the checkpoint's, at most the configured batch; refused,
-     * naming the worker counts that work, when none does) or {@link Rescale#LEARNING_RATE} (the
-     * configured batch, the learning rate scaled by the ratio of the global batches). The
-     * interrupted epoch continues with the records not yet consumed for data with a global order
-     * ({@link InMemoryDataset}); the file pipeline restarts it.
-     */
-    public Builder optRescale(Rescale rescale) {
-      c.rescale = Objects.requireNonNull(rescale, "rescale");
-      return this;
-    }
-
-    /** Where parameters and optimizer state live and are updated. Default {@code AUTO}. */
-    public Builder optOptimizerPlacement(OptimizerPlacement placement) {
-      c.placement = Objects.requireNonNull(placement, "placement");
-      return this;
-    }
-
-    /**
-     * The arithmetic of forward and backward: {@code FP32} (default) or {@code BF16}, mixed
-     * precision: forward and backward run on a bfloat16 copy of the parameters, refreshed from the
-     * float32 master weights before every step; the gradients are cast into float32 buckets, and
-     * the optimizer, its state, normalization layers' parameters and statistics, and the loss stay
-     * float32. Checkpoints hold the float32 master state, so a run resumes in either precision;
-     * validation and the trained model use the float32 weights. (How gradients travel between
-     * workers is {@link #optGradientPrecision}, independent of this.)
-     */
-    public Builder optPrecision(Precision precision) {
-      c.precision = Objects.requireNonNull(precision, "precision");
-      return this;
-    }
-
-    /**
-     * How gradients travel in the ring all-reduce: {@code FP32} (default, exact averaging) or
-     * {@code BF16}, which halves the bytes on the wire; partial sums are accumulated in FP32 and
-     * rounded once per hop, and every replica still receives the identical result. Batch-norm
-     * statistics always travel at full precision. {@code FP16} is refused: gradients span more
-     * orders of magnitude than FP16 holds (6e-8 to 65504), so without loss scaling small ones flush
-     * to zero and sums overflow; BF16 has FP32's exponent range and needs no scaling.
-     */
-    public Builder optGradientPrecision(WirePrecision precision) {
-      c.gradientPrecision = precision;
-      return this;
-    }
-
-    /**
-     * TLS (mutual, certificates from the given key and trust stores) for the ring's sockets: every
-     * gradient frame encrypted and integrity-protected. The store files must exist on every
-     * executor (relative paths: the task's working directory, where {@code --files} puts them).
-     * Default: none.
-     */
-    public Builder optRingTls(RingTls tls) {
-      c.ringTls = tls;
-      return this;
-    }
-
-    /**
-     * How ring neighbours exchange gradients: {@link RingTransport#AUTO} (default: neighbours on
-     * the same host, executors sharing a machine, through an owner-only memory-mapped file in
-     * {@code /dev/shm} instead of loopback TCP; neighbours on other hosts over TCP) or {@link
-     * RingTransport#TCP} (every link on TCP). Shared memory is not used with {@link #optRingTls}:
-     * whoever asked for TLS gets TLS on every link.
-     */
-    public Builder optRingTransport(RingTransport transport) {
-      c.ringSharedMemory = Objects.requireNonNull(transport, "ringTransport").sharedMemory();
-      return this;
-    }
-
-    /**
-     * True: {@link RingTransport#AUTO}; false: {@link RingTransport#TCP}.
-     *
-     * @deprecated use {@link #optRingTransport} ({@code --ring-transport})
-     */
-    @Deprecated
-    public Builder optRingSharedMemory(boolean sharedMemory) {
-      return optRingTransport(sharedMemory ? RingTransport.AUTO : RingTransport.TCP);
-    }
-
-    /**
-     * Deadline of each collective operation: a worker that stops responding fails the stage after
-     * this long, naming its rank and address. Default 5 minutes.
-     */
-    public Builder optCollectiveTimeout(Duration timeout) {
-      c.operationTimeout = timeout;
-      return this;
-    }
-
-    /**
-     * The former name of {@link #optCollectiveTimeout}.
-     *
-     * @deprecated use {@link #optCollectiveTimeout} ({@code --collective-timeout})
-     */
-    @Deprecated
-    public Builder optOperationTimeout(Duration timeout) {
-      return optCollectiveTimeout(timeout);
-    }
-
-    /** Host the ring listeners bind and advertise; default: the executor's host from Spark. */
-    public Builder optRingHost(String host) {
-      this.ringHost = host;
-      return this;
-    }
-
-    /**
-     * Elastic training: the fewest workers to go on with (default: {@link #setNumWorkers}, which
-     * keeps a job on exactly N workers). When the cluster offers fewer than N slots for longer than
-     * {@link #optSlotWait} — at the start, or once a running job has lost executors for good — the
-     * trainer (re)launches on the largest count from N down to this one that it offers (with the
-     * default {@link Rescale#GLOBAL_BATCH}, one that divides the global batch), from the latest
-     * checkpoint. Each change is logged, reported to the callback ({@link
-     * TrainingCallback#onWorkersChanged}) and recorded in the history's resumes. Needs a checkpoint
-     * directory to resume a running job.
-     */
-    public Builder optMinWorkers(int minWorkers) {
-      c.minWorkers = minWorkers;
-      return this;
-    }
-
-    /**
-     * With {@link #optMinWorkers}: after a relaunch on fewer workers, grow back toward {@link
-     * #setNumWorkers} when the cluster offers more slots again: the workers stop at the next epoch
-     * end (its checkpoint written) and the job is relaunched on the larger count. Default false.
-     */
-    public Builder optGrow(boolean grow) {
-      c.grow = grow;
-      return this;
-    }
-
-    /** How long the pre-flight check waits for executors to offer enough slots. Default 30 s. */
-    public Builder optSlotWait(Duration wait) {
-      this.slotWait = wait;
-      return this;
-    }
-
-    /**
-     * A hook run by rank 0 inside its task (live progress to the driver, TensorBoard event files);
-     * it never fails training. See {@code dev.sparktrainer.monitor.TrainingMonitor}.
-     */
-    public Builder optCallback(TrainingCallback callback) {
-      this.callback = callback;
-      return this;
-    }
-
-    /**
-     * Testing only: the faults to inject (default: {@link FaultInjection#installed()}, NONE outside
-     * tests).
-     */
-    Builder optFaultInjection(FaultInjection faults) {
-      this.faults = Objects.requireNonNull(faults, "faults");
-      return this;
-    }
-
-    /** Testing only: {@code rank} perturbs its parameters before every epoch-end replica check. */
-    Builder optInjectDivergence(int rank) {
-      return optFaultInjection(faults.withDivergence(rank));
-    }
-
-    /**
-     * Testing only: {@code rank} pauses {@code millis} before every step (in every attempt), so
-     * that it is the straggler the epoch's report names.
-     */
-    Builder optInjectSlowRank(int rank, long millis) {
-      return optFaultInjection(faults.withSlowRank(rank, millis));
-    }
-
-    /**
-     * Testing only: {@code rank} fails after global step {@code step}, in the first attempt only.
-     */
-    Builder optInjectFailure(int rank, long step) {
-      return optFaultInjection(faults.withFailure(rank, step));
-    }
-
-    /** Validates and builds. */
-    public DistributedTrainer build() {
-      Objects.requireNonNull(c.model, "model: setModel is required");
-      Objects.requireNonNull(c.loss, "loss: setLoss is required");
-      Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
-      Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
-      if (transform != null && train == null) {
-        throw new IllegalArgumentException(
-            "Invalid optTransform: it maps training data given as files or a"
-                + " DataFrame (setTrainingData with a DatasetSpec), not a BatchSourceFactory's batches");
-      }
-      check(
-          normalize == Normalization.Mode.NONE || train != null,
-          "normalize",
-          normalize,
-          "NONE with a BatchSourceFactory as training data (statistics need files or a DataFrame)");
-      check(c.numWorkers >= 1, "numWorkers", c.numWorkers, ">= 1");
-      check(c.epochs >= 1, "epochs", c.epochs, ">= 1");
-      check(c.checkpointEverySteps >= 0, "checkpointEverySteps", c.checkpointEverySteps, ">= 0");
-      check(c.keepCheckpoints >= 1, "keepCheckpoints", c.keepCheckpoints, ">= 1");
-      check(c.accumulateSteps >= 1, "accumulateSteps", c.accumulateSteps, ">= 1");
-      check(
-          c.minWorkers >= 0 && c.minWorkers <= c.numWorkers,
-          "minWorkers",
-          c.minWorkers,
-          "1 to numWorkers (" + c.numWorkers + ")");
-      check(c.cpuDevicesPerWorker >= 1, "cpuDevicesPerWorker", c.cpuDevicesPerWorker, ">= 1");
-      check(
-          c.bucketBytes >= 1024 && c.bucketBytes % 8 == 0,
-          "optFusionBucketBytes",
-          c.bucketBytes,
-          "a multiple of 8, at least 1024 (default " + DEFAULT_BUCKET_BYTES + ")");
-      check(
-          c.gradientPrecision != null && c.gradientPrecision != WirePrecision.FP16,
-          "gradientPrecision",
-          c.gradientPrecision,
-          "FP32 or BF16 (FP16 has too little range for gradients without loss scaling; BF16 has FP32's)");
-      check(
-          c.operationTimeout != null
-              && !c.operationTimeout.isNegative()
-              && !c.operationTimeout.isZero(),
-          "collectiveTimeout",
-          c.operationTimeout,
-          "a positive duration");
-      return new DistributedTrainer(this, c.toConfig());
-    }
-
-    private static void check(boolean ok, String name, Object value, String expected) {
-      if (!ok) {
-        throw new IllegalArgumentException(
-            "Invalid " + name + " " + value + ": expected " + expected);
-      }
-    }
-
-    /** The builder's settings as given, until {@link #build} validates them. */
-    private static final class Settings {
-      ModelSpec model;
-      LossSpec loss;
-      OptimizerSpec optimizer;
-      BatchSourceFactory trainData;
-      BatchSourceFactory validationData;
-      int numWorkers;
-      // The option table's defaults (OptionTableTest checks each surface starts from them).
-      int epochs = TrainerOption.EPOCHS.intDefault();
-      long seed = TrainerOption.SEED.longDefault();
-      String checkpointDir = TrainerOption.CHECKPOINT_DIR.stringDefault();
-      long checkpointEverySteps = TrainerOption.CHECKPOINT_EVERY_STEPS.longDefault();
-      int keepCheckpoints = TrainerOption.KEEP_CHECKPOINTS.intDefault();
-      int cpuDevicesPerWorker = TrainerOption.CPU_DEVICES_PER_WORKER.intDefault();
-      boolean useGpus = TrainerOption.GPUS.booleanDefault();
-      int bucketBytes =
-          TrainerOption.bucketBytes("bucketMb", TrainerOption.BUCKET_MB.doubleDefault());
-      int accumulateSteps = TrainerOption.ACCUMULATE_STEPS.intDefault();
-      Rescale rescale = Rescale.parse("rescale", TrainerOption.RESCALE.stringDefault());
-      int minWorkers = TrainerOption.MIN_WORKERS.intDefault();
-      boolean grow = TrainerOption.GROW.booleanDefault();
-      boolean overlap = TrainerOption.OVERLAP.booleanDefault();
-      OptimizerPlacement placement =
-          OptimizerPlacement.parse(
-              "optimizerPlacement", TrainerOption.OPTIMIZER_PLACEMENT.stringDefault());
-      Duration operationTimeout =
-          TrainerOption.collectiveTimeout(
-              "collectiveTimeout", TrainerOption.COLLECTIVE_TIMEOUT.longDefault());
-      RingTls ringTls;
-      boolean ringSharedMemory =
-          TrainerOption.ringTransport("ringTransport", TrainerOption.RING_TRANSPORT.stringDefault())
-              .sharedMemory();
-      Precision precision = Precision.parse("precision", TrainerOption.PRECISION.stringDefault());
-      WirePrecision gradientPrecision =
-          TrainerOption.gradientPrecision(
-              "gradientPrecision", TrainerOption.GRADIENT_PRECISION.stringDefault());
-      Duration connectTimeout;
-
-      TrainingConfig toConfig() {
-        return new TrainingConfig(
-            new TrainingConfig.Model(model, loss, optimizer, precision, seed),
-            new TrainingConfig.Devices(useGpus, cpuDevicesPerWorker, placement),
-            new TrainingConfig.Data(trainData, validationData, epochs, accumulateSteps),
-            new CommOptions(
-                connectTimeout, operationTimeout, gradientPrecision, ringTls, ringSharedMemory),
-            new StepOptions(bucketBytes, overlap),
-            new TrainingConfig.Checkpoints(checkpointDir, checkpointEverySteps, keepCheckpoints),
-            new TrainingConfig.Elastic(
-                numWorkers, minWorkers > 0 ? minWorkers : numWorkers, numWorkers, grow, rescale));
-      }
-    }
   }
 }

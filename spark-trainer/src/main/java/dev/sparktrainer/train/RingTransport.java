@@ -2,7 +2,7 @@ package dev.sparktrainer.train;
 
 /**
  * How ring neighbours exchange gradients ({@code --ring-transport}, {@code ringTransport}, {@link
- * DistributedTrainer.Builder#optRingTransport}).
+ * DistributedTrainerBuilder#optRingTransport}).
  */
 public enum RingTransport {
   /**

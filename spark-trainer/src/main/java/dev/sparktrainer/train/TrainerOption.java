@@ -8,7 +8,7 @@ import java.util.Locale;
 
 /**
  * The option table: every setting of a training, named once, with its name on each of the three
- * public surfaces — the command line's {@code train} flag, the {@link DistributedTrainer.Builder}
+ * public surfaces — the command line's {@code train} flag, the {@link DistributedTrainerBuilder}
  * method (or the {@code PipelineOptions} / {@code OptimizerSpec} builder method it feeds) and the
  * Spark ML Estimator's Param — and, where a surface deliberately lacks it, the reason; and its one
  * default ({@link #defaultValue()}), which every surface starts from. The unit conversions (MiB to
@@ -183,7 +183,7 @@ public enum TrainerOption {
 
   /** Which builder a row's builder method belongs to. */
   public enum Target {
-    /** {@code DistributedTrainer.Builder}. */
+    /** {@code DistributedTrainerBuilder}. */
     TRAINER,
     /** {@code dev.sparktrainer.data.PipelineOptions.Builder} (the training data's options). */
     PIPELINE,
@@ -288,7 +288,7 @@ public enum TrainerOption {
   public enum Surface {
     /** The {@code train} command's flags. */
     CLI,
-    /** {@link DistributedTrainer.Builder} (and the builder its row's method belongs to). */
+    /** {@link DistributedTrainerBuilder} (and the builder its row's method belongs to). */
     BUILDER,
     /** The Spark ML Estimator's Params. */
     ESTIMATOR

@@ -10,6 +10,7 @@ import dev.sparktrainer.ml.SparkTrainerEstimator;
 import dev.sparktrainer.ml.SparkTrainerModel;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.RingTransport;
 import dev.sparktrainer.train.TrainerOption;
 import java.io.IOException;
@@ -41,7 +42,7 @@ class OptionTableTest {
   /** The builder class of each target. */
   private static final Map<TrainerOption.Target, Class<?>> BUILDERS =
       Map.of(
-          TrainerOption.Target.TRAINER, DistributedTrainer.Builder.class,
+          TrainerOption.Target.TRAINER, DistributedTrainerBuilder.class,
           TrainerOption.Target.PIPELINE, PipelineOptions.Builder.class,
           TrainerOption.Target.OPTIMIZER, OptimizerSpec.Builder.class);
 
@@ -88,7 +89,7 @@ class OptionTableTest {
     }
     assertThat(missing).isEmpty();
     Set<String> options =
-        publicMethods(DistributedTrainer.Builder.class).stream()
+        publicMethods(DistributedTrainerBuilder.class).stream()
             .filter(m -> m.startsWith("opt") || m.startsWith("set"))
             .collect(Collectors.toCollection(TreeSet::new));
     assertThat(options).as("the Builder's options").hasSizeGreaterThan(30);
@@ -102,7 +103,7 @@ class OptionTableTest {
       for (String old : o.deprecatedBuilderMethods()) {
         aliases++;
         Method m =
-            Arrays.stream(DistributedTrainer.Builder.class.getMethods())
+            Arrays.stream(DistributedTrainerBuilder.class.getMethods())
                 .filter(x -> x.getName().equals(old))
                 .findFirst()
                 .orElseThrow(() -> new AssertionError("no Builder method " + old));
@@ -306,7 +307,7 @@ class OptionTableTest {
     f.parse(new String[0], List.of());
     Map<String, Flags.Flag> flags = new java.util.HashMap<>();
     f.all().forEach(x -> flags.put(x.name(), x));
-    DistributedTrainer.Builder b = required().setNumWorkers(2);
+    DistributedTrainerBuilder b = required().setNumWorkers(2);
     DistributedTrainer trainer = b.build();
     SparkTrainerEstimator e = new SparkTrainerEstimator();
     List<String> disagree = new ArrayList<>();
@@ -359,7 +360,7 @@ class OptionTableTest {
 
   /** The Builder's setting when only the required ones are given, in the table's type and unit. */
   private static Object builderDefault(
-      TrainerOption o, DistributedTrainer.Builder b, DistributedTrainer trainer) throws Exception {
+      TrainerOption o, DistributedTrainerBuilder b, DistributedTrainer trainer) throws Exception {
     dev.sparktrainer.train.config.TrainingConfig c = trainer.config();
     PipelineOptions p = PipelineOptions.builder().build();
     OptimizerSpec adam = OptimizerSpec.adam().build();
@@ -463,7 +464,7 @@ class OptionTableTest {
   }
 
   /** A Builder with its required settings (no data is read before {@code fit}). */
-  private static DistributedTrainer.Builder required() {
+  private static DistributedTrainerBuilder required() {
     return DistributedTrainer.builder()
         .setModel(dev.sparktrainer.model.MlpSpec.of(4, 2, 3))
         .setLoss(dev.sparktrainer.model.LossSpec.SOFTMAX_CROSS_ENTROPY)

@@ -9,6 +9,7 @@ import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.Digits;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.InProcessTraining;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.metrics.EpochMetrics;
@@ -68,7 +69,7 @@ class StragglerDetectionTest {
     Path logs = tmp.resolve("logs");
     TrainedModel trained;
     try (TrainingMonitor monitor = TrainingMonitor.start("127.0.0.1", view, logs.toString())) {
-      DistributedTrainer.Builder b =
+      DistributedTrainerBuilder b =
           DistributedTrainer.builder()
               .setModel(MlpSpec.of(64, 10, 16))
               .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)

@@ -25,14 +25,14 @@ public final class InProcessTraining {
    * {@code Builder.optInjectFailure}: {@code rank} fails after global step {@code step}, in attempt
    * 0.
    */
-  public static DistributedTrainer.Builder injectFailure(
-      DistributedTrainer.Builder builder, int rank, long step) {
+  public static DistributedTrainerBuilder injectFailure(
+      DistributedTrainerBuilder builder, int rank, long step) {
     return builder.optInjectFailure(rank, step);
   }
 
   /** {@code Builder.optInjectSlowRank}: {@code rank} pauses {@code millis} before every step. */
-  public static DistributedTrainer.Builder injectSlowRank(
-      DistributedTrainer.Builder builder, int rank, long millis) {
+  public static DistributedTrainerBuilder injectSlowRank(
+      DistributedTrainerBuilder builder, int rank, long millis) {
     return builder.optInjectSlowRank(rank, millis);
   }
 

@@ -80,7 +80,7 @@ class NonRetryableFailureTest {
     }
   }
 
-  private static DistributedTrainer.Builder job(int hidden) {
+  private static DistributedTrainerBuilder job(int hidden) {
     return DistributedTrainer.builder()
         .setModel(MlpSpec.of(64, 10, hidden))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)

@@ -82,7 +82,7 @@ class PipelineTrainingTest {
         .build();
   }
 
-  private static DistributedTrainer.Builder job() {
+  private static DistributedTrainerBuilder job() {
     return DistributedTrainer.builder()
         .setModel(MlpSpec.of(64, 10, 64))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)

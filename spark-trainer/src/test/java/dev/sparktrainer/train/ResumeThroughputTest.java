@@ -22,7 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
 class ResumeThroughputTest {
   @TempDir Path tmp;
 
-  private static DistributedTrainer.Builder job() {
+  private static DistributedTrainerBuilder job() {
     InMemoryDataset train = Digits.load().shuffled(11).slice(0, 1437);
     return DistributedTrainer.builder()
         .setModel(MlpSpec.of(64, 10, 256))

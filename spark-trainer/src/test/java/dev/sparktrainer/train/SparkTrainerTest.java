@@ -78,7 +78,7 @@ class SparkTrainerTest {
     }
   }
 
-  private static DistributedTrainer.Builder digitsJob(int workers, int epochs) {
+  private static DistributedTrainerBuilder digitsJob(int workers, int epochs) {
     return DistributedTrainer.builder()
         .setModel(MlpSpec.of(64, 10, 64))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)

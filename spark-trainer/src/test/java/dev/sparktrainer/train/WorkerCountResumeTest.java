@@ -75,7 +75,7 @@ class WorkerCountResumeTest {
           .optCosineDecay(80, 1e-4f)
           .build();
 
-  private DistributedTrainer.Builder job(int workers, int batch, BatchSourceFactory data) {
+  private DistributedTrainerBuilder job(int workers, int batch, BatchSourceFactory data) {
     return DistributedTrainer.builder()
         .setModel(MODEL)
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
@@ -87,7 +87,7 @@ class WorkerCountResumeTest {
         .optSeed(42);
   }
 
-  private DistributedTrainer.Builder checkpointed(int workers, int batch, BatchSourceFactory data) {
+  private DistributedTrainerBuilder checkpointed(int workers, int batch, BatchSourceFactory data) {
     return job(workers, batch, data)
         .optCheckpointDir(tmp.toString())
         .optCheckpointEverySteps(10)

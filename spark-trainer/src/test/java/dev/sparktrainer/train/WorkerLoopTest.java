@@ -56,7 +56,7 @@ class WorkerLoopTest {
     test = digits.slice(1437, digits.size());
   }
 
-  private static DistributedTrainer.Builder job(
+  private static DistributedTrainerBuilder job(
       int workers, int batch, MlpSpec model, OptimizerSpec opt) {
     return DistributedTrainer.builder()
         .setModel(model)
@@ -68,7 +68,7 @@ class WorkerLoopTest {
         .optSeed(42);
   }
 
-  private static TrainedModel fit(DistributedTrainer.Builder b) throws Exception {
+  private static TrainedModel fit(DistributedTrainerBuilder b) throws Exception {
     return b.build().fitInProcess(0, new Configuration());
   }
 
@@ -207,7 +207,7 @@ class WorkerLoopTest {
     // of statistics, above the size below which messages always travel at full precision.
     ModelSpec model = CustomSpec.of(new WideBatchNorm(), new Shape(64));
     OptimizerSpec still = OptimizerSpec.sgd().optLearningRate(1e-30f).build();
-    DistributedTrainer.Builder b =
+    DistributedTrainerBuilder b =
         DistributedTrainer.builder()
             .setModel(model)
             .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
@@ -313,7 +313,7 @@ class WorkerLoopTest {
                 .optOptimizerPlacement(placement)
                 .optFusionBucketBytes(2048));
 
-    DistributedTrainer.Builder failing =
+    DistributedTrainerBuilder failing =
         job(2, 16, model, adam)
             .optOptimizerPlacement(placement)
             .optFusionBucketBytes(2048)
@@ -350,7 +350,7 @@ class WorkerLoopTest {
     OptimizerSpec adam = OptimizerSpec.adam().optLearningRate(1e-3f).build();
     for (OptimizerPlacement placement :
         List.of(OptimizerPlacement.HOST, OptimizerPlacement.DEVICE)) {
-      DistributedTrainer.Builder base =
+      DistributedTrainerBuilder base =
           DistributedTrainer.builder()
               .setModel(cnn)
               .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)

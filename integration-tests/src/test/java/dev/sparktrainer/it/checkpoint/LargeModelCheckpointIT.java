@@ -8,6 +8,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.InProcessTraining;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.input.InMemoryDataset;
@@ -164,7 +165,7 @@ class LargeModelCheckpointIT {
   }
 
   /** 6 rows of synthetic data, batch 2: 3 steps an epoch; Adam; one worker. */
-  private static DistributedTrainer.Builder job(OptimizerPlacement placement) {
+  private static DistributedTrainerBuilder job(OptimizerPlacement placement) {
     SplittableRandom r = new SplittableRandom(7);
     int rows = 6;
     float[] x = new float[rows * INPUTS];

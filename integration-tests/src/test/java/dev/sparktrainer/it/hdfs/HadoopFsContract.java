@@ -18,6 +18,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import dev.sparktrainer.train.metrics.TrainingCallback;
@@ -429,7 +430,7 @@ public abstract class HadoopFsContract {
     }
   }
 
-  private DistributedTrainer.Builder digitsJob(String data, int epochs) {
+  private DistributedTrainerBuilder digitsJob(String data, int epochs) {
     PipelineOptions options =
         PipelineOptions.builder().optBatchSize(32).optShuffleBuffer(500).optSeed(5).build();
     DatasetSpec train =

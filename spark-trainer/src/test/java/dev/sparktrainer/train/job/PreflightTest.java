@@ -8,6 +8,7 @@ import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.Digits;
 import dev.sparktrainer.train.DistributedTrainer;
+import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.input.InMemoryDataset;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -58,7 +59,7 @@ class PreflightTest {
             });
   }
 
-  private static DistributedTrainer.Builder job() {
+  private static DistributedTrainerBuilder job() {
     return DistributedTrainer.builder()
         .setModel(MlpSpec.of(64, 10, 16))
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
