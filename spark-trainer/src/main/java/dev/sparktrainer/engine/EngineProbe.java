@@ -14,6 +14,7 @@ import ai.djl.nn.Activation;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.initializer.NormalInitializer;
@@ -123,9 +124,17 @@ final class EngineProbe {
         before = loss.getFloat();
         gc.backward(loss);
       }
-      for (Parameter p : block.getParameters().values()) {
-        NDArray w = p.getArray();
-        w.subi(w.getGradient().mul(0.05f));
+      // The update in place runs with gradient recording off, as the trainer's step does: grad mode
+      // is per thread, and the caller's thread may have it on (a new thread does).
+      boolean recording = JniUtils.isGradMode();
+      JniUtils.setGradMode(false);
+      try {
+        for (Parameter p : block.getParameters().values()) {
+          NDArray w = p.getArray();
+          w.subi(w.getGradient().mul(0.05f));
+        }
+      } finally {
+        JniUtils.setGradMode(recording);
       }
       float after =
           block

@@ -162,6 +162,7 @@ final class StepScenarios {
       }
       for (int step = 0; step < to; step++) {
         float lr = opt.learningRate(step, 1);
+        boolean recording = JniUtils.isGradMode();
         ReplicaSet.JVM_LOCK.lock();
         try (Batch b = batch(m.newSubManager(), 12, features, step)) {
           m.getEngine().setRandomSeed(1000 + step);
@@ -199,7 +200,7 @@ final class StepScenarios {
             JniUtils.zeroGrad((PtNDArray) r.params[0][r.trainable[j]].getArray());
           }
         } finally {
-          JniUtils.setGradMode(true);
+          JniUtils.setGradMode(recording); // grad mode is per thread: leave it as it was
           ReplicaSet.JVM_LOCK.unlock();
         }
         if (mid != null && step + 1 == MID) {
