@@ -176,10 +176,21 @@ final class RingConnector {
             e);
       }
       Link link = null;
+      // The whole setup by the connect deadline, enforced by closing the socket: whoever answers at
+      // the neighbour's address could drip a TLS record past any read timeout.
+      SetupDeadline setup = SetupDeadline.arm(ch, deadline);
       try {
-        link = openLink(c, ch, true, rightRank, address, deadline);
-        Handshake.client(link, c.secret, c.rank, rightRank, c.size(), deadline);
-        link = ShmNegotiation.client(link, c.shm, c.secret.jobId(), c.rank, c.size(), deadline);
+        try {
+          link = openLink(c, ch, true, rightRank, address, deadline);
+          Handshake.client(link, c.secret, c.rank, rightRank, c.size(), deadline);
+          link = ShmNegotiation.client(link, c.shm, c.secret.jobId(), c.rank, c.size(), deadline);
+        } catch (IOException e) {
+          setup.check("the connection's setup");
+          throw e;
+        } finally {
+          setup.close();
+        }
+        setup.check("the connection's setup");
         return link;
       } catch (IOException | RuntimeException e) {
         if (link != null) {

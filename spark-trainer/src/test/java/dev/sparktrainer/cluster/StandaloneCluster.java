@@ -134,7 +134,9 @@ public final class StandaloneCluster implements AutoCloseable {
       Process master =
           launch(
               "master",
-              List.of("-Xmx" + cfg.daemonHeap),
+              // No REST submission server: it binds a fixed port (6066), and applications are
+              // submitted in client mode.
+              List.of("-Xmx" + cfg.daemonHeap, "-Dspark.master.rest.enabled=false"),
               "org.apache.spark.deploy.master.Master",
               List.of("--host", HOST, "--port", "0", "--webui-port", "0"));
       long deadline = System.nanoTime() + cfg.startTimeout.toNanos();

@@ -154,6 +154,88 @@ class TlsSetupDeadlineTest {
     assertThat(got).allSatisfy(a -> assertThat(a).containsExactly(1, 2));
   }
 
+  /**
+   * The same on the connecting side: whoever answers at the right neighbour's address (a stale
+   * address taken by another process) completes the TLS handshake and drips a record. The rank's
+   * setup ends at the connect deadline and its socket is closed then, not an hour later.
+   */
+  @Test
+  void aDrippingServerAtTheNeighboursAddressIsLeftAtTheConnectDeadline(@TempDir Path dir)
+      throws Exception {
+    SSLContext tls = SecurityTest.selfSignedContext(dir);
+    RingListener l0 = RingListener.bind("127.0.0.1");
+    try (java.net.ServerSocket fake =
+        new java.net.ServerSocket(0, 4, java.net.InetAddress.getByName("127.0.0.1"))) {
+      List<String> peers = List.of(l0.address(), "127.0.0.1:" + fake.getLocalPort());
+      java.util.concurrent.CompletableFuture<Socket> served =
+          new java.util.concurrent.CompletableFuture<>();
+      Thread server =
+          new Thread(
+              () -> {
+                try {
+                  Socket raw = fake.accept();
+                  SSLSocket ssl =
+                      (SSLSocket)
+                          tls.getSocketFactory()
+                              .createSocket(raw, "127.0.0.1", raw.getPort(), false);
+                  ssl.setUseClientMode(false);
+                  ssl.setNeedClientAuth(false);
+                  ssl.startHandshake();
+                  OutputStream out = raw.getOutputStream();
+                  out.write(new byte[] {23, 3, 3, 0x40, 0}); // a 16 KB record announced
+                  out.flush();
+                  served.complete(raw);
+                  while (!raw.isClosed()) {
+                    out.write(7);
+                    out.flush();
+                    Thread.sleep(200);
+                  }
+                } catch (IOException | InterruptedException e) {
+                  served.completeExceptionally(e);
+                }
+              },
+              "fake-neighbour");
+      server.setDaemon(true);
+      server.start();
+      long t0 = System.nanoTime();
+      // On its own thread: a rank held by the dripping server would not return for an hour.
+      java.util.concurrent.CompletableFuture<Throwable> formed =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () -> {
+                try (Communicator c =
+                    Communicator.builder()
+                        .setRank(0)
+                        .setPeers(peers)
+                        .setSecret(JobSecret.generate())
+                        .setListener(l0)
+                        .optSslContext(tls)
+                        .optConnectTimeout(Duration.ofSeconds(4))
+                        .optHandshakeTimeout(Duration.ofSeconds(60))
+                        .build()) {
+                  return null; // cannot form: no left neighbour, and the right one is not a rank
+                } catch (CollectiveException e) {
+                  return e;
+                }
+              });
+      Throwable failed = formed.get(60, TimeUnit.SECONDS);
+      assertThat(failed).as("the ring cannot form").isNotNull();
+      Socket raw = served.get(30, TimeUnit.SECONDS);
+      raw.setSoTimeout(20_000);
+      int read;
+      try {
+        do {
+          read = raw.getInputStream().read();
+        } while (read >= 0);
+      } catch (IOException reset) {
+        read = -1;
+      }
+      double seconds = (System.nanoTime() - t0) / 1e9;
+      assertThat(read).as("the rank closed its connection to the dripping server").isEqualTo(-1);
+      assertThat(seconds).as("seconds until it did (connect deadline 4 s)").isLessThan(20);
+      raw.close();
+    }
+  }
+
   /** The stranger trusts any server: it only wants a handshake. */
   private static final class TrustAll implements X509TrustManager {
     @Override
