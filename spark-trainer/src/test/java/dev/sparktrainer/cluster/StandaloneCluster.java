@@ -421,17 +421,8 @@ public final class StandaloneCluster implements AutoCloseable {
   /** Workers the master reports alive (-1 if the master does not answer). */
   public int aliveWorkers() {
     try {
-      HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-      HttpResponse<String> r =
-          http.send(
-              HttpRequest.newBuilder(URI.create("http://" + HOST + ":" + masterUiPort + "/json/"))
-                  .timeout(Duration.ofSeconds(5))
-                  .build(),
-              HttpResponse.BodyHandlers.ofString());
-      Matcher m = ALIVE.matcher(r.body());
-      return r.statusCode() == 200 && m.find() ? Integer.parseInt(m.group(1)) : -1;
-    } catch (IOException e) {
-      return -1;
+      Matcher m = masterJson(masterUiPort).map(ALIVE::matcher).orElse(null);
+      return m != null && m.find() ? Integer.parseInt(m.group(1)) : -1;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return -1;

@@ -173,6 +173,23 @@ public final class Rings {
     }
   }
 
+  /**
+   * One all-reduce of {rank, 1} on every rank of a formed ring: each gets {0 + 1 + ... + (n - 1),
+   * n}, so the ring carries data end to end.
+   */
+  static void assertAllReduceSums(List<Communicator> comms) {
+    int n = comms.size();
+    List<float[]> got =
+        onEachOk(
+            comms,
+            c -> {
+              float[] a = {c.rank(), 1};
+              c.allReduce(a, ReduceOp.SUM);
+              return a;
+            });
+    assertThat(got).allSatisfy(a -> assertThat(a).containsExactly(n * (n - 1) / 2f, n));
+  }
+
   static void closeAll(List<Communicator> comms) {
     if (comms != null) {
       comms.forEach(Communicator::close);
