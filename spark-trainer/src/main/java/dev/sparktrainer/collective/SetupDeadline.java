@@ -21,8 +21,8 @@ final class SetupDeadline implements AutoCloseable {
 
   private final SocketChannel ch;
   private ScheduledFuture<?> pending; // guarded by this
+  private long generation; // guarded by this: the current deadline's; an earlier one's task is void
   private boolean fired; // guarded by this
-  private long firedAt; // guarded by this; the deadline that fired, for the message
 
   private SetupDeadline(SocketChannel ch) {
     this.ch = ch;
@@ -44,16 +44,18 @@ final class SetupDeadline implements AutoCloseable {
       pending.cancel(false);
     }
     long delay = Math.max(0, deadlineNanos - System.nanoTime());
-    pending = TIMER.schedule(() -> fire(deadlineNanos), delay, TimeUnit.NANOSECONDS);
+    long g = ++generation;
+    pending = TIMER.schedule(() -> fire(g), delay, TimeUnit.NANOSECONDS);
   }
 
-  private void fire(long deadlineNanos) {
+  private void fire(long g) {
     synchronized (this) {
-      if (fired || pending == null) {
+      // Closed, or moved since this task was scheduled (cancel does not stop a task already
+      // running): the deadline it stands for no longer holds.
+      if (fired || pending == null || g != generation) {
         return;
       }
       fired = true;
-      firedAt = deadlineNanos;
     }
     Communicator.closeQuietly(ch);
   }
@@ -81,6 +83,7 @@ final class SetupDeadline implements AutoCloseable {
       pending.cancel(false);
       pending = null;
     }
+    generation++;
   }
 
   private static ScheduledThreadPoolExecutor timer() {
