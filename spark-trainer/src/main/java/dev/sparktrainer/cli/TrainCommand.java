@@ -221,8 +221,12 @@ final class TrainCommand extends Command {
             f, augment, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new));
       }
       modelSpec(
-          f, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new), k, loss);
-    } else {
+          f,
+          features.stream().map(DataChecks.FeatureArg::name).toList(),
+          features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new),
+          k,
+          loss);
+    } else if (!f.string("model").trim().toLowerCase(Locale.ROOT).startsWith("torchscript:")) {
       // Check the form now; the sizes once the data tells the shapes (placeholders big enough for a
       // CNN).
       String m = f.string("model").trim().toLowerCase(Locale.ROOT);
@@ -230,7 +234,7 @@ final class TrainCommand extends Command {
           m.startsWith("cnn") || m.startsWith("resnet")
               ? new long[][] {{1, 256, 256}}
               : new long[][] {{1}};
-      modelSpec(f, placeholder, Math.max(k, 2), loss);
+      modelSpec(f, null, placeholder, Math.max(k, 2), loss);
     }
     return new Plan(
         DataChecks.paths(f.string("data")),
@@ -259,11 +263,13 @@ final class TrainCommand extends Command {
     }
   }
 
-  private static ModelSpec modelSpec(Flags f, long[][] shapes, int k, LossSpec loss) {
+  private static ModelSpec modelSpec(
+      Flags f, List<String> columns, long[][] shapes, int k, LossSpec loss) {
     int outputs = loss == LossSpec.SOFTMAX_CROSS_ENTROPY ? k : 1;
     try {
       return SpecStrings.model(
           f.string("model"),
+          columns,
           shapes,
           outputs,
           Activation.parse(f.string("activation")),
@@ -383,7 +389,13 @@ final class TrainCommand extends Command {
       }
       DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
     }
-    ModelSpec model = modelSpec(f, shapes, p.numClasses(), p.loss());
+    ModelSpec model =
+        modelSpec(
+            f,
+            p.features().stream().map(DataChecks.FeatureArg::name).toList(),
+            shapes,
+            p.numClasses(),
+            p.loss());
     // Augmentation maps the training data only; per-channel normalization maps every input of the
     // model.
     PipelineOptions trainOptions = p.options();

@@ -353,6 +353,7 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     ModelSpec spec =
         SpecStrings.model(
             getOrDefault(modelSpec()),
+            java.util.List.of(features),
             new long[][] {shape},
             outputs,
             Activation.parse(getOrDefault(activation())),

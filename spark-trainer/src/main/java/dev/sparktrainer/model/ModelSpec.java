@@ -1,8 +1,16 @@
 package dev.sparktrainer.model;
 
+import ai.djl.MalformedModelException;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
+import java.io.ByteArrayInputStream;
+import java.io.DataInputStream;
+import java.io.IOException;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -17,6 +25,33 @@ import java.util.Map;
 public interface ModelSpec extends Serializable {
   /** A new, uninitialized block. */
   Block newBlock();
+
+  /**
+   * A block with fresh parameters, its arrays owned by {@code manager} (on its device): {@link
+   * #newBlock()} initialized for float32 inputs of {@link #inputShapes()}. A TorchScript module is
+   * loaded instead, with the parameters its file holds.
+   */
+  default Block build(NDManager manager) {
+    Block block = newBlock();
+    block.initialize(manager, DataType.FLOAT32, batchInputShapes(1));
+    return block;
+  }
+
+  /**
+   * A block with the parameters {@code parameters} ({@code Block.saveParameters}'s format), its
+   * arrays owned by {@code manager}.
+   *
+   * @throws MalformedModelException if the parameters do not fit the block
+   */
+  default Block restore(NDManager manager, byte[] parameters) throws MalformedModelException {
+    Block block = build(manager);
+    try {
+      block.loadParameters(manager, new DataInputStream(new ByteArrayInputStream(parameters)));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return block;
+  }
 
   /** The shape of one example of each feature tensor, without the batch dimension. */
   Shape[] inputShapes();
@@ -49,9 +84,11 @@ public interface ModelSpec extends Serializable {
         return ResNetSpec.fromProperties(props);
       case CustomSpec.TYPE:
         return CustomSpec.fromProperties(props);
+      case TorchScriptSpec.TYPE:
+        return TorchScriptSpec.fromProperties(props);
       default:
         throw new IllegalArgumentException(
-            "Invalid model type '" + type + "': expected mlp, cnn, resnet or custom");
+            "Invalid model type '" + type + "': expected mlp, cnn, resnet, custom or torchscript");
     }
   }
 

@@ -1,8 +1,11 @@
 package dev.sparktrainer.model;
 
+import ai.djl.ndarray.types.Shape;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
@@ -14,7 +17,8 @@ import java.util.Map;
 public final class SpecStrings {
   /** What the model forms look like, for error messages and help. */
   public static final String MODEL_FORMS =
-      "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...] or resnet[:DEPTH]";
+      "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...], resnet[:DEPTH] or"
+          + " torchscript:PATH (your PyTorch model; see docs/models.md)";
 
   private SpecStrings() {}
 
@@ -26,6 +30,35 @@ public final class SpecStrings {
    */
   public static ModelSpec model(
       String text, long[][] shapes, int outputs, Activation activation, float dropout) {
+    return model(text, null, shapes, outputs, activation, dropout);
+  }
+
+  /**
+   * As {@link #model(String, long[][], int, Activation, float)}, with the feature columns' names
+   * (for a TorchScript model's checks against them; null: numbered).
+   */
+  public static ModelSpec model(
+      String text,
+      List<String> columns,
+      long[][] shapes,
+      int outputs,
+      Activation activation,
+      float dropout) {
+    if (text != null
+        && text.trim().toLowerCase(Locale.ROOT).startsWith(TorchScriptSpec.TYPE + ":")) {
+      String path = text.trim().substring(TorchScriptSpec.TYPE.length() + 1).trim();
+      if (path.isEmpty()) {
+        throw new IllegalArgumentException(
+            "Invalid model '" + text + "': torchscript:PATH needs the file's path");
+      }
+      Shape[] s = new Shape[shapes.length];
+      for (int i = 0; i < s.length; i++) {
+        s[i] = new Shape(shapes[i]);
+      }
+      TorchScriptSpec spec = TorchScriptSpec.of(path, s);
+      spec.check(columns, outputs);
+      return spec;
+    }
     String t = text == null ? "" : text.trim().toLowerCase(Locale.ROOT);
     int colon = t.indexOf(':');
     String kind = colon < 0 ? t : t.substring(0, colon);

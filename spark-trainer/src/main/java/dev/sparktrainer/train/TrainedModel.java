@@ -2,19 +2,17 @@ package dev.sparktrainer.train;
 
 import ai.djl.MalformedModelException;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.train.metrics.History;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -36,8 +34,9 @@ import org.apache.hadoop.fs.Path;
  * (built-in specs): {@code model.properties} (the spec and the loss), {@code model.params} ({@code
  * Block.saveParameters}), {@code history.json}, for a model trained with feature normalization
  * {@code normalization.csv} (the training data's statistics; {@code normalize=} in the properties),
- * and the completion marker {@value #MARKER}. A save is all or nothing, and a load checks every
- * file against the marker.
+ * for a TorchScript model {@code model.pt} (the trained module, for PyTorch's {@code
+ * torch.jit.load}), and the completion marker {@value #MARKER}. A save is all or nothing, and a
+ * load checks every file against the marker.
  */
 public final class TrainedModel implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -59,8 +58,14 @@ public final class TrainedModel implements Serializable {
    */
   static final String NORMALIZATION = "normalization.csv";
 
+  /**
+   * A TorchScript model's module with its trained weights and buffers, as {@code torch.jit.load}
+   * reads it (the same module as in {@link #PARAMS}, without DJL's header).
+   */
+  public static final String TORCHSCRIPT = "model.pt";
+
   private static final List<String> MODEL_FILES =
-      List.of(PROPERTIES, PARAMS, HISTORY, NORMALIZATION);
+      List.of(PROPERTIES, PARAMS, HISTORY, NORMALIZATION, TORCHSCRIPT);
 
   private final ModelSpec spec;
   private final LossSpec loss;
@@ -115,16 +120,11 @@ public final class TrainedModel implements Serializable {
 
   /** A new block with the trained parameters, its arrays owned by {@code manager}. */
   public Block newBlock(NDManager manager) {
-    Block block = spec.newBlock();
-    block.initialize(manager, DataType.FLOAT32, spec.batchInputShapes(1));
     try {
-      block.loadParameters(manager, new DataInputStream(new ByteArrayInputStream(parameters)));
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+      return spec.restore(manager, parameters);
     } catch (MalformedModelException e) {
       throw new IllegalStateException("Cannot load the trained parameters into " + spec, e);
     }
-    return block;
   }
 
   /**
@@ -165,6 +165,9 @@ public final class TrainedModel implements Serializable {
     props.store(p, "spark-trainer model");
     files.put(PROPERTIES, p.toByteArray());
     files.put(PARAMS, parameters);
+    if (spec instanceof TorchScriptSpec) {
+      files.put(TORCHSCRIPT, TorchScriptSpec.moduleOf(parameters));
+    }
     files.put(HISTORY, (history.toJson() + "\n").getBytes(StandardCharsets.UTF_8));
     if (normalization != null) {
       files.put(NORMALIZATION, normalization.toCsv());

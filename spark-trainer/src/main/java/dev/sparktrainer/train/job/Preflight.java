@@ -2,9 +2,10 @@ package dev.sparktrainer.train.job;
 
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
 import dev.sparktrainer.checkpoint.CheckpointStore;
+import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.train.config.TrainingConfig;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -68,9 +69,12 @@ public final class Preflight {
                       + " down to it divides the global batch)"
                   : ""));
     }
+    if (cfg.model().spec() instanceof TorchScriptSpec ts) {
+      // Its inputs and output against the data, that it trains, before any executor loads it.
+      ts.check(null, cfg.model().loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? 0 : 1);
+    }
     try (NDManager m = NDManager.newBaseManager()) {
-      Block b = cfg.model().spec().newBlock();
-      b.initialize(m, DataType.FLOAT32, cfg.model().spec().batchInputShapes(1));
+      Block b = cfg.model().spec().build(m);
       if (b.getParameters().isEmpty()) {
         throw new IllegalArgumentException(
             "Invalid model " + cfg.model().spec() + ": it has no parameters to train");

@@ -3,7 +3,9 @@ package dev.sparktrainer.train.step;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.engine.PtNDManager;
 import ai.djl.pytorch.jni.JniUtils;
+import dev.sparktrainer.model.torchscript.TorchScriptBlock;
 
 /**
  * The replicas' parameters as a few flat device tensors: per replica, one tensor per gradient
@@ -73,6 +75,10 @@ final class FlatState implements AutoCloseable {
     NDArray first = replicas.params[d][params[0]].getArray();
     NDArray flat =
         replicas.managers[d].zeros(new Shape(count), first.getDataType(), first.getDevice());
+    if (replicas.blocks[d] instanceof TorchScriptBlock) {
+      aliasModuleTensors(replicas, d, params, offsets, flat);
+      return flat;
+    }
     for (int x = 0; x < params.length; x++) {
       PtNDArray p = (PtNDArray) replicas.params[d][params[x]].getArray();
       int n = Math.toIntExact(p.size());
@@ -88,6 +94,41 @@ final class FlatState implements AutoCloseable {
       p.setRequiresGradient(trainable);
     }
     return flat;
+  }
+
+  /**
+   * A TorchScript module computes with its own tensors: they are pointed at their slices of {@code
+   * flat} (in offset order, which must leave no gap) by {@link ValueAlias}, and checked once to
+   * read through it.
+   */
+  private static void aliasModuleTensors(
+      ReplicaSet replicas, int d, int[] params, int[] offsets, NDArray flat) {
+    Integer[] order = new Integer[params.length];
+    for (int x = 0; x < order.length; x++) {
+      order[x] = x;
+    }
+    java.util.Arrays.sort(order, java.util.Comparator.comparingInt(x -> offsets[x]));
+    PtNDArray[] tensors = new PtNDArray[params.length];
+    int at = 0;
+    for (int x = 0; x < order.length; x++) {
+      int i = params[order[x]];
+      if (offsets[order[x]] != at) {
+        throw new IllegalStateException(
+            "Parameter " + replicas.names[i] + " is not where the flat layout expects it");
+      }
+      tensors[x] = (PtNDArray) replicas.params[d][i].getArray();
+      at += replicas.sizes[i];
+    }
+    try (ValueAlias alias = ValueAlias.load((PtNDManager) replicas.managers[d])) {
+      alias.alias(tensors, flat);
+    }
+    if (!ValueAlias.holds(flat, tensors, () -> flat.onesLike())) {
+      throw new IllegalStateException(
+          "The TorchScript module's tensors do not read through their flat tensor after"
+              + " aliasing (replica "
+              + d
+              + ")");
+    }
   }
 
   /**

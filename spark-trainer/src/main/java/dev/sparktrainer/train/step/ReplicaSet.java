@@ -82,8 +82,7 @@ public final class ReplicaSet implements AutoCloseable {
       for (int d = 0; d < k; d++) {
         managers[d] = NDManager.newBaseManager(devices.get(d));
         managers[d].getEngine().setRandomSeed(initSeed);
-        blocks[d] = spec.newBlock();
-        blocks[d].initialize(managers[d], DataType.FLOAT32, spec.batchInputShapes(1));
+        blocks[d] = spec.build(managers[d]);
         stores[d] = new ParameterStore(managers[d], false);
         PairList<String, Parameter> list = blocks[d].getParameters();
         params[d] = list.values().toArray(new Parameter[0]);

@@ -1,0 +1,269 @@
+package dev.sparktrainer.model.torchscript;
+
+import ai.djl.engine.Engine;
+import ai.djl.engine.EngineException;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.ParameterList;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.engine.PtNDManager;
+import ai.djl.pytorch.engine.PtSymbolBlock;
+import ai.djl.pytorch.jni.IValue;
+import ai.djl.pytorch.jni.IValueUtils;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A TorchScript module as a DJL block that the trainer's step can train like its own models.
+ *
+ * <ul>
+ *   <li><b>Mode, explicitly.</b> A module loads in whatever mode it was saved in, while DJL's
+ *       {@link PtSymbolBlock} assumes training; here every forward puts the module in the mode
+ *       asked for ({@code train()} for training steps, {@code eval()} for validation, evaluation
+ *       and prediction) when it is not in it already, so no training step can run in eval mode.
+ *   <li><b>Parameters</b> are the module's own tensors (same storage), trainable as their {@code
+ *       requires_grad} says: a parameter the module froze is not trained.
+ *   <li><b>Buffers</b> (batch norm's running mean and variance) are not visible through DJL; a
+ *       module written by {@code python/export_torchscript.py} hands them out through its method
+ *       {@value #BUFFERS_METHOD}. Its float32 buffers appear here as parameters that require no
+ *       gradient: the step keeps them like its own models' running statistics (the same on every
+ *       replica after each step, in checkpoints, restored on resume). Integer buffers (batch norm's
+ *       {@code num_batches_tracked}) stay the module's own, counting its forwards. A module with
+ *       buffers but without the method is refused, naming the helper.
+ * </ul>
+ *
+ * <p>The forward's arguments are the feature tensors, in order, one each; its output is a tensor or
+ * a tuple whose first element is the model's output.
+ */
+public final class TorchScriptBlock extends PtSymbolBlock {
+  /** The exported method that returns the module's buffers (the same tensors it uses). */
+  public static final String BUFFERS_METHOD = "sparktrainer_buffers";
+
+  private final PtNDManager manager;
+  private final String source;
+  private Map<String, Parameter> parameters;
+  private PtNDArray[] counters = new PtNDArray[0];
+  private List<String> bufferNames = List.of();
+
+  /** The module's mode as last set here; null until the first forward sets it. */
+  private Boolean training;
+
+  private TorchScriptBlock(PtNDManager manager, long handle, String source) {
+    super(manager, handle);
+    this.manager = manager;
+    this.source = source;
+  }
+
+  /**
+   * Loads {@code file}'s module onto {@code manager}'s device.
+   *
+   * @throws IllegalArgumentException when libtorch cannot load it, or it has buffers the trainer
+   *     cannot reach
+   */
+  public static TorchScriptBlock load(PtNDManager manager, TorchScriptFile file) {
+    TorchScriptBlock block = load(manager, file.bytesView(), file.source());
+    try {
+      if (file.metadata() != null) {
+        block.bufferNames = file.metadata().buffers();
+      }
+      block.checkBuffers(file);
+      return block;
+    } catch (RuntimeException e) {
+      block.close();
+      throw e;
+    }
+  }
+
+  /** Loads a module from {@code bytes} (a TorchScript file) named {@code source} in errors. */
+  static TorchScriptBlock load(PtNDManager manager, byte[] bytes, String source) {
+    long handle;
+    try {
+      handle =
+          JniUtils.loadModuleHandle(
+              new ByteArrayInputStream(bytes), manager.getDevice(), true, false);
+    } catch (EngineException e) {
+      throw new IllegalArgumentException(
+          "Invalid model torchscript:"
+              + source
+              + ": the executors' libtorch "
+              + Engine.getEngine("PyTorch").getVersion()
+              + " cannot load it: "
+              + firstLine(e.getMessage()),
+          e);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return new TorchScriptBlock(manager, handle, source);
+  }
+
+  static String firstLine(String s) {
+    if (s == null) {
+      return "(no message)";
+    }
+    int nl = s.indexOf('\n');
+    return nl < 0 ? s : s.substring(0, nl);
+  }
+
+  /** Where the module came from (for messages). */
+  public String source() {
+    return source;
+  }
+
+  /** Whether the module has the exported buffers method. */
+  public boolean hasBuffersMethod() {
+    return Arrays.asList(JniUtils.getMethodNames(this)).contains(BUFFERS_METHOD);
+  }
+
+  private void checkBuffers(TorchScriptFile file) {
+    if (hasBuffersMethod()) {
+      return;
+    }
+    int params = JniUtils.moduleGetParams(this, manager).size();
+    if (file.storages() > params) {
+      throw new IllegalArgumentException(
+          "Invalid model torchscript:"
+              + source
+              + ": it holds "
+              + (file.storages() - params)
+              + " tensor(s) that are not parameters (buffers, such as batch norm's running"
+              + " statistics), which the trainer can only keep the same on every worker, checkpoint"
+              + " and restore through a "
+              + BUFFERS_METHOD
+              + "() method: export the module with python/export_torchscript.py");
+    }
+  }
+
+  @Override
+  public ParameterList getDirectParameters() {
+    if (parameters == null) {
+      Map<String, Parameter> out = new LinkedHashMap<>();
+      for (NDArray p : JniUtils.moduleGetParams(this, manager)) {
+        boolean trainable = JniUtils.requiresGrad((PtNDArray) p);
+        out.put(
+            p.getName(),
+            Parameter.builder()
+                .setName(p.getName())
+                .setType(typeOf(p.getName()))
+                .optArray(p)
+                .optRequiresGrad(trainable)
+                .build());
+      }
+      List<PtNDArray> ints = new ArrayList<>();
+      List<String> names = bufferNames();
+      PtNDArray[] buffers = buffers();
+      for (int i = 0; i < buffers.length; i++) {
+        PtNDArray b = buffers[i];
+        if (b.getDataType() != DataType.FLOAT32) {
+          ints.add(b);
+          continue;
+        }
+        String name = i < names.size() ? names.get(i) : "buffer." + i;
+        b.setName(name);
+        out.put(
+            name,
+            Parameter.builder()
+                .setName(name)
+                .setType(typeOf(name))
+                .optArray(b)
+                .optRequiresGrad(false)
+                .build());
+      }
+      counters = ints.toArray(new PtNDArray[0]);
+      parameters = out;
+    }
+    return new ParameterList(parameters);
+  }
+
+  /** Names for the buffers, in the order of the buffers method (the export helper's record). */
+  void setBufferNames(List<String> names) {
+    bufferNames = List.copyOf(names);
+  }
+
+  private List<String> bufferNames() {
+    return bufferNames;
+  }
+
+  /** The module's buffers (the tensors it uses), or none without the buffers method. */
+  private PtNDArray[] buffers() {
+    if (!hasBuffersMethod()) {
+      return new PtNDArray[0];
+    }
+    try (IValue out = IValueUtils.runMethod(this, BUFFERS_METHOD)) {
+      return out.toTensorArray(manager);
+    }
+  }
+
+  /** The module's integer buffers (batch norm's {@code num_batches_tracked}): its own. */
+  public int counterCount() {
+    getDirectParameters();
+    return counters.length;
+  }
+
+  private static Parameter.Type typeOf(String name) {
+    String leaf = name.substring(name.lastIndexOf('.') + 1);
+    switch (leaf) {
+      case "bias":
+        return Parameter.Type.BIAS;
+      case "running_mean":
+        return Parameter.Type.RUNNING_MEAN;
+      case "running_var":
+        return Parameter.Type.RUNNING_VAR;
+      case "weight":
+        return Parameter.Type.WEIGHT;
+      default:
+        return Parameter.Type.OTHER;
+    }
+  }
+
+  /** Puts the module in training or eval mode, when it is not in it (one engine call then). */
+  public void setTraining(boolean train) {
+    if (training == null || training != train) {
+      if (train) {
+        JniUtils.enableTrainingMode(this);
+      } else {
+        JniUtils.enableInferenceMode(this);
+      }
+      training = train;
+    }
+  }
+
+  /** The mode last set (null before the first forward). */
+  public Boolean training() {
+    return training;
+  }
+
+  @Override
+  protected NDList forwardInternal(
+      ParameterStore parameterStore,
+      NDList inputs,
+      boolean training,
+      PairList<String, Object> params) {
+    setTraining(training);
+    // DJL reads structure (dicts, lists, tuples) from the arrays' names: the features are plain
+    // positional tensors.
+    NDList plain = new NDList(inputs.size());
+    for (NDArray a : inputs) {
+      if (a.getName() != null) {
+        a.setName(null);
+      }
+      plain.add(a);
+    }
+    return IValueUtils.forward(this, plain, training);
+  }
+
+  @Override
+  public String toString() {
+    return "TorchScript module " + source;
+  }
+}
