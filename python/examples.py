@@ -1,0 +1,34 @@
+"""Example model factories for export_torchscript.py (its docstring's command lines use them).
+
+    /usr/bin/python3 python/export_torchscript.py --module python/examples.py:resnet50 \\
+        --example-shapes 3x64x64 --out resnet50.pt
+    /usr/bin/python3 python/export_torchscript.py --module python/examples.py:transformer_classifier \\
+        --example-shapes 128:int64 --int-high 1000 --out transformer.pt
+"""
+import torch
+import torch.nn as nn
+
+
+def resnet50(num_classes=10):
+    """torchvision's ResNet-50 (random weights) with a num_classes head."""
+    import torchvision
+    return torchvision.models.resnet50(num_classes=num_classes)
+
+
+class TransformerClassifier(nn.Module):
+    """Token ids [batch, seq] (int64) -> class scores [batch, classes]: an embedding, a Transformer
+    encoder, mean pooling over the sequence, a linear head."""
+
+    def __init__(self, vocab=1000, dim=64, heads=4, layers=2, classes=5, dropout=0.1):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=dropout, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+def transformer_classifier(**kwargs):
+    return TransformerClassifier(**kwargs)
