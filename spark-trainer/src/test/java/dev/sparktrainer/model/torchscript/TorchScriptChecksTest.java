@@ -1,0 +1,246 @@
+package dev.sparktrainer.model.torchscript;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.SpecStrings;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.zip.CRC32;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipOutputStream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Every bad TorchScript input is refused before training, on the driver, with a message that names
+ * the file and what is wrong (the column and the argument where they differ); never a native crash.
+ */
+class TorchScriptChecksTest {
+  @TempDir Path tmp;
+
+  static String path(String name) {
+    return "src/test/resources/torchscript/" + name;
+  }
+
+  static byte[] bytes(String name) throws IOException {
+    return Files.readAllBytes(Path.of(path(name)));
+  }
+
+  @Test
+  void readsTheExportHelpersDescription() {
+    TorchScriptSpec spec = TorchScriptSpec.of(path("two_input.pt"));
+    assertThat(spec.inputShapes()).containsExactly(new Shape(12), new Shape(3));
+    TorchScriptFile.Metadata meta = spec.file().metadata();
+    assertThat(meta.method()).isEqualTo("script");
+    assertThat(meta.inputs()).extracting(TorchScriptFile.Input::name).containsExactly("a", "b");
+    assertThat(TorchScriptSpec.of(path("cnn_bn.pt")).file().metadata().buffers())
+        .containsExactly("bn.running_mean", "bn.running_var", "bn.num_batches_tracked");
+  }
+
+  @Test
+  void aTorchSaveFileIsNotTorchScript() {
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("state_dict.pt")))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("state_dict.pt")
+                + ": not a TorchScript file: the archive has pickled data but no compiled code: it"
+                + " was written by torch.save (a state_dict or a pickled nn.Module), not by"
+                + " torch.jit.save. Write it with torch.jit.save of a scripted or traced module,"
+                + " e.g. with python/export_torchscript.py");
+  }
+
+  @Test
+  void bytesThatAreNoZipArchiveAreNotTorchScript() throws IOException {
+    Path f = tmp.resolve("model.pt");
+    Files.writeString(f, "def forward(self, x): return x\n");
+    assertThatThrownBy(() -> TorchScriptSpec.of(f.toString()))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + f
+                + ": not a TorchScript file: it is not a zip archive (no end of central directory"
+                + " record). Write it with torch.jit.save of a scripted or traced module, e.g. with"
+                + " python/export_torchscript.py");
+  }
+
+  @Test
+  void aMissingFileIsNamed() {
+    assertThatThrownBy(() -> TorchScriptSpec.of(tmp.resolve("none.pt").toString()))
+        .hasMessage("Invalid model torchscript:" + tmp.resolve("none.pt") + ": no such file");
+  }
+
+  @Test
+  void aFileFromANewerTorchIsRefusedBeforeLibtorchReadsIt() throws IOException {
+    Path f = tmp.resolve("newer.pt");
+    Files.write(f, rewrite(bytes("mlp.pt"), name -> name.endsWith("/version") ? "11\n" : null));
+    assertThatThrownBy(() -> TorchScriptSpec.of(f.toString()))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + f
+                + ": TorchScript file format version 11 was written by a newer PyTorch than the"
+                + " executors' libtorch, which reads versions up to 10: export the model with the"
+                + " PyTorch version of the executors' libtorch (or older)");
+  }
+
+  @Test
+  void theInputsAreCheckedAgainstTheFeatureColumns() {
+    TorchScriptSpec twoColumns = TorchScriptSpec.of(path("mlp.pt"), new Shape(20), new Shape(3));
+    assertThatThrownBy(() -> twoColumns.check(List.of("pixels", "extra"), 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("mlp.pt")
+                + ": its forward takes 1 input(s) (x) but there are 2 feature column(s) (pixels,"
+                + " extra)");
+    TorchScriptSpec wrongShape = TorchScriptSpec.of(path("mlp.pt"), new Shape(64));
+    assertThatThrownBy(() -> wrongShape.check(List.of("pixels"), 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("mlp.pt")
+                + ": argument 1 (x) of its forward was exported for examples shaped 20 but feature"
+                + " column 'pixels' is shaped 64");
+  }
+
+  @Test
+  void anInputOfAnotherDataTypeIsNamed() throws IOException {
+    Path f = tmp.resolve("ids.pt");
+    String ids = metadataOf("mlp.pt").replace("\"float32\"", "\"int64\"");
+    Files.write(
+        f, rewrite(bytes("mlp.pt"), name -> name.endsWith("extra/sparktrainer.json") ? ids : null));
+    assertThatThrownBy(() -> TorchScriptSpec.of(f.toString()).check(List.of("pixels"), 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + f
+                + ": argument 1 (x) of its forward is int64 but feature column 'pixels' is float32");
+  }
+
+  @Test
+  void aForwardThatFailsOnTheColumnsNamesThem() {
+    TorchScriptSpec plain = TorchScriptSpec.of(path("plain_mlp.pt"), new Shape(64));
+    assertThatThrownBy(() -> plain.check(List.of("pixels"), 5))
+        .hasMessageStartingWith(
+            "Invalid model torchscript:"
+                + path("plain_mlp.pt")
+                + ": its forward fails on a batch of 2 examples shaped like the feature columns"
+                + " (pixels: 64): ");
+    TorchScriptSpec.of(path("plain_mlp.pt"), new Shape(20)).check(List.of("x"), 5);
+  }
+
+  @Test
+  void aModuleWithoutShapesNeedsThem() {
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("plain_mlp.pt")))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("plain_mlp.pt")
+                + ": the file does not record its inputs' shapes (it was not written by"
+                + " python/export_torchscript.py): give them, TorchScriptSpec.of(path, new"
+                + " Shape(...), ...)");
+  }
+
+  @Test
+  void aModuleWithNothingToTrainIsRefused() {
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("frozen.pt")).check(List.of("x"), 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("frozen.pt")
+                + ": no parameter requires a gradient (4 parameter(s), all frozen): there is"
+                + " nothing to train");
+  }
+
+  @Test
+  void anOutputThatIsNotBatchByClassesIsRefused() {
+    TorchScriptSpec spec = TorchScriptSpec.of(path("wrong_output.pt"));
+    assertThatThrownBy(() -> spec.check(List.of("x"), 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("wrong_output.pt")
+                + ": its output is shaped (2, 2, 3) for a batch of 2; expected [batch, 3] (3"
+                + " classes)");
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("mlp.pt")).check(List.of("x"), 10))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("mlp.pt")
+                + ": its output is shaped (2, 5) for a batch of 2; expected [batch, 10] (10"
+                + " classes)");
+    TorchScriptSpec.of(path("regressor.pt")).check(List.of("x"), 1);
+  }
+
+  @Test
+  void buffersTheTrainerCannotReachAreRefused() {
+    TorchScriptSpec spec = TorchScriptSpec.of(path("plain_bn.pt"), new Shape(16));
+    try (NDManager m = NDManager.newBaseManager(Device.cpu())) {
+      assertThatThrownBy(() -> spec.build(m))
+          .hasMessage(
+              "Invalid model torchscript:"
+                  + path("plain_bn.pt")
+                  + ": it holds 3 tensor(s) that are not parameters (buffers, such as batch norm's"
+                  + " running statistics), which the trainer can only keep the same on every"
+                  + " worker, checkpoint and restore through a sparktrainer_buffers() method:"
+                  + " export the module with python/export_torchscript.py");
+    }
+  }
+
+  @Test
+  void theTextFormGoesThroughTheChecks() {
+    ModelSpec spec =
+        SpecStrings.model(
+            "torchscript:" + path("mlp.pt"), List.of("x"), new long[][] {{20}}, 5, null, 0f);
+    assertThat(spec).isInstanceOf(TorchScriptSpec.class);
+    assertThat(ModelSpec.fromProperties(spec.toProperties()).inputShapes())
+        .containsExactly(new Shape(20));
+    assertThat(spec.toProperties())
+        .containsAllEntriesOf(Map.of("type", "torchscript", "inputShapes", "20"));
+    assertThatThrownBy(
+            () ->
+                SpecStrings.model(
+                    "torchscript:" + path("mlp.pt"),
+                    List.of("pixels"),
+                    new long[][] {{64}},
+                    5,
+                    null,
+                    0f))
+        .hasMessageContaining("feature column 'pixels' is shaped 64");
+  }
+
+  private static String metadataOf(String name) throws IOException {
+    TorchScriptFile f = TorchScriptFile.parse(name, bytes(name));
+    ZipDirectory zip = new ZipDirectory(f.bytes());
+    for (ZipDirectory.Entry e : zip.entries.values()) {
+      if (e.name().endsWith("extra/sparktrainer.json")) {
+        return new String(zip.read(e), StandardCharsets.UTF_8);
+      }
+    }
+    throw new AssertionError("no metadata in " + name);
+  }
+
+  /** The archive with the entries that {@code replace} maps to a text replaced (stored). */
+  static byte[] rewrite(byte[] archive, Function<String, String> replace) throws IOException {
+    ZipDirectory zip = new ZipDirectory(archive);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    try (ZipOutputStream z = new ZipOutputStream(out)) {
+      for (ZipDirectory.Entry e : zip.entries.values()) {
+        String text = replace.apply(e.name());
+        byte[] content = text == null ? zip.read(e) : text.getBytes(StandardCharsets.UTF_8);
+        ZipEntry entry = new ZipEntry(e.name());
+        entry.setMethod(ZipEntry.STORED);
+        entry.setSize(content.length);
+        CRC32 crc = new CRC32();
+        crc.update(content);
+        entry.setCrc(crc.getValue());
+        z.putNextEntry(entry);
+        z.write(content);
+        z.closeEntry();
+      }
+    }
+    return out.toByteArray();
+  }
+}
