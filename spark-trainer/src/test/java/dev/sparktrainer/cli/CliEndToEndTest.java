@@ -534,4 +534,102 @@ class CliEndToEndTest {
     assertThat(bad.error())
         .startsWith("error: Invalid --augment 'flip,zoom:2': unknown step 'zoom:2'");
   }
+
+  /**
+   * The user's own PyTorch model end to end: {@code --model torchscript:PATH} (a module with batch
+   * norm and dropout, saved in eval mode) trains with 2 workers, evaluate and predict use it, and
+   * the saved model.pt is a TorchScript module whose eval outputs are predict's raw outputs.
+   */
+  @Test
+  @Order(7)
+  void trainsEvaluatesAndPredictsATorchScriptModel() throws IOException {
+    String module =
+        Path.of("src/test/resources/torchscript/digits_bn.pt").toAbsolutePath().toString();
+    CliRunner r =
+        ok(
+            "train",
+            "--data",
+            p("digits/train").toString(),
+            "--validation-data",
+            p("digits/test").toString(),
+            "--features",
+            "pixels",
+            "--label",
+            "label",
+            "--num-classes",
+            "10",
+            "--model",
+            "torchscript:" + module,
+            "--workers",
+            "2",
+            "--epochs",
+            "3",
+            "--batch-size",
+            "32",
+            "--learning-rate",
+            "0.005",
+            "--output",
+            p("ts-run").toString());
+    assertThat(r.err()).contains("Training torchscript(source=" + module);
+    JsonNode fin = new ObjectMapper().readTree(p("ts-run/metrics.json").toFile()).get("final");
+    assertThat(fin.get("val_accuracy").asDouble()).isGreaterThan(0.85);
+    assertThat(p("ts-run/model/model.pt")).exists();
+
+    CliRunner e =
+        ok(
+            "evaluate",
+            "--model",
+            p("ts-run/model").toString(),
+            "--data",
+            p("digits/test").toString());
+    JsonNode eval = new ObjectMapper().readTree(e.out());
+    assertThat(eval.get("accuracy").asDouble())
+        .isCloseTo(fin.get("val_accuracy").asDouble(), within(1e-9));
+
+    ok(
+        "predict",
+        "--model",
+        p("ts-run/model").toString(),
+        "--data",
+        p("digits/test").toString(),
+        "--output",
+        p("ts-predictions").toString(),
+        "--raw-prediction-col",
+        "logits");
+    List<Row> rows = spark.read().parquet(p("ts-predictions").toString()).limit(16).collectAsList();
+    float[] x = new float[rows.size() * 64];
+    for (int i = 0; i < rows.size(); i++) {
+      List<Object> pixels = rows.get(i).getList(rows.get(i).fieldIndex("pixels"));
+      for (int j = 0; j < 64; j++) {
+        x[i * 64 + j] = ((Number) pixels.get(j)).floatValue();
+      }
+    }
+    dev.sparktrainer.model.torchscript.TorchScriptFile file =
+        dev.sparktrainer.model.torchscript.TorchScriptFile.parse(
+            "model.pt", Files.readAllBytes(p("ts-run/model/model.pt")));
+    try (ai.djl.ndarray.NDManager m = ai.djl.ndarray.NDManager.newBaseManager(ai.djl.Device.cpu());
+        dev.sparktrainer.model.torchscript.TorchScriptBlock block =
+            (dev.sparktrainer.model.torchscript.TorchScriptBlock)
+                dev.sparktrainer.model.torchscript.TorchScriptSpec.of(
+                        file, new ai.djl.ndarray.types.Shape(64))
+                    .build(m)) {
+      float[] out =
+          block
+              .forward(
+                  new ai.djl.training.ParameterStore(m, false),
+                  new ai.djl.ndarray.NDList(
+                      m.create(x, new ai.djl.ndarray.types.Shape(rows.size(), 64))),
+                  false)
+              .head()
+              .toFloatArray();
+      for (int i = 0; i < rows.size(); i++) {
+        Vector logits = rows.get(i).getAs("logits");
+        for (int c = 0; c < 10; c++) {
+          assertThat((double) out[i * 10 + c])
+              .as("row " + i + " class " + c)
+              .isCloseTo(logits.apply(c), within(1e-5));
+        }
+      }
+    }
+  }
 }

@@ -45,12 +45,20 @@ public final class TorchScriptSpec implements ModelSpec {
   private final long[][] inputDims;
   private final List<String> bufferNames;
 
+  /** The model's outputs per example (classes; 1 for one output); 0 until known. */
+  private int outputs;
+
   private TorchScriptSpec(
-      TorchScriptFile file, String source, long[][] inputDims, List<String> bufferNames) {
+      TorchScriptFile file,
+      String source,
+      long[][] inputDims,
+      List<String> bufferNames,
+      int outputs) {
     this.file = file;
     this.source = source;
     this.inputDims = inputDims;
     this.bufferNames = List.copyOf(bufferNames);
+    this.outputs = outputs;
   }
 
   /**
@@ -106,8 +114,12 @@ public final class TorchScriptSpec implements ModelSpec {
         }
       }
     }
+    int outputs = 0;
+    if (meta != null && meta.outputShape().length <= 1) {
+      outputs = meta.outputShape().length == 0 ? 1 : (int) meta.outputShape()[0];
+    }
     return new TorchScriptSpec(
-        file, file.source(), dims, meta == null ? List.of() : meta.buffers());
+        file, file.source(), dims, meta == null ? List.of() : meta.buffers(), outputs);
   }
 
   /** The Hadoop configuration of the active Spark session, or the default one. */
@@ -124,6 +136,11 @@ public final class TorchScriptSpec implements ModelSpec {
   /** The file (null for a trained model's spec, whose module is in its parameters). */
   public TorchScriptFile file() {
     return file;
+  }
+
+  /** The model's outputs per example (classes; 1 for one output), or 0 while unknown. */
+  public int outputs() {
+    return outputs;
   }
 
   /** Where the module was read from. */
@@ -307,6 +324,9 @@ public final class TorchScriptSpec implements ModelSpec {
               && s[0] == 2
               && (s.length == 2 && (s[1] == outputs || outputs <= 0)
                   || outputs == 1 && s.length == 1);
+      if (ok) {
+        this.outputs = s.length == 1 ? 1 : (int) s[1];
+      }
       if (!ok) {
         throw new IllegalArgumentException(
             what
@@ -334,6 +354,9 @@ public final class TorchScriptSpec implements ModelSpec {
         "inputShapes",
         Arrays.stream(inputDims).map(TorchScriptSpec::shapeText).collect(Collectors.joining(";")));
     m.put("buffers", String.join(",", bufferNames));
+    if (outputs > 0) {
+      m.put("outputs", Integer.toString(outputs));
+    }
     return m;
   }
 
@@ -350,11 +373,13 @@ public final class TorchScriptSpec implements ModelSpec {
       dims[i] = Arrays.stream(parts[i].split("x")).mapToLong(Long::parseLong).toArray();
     }
     String buffers = props.getOrDefault("buffers", "");
+    String outputs = props.get("outputs");
     return new TorchScriptSpec(
         null,
         props.getOrDefault("source", "(trained model)"),
         dims,
-        buffers.isBlank() ? List.of() : List.of(buffers.split(",")));
+        buffers.isBlank() ? List.of() : List.of(buffers.split(",")),
+        outputs == null ? 0 : Integer.parseInt(outputs.trim()));
   }
 
   @Override
