@@ -57,10 +57,14 @@ final class StepModels {
     return m.replaceAll("[^A-Za-z0-9._-]", "_");
   }
 
-  /** The model's spec; a TorchScript one's from {@code file}. */
-  static ModelSpec spec(String model, int image, String file) {
+  /**
+   * The model's spec; a TorchScript one's from {@code file}, as {@code TorchScriptSpec.of(file)}
+   * makes it, read without Hadoop's file system (the GPU machine's class path has no Hadoop).
+   */
+  static ModelSpec spec(String model, int image, String file) throws java.io.IOException {
     if (torchScript(model)) {
-      return TorchScriptSpec.of(file);
+      return TorchScriptSpec.of(
+          TorchScriptFile.parse(file, java.nio.file.Files.readAllBytes(Path.of(file))));
     }
     return spec(model, image);
   }
