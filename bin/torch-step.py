@@ -19,6 +19,10 @@ On a GPU the batch is copied from pageable host memory every step (as the Java s
   bin/torch-step.py --model mlp|cnn|resnet50 [--batch 64] [--image 224] [--steps 20] [--warmup 5]
                     [--threads N] [--device cpu|gpu] [--adam per-tensor,multi] [--precision fp32|bf16]
                     [--phase-steps N] [--watch-stdin]
+  bin/torch-step.py --model mlp|cnn|resnet50 [--image 224] --export-torchscript FILE
+    writes the same module (same builder, same seed-0 initial weights) as a TorchScript file for
+    `--model torchscript:FILE` with python/export_torchscript.py (scripted), and exits: bin/bench-step's
+    TorchScript presets (ts-mlp, ts-cnn, ts-resnet50) train that file against this eager module.
 """
 import argparse
 import inspect
@@ -151,6 +155,18 @@ def phase_times(args, m, opt, lossf, x_host, y_host, dev, cuda):
             "phase_fwdbwd_ms": round(t[1] / n * 1e3, 3), "phase_optim_ms": round(t[2] / n * 1e3, 3)}
 
 
+def export_torchscript(args):
+    """--export-torchscript FILE: build() as run() builds it (seed 0), scripted by the project's
+    python/export_torchscript.py (example inputs of batch 2), in train mode."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import export_torchscript as ets
+    torch.manual_seed(0)
+    m, shape, _ = build(args.model, args.image)
+    m = m.train()
+    ets.export(m, torch.randn((2,) + shape, generator=torch.Generator().manual_seed(7)),
+               args.export_torchscript, method="script")
+
+
 def watch_parent():
     """With --watch-stdin (bin/bench-step's children): exit when stdin closes, i.e. when the benchmark
     that started this process has ended or died, so that no anchor outlives it."""
@@ -176,7 +192,11 @@ def main():
     p.add_argument("--phase-steps", type=int, default=0,
                    help="N more steps timed phase by phase with device synchronizes (phase_*_ms)")
     p.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
+    p.add_argument("--export-torchscript", metavar="FILE",
+                   help="write the model as a TorchScript file (python/export_torchscript.py) and exit")
     args = p.parse_args()
+    if args.export_torchscript:
+        return export_torchscript(args)
     if args.watch_stdin:
         watch_parent()
     if args.threads > 0:

@@ -102,15 +102,29 @@ public final class StepBenchmark {
   private static int run(Map<String, String> o) throws Exception {
     String device = choice(o, "device", "cpu", List.of("cpu", "gpu"));
     boolean gpu = device.equals("gpu");
-    List<String> models = subset(o, "models", String.join(",", MODELS), MODELS);
+    List<String> models =
+        list(
+            o,
+            "models",
+            String.join(",", MODELS),
+            m -> MODELS.contains(m) || StepModels.torchScript(m),
+            "a comma-separated subset of "
+                + String.join(",", MODELS)
+                + ","
+                + String.join(",", StepModels.PRESETS)
+                + ", or torchscript:FILE");
+    List<String> known = new ArrayList<>(MODELS);
+    known.addAll(StepModels.PRESETS);
+    models.stream().filter(m -> !known.contains(m)).forEach(known::add);
     List<String> workers = subset(o, "workers", "1,2", Set.of("1", "2"));
     List<String> placements = subset(o, "placements", "device,host", Set.of("device", "host"));
     List<String> precisions = subset(o, "precisions", "fp32", Set.of("fp32", "bf16"));
     Map<String, Integer> batch =
-        perModel(o, "batch", gpu ? withResnet(BATCH, 64) : BATCH, MODELS, false);
-    Map<String, Integer> steps = perModel(o, "steps", gpu ? GPU_STEPS : CPU_STEPS, MODELS, false);
+        perModel(o, "batch", defaults(gpu ? withResnet(BATCH, 64) : BATCH, known), known, false);
+    Map<String, Integer> steps =
+        perModel(o, "steps", defaults(gpu ? GPU_STEPS : CPU_STEPS, known), known, false);
     Map<String, Integer> warmup =
-        perModel(o, "warmup", gpu ? GPU_WARMUP : CPU_WARMUP, MODELS, true);
+        perModel(o, "warmup", defaults(gpu ? GPU_WARMUP : CPU_WARMUP, known), known, true);
     int image =
         positive(o, "image", Integer.toString(gpu ? GPU_RESNET_SIDE : CPU_RESNET_SIDE), false);
     int threads =
@@ -136,6 +150,8 @@ public final class StepBenchmark {
     }
     String python = o.getOrDefault("python", "");
     Path torchScript = o.containsKey("torch-script") ? Path.of(o.get("torch-script")) : null;
+    Path tsDir =
+        Path.of(o.getOrDefault("torchscript-dir", "target/bench/torchscript")).toAbsolutePath();
     List<String> javaOptions = new ArrayList<>();
     for (String s : o.getOrDefault("java-options", "").trim().split("\\s+")) {
       if (!s.isBlank()) {
@@ -165,18 +181,20 @@ public final class StepBenchmark {
     if (baselineJar != null) {
       System.out.println("baseline: " + baselineJar + " first on the children's class path");
     }
+    Files.createDirectories(logs);
+    Map<String, String> files =
+        StepTorchScripts.files(models, python, torchScript, tsDir, image, logs, timeout);
     for (String model : models) {
       System.out.printf(
           Locale.ROOT,
-          "  %-8s %s, batch %d per worker, %d warm-up + %d timed steps%n",
+          "  %-11s %s, batch %d per worker, %d warm-up + %d timed steps%n",
           model,
-          StepModels.describe(model, image),
+          StepModels.describe(model, image, files.get(model)),
           batch.get(model),
           warmup.get(model),
           steps.get(model));
     }
     Files.createDirectories(out.getParent());
-    Files.createDirectories(logs);
     List<Map<String, Object>> rows = new ArrayList<>();
     int failed = 0;
     try (PrintStream json =
@@ -185,6 +203,7 @@ public final class StepBenchmark {
             true,
             StandardCharsets.UTF_8)) {
       for (String model : models) {
+        String base = StepModels.base(model);
         List<Map<String, Object>> modelRows = new ArrayList<>();
         for (String w : workers) {
           int n = Integer.parseInt(w);
@@ -212,9 +231,10 @@ public final class StepBenchmark {
                           Math.max(1, threads / n),
                           overlap,
                           precision,
-                          model.equals("mlp") ? "float32" : imageTransfer,
+                          base == null || base.equals("mlp") ? "float32" : imageTransfer,
                           phaseSteps,
-                          profile);
+                          profile,
+                          files.get(model));
                   Map<String, Object> row =
                       c.run(
                           variant.equals("baseline") ? baselineJar : null,
@@ -229,7 +249,14 @@ public final class StepBenchmark {
             }
           }
         }
-        if (!python.isBlank() && torchScript != null && workers.contains("1")) {
+        if (base == null && !python.isBlank() && workers.contains("1")) {
+          System.out.println(
+              "  "
+                  + model
+                  + ": no PyTorch anchor (no preset's eager module known for this file; the"
+                  + " presets ts-mlp, ts-cnn, ts-resnet50 have theirs)");
+        }
+        if (base != null && !python.isBlank() && torchScript != null && workers.contains("1")) {
           for (String precision : precisions) {
             // bf16 rows are compared with PyTorch's autocast bf16 step
             Map<String, Object> anchor =
@@ -237,6 +264,7 @@ public final class StepBenchmark {
                     python,
                     torchScript,
                     model,
+                    base,
                     device,
                     batch.get(model),
                     image,
@@ -258,9 +286,9 @@ public final class StepBenchmark {
         }
         for (Map<String, Object> r : modelRows) {
           if ("current".equals(r.get("step"))) {
-            Map<String, Object> base = find(modelRows, r, "baseline");
-            if (base != null) {
-              r.put("vs_baseline", num(r, "samples_per_s") / num(base, "samples_per_s"));
+            Map<String, Object> baseline = find(modelRows, r, "baseline");
+            if (baseline != null) {
+              r.put("vs_baseline", num(r, "samples_per_s") / num(baseline, "samples_per_s"));
             }
           }
           failed += r.containsKey("error") ? 1 : 0;
@@ -280,6 +308,19 @@ public final class StepBenchmark {
   private static List<String> subset(
       Map<String, String> o, String name, String dflt, Collection<String> allowed) {
     return list(o, name, dflt, allowed::contains, "a comma-separated subset of " + dflt);
+  }
+
+  /**
+   * The defaults of every model in {@code models}: a preset's those of its built-in model, a {@code
+   * torchscript:FILE}'s those of the CNN.
+   */
+  private static Map<String, Integer> defaults(Map<String, Integer> m, List<String> models) {
+    Map<String, Integer> d = new LinkedHashMap<>();
+    for (String model : models) {
+      String base = StepModels.base(model);
+      d.put(model, m.get(base == null ? "cnn" : base));
+    }
+    return d;
   }
 
   private static Map<String, Integer> withResnet(Map<String, Integer> m, int resnetBatch) {

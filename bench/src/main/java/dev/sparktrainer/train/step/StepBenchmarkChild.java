@@ -71,7 +71,7 @@ final class StepBenchmarkChild {
       JniUtils.setNumThreads(threads); // as BarrierTrainingTask does with the task's CPUs
     }
     Device device = gpu ? Device.gpu() : Device.cpu();
-    ModelSpec spec = StepModels.spec(model, image);
+    ModelSpec spec = StepModels.spec(model, image, o.get("model-file"));
     Communicator comm = null;
     try (ReplicaSet replicas = new ReplicaSet(spec, List.of(device), INIT_SEED)) {
       if (workers > 1) {
@@ -131,10 +131,10 @@ final class StepBenchmarkChild {
                   overlap && workers > 1,
                   Duration.ofMinutes(5),
                   precision)) {
-        long[] shape = StepModels.featureShape(model, image, batch);
+        long[] shape = StepModels.featureShape(model, image, batch, spec);
         ByteBuffer features =
             uint8 ? StepModels.pixels(shape, 11L + rank) : StepModels.features(shape, 11L + rank);
-        ByteBuffer labels = StepModels.labels(batch, StepModels.classes(model), 13L + rank);
+        ByteBuffer labels = StepModels.labels(batch, StepModels.classes(model, spec), 13L + rank);
         double[] acc = new double[7];
         for (int s = 0; s < warmup; s++) {
           step(replicas, step, features, labels, shape, s, acc, uint8);

@@ -35,9 +35,10 @@ record StepConfig(
     String precision,
     String imageTransfer,
     int phaseSteps,
-    String profile) {
+    String profile,
+    String modelFile) {
   String name() {
-    return model
+    return StepModels.fileName(model)
         + "-w"
         + workers
         + "-"
@@ -64,8 +65,11 @@ record StepConfig(
     row.put("placement", placement());
     row.put("precision", precision());
     row.put("batch", batch());
-    if (model().equals("resnet50")) {
+    if ("resnet50".equals(StepModels.base(model()))) {
       row.put("image", image());
+    }
+    if (modelFile() != null) {
+      row.put("model_file", modelFile());
     }
     row.put("threads_per_worker", threads());
     row.put("overlap", overlap());
@@ -120,6 +124,9 @@ record StepConfig(
                 imageTransfer(),
                 "--phase-steps",
                 Integer.toString(phaseSteps())));
+        if (modelFile() != null) {
+          cmd.addAll(List.of("--model-file", modelFile()));
+        }
         if (!profile().isEmpty()) {
           // Every rank runs the profiled steps (their all-reduces need each other); rank 0 alone
           // is traced.

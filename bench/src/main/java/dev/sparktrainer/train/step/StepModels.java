@@ -2,9 +2,13 @@ package dev.sparktrainer.train.step;
 
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptFile;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.train.TrainBenchmark;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.file.Path;
+import java.util.List;
 import java.util.Random;
 
 /**
@@ -12,9 +16,101 @@ import java.util.Random;
  * cnn} and {@code resnet50}, the shape of a batch's features, and Gaussian features, uint8 pixels
  * and class labels generated once per process with a fixed seed, in direct memory as the input
  * pipeline hands batches over.
+ *
+ * <p>TorchScript models: the presets {@code ts-mlp}, {@code ts-cnn} and {@code ts-resnet50} are
+ * bin/torch-step.py's own eager modules (its {@code build()}, seed 0) written as TorchScript by
+ * python/export_torchscript.py ({@link StepTorchScripts}), with the shapes, batch and defaults of
+ * the built-in model of the same name; {@code torchscript:FILE} is any exported file (one float
+ * input, a classifier's output), its shapes from the file's metadata.
  */
 final class StepModels {
+  /** The TorchScript presets: bin/torch-step.py's modules, scripted. */
+  static final List<String> PRESETS = List.of("ts-mlp", "ts-cnn", "ts-resnet50");
+
+  /** The prefix of a TorchScript file given by its path. */
+  static final String FILE_PREFIX = TorchScriptSpec.TYPE + ":";
+
   private StepModels() {}
+
+  /** Whether {@code model} is a TorchScript one: a preset or {@code torchscript:FILE}. */
+  static boolean torchScript(String model) {
+    return PRESETS.contains(model) || model.startsWith(FILE_PREFIX);
+  }
+
+  /**
+   * The built-in model whose shapes, defaults and PyTorch eager module {@code model} has ({@code
+   * ts-mlp}: {@code mlp}); null for {@code torchscript:FILE}.
+   */
+  static String base(String model) {
+    if (PRESETS.contains(model)) {
+      return model.substring(3);
+    }
+    return model.startsWith(FILE_PREFIX) ? null : model;
+  }
+
+  /** A name fit for a file (logs): {@code torchscript:/a/b.pt} becomes {@code ts_b.pt}. */
+  static String fileName(String model) {
+    String m =
+        model.startsWith(FILE_PREFIX)
+            ? "ts_" + Path.of(model.substring(FILE_PREFIX.length())).getFileName()
+            : model;
+    return m.replaceAll("[^A-Za-z0-9._-]", "_");
+  }
+
+  /**
+   * The model's spec; a TorchScript one's from {@code file}, as {@code TorchScriptSpec.of(file)}
+   * makes it, read without Hadoop's file system (the GPU machine's class path has no Hadoop).
+   */
+  static ModelSpec spec(String model, int image, String file) throws java.io.IOException {
+    if (torchScript(model)) {
+      return TorchScriptSpec.of(
+          TorchScriptFile.parse(file, java.nio.file.Files.readAllBytes(Path.of(file))));
+    }
+    return spec(model, image);
+  }
+
+  /**
+   * The shape of a batch's features: a built-in model's (or a preset's) as always, else the
+   * TorchScript file's one input.
+   */
+  static long[] featureShape(String model, int image, int batch, ModelSpec spec) {
+    String base = base(model);
+    if (base != null) {
+      return featureShape(base, image, batch);
+    }
+    ai.djl.ndarray.types.Shape[] in = spec.inputShapes();
+    if (in.length != 1) {
+      throw new IllegalArgumentException(
+          "Invalid model "
+              + model
+              + ": the benchmark feeds one float input; this module takes "
+              + in.length);
+    }
+    long[] d = in[0].getShape();
+    long[] shape = new long[d.length + 1];
+    shape[0] = batch;
+    System.arraycopy(d, 0, shape, 1, d.length);
+    return shape;
+  }
+
+  /** The number of classes: a built-in model's, or the TorchScript file's output width. */
+  static int classes(String model, ModelSpec spec) {
+    String base = base(model);
+    if (base != null) {
+      return classes(base);
+    }
+    TorchScriptFile.Metadata meta = ((TorchScriptSpec) spec).file().metadata();
+    long[] out = meta == null ? null : meta.outputShape();
+    if (out == null || out.length != 1) {
+      throw new IllegalArgumentException(
+          "Invalid model "
+              + model
+              + ": the benchmark trains a classifier ([batch, classes] output, softmax cross"
+              + " entropy); this file's output is "
+              + (out == null ? "not recorded" : java.util.Arrays.toString(out)));
+    }
+    return Math.toIntExact(out[0]);
+  }
 
   static ModelSpec spec(String model, int image) {
     return switch (model) {
@@ -26,7 +122,18 @@ final class StepModels {
     };
   }
 
-  static String describe(String model, int image) {
+  static String describe(String model, int image, String file) {
+    if (torchScript(model)) {
+      String base = base(model);
+      return "TorchScript "
+          + file
+          + (base == null
+              ? ""
+              : " (bin/torch-step.py's "
+                  + base
+                  + (base.equals("resnet50") ? ", torchvision, 3x" + image + "x" + image : "")
+                  + ", scripted)");
+    }
     return switch (model) {
       case "mlp" -> "MLP 784-256-128-10 (MlpSpec.of(784, 10, 256, 128))";
       case "cnn" -> "CNN CnnSpec.of(1, 28, 28, 10)";

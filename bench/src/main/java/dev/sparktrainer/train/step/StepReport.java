@@ -70,12 +70,20 @@ final class StepReport {
     return r.get("placement") + (p == null || "fp32".equals(p) ? "" : "/" + p);
   }
 
+  /** The model's name in the table: {@code torchscript:/a/b.pt} as {@code ts:b.pt}. */
+  private static String display(Map<String, Object> r) {
+    String m = String.valueOf(r.get("model"));
+    return m.startsWith(StepModels.FILE_PREFIX)
+        ? "ts:" + java.nio.file.Path.of(m.substring(StepModels.FILE_PREFIX.length())).getFileName()
+        : m;
+  }
+
   static void printTable(List<Map<String, Object>> all) {
     List<Map<String, Object>> rows = best(all);
     System.out.println();
     System.out.printf(
         Locale.ROOT,
-        "%-8s %-8s %-3s %1s %-6s %5s %4s %10s %10s %8s %8s %8s %8s %8s %8s %8s %8s %7s %5s %8s"
+        "%-12s %-8s %-3s %1s %-6s %5s %4s %10s %10s %8s %8s %8s %8s %8s %8s %8s %8s %7s %5s %8s"
             + " %8s %8s %8s %8s %11s %11s%n",
         "model",
         "step",
@@ -107,8 +115,8 @@ final class StepReport {
       if (r.containsKey("error")) {
         System.out.printf(
             Locale.ROOT,
-            "%-8s %-8s %-3s %1s %-6s %5s FAILED: %s%n",
-            r.get("model"),
+            "%-12s %-8s %-3s %1s %-6s %5s FAILED: %s%n",
+            display(r),
             r.get("step"),
             r.get("device"),
             r.get("workers"),
@@ -119,9 +127,9 @@ final class StepReport {
       }
       System.out.printf(
           Locale.ROOT,
-          "%-8s %-8s %-3s %1s %-6s %5s %4s %10.1f %10.1f %8s %8s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f"
+          "%-12s %-8s %-3s %1s %-6s %5s %4s %10.1f %10.1f %8s %8s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f"
               + " %7s %5s %8s %8s %8s %8s %8s %11s %11s%n",
-          r.get("model"),
+          display(r),
           r.get("step"),
           r.get("device"),
           r.get("workers"),
@@ -156,7 +164,9 @@ final class StepReport {
             + " + gradient copies; backward; exposed = waiting for the ring; comm = all-reduce time,"
             + " hidden or not; optim): ms per step, rank 0. calls, c_*: the ledger's engine calls per"
             + " step (all; optimizer, writeback, gradients, other); B_to_*: bytes per step between"
-            + " device and host; '-': no ledger in that build.");
+            + " device and host; '-': no ledger in that build. ts-*: bin/torch-step.py's module"
+            + " scripted (python/export_torchscript.py), trained as torchscript:FILE, vs_torch"
+            + " against the same module in PyTorch eager.");
     Set<Object> anchored = new HashSet<>();
     for (Map<String, Object> r : rows) {
       if (r.containsKey("torch_error") && anchored.add(r.get("model"))) {

@@ -11,7 +11,8 @@ import java.util.Map;
 
 /**
  * The PyTorch anchor of bin/bench-step: the same model and batch in PyTorch eager
- * (bin/torch-step.py), one process started and stopped by process id.
+ * (bin/torch-step.py), one process started and stopped by process id. A TorchScript preset's anchor
+ * is the eager module its file was scripted from ({@code ts-cnn}: {@code --model cnn}).
  */
 final class StepTorchAnchor {
   private StepTorchAnchor() {}
@@ -24,6 +25,7 @@ final class StepTorchAnchor {
       String python,
       Path script,
       String model,
+      String eager,
       String device,
       int batch,
       int image,
@@ -40,7 +42,7 @@ final class StepTorchAnchor {
             python,
             script.toString(),
             "--model",
-            model,
+            eager,
             "--device",
             device,
             "--batch",
@@ -62,7 +64,11 @@ final class StepTorchAnchor {
             Integer.toString(phaseSteps));
     BenchChild ch = null;
     try {
-      ch = BenchChild.start(cmd, Map.of(), logs.resolve(model + "-" + precision + "-torch.log"));
+      ch =
+          BenchChild.start(
+              cmd,
+              Map.of(),
+              logs.resolve(StepModels.fileName(model) + "-" + precision + "-torch.log"));
       long deadline = System.nanoTime() + timeout.toNanos();
       for (int i = 0; i < 2; i++) {
         Map<String, Object> j =
