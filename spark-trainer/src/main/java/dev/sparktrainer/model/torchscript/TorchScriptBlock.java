@@ -243,12 +243,28 @@ public final class TorchScriptBlock extends PtSymbolBlock {
     return training;
   }
 
+  /**
+   * Whether TorchScript's graph executor optimizes the module's graph (its own autodiff, fusion):
+   * off by default (system property {@value #GRAPH_OPTIMIZE}), so forward and backward run operator
+   * by operator under PyTorch's autograd, as eager PyTorch does.
+   */
+  public static final String GRAPH_OPTIMIZE = "dev.sparktrainer.torchscript.graphOptimize";
+
+  private static final boolean OPTIMIZE = Boolean.getBoolean(GRAPH_OPTIMIZE);
+
+  /** The setting is per thread in libtorch: made once on each thread that runs a forward. */
+  private static final ThreadLocal<Boolean> OPTIMIZE_SET = ThreadLocal.withInitial(() -> false);
+
   @Override
   protected NDList forwardInternal(
       ParameterStore parameterStore,
       NDList inputs,
       boolean training,
       PairList<String, Object> params) {
+    if (!OPTIMIZE_SET.get()) {
+      JniUtils.setGraphExecutorOptimize(OPTIMIZE);
+      OPTIMIZE_SET.set(true);
+    }
     setTraining(training);
     // DJL reads structure (dicts, lists, tuples) from the arrays' names: the features are plain
     // positional tensors.
