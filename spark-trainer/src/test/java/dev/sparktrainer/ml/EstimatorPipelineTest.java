@@ -332,6 +332,47 @@ class EstimatorPipelineTest {
         .hasMessageContaining("normalize");
   }
 
+  /**
+   * The Estimator trains the user's TorchScript module ({@code modelSpec = "torchscript:PATH"}),
+   * and its model, saved and loaded as a Spark ML model, predicts with the trained module.
+   */
+  @Test
+  void fitsATorchScriptModule() throws IOException {
+    Dataset<Row> assembled =
+        new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(train);
+    String module =
+        java.nio.file.Path.of("src/test/resources/torchscript/digits_bn.pt")
+            .toAbsolutePath()
+            .toString();
+    SparkTrainerModel model =
+        new SparkTrainerEstimator()
+            .setModelSpec("torchscript:" + module)
+            .setNumWorkers(2)
+            .setEpochs(3)
+            .setBatchSize(32)
+            .setLearningRate(0.005)
+            .setSeed(3)
+            .setStagingDir(tmp.resolve("staging-ts").toString())
+            .fit(assembled);
+    assertThat(model.trainedModel().spec().toProperties())
+        .containsEntry("type", "torchscript")
+        .containsEntry("outputs", "10");
+    Dataset<Row> testSet =
+        new VectorAssembler().setInputCols(pixelCols).setOutputCol("features").transform(test);
+    List<Row> predicted = model.transform(testSet).select("label", "prediction").collectAsList();
+    long correct = predicted.stream().filter(r -> r.getInt(0) == (int) r.getDouble(1)).count();
+    assertThat(correct / (double) predicted.size()).isGreaterThan(0.85);
+
+    String path = tmp.resolve("ts-model").toString();
+    model.write().overwrite().save(path);
+    List<Row> again =
+        SparkTrainerModel.load(path)
+            .transform(testSet)
+            .select("label", "prediction")
+            .collectAsList();
+    assertThat(again).containsExactlyElementsOf(predicted);
+  }
+
   @Test
   void badColumnsFailBeforeTraining() {
     Dataset<Row> noVector =
