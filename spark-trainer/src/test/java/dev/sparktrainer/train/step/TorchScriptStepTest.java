@@ -164,6 +164,57 @@ class TorchScriptStepTest {
     }
   }
 
+  /**
+   * The host placement (optimizer on the host) and gradient accumulation (two micro-batches of 4
+   * rows making each step of 8) train the module as one batch of 8 does in PyTorch (modules without
+   * batch norm: a micro-batch normalizes with its own statistics, as in PyTorch).
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"mlp host", "two_input host", "mlp accumulate", "two_input accumulate"})
+  void hostPlacementAndAccumulationMatchPyTorch(String mode) {
+    String model = mode.split(" ")[0];
+    boolean host = mode.endsWith("host");
+    JsonNode ref = reference(model);
+    int rows = ref.get("batch").asInt();
+    OptimizerSpec opt = OptimizerSpec.adam().optLearningRate(1e-2f).build();
+    try (ReplicaSet replicas = new ReplicaSet(spec(model), List.of(Device.cpu()), 7);
+        TrainStep step =
+            new TrainStep(
+                replicas,
+                loss(ref),
+                null,
+                opt.newOptimizer(replicas.trainableSizes()),
+                host ? OptimizerPlacement.HOST : OptimizerPlacement.DEVICE,
+                2,
+                1 << 20,
+                false,
+                false,
+                Duration.ofSeconds(30),
+                Precision.FP32)) {
+      double[] losses = new double[5];
+      for (int s = 0; s < 5; s++) {
+        double[] acc = new double[3];
+        if (host) {
+          try (Batch b = batch(replicas.manager().newSubManager(), ref, s, 0, rows)) {
+            step.run(b, 1000 + s, 1e-2f, acc);
+          }
+        } else {
+          for (int m = 0; m < 2; m++) {
+            try (Batch b =
+                batch(
+                    replicas.manager().newSubManager(), ref, s, m * rows / 2, (m + 1) * rows / 2)) {
+              step.accumulate(b, 1000 + s, acc, m, 2);
+            }
+          }
+          step.update(1e-2f);
+        }
+        losses[s] = acc[0] / acc[2];
+      }
+      assertLosses(mode, losses, ref.get("workers").get("1").get("losses"));
+      assertMatches(mode, replicas, ref.get("workers").get("1"));
+    }
+  }
+
   @ParameterizedTest(name = "{0}")
   @ValueSource(strings = {"mlp", "cnn_bn", "residual", "two_input"})
   void twoWorkersMatchPyTorchsDataParallelSteps(String model) throws Exception {
