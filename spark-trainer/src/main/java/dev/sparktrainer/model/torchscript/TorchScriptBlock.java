@@ -16,13 +16,16 @@ import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import java.io.ByteArrayInputStream;
+import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * A TorchScript module as a DJL block that the trainer's step can train like its own models.
@@ -41,6 +44,17 @@ import java.util.Map;
  *       replica after each step, in checkpoints, restored on resume). Integer buffers (batch norm's
  *       {@code num_batches_tracked}) stay the module's own, counting its forwards. A module with
  *       buffers but without the method is refused, naming the helper.
+ *   <li><b>Normalization parameters.</b> The {@code weight} and {@code bias} of a submodule that
+ *       has a {@code running_mean} buffer (batch norm) are typed {@link Parameter.Type#GAMMA} and
+ *       {@link Parameter.Type#BETA}, as the trainer's own batch norm's are: {@code --precision
+ *       bf16} keeps them float32 (batch norm refuses bfloat16 parameters with float32 statistics).
+ *       That needs the buffers' names, which the export helper records; without them (or in a layer
+ *       without running statistics, such as layer norm) they are weights and biases, computed in
+ *       bfloat16 like the rest.
+ *   <li><b>Precision.</b> In {@code --precision bf16} the training step points the module's
+ *       parameters at bfloat16 copies while it trains ({@link #setParameterViews}); every eval
+ *       forward and {@link #saveParameters} (and the step's readers, through {@link #useFloat32})
+ *       first points them back at the float32 master weights.
  * </ul>
  *
  * <p>The forward's arguments are the feature tensors, in order, one each; its output is a tensor or
@@ -58,6 +72,37 @@ public final class TorchScriptBlock extends PtSymbolBlock {
 
   /** The module's mode as last set here; null until the first forward sets it. */
   private Boolean training;
+
+  /** What the parameters are pointed at before a forward or a read; null: their own values. */
+  private ParameterViews views;
+
+  /**
+   * Where the module's parameters point, switched by whoever computes with other copies of them
+   * (the training step's {@code --precision bf16}: bfloat16 copies for training forwards).
+   */
+  public interface ParameterViews {
+    /**
+     * Points the module's parameters at what a forward in this mode computes with ({@code false}:
+     * the float32 master weights, for eval forwards and for reading or writing them); does nothing
+     * when they point there already.
+     */
+    void use(boolean training);
+  }
+
+  /** Installs {@code views} (null: none; the parameters must then be the float32 ones). */
+  public void setParameterViews(ParameterViews views) {
+    this.views = views;
+  }
+
+  /**
+   * Points the module's parameters at the float32 master weights, if they are pointed elsewhere:
+   * before anything reads or writes their arrays (checkpoints, a restore, a hash).
+   */
+  public void useFloat32() {
+    if (views != null) {
+      views.use(false);
+    }
+  }
 
   private TorchScriptBlock(PtNDManager manager, long handle, String source) {
     super(manager, handle);
@@ -148,13 +193,14 @@ public final class TorchScriptBlock extends PtSymbolBlock {
   public ParameterList getDirectParameters() {
     if (parameters == null) {
       Map<String, Parameter> out = new LinkedHashMap<>();
+      Set<String> norms = normalizationLayers(bufferNames());
       for (NDArray p : JniUtils.moduleGetParams(this, manager)) {
         boolean trainable = JniUtils.requiresGrad((PtNDArray) p);
         out.put(
             p.getName(),
             Parameter.builder()
                 .setName(p.getName())
-                .setType(typeOf(p.getName()))
+                .setType(typeOf(p.getName(), norms))
                 .optArray(p)
                 .optRequiresGrad(trainable)
                 .build());
@@ -174,7 +220,7 @@ public final class TorchScriptBlock extends PtSymbolBlock {
             name,
             Parameter.builder()
                 .setName(name)
-                .setType(typeOf(name))
+                .setType(typeOf(name, Set.of()))
                 .optArray(b)
                 .optRequiresGrad(false)
                 .build());
@@ -210,8 +256,34 @@ public final class TorchScriptBlock extends PtSymbolBlock {
     return counters.length;
   }
 
-  private static Parameter.Type typeOf(String name) {
-    String leaf = name.substring(name.lastIndexOf('.') + 1);
+  /** The submodules (name prefixes, "" for the root) that hold a {@code running_mean} buffer. */
+  private static Set<String> normalizationLayers(List<String> bufferNames) {
+    Set<String> out = new HashSet<>();
+    for (String b : bufferNames) {
+      if (b.equals("running_mean")) {
+        out.add("");
+      } else if (b.endsWith(".running_mean")) {
+        out.add(b.substring(0, b.length() - ".running_mean".length()));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The parameter type of {@code name}; {@code norms}: the submodules whose weight and bias are
+   * normalization's scale and shift.
+   */
+  private static Parameter.Type typeOf(String name, Set<String> norms) {
+    int dot = name.lastIndexOf('.');
+    String leaf = name.substring(dot + 1);
+    if (norms.contains(dot < 0 ? "" : name.substring(0, dot))) {
+      if (leaf.equals("weight")) {
+        return Parameter.Type.GAMMA;
+      }
+      if (leaf.equals("bias")) {
+        return Parameter.Type.BETA;
+      }
+    }
     switch (leaf) {
       case "bias":
         return Parameter.Type.BIAS;
@@ -265,6 +337,9 @@ public final class TorchScriptBlock extends PtSymbolBlock {
       JniUtils.setGraphExecutorOptimize(OPTIMIZE);
       OPTIMIZE_SET.set(true);
     }
+    if (views != null) {
+      views.use(training);
+    }
     setTraining(training);
     // DJL reads structure (dicts, lists, tuples) from the arrays' names: the features are plain
     // positional tensors.
@@ -275,7 +350,30 @@ public final class TorchScriptBlock extends PtSymbolBlock {
       }
       plain.add(a);
     }
-    return IValueUtils.forward(this, plain, training);
+    if (training) {
+      return IValueUtils.forward(this, plain, true);
+    }
+    // Not under DJL's eval guard (libtorch's inference mode): once the module trained, the
+    // TorchScript executor runs it with differentiable subgraphs (specialized while its parameters
+    // required gradients), which refuse inference-mode tensors ("Inference tensors cannot be saved
+    // for backward"). Gradient recording off instead: nothing is recorded either.
+    boolean recording = JniUtils.isGradMode();
+    JniUtils.setGradMode(false);
+    try {
+      return IValueUtils.forward(this, plain, true);
+    } finally {
+      JniUtils.setGradMode(recording);
+    }
+  }
+
+  /**
+   * The module with its float32 parameters ({@link PtSymbolBlock#saveParameters}: a version byte,
+   * the length, the TorchScript file).
+   */
+  @Override
+  public void saveParameters(DataOutputStream os) throws IOException {
+    useFloat32();
+    super.saveParameters(os);
   }
 
   @Override

@@ -100,6 +100,7 @@ final class DeviceUpdater extends ParameterUpdater {
 
   @Override
   void restore(float[][] values, float[][][] slots, long steps) {
+    replicas.useFloat32(); // the values are written through the parameters' arrays
     for (int d = 0; d < state.length; d++) {
       for (int i = 0; i < values.length; i++) {
         TensorWrites.overwrite(replicas.params[d][i].getArray(), FloatBuffer.wrap(values[i]));

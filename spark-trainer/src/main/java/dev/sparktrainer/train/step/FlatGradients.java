@@ -248,9 +248,10 @@ final class FlatGradients implements AutoCloseable {
       int j = members[x];
       PtNDArray g = engineGrad(d, j);
       if (g == null) {
-        // No gradient reached this parameter yet (unused so far): zeros for this step.
+        // No gradient reached this parameter yet (unused so far): zeros for this step. Float32,
+        // as every parameter is (a TorchScript module's array may be bfloat16 in a bf16 step).
         PtNDArray p = (PtNDArray) replicas.params[d][replicas.trainable[j]].getArray();
-        g = (PtNDArray) p.getManager().zeros(new Shape(p.size()), p.getDataType(), p.getDevice());
+        g = (PtNDArray) p.getManager().zeros(new Shape(p.size()), DataType.FLOAT32, p.getDevice());
         ledger.gradientCalls++;
         ledger.deviceAllocations++;
         if (stand == null) {

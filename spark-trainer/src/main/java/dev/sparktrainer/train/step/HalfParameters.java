@@ -12,6 +12,7 @@ import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.ParameterStore;
+import dev.sparktrainer.model.torchscript.TorchScriptBlock;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -50,6 +51,13 @@ import java.util.Map;
  * same function: DJL's own cast runs under a {@code NoGradGuard} and would cut the graph before the
  * loss (it serves for the gradients, which need none). Nothing here may pass a bfloat16 tensor's
  * reported type back to DJL.
+ *
+ * <p><b>TorchScript modules</b> compute with their own tensors, not the store's: {@link
+ * ModuleViews} re-points the module's weights and biases at the same bfloat16 views (and frozen
+ * weights at their copies) while it trains, and back at float32 views of the master whenever it is
+ * read or evaluated. Their leaves, whose {@code .grad} is gathered, are the module's own tensors
+ * (bfloat16 while training); this class never closes them. Batch norm's scale and shift stay
+ * float32 as above (typed so by {@link TorchScriptBlock}).
  */
 final class HalfParameters implements AutoCloseable {
   /**
@@ -77,6 +85,18 @@ final class HalfParameters implements AutoCloseable {
   /** [replica]: the bfloat16 copy of each frozen weight, by parameter (also in the store). */
   private final List<Map<Parameter, NDArray>> frozen = new ArrayList<>();
 
+  /**
+   * A TorchScript module's frozen weight's float32 master (a view of {@link FlatState#stats}), by
+   * parameter: its array is the module's tensor, bfloat16 while it trains.
+   */
+  private final Map<Parameter, NDArray> frozenMasters = new IdentityHashMap<>();
+
+  /** [replica]: re-points a TorchScript module's tensors; null for the trainer's own blocks. */
+  private final ModuleViews[] modules;
+
+  /** The {@link ModuleViews#RESOURCE} function; null without TorchScript modules. */
+  private PtSymbolBlock setData;
+
   /** The frozen weights' masters were replaced since their copies were made. */
   private boolean frozenStale;
 
@@ -89,6 +109,7 @@ final class HalfParameters implements AutoCloseable {
     leaves = new PtNDArray[k][replicas.trainable.length];
     promoted = new boolean[nb];
     stores = new ParameterStore[k];
+    modules = new ModuleViews[k];
     toBf16 =
         TorchScripts.load(
             (PtNDManager) replicas.managers[0],
@@ -100,6 +121,12 @@ final class HalfParameters implements AutoCloseable {
     try {
       for (int d = 0; d < k; d++) {
         Map<Parameter, NDArray> views = new IdentityHashMap<>();
+        if (replicas.blocks[d] instanceof TorchScriptBlock) {
+          if (setData == null) {
+            setData = ModuleViews.load((PtNDManager) replicas.managers[0]);
+          }
+          modules[d] = new ModuleViews((TorchScriptBlock) replicas.blocks[d], setData, ledger);
+        }
         for (int b = 0; b < nb; b++) {
           values[d][b] = cast(flat.values[d][b]);
           for (int j : buckets.members[b]) {
@@ -112,6 +139,17 @@ final class HalfParameters implements AutoCloseable {
             }
             int from = buckets.offset[j] - buckets.start[b];
             int n = replicas.sizes[replicas.trainable[j]];
+            if (modules[d] != null) {
+              // the module computes with its own tensor, re-pointed at these views
+              long[] shape = master.getShape().getShape();
+              modules[d].add(
+                  master,
+                  view(values[d][b], from, n, shape),
+                  view(flat.values[d][b], from, n, shape),
+                  true);
+              leaves[d][j] = master;
+              continue;
+            }
             try (PtNDArray slice = (PtNDArray) FlatState.slice(values[d][b], from, n)) {
               PtNDArray view = JniUtils.reshape(slice, master.getShape().getShape());
               view.setRequiresGradient(true);
@@ -122,13 +160,33 @@ final class HalfParameters implements AutoCloseable {
         }
         Map<Parameter, NDArray> copies = new IdentityHashMap<>();
         frozen.add(copies);
-        for (int i : replicas.stats) {
-          Parameter p = replicas.params[d][i];
-          if (isFrozenWeight(p)) {
+        int statsBase = buckets.start[buckets.statsBucket()];
+        for (int s = 0; s < replicas.stats.length; s++) {
+          Parameter p = replicas.params[d][replicas.stats[s]];
+          if (!isFrozenWeight(p)) {
+            continue;
+          }
+          if (modules[d] == null) {
             NDArray copy = cast(p.getArray());
             copies.put(p, copy);
             views.put(p, copy);
+          } else {
+            // the master's own view: the module's tensor (named, and re-pointed) is not it
+            PtNDArray master = (PtNDArray) p.getArray();
+            NDArray view =
+                view(
+                    flat.stats[d],
+                    buckets.statOffset[s] - statsBase,
+                    replicas.sizes[replicas.stats[s]],
+                    master.getShape().getShape());
+            NDArray copy = cast(view);
+            copies.put(p, copy);
+            frozenMasters.put(p, view);
+            modules[d].add(master, copy, view, false);
           }
+        }
+        if (modules[d] != null) {
+          modules[d].install();
         }
         stores[d] = new CastStore(replicas.managers[d], views);
       }
@@ -137,6 +195,13 @@ final class HalfParameters implements AutoCloseable {
       throw e;
     } finally {
       JniUtils.setGradMode(recording);
+    }
+  }
+
+  /** A view of elements {@code [from, from + n)} of {@code flat}, shaped {@code shape}. */
+  private static NDArray view(NDArray flat, int from, int n, long[] shape) {
+    try (PtNDArray slice = (PtNDArray) FlatState.slice(flat, from, n)) {
+      return JniUtils.reshape(slice, shape);
     }
   }
 
@@ -165,13 +230,19 @@ final class HalfParameters implements AutoCloseable {
         // copy_ converts float32 to bfloat16 into the same tensor the store hands out
         long[] flatShape = {-1};
         try (PtNDArray dst = JniUtils.reshape((PtNDArray) e.getValue(), flatShape);
-            PtNDArray src = JniUtils.reshape((PtNDArray) e.getKey().getArray(), flatShape)) {
+            PtNDArray src = JniUtils.reshape(master(e.getKey()), flatShape)) {
           FlatState.copy(dst, src);
         }
         ledger.writebackCalls++;
       }
     }
     frozenStale = false;
+  }
+
+  /** Frozen weight {@code p}'s float32 master values. */
+  private PtNDArray master(Parameter p) {
+    NDArray m = frozenMasters.get(p);
+    return (PtNDArray) (m != null ? m : p.getArray());
   }
 
   /**
@@ -258,8 +329,47 @@ final class HalfParameters implements AutoCloseable {
 
   @Override
   public void close() {
-    for (PtNDArray[] row : leaves) {
-      for (PtNDArray a : row) {
+    try {
+      closeModules();
+    } finally {
+      closeTensors();
+    }
+  }
+
+  /**
+   * Points each TorchScript module back at the float32 master (it outlives this step: the trained
+   * model, a later step) and uninstalls its views.
+   */
+  private void closeModules() {
+    RuntimeException failure = null;
+    for (int d = 0; d < modules.length; d++) {
+      if (modules[d] == null) {
+        continue;
+      }
+      try {
+        modules[d].close();
+      } catch (RuntimeException e) {
+        if (failure == null) {
+          failure = e;
+        } else {
+          failure.addSuppressed(e);
+        }
+      }
+    }
+    if (setData != null) {
+      setData.close();
+    }
+    if (failure != null) {
+      throw failure;
+    }
+  }
+
+  private void closeTensors() {
+    for (int d = 0; d < leaves.length; d++) {
+      if (modules[d] != null) {
+        continue; // the leaves are the module's own tensors
+      }
+      for (PtNDArray a : leaves[d]) {
         if (a != null && a.getDataType() == DataType.UNKNOWN) {
           a.close(); // the views (the float32 ones are the blocks')
         }

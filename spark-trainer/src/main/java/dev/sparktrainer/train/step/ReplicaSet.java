@@ -14,6 +14,7 @@ import ai.djl.util.PairList;
 import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptBlock;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
@@ -158,8 +159,22 @@ public final class ReplicaSet implements AutoCloseable {
     return managers[0];
   }
 
+  /**
+   * Points every TorchScript module's parameters at the float32 master weights, where a bf16 step
+   * pointed them at its bfloat16 copies ({@link HalfParameters}): before their arrays are read or
+   * written. Nothing for the models the trainer builds (their arrays are the master weights).
+   */
+  void useFloat32() {
+    for (Block b : blocks) {
+      if (b instanceof TorchScriptBlock ts) {
+        ts.useFloat32();
+      }
+    }
+  }
+
   /** Every parameter's values, from the first replica. */
   public float[][] readValues() {
+    useFloat32();
     float[][] out = new float[names.length][];
     for (int i = 0; i < names.length; i++) {
       out[i] = params[0][i].getArray().toFloatArray();
@@ -172,6 +187,7 @@ public final class ReplicaSet implements AutoCloseable {
    * buffer (copied into the tensor's own memory; on a GPU it is a host-to-device copy).
    */
   void upload(int i, float[] values) {
+    useFloat32();
     for (int d = 0; d < blocks.length; d++) {
       ByteBuffer b = upload[d][i];
       if (b == null) {
@@ -250,6 +266,7 @@ public final class ReplicaSet implements AutoCloseable {
    * SHA-256 of every parameter of every replica (they must agree; the first differing one fails).
    */
   public byte[] hash() {
+    useFloat32();
     byte[] first = null;
     for (int d = 0; d < blocks.length; d++) {
       MessageDigest md;
