@@ -70,8 +70,11 @@ public final class TorchScriptBlock extends PtSymbolBlock {
   private PtNDArray[] counters = new PtNDArray[0];
   private List<String> bufferNames = List.of();
 
-  /** The module's mode as last set here; null until the first forward sets it. */
-  private Boolean training;
+  /**
+   * The module's mode as last set here; null until the first forward sets it. Volatile: inference
+   * tasks share a loaded model (its forwards all eval).
+   */
+  private volatile Boolean training;
 
   /** What the parameters are pointed at before a forward or a read; null: their own values. */
   private ParameterViews views;
@@ -174,7 +177,7 @@ public final class TorchScriptBlock extends PtSymbolBlock {
     if (hasBuffersMethod()) {
       return;
     }
-    int params = JniUtils.moduleGetParams(this, manager).size();
+    int params = getDirectParameters().size(); // no buffers method: the parameters alone
     if (file.storages() > params) {
       throw new IllegalArgumentException(
           "Invalid model torchscript:"
