@@ -13,6 +13,8 @@ import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.Examples;
@@ -76,8 +78,13 @@ class WorkerCountResumeTest {
           .build();
 
   private DistributedTrainerBuilder job(int workers, int batch, BatchSourceFactory data) {
+    return job(MODEL, workers, batch, data);
+  }
+
+  private DistributedTrainerBuilder job(
+      ModelSpec model, int workers, int batch, BatchSourceFactory data) {
     return DistributedTrainer.builder()
-        .setModel(MODEL)
+        .setModel(model)
         .setLoss(LossSpec.SOFTMAX_CROSS_ENTROPY)
         .setOptimizer(ADAM)
         .setTrainingData(data == null ? train.trainBatches(batch, 5, true) : data)
@@ -148,6 +155,55 @@ class WorkerCountResumeTest {
     // The same optimizer steps on the same global batches: the same parameters up to float
     // rounding.
     assertThat(maxAbsDiff(parameters(resumed), parameters(reference))).isLessThan(1e-4);
+  }
+
+  /**
+   * A TorchScript module (batch norm and dropout) checkpointed mid-epoch on 2 workers resumes on 1
+   * with the same global batch: its weights and batch-norm statistics come back from the checkpoint
+   * (elastic shrink and grow relaunch through the same resume).
+   */
+  @Test
+  void aTorchScriptModuleResumesOnAnotherWorkerCount() throws Exception {
+    ModelSpec module =
+        TorchScriptSpec.of(
+            java.nio.file.Path.of("src/test/resources/torchscript/digits_bn.pt").toString());
+    TrainedModel reference = job(module, 2, 16, null).build().fitInProcess(0, new Configuration());
+    DistributedTrainer broken =
+        job(module, 2, 16, null)
+            .optCheckpointDir(tmp.toString())
+            .optCheckpointEverySteps(10)
+            .optKeepCheckpoints(2)
+            .optInjectFailure(0, 25)
+            .build();
+    assertThatThrownBy(() -> broken.fitInProcess(0, new Configuration()))
+        .isInstanceOf(InjectedFailure.class);
+    TrainedModel resumed =
+        job(module, 1, 16, null)
+            .optCheckpointDir(tmp.toString())
+            .optCheckpointEverySteps(10)
+            .optKeepCheckpoints(2)
+            .build()
+            .fitInProcess(1, new Configuration());
+    Resume r = resumed.history().resumes().get(0);
+    assertThat(r.step()).isEqualTo(20);
+    assertThat(r.workers().globalBatch()).isEqualTo(32L);
+    for (int e = 0; e < 2; e++) {
+      EpochMetrics a = resumed.history().epochs().get(e);
+      EpochMetrics b = reference.history().epochs().get(e);
+      assertThat(a.steps()).isEqualTo(b.steps());
+      assertThat(a.samples()).isEqualTo(b.samples());
+      assertThat(a.validationAccuracy()).isCloseTo(b.validationAccuracy(), Offset.offset(0.05));
+    }
+    assertThat(resumed.history().epochs().get(1).validationAccuracy()).isGreaterThan(0.85);
+    try (NDManager manager = NDManager.newBaseManager()) {
+      Block b = resumed.newBlock(manager);
+      float[] mean = b.getParameters().get("bn.running_mean").getArray().toFloatArray();
+      float max = 0;
+      for (float v : mean) {
+        max = Math.max(max, Math.abs(v));
+      }
+      assertThat(max).as("the trained batch-norm statistics are in the model").isPositive();
+    }
   }
 
   @Test
