@@ -69,6 +69,40 @@ class ArchitectureTest {
           .because("the input pipeline (data) sits below the trainer (train)");
 
   /**
+   * The input pipeline makes host batches (direct buffers); turning them into device tensors is the
+   * {@code device} package's: no DJL type in {@code data}.
+   */
+  @ArchTest
+  static final ArchRule dataHasNoDeviceCode =
+      noClasses()
+          .that()
+          .resideInAPackage("dev.sparktrainer.data..")
+          .should()
+          .dependOnClassesThat()
+          .resideInAPackage("ai.djl..")
+          .because(
+              "data yields host batches; the device package uploads them (see"
+                  + " device/package-info.java)");
+
+  /**
+   * How a batch reaches the device (upload, image transfer, prefetch, the split across local
+   * replicas) is one package between the input pipeline and the trainer: it uses {@code data} and
+   * nothing of the trainer above it.
+   */
+  @ArchTest
+  static final ArchRule deviceSitsBetweenDataAndTheTrainer =
+      noClasses()
+          .that()
+          .resideInAPackage("dev.sparktrainer.device..")
+          .should()
+          .dependOnClassesThat(
+              resideInAPackage("dev.sparktrainer..")
+                  .and(resideOutsideOfPackage("dev.sparktrainer.device.."))
+                  .and(resideOutsideOfPackage("dev.sparktrainer.data.."))
+                  .and(resideOutsideOfPackage("dev.sparktrainer.tfrecord..")))
+          .because("host batch -> device tensors sits on data and below train, ml and cli");
+
+  /**
    * The elastic policy, the grow request and the relaunch loop sit below the trainer that uses
    * them: nothing in {@code train.elastic} reaches back into the rest of {@code train} (the loop,
    * the facade, their state).

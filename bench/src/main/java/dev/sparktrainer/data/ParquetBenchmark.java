@@ -1,6 +1,8 @@
 package dev.sparktrainer.data;
 
 import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.PipelineSource;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -270,7 +272,7 @@ final class ParquetBenchmark {
     long t = System.nanoTime();
     long until = t + (long) (seconds * 1e9);
     long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+    try (PipelineSource p = PipelineSource.create(plan, o, null, 0, 1, m, CONF)) {
       int epoch = 0;
       do {
         Iterator<Batch> it = p.epoch(epoch++, 0);
@@ -337,7 +339,7 @@ final class ParquetBenchmark {
       throws IOException {
     DatasetPlan plan = DatasetPlanner.plan(spec, o, CONF);
     long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+    try (PipelineSource p = PipelineSource.create(plan, o, null, 0, 1, m, CONF)) {
       Iterator<Batch> it = p.epoch(0, 0);
       while (it.hasNext()) {
         try (Batch b = it.next()) {

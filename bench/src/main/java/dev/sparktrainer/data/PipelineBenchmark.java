@@ -1,6 +1,8 @@
 package dev.sparktrainer.data;
 
 import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.PipelineSource;
 import dev.sparktrainer.tfrecord.codec.CorruptRecordPolicy;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
 import dev.sparktrainer.tfrecord.codec.TFRecordFiles;
@@ -51,9 +53,9 @@ import org.apache.hadoop.conf.Configuration;
  * <p>Why this file is long: one run of measures that share the generated dataset, its {@code
  * DatasetPlan}, one table and one JSON line: the raw scan, the pipeline rates (default, no shuffle
  * buffer, unordered), the consumer wait, the trivial-map cost and the small-heap child JVM ({@code
- * stream}; it needs this package for {@code InputPipeline.hostEpoch} and {@code HostBatch}). The
- * Parquet part already lives in {@link ParquetBenchmark}; the map stage ({@code mapCost}, {@code
- * MapCost}) could move out the same way.
+ * stream}; it needs this package for {@code InputPipeline.hostEpoch}). The Parquet part already
+ * lives in {@link ParquetBenchmark}; the map stage ({@code mapCost}, {@code MapCost}) could move
+ * out the same way.
  */
 public final class PipelineBenchmark {
   private static final int WIDTH = 784;
@@ -461,7 +463,7 @@ public final class PipelineBenchmark {
     long t = System.nanoTime();
     long until = t + (long) (seconds * 1e9);
     long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+    try (PipelineSource p = PipelineSource.create(plan, o, null, 0, 1, m, CONF)) {
       int epoch = 0;
       do {
         Iterator<Batch> it = p.epoch(epoch++, 0);
@@ -482,7 +484,7 @@ public final class PipelineBenchmark {
 
   private static double waitFraction(DatasetPlan plan, PipelineOptions o, int stepMs) {
     try (NDManager m = NDManager.newBaseManager();
-        InputPipeline p = InputPipeline.create(plan, o, 0, 1, m, CONF)) {
+        PipelineSource p = PipelineSource.create(plan, o, null, 0, 1, m, CONF)) {
       Iterator<Batch> it = p.epoch(7, 0);
       long steps = 0;
       long deadlineNs = System.nanoTime() + 20_000_000_000L; // 20 s of training time is plenty
@@ -563,7 +565,7 @@ public final class PipelineBenchmark {
     sampler.setDaemon(true);
     sampler.start();
     long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, CONF)) {
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       while (it.hasNext()) {
         n += it.next().size;

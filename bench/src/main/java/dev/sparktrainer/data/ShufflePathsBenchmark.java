@@ -195,7 +195,7 @@ public final class ShufflePathsBenchmark {
     long cpu = cpuNanos();
     long until = t + (long) (seconds * 1e9);
     long n = 0;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, CONF)) {
       int epoch = 0;
       do {
         Iterator<HostBatch> it = p.hostEpoch(epoch++, 0);

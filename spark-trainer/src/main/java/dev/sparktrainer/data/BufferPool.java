@@ -6,21 +6,23 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Recycles direct buffers of one size (batch columns), so the steady state allocates no native
- * memory.
+ * Recycles direct buffers of one size (batch columns; the device package's uint8 image columns), so
+ * the steady state allocates no native memory. Thread-safe.
  */
-final class BufferPool {
+public final class BufferPool {
   private final int bytes;
   private final int capacity;
   private final ConcurrentLinkedQueue<ByteBuffer> free = new ConcurrentLinkedQueue<>();
   private final AtomicInteger pooled = new AtomicInteger();
 
-  BufferPool(int bytes, int capacity) {
+  /** A pool of buffers of {@code bytes} bytes, keeping at most {@code capacity} free ones. */
+  public BufferPool(int bytes, int capacity) {
     this.bytes = bytes;
     this.capacity = capacity;
   }
 
-  ByteBuffer take() {
+  /** A free buffer (cleared), or a new one; native order. */
+  public ByteBuffer take() {
     ByteBuffer b = free.poll();
     if (b == null) {
       return ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
@@ -30,7 +32,8 @@ final class BufferPool {
     return b;
   }
 
-  void give(ByteBuffer b) {
+  /** Gives {@code b} back (ignored when null, of another size, or the pool is full). */
+  public void give(ByteBuffer b) {
     if (b == null || b.capacity() != bytes) {
       return;
     }

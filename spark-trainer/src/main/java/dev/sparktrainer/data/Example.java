@@ -21,7 +21,7 @@ public final class Example {
   private long index;
   private float[] scratch = new float[0];
 
-  /** Draws recorded for the device's augmentation ({@link DeviceImages}); 0 if none. */
+  /** Draws recorded for the device's augmentation ({@link #setDraws}); 0 if none. */
   long draws;
 
   Example(DatasetSpec spec) {
@@ -104,6 +104,16 @@ public final class Example {
 
   public void setLabel(double label) {
     this.label = label;
+  }
+
+  /**
+   * Records this example's random choices for an augmentation done on the device instead of here
+   * (image transfer uint8: the device package's {@code DeviceImages} draws them from {@link
+   * #random()} as the host steps would and unpacks them there): the word rides with the example to
+   * its row of the host batch ({@link HostBatch#draws()}). A user's map has no use for it.
+   */
+  public void setDraws(long draws) {
+    this.draws = draws;
   }
 
   /**

@@ -10,9 +10,11 @@ import java.nio.FloatBuffer;
 /**
  * A batch ready for the device: one direct buffer per feature column and one of labels (INT64 or
  * FLOAT32 by the spec's label type), all in native order so DJL wraps them without a copy on CPU.
- * Full batches' buffers come from, and go back to, pools.
+ * Full batches' buffers come from, and go back to, pools: a batch from {@link InputPipeline#epoch}
+ * is the consumer's until it calls {@link #release()} (the device package's {@code BatchUpload}
+ * does when the device batch made from it is closed).
  */
-final class HostBatch {
+public final class HostBatch {
   final ByteBuffer[] features;
   final double[] labels;
 
@@ -23,6 +25,9 @@ final class HostBatch {
 
   /** Each row's draws for the device's augmentation ({@link Record#draws}). */
   final long[] draws;
+
+  /** Where {@link #release()} gives the buffers back; null once released (or for none). */
+  private PipelineContext pool;
 
   HostBatch(ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size) {
     this(features, labels, labelBuffer, size, new long[size]);
@@ -37,9 +42,57 @@ final class HostBatch {
     this.draws = draws;
   }
 
-  /** Column {@code c} as floats. */
-  FloatBuffer floats(int c) {
+  /** Number of examples (rows). */
+  public int size() {
+    return size;
+  }
+
+  /** Number of feature columns (the spec's). */
+  public int columns() {
+    return features.length;
+  }
+
+  /**
+   * Column {@code c}: {@code size() x} the column's values, float32 in native order, in a direct
+   * buffer (position 0, limit its bytes).
+   */
+  public ByteBuffer column(int c) {
+    return features[c];
+  }
+
+  /** Column {@code c} as floats (a view: writes go to the batch). */
+  public FloatBuffer floats(int c) {
     return features[c].duplicate().order(ByteOrder.nativeOrder()).asFloatBuffer();
+  }
+
+  /** The labels as the label tensor's bytes: int64 for INT labels, float32 for FLOAT ones. */
+  public ByteBuffer labelBytes() {
+    return labelBuffer;
+  }
+
+  /**
+   * Each row's random choices for the device's augmentation (the word {@link Example#setDraws}
+   * recorded; 0 where none). Read-only.
+   */
+  public long[] draws() {
+    return draws;
+  }
+
+  /**
+   * Gives the batch's buffers back to the pipeline's pools, once nothing refers to them any more
+   * (on CPU a tensor made from a column wraps its memory). Later calls do nothing.
+   */
+  public void release() {
+    PipelineContext p = pool;
+    pool = null;
+    if (p != null) {
+      p.recycle(this);
+    }
+  }
+
+  /** The pools {@link #release()} gives this batch's buffers back to. */
+  void pool(PipelineContext p) {
+    this.pool = p;
   }
 
   /** Value {@code i} of column {@code c}. */

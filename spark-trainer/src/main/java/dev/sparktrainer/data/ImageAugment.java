@@ -17,9 +17,10 @@ import java.util.Objects;
  *
  * <p>Why this file is long: it is one serializable augmentation spec: its command-line form and
  * parser, the check against the feature shapes, the inference-only view, and the three steps it is
- * made of (flip, crop, normalize), which share the layout handling of {@code Step} and which {@link
- * DeviceImages} reads back from the {@code Chain} to run them on the device. Kept together, one
- * file holds each step's text form, its checks and its arithmetic.
+ * made of (flip, crop, normalize), which share the layout handling of {@code Step} and which the
+ * device package's {@code DeviceImages} reads back from the {@code Chain} (their public accessors)
+ * to run them on the device. Kept together, one file holds each step's text form, its checks and
+ * its arithmetic.
  *
  * <p>{@link #parse} reads the command line's form, steps applied in the order given: {@code
  * flip,crop:4,normalize:0.49,0.48,0.45/0.25,0.24,0.26}. {@link #training()} is all of them; {@link
@@ -218,15 +219,20 @@ public final class ImageAugment implements Serializable {
 
   /**
    * The steps run one after the other: what {@link #training()} and {@link #inference()} return.
-   * Recognised by the pipeline, which with image transfer uint8 runs them on the device instead
-   * ({@link DeviceImages}): the host then only draws each example's random choices.
+   * Recognised by the device package's {@code DeviceImages}, which with image transfer uint8 runs
+   * them on the device instead: the host then only draws each example's random choices.
    */
-  static final class Chain implements ExampleTransform {
+  public static final class Chain implements ExampleTransform {
     private static final long serialVersionUID = 1L;
     final List<Step> steps;
 
     Chain(List<Step> steps) {
       this.steps = List.copyOf(steps);
+    }
+
+    /** The steps, in order (immutable). */
+    public List<Step> steps() {
+      return steps;
     }
 
     @Override
@@ -333,8 +339,12 @@ public final class ImageAugment implements Serializable {
     return new Normalize(mean, std, layout, null);
   }
 
-  /** A step over every 3-D feature column, seen as (channels, height, width) in its layout. */
-  abstract static class Step implements ExampleTransform {
+  /**
+   * A step over every 3-D feature column, seen as (channels, height, width) in its layout. Made
+   * only here ({@link #horizontalFlip}, {@link #randomCrop}, {@link #normalize}, {@link #parse});
+   * public so that the device package reads what to run.
+   */
+  public abstract static class Step implements ExampleTransform {
     private static final long serialVersionUID = 1L;
     final Layout layout;
 
@@ -344,6 +354,16 @@ public final class ImageAugment implements Serializable {
     Step(Layout layout, long[] flatShape) {
       this.layout = Objects.requireNonNull(layout, "layout");
       this.flatShape = flatShape;
+    }
+
+    /** How the step reads an image column's shape. */
+    public Layout layout() {
+      return layout;
+    }
+
+    /** Shape (in the layout) of flat columns treated as images too; null: 3-D columns only. */
+    public long[] flatShape() {
+      return flatShape == null ? null : flatShape.clone();
     }
 
     /** The same step, also over flat columns of {@code shape}'s size. */
@@ -384,7 +404,8 @@ public final class ImageAugment implements Serializable {
     void apply(float[] v, int off, int channels, int height, int width);
   }
 
-  static final class Flip extends Step {
+  /** Horizontal flip of every image of an example, with probability 1/2 (one boolean drawn). */
+  public static final class Flip extends Step {
     private static final long serialVersionUID = 1L;
 
     Flip(Layout layout, long[] flatShape) {
@@ -433,13 +454,22 @@ public final class ImageAugment implements Serializable {
     }
   }
 
-  static final class Crop extends Step {
+  /**
+   * Random crop with zero padding: the window's shift drawn as two ints in 0..2p (rows, then
+   * columns).
+   */
+  public static final class Crop extends Step {
     private static final long serialVersionUID = 1L;
     final int padding;
 
     Crop(int padding, Layout layout, long[] flatShape) {
       super(layout, flatShape);
       this.padding = padding;
+    }
+
+    /** The padding p: shifts of -p..p in each direction. */
+    public int padding() {
+      return padding;
     }
 
     @Override
@@ -490,7 +520,8 @@ public final class ImageAugment implements Serializable {
     }
   }
 
-  static final class Normalize extends Step {
+  /** Per-channel {@code (x - mean) * (1 / std)}, in float32. */
+  public static final class Normalize extends Step {
     private static final long serialVersionUID = 1L;
     final float[] mean;
     private final float[] std;
@@ -523,6 +554,16 @@ public final class ImageAugment implements Serializable {
     @Override
     Step reshaped(long[] shape) {
       return new Normalize(mean, std, layout, shape);
+    }
+
+    /** The means, one per channel or one for all (a copy). */
+    public float[] mean() {
+      return mean.clone();
+    }
+
+    /** {@code 1 / std} in float32, as many as {@link #mean()} (a copy). */
+    public float[] invStd() {
+      return invStd.clone();
     }
 
     private static String join(float[] a) {

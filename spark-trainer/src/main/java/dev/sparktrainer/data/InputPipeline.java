@@ -1,40 +1,37 @@
 package dev.sparktrainer.data;
 
-import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.hadoop.conf.Configuration;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
- * One worker's input pipeline: the {@link BatchSource} the trainer consumes.
+ * One worker's input pipeline: its {@link HostBatch}es (direct buffers on the Java side), epoch by
+ * epoch. No device here: the {@code device} package's {@code PipelineSource} uploads them, and is
+ * what the trainer reads ({@code BatchSource}).
  *
  * <pre>{@code
  * DatasetPlan plan = DatasetPlanner.plan(spec, options, spark);       // driver
- * try (InputPipeline in = InputPipeline.create(plan, options, rank, numWorkers, manager, conf)) {
+ * try (InputPipeline in = InputPipeline.create(plan, options, rank, numWorkers, conf)) {
  *   for (int epoch = 0; epoch < epochs; epoch++) {
- *     Iterator<Batch> it = in.epoch(epoch, 0);
+ *     Iterator<HostBatch> it = in.epoch(epoch, 0);
  *     if (epoch + 1 < epochs) in.prepare(epoch + 1);                  // read ahead across the boundary
  *     while (it.hasNext()) {
- *       try (Batch b = it.next()) { ... }
+ *       HostBatch b = it.next();
+ *       try { ... } finally { b.release(); }                          // its buffers go back to the pool
  *     }
  *   }
  * }
  * }</pre>
+ *
+ * <p>Every worker of a job gets the same {@link #stepsPerEpoch()}; for a fixed seed an epoch's
+ * batches are reproducible, so a worker resuming at step k of epoch e calls {@code epoch(e, k)}.
  */
-public final class InputPipeline implements BatchSource {
+public final class InputPipeline implements AutoCloseable {
   private final PipelineContext ctx;
-  private final NDManager manager;
   private EpochStream current;
 
   /** A stream started ahead of its turn ({@link #prepare}), and the epoch it was asked for. */
@@ -50,78 +47,25 @@ public final class InputPipeline implements BatchSource {
   private List<EpochSegment> remainderOf = List.of();
   private PipelineStats lastStats;
 
-  private static final Logger LOG = LoggerFactory.getLogger(InputPipeline.class);
-
-  /** Applied to every host batch before it goes to the device; null for none. */
-  private final Normalization normalization;
-
-  /** How image columns cross to the device (uint8, converted there; or float32 as decoded). */
-  private final DeviceImages images;
-
-  private InputPipeline(
-      PipelineContext ctx, NDManager manager, Normalization normalization, DeviceImages images) {
+  private InputPipeline(PipelineContext ctx) {
     this.ctx = ctx;
-    this.manager = manager;
-    this.normalization = normalization;
-    this.images = images;
-    if (normalization != null && normalization.size() != ctx.spec().featureSize()) {
-      throw new IllegalArgumentException(
-          "The normalization was fitted on "
-              + normalization.size()
-              + " feature values per example, the data has "
-              + ctx.spec().featureSize()
-              + " ("
-              + ctx.spec().features()
-              + ")");
-    }
   }
 
   /**
-   * The pipeline of worker {@code rank} of {@code numWorkers}; batches are created on {@code
-   * manager}'s device.
+   * The pipeline of worker {@code rank} of {@code numWorkers}, with {@code options} as given (the
+   * device package's {@code PipelineSource} gives it the host's side of an image transfer).
    *
    * @throws IllegalArgumentException if the options do not fit the memory budget or a worker would
    *     get no step
    */
   public static InputPipeline create(
-      DatasetPlan plan,
-      PipelineOptions options,
-      int rank,
-      int numWorkers,
-      NDManager manager,
-      Configuration conf) {
-    return create(plan, options, null, rank, numWorkers, manager, conf);
+      DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
+    return new InputPipeline(new PipelineContext(plan, options, rank, numWorkers, conf));
   }
 
-  /**
-   * As {@link #create(DatasetPlan, PipelineOptions, int, int, NDManager, Configuration)},
-   * normalizing the features.
-   */
-  public static InputPipeline create(
-      DatasetPlan plan,
-      PipelineOptions options,
-      Normalization normalization,
-      int rank,
-      int numWorkers,
-      NDManager manager,
-      Configuration conf) {
-    DeviceImages images =
-        DeviceImages.plan(
-            plan.spec(), options, normalization, manager != null && manager.getDevice().isGpu());
-    if (!images.active()
-        && options.imageTransfer() == PipelineOptions.ImageTransfer.UINT8
-        && plan.spec().features().stream()
-            .anyMatch(f -> f.encoding() == DatasetSpec.Encoding.IMAGE)) {
-      LOG.info("--image-transfer uint8 asked for, images travel as float32: {}", images.reason());
-    }
-    PipelineOptions host = images.active() ? images.hostOptions(options) : options;
-    return new InputPipeline(
-        new PipelineContext(plan, host, rank, numWorkers, conf), manager, normalization, images);
-  }
-
-  /** How this pipeline's image columns cross to the device. */
-  public DeviceImages images() {
-    return images;
+  /** What the batches hold: the plan's spec (columns, shapes, label type). */
+  public DatasetSpec spec() {
+    return ctx.spec();
   }
 
   /**
@@ -150,29 +94,33 @@ public final class InputPipeline implements BatchSource {
     return ctx.shard();
   }
 
-  @Override
+  /** Steps (batches) per epoch, equal on every worker. */
   public long stepsPerEpoch() {
     return ctx.shard().stepsPerEpoch();
   }
 
-  @Override
-  public Iterator<Batch> epoch(int epoch, long skipSteps) {
-    return batches(ctx, epoch, skipSteps);
+  /**
+   * The host batches of {@code epoch} for this worker, after its first {@code skipSteps}: exactly
+   * {@code stepsPerEpoch() - skipSteps} of them. Each is the caller's until it calls {@link
+   * HostBatch#release()}. Reader failures surface from {@code hasNext()/next()} as exceptions
+   * naming the file.
+   */
+  public Iterator<HostBatch> epoch(int epoch, long skipSteps) {
+    return start(ctx, epoch, skipSteps, false);
   }
 
-  @Override
-  public Iterator<Batch> epochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
-    if (earlier.isEmpty()) {
-      return epoch(epoch, skipSteps);
-    }
-    PipelineContext c = remainder(epoch, earlier);
-    // Nothing left for this layout (all consumed, or too little under TRUNCATE): no readers.
-    return c.shard().stepsPerEpoch() == skipSteps
-        ? Collections.emptyIterator()
-        : batches(c, epoch, skipSteps);
+  /**
+   * This worker's host batches of {@code epoch} after {@code earlier} layouts consumed parts of it
+   * ({@link EpochSegment}s, oldest first), starting after {@code skipSteps} of them: the records
+   * they consumed are worked out again and the rest are dealt to this layout's workers with the
+   * sharding policy; each gets {@link #stepsAfter} batches. With no earlier segment, this is {@link
+   * #epoch}. Released by the caller as {@link #epoch}'s.
+   */
+  public Iterator<HostBatch> epochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
+    return after(epoch, earlier, skipSteps, false);
   }
 
-  @Override
+  /** The number of batches {@link #epochAfter} yields from its start. */
   public long stepsAfter(int epoch, List<EpochSegment> earlier) {
     return earlier.isEmpty() ? stepsPerEpoch() : remainder(epoch, earlier).shard().stepsPerEpoch();
   }
@@ -191,38 +139,29 @@ public final class InputPipeline implements BatchSource {
     return remainder;
   }
 
-  private Iterator<Batch> batches(PipelineContext c, int epoch, long skipSteps) {
-    HostIterator host = start(c, epoch, skipSteps, false);
-    return new Iterator<>() {
-      @Override
-      public boolean hasNext() {
-        return host.hasNext();
-      }
-
-      @Override
-      public Batch next() {
-        return toBatch(c, host.next());
-      }
-    };
-  }
-
   /**
-   * The epoch's batches on the Java side (no DJL): for benchmarks, tools and tests. A batch is
-   * valid until the next call to the iterator, which recycles its buffers.
+   * The epoch's batches, each given back when the next is asked for: for benchmarks, tools and
+   * tests. A batch is valid until the next call to the iterator, which recycles its buffers.
    */
   HostIterator hostEpoch(int epoch, long skipSteps) {
     return start(ctx, epoch, skipSteps, true);
   }
 
-  /** As {@link #epochAfter(int, List, long)}, on the Java side ({@link #hostEpoch}). */
+  /** As {@link #epochAfter(int, List, long)}, each batch given back as {@link #hostEpoch}'s. */
   Iterator<HostBatch> hostEpochAfter(int epoch, List<EpochSegment> earlier, long skipSteps) {
-    PipelineContext c = earlier.isEmpty() ? ctx : remainder(epoch, earlier);
-    return c != ctx && c.shard().stepsPerEpoch() == skipSteps
-        ? Collections.emptyIterator()
-        : start(c, epoch, skipSteps, true);
+    return after(epoch, earlier, skipSteps, true);
   }
 
-  private HostIterator start(PipelineContext c, int epoch, long skipSteps, boolean recycle) {
+  private Iterator<HostBatch> after(
+      int epoch, List<EpochSegment> earlier, long skipSteps, boolean autoRelease) {
+    PipelineContext c = earlier.isEmpty() ? ctx : remainder(epoch, earlier);
+    // Nothing left for this layout (all consumed, or too little under TRUNCATE): no readers.
+    return c != ctx && c.shard().stepsPerEpoch() == skipSteps
+        ? Collections.emptyIterator()
+        : start(c, epoch, skipSteps, autoRelease);
+  }
+
+  private HostIterator start(PipelineContext c, int epoch, long skipSteps, boolean autoRelease) {
     long steps = c.shard().stepsPerEpoch();
     if (skipSteps < 0 || skipSteps > steps) {
       throw new IllegalArgumentException("skipSteps " + skipSteps + " outside 0.." + steps);
@@ -270,7 +209,7 @@ public final class InputPipeline implements BatchSource {
       }
       current = stream;
     }
-    return new HostIterator(stream, recycle ? c : null);
+    return new HostIterator(stream, c, autoRelease);
   }
 
   /**
@@ -280,7 +219,6 @@ public final class InputPipeline implements BatchSource {
    * epoch from step 0; any other call discards it. Does nothing if the memory budget has no room
    * for a second stream.
    */
-  @Override
   public void prepare(int epoch) {
     EpochStream c;
     synchronized (this) {
@@ -316,51 +254,7 @@ public final class InputPipeline implements BatchSource {
     return current != null ? current.stats() : lastStats;
   }
 
-  private Batch toBatch(PipelineContext from, HostBatch hb) {
-    NDManager m = manager.newSubManager();
-    try {
-      NDList features = new NDList();
-      DatasetSpec spec = from.spec();
-      int first = 0;
-      long upload = 0;
-      for (int c = 0; c < hb.features.length; c++) {
-        int width = spec.features().get(c).size();
-        if (images.uint8(c)) { // one byte per pixel crosses; float32 made on the device
-          ByteBuffer bytes = images.pack(c, hb.floats(c), hb.size);
-          try {
-            features.add(images.upload(m, c, bytes, hb.size, hb.draws));
-          } finally {
-            images.give(c, bytes);
-          }
-          upload += (long) hb.size * width;
-          first += width;
-          continue;
-        }
-        upload += 4L * hb.size * width;
-        if (normalization != null) { // in place: the buffer is the batch's own until it is recycled
-          normalization.apply(hb.floats(c), hb.size, width, first);
-        }
-        first += width;
-        long[] shape = spec.features().get(c).shape();
-        long[] full = new long[shape.length + 1];
-        full[0] = hb.size;
-        System.arraycopy(shape, 0, full, 1, shape.length);
-        features.add(m.create(hb.features[c], new Shape(full), DataType.FLOAT32));
-      }
-      NDArray labels =
-          m.create(
-              hb.labelBuffer,
-              new Shape(hb.size),
-              spec.labelType() == DatasetSpec.LabelType.INT ? DataType.INT64 : DataType.FLOAT32);
-      upload += (long) hb.size * labels.getDataType().getNumOfBytes();
-      // On CPU the arrays wrap the batch's direct buffers: they go back to the pool on close.
-      return new Batch(m, features, labels, hb.size, () -> from.recycle(hb), true, upload);
-    } catch (RuntimeException e) {
-      m.close();
-      throw e;
-    }
-  }
-
+  /** Stops reader threads and releases buffers. */
   @Override
   public void close() {
     EpochStream c;
@@ -384,26 +278,29 @@ public final class InputPipeline implements BatchSource {
   }
 
   /**
-   * Host batches of one epoch; reader failures surface as {@link UncheckedIOException}s naming the
-   * file.
+   * Host batches of one epoch, each knowing the pools it goes back to; reader failures surface as
+   * {@link UncheckedIOException}s naming the file. With {@code autoRelease} each batch is released
+   * when the next is asked for; otherwise by its consumer.
    */
   static final class HostIterator implements Iterator<HostBatch> {
     private final EpochStream stream;
-    private final PipelineContext recycler;
+    private final PipelineContext pool;
+    private final boolean autoRelease;
     private HostBatch next;
     private HostBatch returned;
     private boolean done;
 
-    HostIterator(EpochStream stream, PipelineContext recycler) {
+    HostIterator(EpochStream stream, PipelineContext pool, boolean autoRelease) {
       this.stream = stream;
-      this.recycler = recycler;
+      this.pool = pool;
+      this.autoRelease = autoRelease;
     }
 
     @Override
     public boolean hasNext() {
       if (next == null && !done) {
-        if (recycler != null && returned != null) {
-          recycler.recycle(returned);
+        if (autoRelease && returned != null) {
+          returned.release();
           returned = null;
         }
         try {
@@ -424,7 +321,10 @@ public final class InputPipeline implements BatchSource {
       }
       HostBatch b = next;
       next = null;
-      returned = b;
+      b.pool(pool);
+      if (autoRelease) {
+        returned = b;
+      }
       return b;
     }
 

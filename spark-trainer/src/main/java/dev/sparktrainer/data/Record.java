@@ -12,7 +12,7 @@ final class Record {
 
   /**
    * The example's random draws for the built-in augmentation on the device (image transfer uint8),
-   * packed by {@link DeviceImages}; 0 when there are none.
+   * packed by the device package's {@code DeviceImages}; 0 when there are none.
    */
   final long draws;
 

@@ -22,6 +22,8 @@
  *       two optimizer placements, the ledger of what a device pays for;
  *   <li>{@code train.input} — where batches come from: a {@code BatchSourceFactory}, the input
  *       pipeline's ({@code DatasetSource}) or data that fits in memory ({@code InMemoryDataset});
+ *       the batches themselves, and how they reach the device, are the {@code device} package's,
+ *       below all of {@code train};
  *   <li>{@code train.elastic} — the elastic layout policy, the grow request, the relaunch loop;
  *   <li>{@code train.metrics} — what training reports: per-epoch metrics, progress, straggler
  *       reports, the history, and the callback that receives them.

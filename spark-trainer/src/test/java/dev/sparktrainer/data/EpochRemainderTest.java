@@ -72,7 +72,7 @@ class EpochRemainderTest {
     long steps = -1;
     for (int rank = 0; rank < workers; rank++) {
       List<Long> ids = new ArrayList<>();
-      try (InputPipeline p = InputPipeline.create(plan, o, rank, workers, null, TestData.CONF)) {
+      try (InputPipeline p = InputPipeline.create(plan, o, rank, workers, TestData.CONF)) {
         long after = p.stepsAfter(epoch, earlier);
         if (steps >= 0) {
           assertThat(after).as("steps of rank " + rank).isEqualTo(steps);

@@ -3,8 +3,6 @@ package dev.sparktrainer.data;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import dev.sparktrainer.data.PipelineOptions.ShardingPolicy;
 import dev.sparktrainer.data.PipelineOptions.UnevenPolicy;
 import dev.sparktrainer.tfrecord.codec.TFRecordCompression;
@@ -80,7 +78,7 @@ class InputPipelineTest {
         Set<Long> union = new HashSet<>();
         long steps = -1;
         for (int r = 0; r < n; r++) {
-          try (InputPipeline p = InputPipeline.create(plan, o, r, n, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, o, r, n, TestData.CONF)) {
             if (steps < 0) {
               steps = p.stepsPerEpoch();
             }
@@ -119,7 +117,6 @@ class InputPipelineTest {
               opts().optSharding(ShardingPolicy.FILE).optUneven(UnevenPolicy.TRUNCATE).build(),
               r,
               2,
-              null,
               TestData.CONF)) {
         assertThat(ids(p, 1)).hasSize(142 / 8 * 8);
       }
@@ -135,21 +132,21 @@ class InputPipelineTest {
     PipelineOptions o = opts().optSeed(7).build();
     List<Long> a0;
     List<Long> a1;
-    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, TestData.CONF)) {
       a0 = ids(p, 0);
       a1 = ids(p, 1);
     }
-    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, TestData.CONF)) {
       assertThat(ids(p, 1)).isEqualTo(a1);
       assertThat(ids(p, 0)).isEqualTo(a0);
     }
     assertThat(a1).isNotEqualTo(a0);
     try (InputPipeline p =
-        InputPipeline.create(plan, opts().optSeed(8).build(), 1, 2, null, TestData.CONF)) {
+        InputPipeline.create(plan, opts().optSeed(8).build(), 1, 2, TestData.CONF)) {
       assertThat(ids(p, 0)).isNotEqualTo(a0);
     }
     // Resuming at step k yields the rest of the same sequence.
-    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 1, 2, TestData.CONF)) {
       List<Long> rest = new ArrayList<>();
       p.hostEpoch(1, 5)
           .forEachRemaining(
@@ -173,7 +170,7 @@ class InputPipelineTest {
             .optCycleLength(2)
             .optBlockLength(2)
             .build();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       assertThat(ids(p, 0)).containsExactly(0L, 1L, 6L, 7L, 2L, 3L, 8L, 9L, 4L, 5L, 10L, 11L);
     }
   }
@@ -199,7 +196,7 @@ class InputPipelineTest {
           List<Long> copied;
           try (InputPipeline p =
               InputPipeline.create(
-                  plan, b.optMemoryBudgetBytes(64 << 20).build(), r, n, null, TestData.CONF)) {
+                  plan, b.optMemoryBudgetBytes(64 << 20).build(), r, n, TestData.CONF)) {
             assertThat(p.decodesInBatch()).isTrue();
             direct = ids(p, 2);
             // Resuming after 5 steps: the skipped records are released undecoded, the rest is the
@@ -217,7 +214,7 @@ class InputPipelineTest {
           }
           try (InputPipeline p =
               InputPipeline.create(
-                  plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, null, TestData.CONF)) {
+                  plan, b.optMemoryBudgetBytes(1 << 20).build(), r, n, TestData.CONF)) {
             assertThat(p.decodesInBatch()).as("no room for the read buffers in 1 MB").isFalse();
             copied = ids(p, 2);
           }
@@ -246,7 +243,7 @@ class InputPipelineTest {
             .build();
     DatasetPlan plan =
         DatasetPlanner.plan(TestData.spec(dir.resolve("wide"), width), o, TestData.CONF);
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       assertThat(p.decodesInBatch()).isTrue();
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       long id = 0;
@@ -263,8 +260,7 @@ class InputPipelineTest {
     DatasetPlan medium =
         DatasetPlanner.plan(TestData.spec(dir.resolve("medium"), 25_000), o, TestData.CONF);
     try (InputPipeline p =
-        InputPipeline.create(
-            medium, o.toBuilder().optBatchSize(3).build(), 0, 1, null, TestData.CONF)) {
+        InputPipeline.create(medium, o.toBuilder().optBatchSize(3).build(), 0, 1, TestData.CONF)) {
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       long id = 100;
       while (it.hasNext()) {
@@ -307,7 +303,7 @@ class InputPipelineTest {
     Assertions.assertTimeoutPreemptively(
         Duration.ofSeconds(60),
         () -> {
-          try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
             assertThat(p.decodesInBatch()).isTrue();
             assertThatThrownBy(() -> ids(p, 0))
                 .isInstanceOf(UncheckedIOException.class)
@@ -328,12 +324,12 @@ class InputPipelineTest {
     PipelineOptions o = opts().optSeed(3).build();
     List<Long> e1;
     List<Long> e2;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, TestData.CONF)) {
       e1 = ids(p, 1);
       e2 = ids(p, 2);
     }
     long before = pipelineThreads();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 2, TestData.CONF)) {
       p.prepare(1); // nothing running yet: starts at once
       assertThat(ids(p, 1)).isEqualTo(e1);
       p.prepare(2);
@@ -374,8 +370,7 @@ class InputPipelineTest {
     Assertions.assertTimeoutPreemptively(
         Duration.ofSeconds(60),
         () -> {
-          try (InputPipeline p =
-              InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, TestData.CONF)) {
             assertThatThrownBy(() -> ids(p, 0))
                 .isInstanceOf(UncheckedIOException.class)
                 .hasMessageContaining(
@@ -394,11 +389,10 @@ class InputPipelineTest {
     PipelineOptions cached = opts().optDropRemainder(false).optCacheDir(cache.toString()).build();
     List<Long> expected;
     try (InputPipeline p =
-        InputPipeline.create(
-            plan, opts().optDropRemainder(false).build(), 0, 1, null, TestData.CONF)) {
+        InputPipeline.create(plan, opts().optDropRemainder(false).build(), 0, 1, TestData.CONF)) {
       expected = ids(p, 1);
     }
-    try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, TestData.CONF)) {
       ids(p, 0); // fills the cache
       try (Stream<Path> files = Files.walk(dir.resolve("d"))) {
         files.filter(Files::isRegularFile).forEach(f -> f.toFile().delete());
@@ -410,33 +404,45 @@ class InputPipelineTest {
     }
   }
 
+  /**
+   * A host batch from {@code epoch()} is the consumer's until it releases it (its buffers are not
+   * handed to a later batch meanwhile), and a second release gives nothing back twice.
+   */
   @Test
-  void batchesBecomeNdArraysOfTheSpecsShapes() throws IOException {
-    TestData.writeTFRecords(dir.resolve("d"), 6, 0, TFRecordCompression.GZIP, 20);
-    DatasetSpec spec =
-        DatasetSpec.builder()
-            .addPath(dir.resolve("d").toString())
-            .addFeature("x", 2, 3)
-            .setLabel("label", DatasetSpec.LabelType.FLOAT)
-            .build();
-    DatasetPlan plan = DatasetPlanner.plan(spec, opts().build(), TestData.CONF);
-    try (NDManager m = NDManager.newBaseManager();
-        InputPipeline p =
-            InputPipeline.create(plan, opts().optBatchSize(5).build(), 0, 1, m, TestData.CONF)) {
-      Iterator<Batch> it = p.epoch(0, 0);
-      int n = 0;
+  void aHostBatchIsTheConsumersUntilReleasedOnce() throws IOException {
+    DatasetPlan plan = plan(60, 44);
+    PipelineOptions o = opts().build();
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
+      Iterator<HostBatch> it = p.epoch(0, 0);
+      HostBatch first = it.next();
+      long firstId = TestData.idOf(first, 0, W);
+      first.release();
+      first.release(); // a second release must not put its buffers in the pool twice
+      List<HostBatch> held = new ArrayList<>();
+      Set<java.nio.ByteBuffer> columns =
+          java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+      Set<java.nio.ByteBuffer> labels =
+          java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+      List<Long> ids = new ArrayList<>();
       while (it.hasNext()) {
-        try (Batch b = it.next()) {
-          assertThat(b.features().get(0).getShape().getShape()).containsExactly(5, 2, 3);
-          assertThat(b.features().get(0).getDataType()).isEqualTo(DataType.FLOAT32);
-          assertThat(b.labels().getDataType()).isEqualTo(DataType.FLOAT32);
-          float id = b.features().get(0).get(0, 0, 0).getFloat();
-          assertThat(b.labels().getFloat(0)).isEqualTo(id % 10);
-          n++;
-        }
+        HostBatch b = it.next();
+        held.add(b);
+        assertThat(columns.add(b.column(0)))
+            .as("batch %d's feature buffer is held by an earlier batch", held.size())
+            .isTrue();
+        assertThat(labels.add(b.labelBytes()))
+            .as("batch %d's label buffer is held by an earlier batch", held.size())
+            .isTrue();
+        ids.add(TestData.idOf(b, 0, W));
       }
-      assertThat(n).isEqualTo(4);
-      assertThat(p.stats().batches()).isEqualTo(4);
+      assertThat(held).hasSize((int) p.stepsPerEpoch() - 1);
+      // what the consumer holds is what it was given, however many batches came after it
+      for (int k = 0; k < held.size(); k++) {
+        assertThat(TestData.idOf(held.get(k), 0, W)).isEqualTo(ids.get(k));
+        assertThat(held.get(k).draws()).hasSize(held.get(k).size());
+      }
+      assertThat(ids).doesNotContain(firstId);
+      held.forEach(HostBatch::release);
     }
   }
 
@@ -450,7 +456,6 @@ class InputPipelineTest {
                     opts().optShuffleBuffer(1_000_000).optMemoryBudgetBytes(1 << 20).build(),
                     0,
                     1,
-                    null,
                     TestData.CONF))
         .hasMessageStartingWith(
             "memoryBudgetBytes 1048576 is too small: the shuffle buffer (1000000 records");

@@ -99,13 +99,13 @@ class MapStageTest {
   void everyExampleIsMappedWithDrawsOfItsOwnInEveryMode() throws IOException {
     DatasetPlan plan = plan(100, 37, 5, 60);
     Map<Long, List<Float>> shuffled;
-    try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, TestData.CONF)) {
       shuffled = draws(rows(p, 0, 0));
       assertThat(draws(rows(p, 1, 0))).as("another epoch, other draws").isNotEqualTo(shuffled);
     }
     assertThat(shuffled).hasSize(200); // 202 records, 25 batches of 8
     PipelineOptions plain = opts().optShuffleBuffer(0).optDropRemainder(false).build();
-    try (InputPipeline p = InputPipeline.create(plan, plain, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, plain, 0, 1, TestData.CONF)) {
       assertThat(p.decodesInBatch()).as("a map needs decoded records").isFalse();
       Map<Long, List<Float>> d = draws(rows(p, 0, 0));
       assertThat(d).hasSize(202);
@@ -114,7 +114,7 @@ class MapStageTest {
     }
     PipelineOptions unordered =
         opts().optShuffleBuffer(0).optDeterministic(false).optDropRemainder(false).build();
-    try (InputPipeline p = InputPipeline.create(plan, unordered, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, unordered, 0, 1, TestData.CONF)) {
       assertThat(p.unordered()).isTrue();
       Map<Long, List<Float>> d = draws(rows(p, 0, 0));
       assertThat(d).hasSize(202);
@@ -123,7 +123,7 @@ class MapStageTest {
     }
     PipelineOptions cached =
         opts().optDropRemainder(false).optCacheDir(dir.resolve("cache").toString()).build();
-    try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, cached, 0, 1, TestData.CONF)) {
       Map<Long, List<Float>> first = draws(rows(p, 0, 0));
       Map<Long, List<Float>> fromCache =
           draws(rows(p, 0, 0)); // read back from the cache: mapped afresh
@@ -149,15 +149,13 @@ class MapStageTest {
         for (int rank = 0; rank < workers; rank++) {
           List<float[]> whole;
           long steps;
-          try (InputPipeline p =
-              InputPipeline.create(plan, o, rank, workers, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, o, rank, workers, TestData.CONF)) {
             rows(p, 0, 0);
             whole = rows(p, 2, 0);
             steps = p.stepsPerEpoch();
           }
           long skip = steps / 2 + 1;
-          try (InputPipeline p =
-              InputPipeline.create(plan, o, rank, workers, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, o, rank, workers, TestData.CONF)) {
             List<float[]> resumed = rows(p, 2, skip);
             List<float[]> tail = whole.subList((int) (skip * 8), whole.size());
             assertThat(resumed).as("workers " + workers + " rank " + rank).hasSize(tail.size());
@@ -182,7 +180,7 @@ class MapStageTest {
     Set<String> threads = ConcurrentHashMap.newKeySet();
     PipelineOptions o =
         opts().optTransform(ex -> threads.add(Thread.currentThread().getName())).build();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       Iterator<HostBatch> it = p.hostEpoch(0, 0);
       while (it.hasNext()) {
         it.next();
@@ -225,7 +223,7 @@ class MapStageTest {
       Assertions.assertTimeoutPreemptively(
           Duration.ofSeconds(60),
           () -> {
-            try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+            try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
               assertThatThrownBy(
                       () -> {
                         Iterator<HostBatch> it = p.hostEpoch(0, 0);

@@ -548,7 +548,7 @@ class ParquetStreamTest {
     DatasetPlan plan = DatasetPlanner.plan(s, o, TestData.CONF);
     int width = spec.features().stream().mapToInt(DatasetSpec.Feature::size).sum();
     List<Long> ids = new ArrayList<>();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       assertThat(p.unordered()).isTrue();
       p.hostEpoch(0, 0)
           .forEachRemaining(

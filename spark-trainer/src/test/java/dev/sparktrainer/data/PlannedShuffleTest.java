@@ -43,7 +43,7 @@ class PlannedShuffleTest {
   private static List<List<Long>> batches(
       DatasetPlan plan, PipelineOptions o, int rank, int n, int epoch, long skip, String path) {
     List<List<Long>> out = new ArrayList<>();
-    try (InputPipeline p = InputPipeline.create(plan, on(o, path), rank, n, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, path), rank, n, TestData.CONF)) {
       assertThat(p.planned()).as("planned path in use").isEqualTo(path.equals("planned"));
       Iterator<HostBatch> it = p.hostEpoch(epoch, skip);
       while (it.hasNext()) {
@@ -136,8 +136,7 @@ class PlannedShuffleTest {
       expected.add(batches(plan, o, 0, 1, e, 0, "buffer"));
     }
     assertThat(expected.get(1)).isNotEqualTo(expected.get(0));
-    try (InputPipeline p =
-        InputPipeline.create(plan, on(o, "planned"), 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, "planned"), 0, 1, TestData.CONF)) {
       for (int e = 0; e < 3; e++) {
         Iterator<HostBatch> it = p.hostEpoch(e, 0);
         p.prepare(e + 1); // started ahead, as the trainer does
@@ -159,7 +158,7 @@ class PlannedShuffleTest {
   private static List<String> rows(
       DatasetPlan plan, PipelineOptions o, int epoch, long skip, String path) {
     List<String> out = new ArrayList<>();
-    try (InputPipeline p = InputPipeline.create(plan, on(o, path), 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, on(o, path), 0, 1, TestData.CONF)) {
       assertThat(p.planned()).isEqualTo(path.equals("planned"));
       p.hostEpoch(epoch, skip)
           .forEachRemaining(
@@ -230,7 +229,7 @@ class PlannedShuffleTest {
     Assertions.assertTimeoutPreemptively(
         Duration.ofSeconds(60),
         () -> {
-          try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
             assertThatThrownBy(() -> p.hostEpoch(0, 0).forEachRemaining(b -> {}))
                 .isInstanceOf(UncheckedIOException.class)
                 .hasMessageContaining("part-001.tfrecord")

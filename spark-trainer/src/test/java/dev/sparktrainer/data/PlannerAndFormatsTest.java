@@ -58,7 +58,7 @@ class PlannerAndFormatsTest {
 
   private static Set<Long> allIds(DatasetPlan plan, PipelineOptions o, int width) {
     Set<Long> ids = new HashSet<>();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       p.hostEpoch(0, 0)
           .forEachRemaining(
               b -> {
@@ -157,7 +157,7 @@ class PlannerAndFormatsTest {
     for (PipelineOptions po :
         List.of(o, o.toBuilder().optShuffleBuffer(0).optDeterministic(false).build())) {
       List<Long> ids = new ArrayList<>();
-      try (InputPipeline p = InputPipeline.create(plan, po, 0, 1, null, TestData.CONF)) {
+      try (InputPipeline p = InputPipeline.create(plan, po, 0, 1, TestData.CONF)) {
         assertThat(p.unordered()).isEqualTo(!po.deterministic());
         p.hostEpoch(0, 0)
             .forEachRemaining(
@@ -181,7 +181,7 @@ class PlannerAndFormatsTest {
             .addFeature("nope", 1)
             .build();
     DatasetPlan bad = DatasetPlanner.plan(noColumn, o, TestData.CONF);
-    try (InputPipeline p = InputPipeline.create(bad, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(bad, o, 0, 1, TestData.CONF)) {
       assertThatThrownBy(() -> p.hostEpoch(0, 0).next())
           .hasMessageContaining("has no column 'nope'");
     }
@@ -263,8 +263,7 @@ class PlannerAndFormatsTest {
             .optShuffleSplits(false)
             .build();
     try (InputPipeline p =
-        InputPipeline.create(
-            DatasetPlanner.plan(spec, o, TestData.CONF), o, 0, 1, null, TestData.CONF)) {
+        InputPipeline.create(DatasetPlanner.plan(spec, o, TestData.CONF), o, 0, 1, TestData.CONF)) {
       HostBatch b = p.hostEpoch(0, 0).next();
       for (int i = 0; i < 6; i++) {
         int px = i * 18 + (0 * 3 + 1) * 3; // row 0, column 1
@@ -277,7 +276,7 @@ class PlannerAndFormatsTest {
         DatasetSpec.builder().addPath(d.toString()).addImageFeature("image", 4, 4, 3).build();
     try (InputPipeline p =
         InputPipeline.create(
-            DatasetPlanner.plan(wrongSize, o, TestData.CONF), o, 0, 1, null, TestData.CONF)) {
+            DatasetPlanner.plan(wrongSize, o, TestData.CONF), o, 0, 1, TestData.CONF)) {
       assertThatThrownBy(() -> p.hostEpoch(0, 0).next())
           .hasMessageContaining(
               "images.tfrecord at byte offset 0: feature 'image': image is 2x3, expected 4x4");

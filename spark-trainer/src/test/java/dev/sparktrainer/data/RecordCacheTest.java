@@ -34,7 +34,7 @@ class RecordCacheTest {
   /** One run: plan the files, read an epoch through the cache. */
   private List<Long> run(PipelineOptions o) throws IOException {
     DatasetPlan plan = DatasetPlanner.plan(TestData.spec(dir.resolve("d"), W), o, TestData.CONF);
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       return ids(p, 0);
     }
   }

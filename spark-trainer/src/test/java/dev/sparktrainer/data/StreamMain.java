@@ -28,7 +28,7 @@ public final class StreamMain {
     long records = 0;
     boolean decodesInBatch;
     boolean unordered;
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       decodesInBatch = p.decodesInBatch();
       unordered = p.unordered();
       for (int e = 0; e < epochs; e++) {

@@ -13,19 +13,19 @@ import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 
 /**
- * Datasets for the pipeline tests: record {@code id} has features {@code [id, id + 0.5, ...]} and
- * label {@code id % 10}.
+ * Datasets for the pipeline tests (and the device package's): record {@code id} has features {@code
+ * [id, id + 0.5, ...]} and label {@code id % 10}.
  */
-final class TestData {
+public final class TestData {
   private TestData() {}
 
-  static final Configuration CONF = new Configuration();
+  public static final Configuration CONF = new Configuration();
 
   /**
    * Writes one file per count, ids numbered consecutively from {@code firstId}; returns the next
    * id.
    */
-  static long writeTFRecords(
+  public static long writeTFRecords(
       Path dir, int width, long firstId, TFRecordCompression c, int... counts) throws IOException {
     Files.createDirectories(dir);
     long id = firstId;
@@ -53,7 +53,7 @@ final class TestData {
     return Examples.encodeExample(m);
   }
 
-  static DatasetSpec spec(Path dir, int width) {
+  public static DatasetSpec spec(Path dir, int width) {
     return DatasetSpec.builder()
         .addPath(dir.toString())
         .addFeature("x", width)

@@ -106,7 +106,7 @@ class UnorderedReadersTest {
             Set<Long> union = new HashSet<>();
             long steps = -1;
             for (int r = 0; r < n; r++) {
-              try (InputPipeline p = InputPipeline.create(plan, o, r, n, null, TestData.CONF)) {
+              try (InputPipeline p = InputPipeline.create(plan, o, r, n, TestData.CONF)) {
                 if (uneven != UnevenPolicy.NONE) {
                   if (steps < 0) {
                     steps = p.stepsPerEpoch();
@@ -167,13 +167,11 @@ class UnorderedReadersTest {
   void aShuffleBufferKeepsTheOrderedPipeline() throws IOException {
     DatasetPlan plan = plan(40, 30, 20);
     try (InputPipeline p =
-        InputPipeline.create(
-            plan, opts().optShuffleBuffer(50).build(), 0, 1, null, TestData.CONF)) {
+        InputPipeline.create(plan, opts().optShuffleBuffer(50).build(), 0, 1, TestData.CONF)) {
       assertThat(p.unordered()).isFalse();
     }
     try (InputPipeline p =
-        InputPipeline.create(
-            plan, opts().optDeterministic(true).build(), 0, 1, null, TestData.CONF)) {
+        InputPipeline.create(plan, opts().optDeterministic(true).build(), 0, 1, TestData.CONF)) {
       assertThat(p.unordered()).isFalse();
     }
   }
@@ -186,7 +184,7 @@ class UnorderedReadersTest {
   void resumeAndCloseMidEpoch() throws Exception {
     DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
     long before = pipelineThreads();
-    try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 2, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 2, TestData.CONF)) {
       List<Long> rest = ids(p, 1, 5);
       assertThat(rest).hasSizeLessThanOrEqualTo((int) (p.stepsPerEpoch() - 5) * 8);
       Iterator<HostBatch> it = p.hostEpoch(2, 0);
@@ -206,7 +204,7 @@ class UnorderedReadersTest {
   void epochsStartedAheadCoverEveryRecord() throws IOException {
     DatasetPlan plan = plan(100, 37, 5, 260, 1, 64);
     PipelineOptions o = opts().optUneven(UnevenPolicy.NONE).optDropRemainder(false).build();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       for (int e = 0; e < 4; e++) {
         List<Long> seen = new ArrayList<>();
         Iterator<HostBatch> it = p.hostEpoch(e, 0);
@@ -235,8 +233,7 @@ class UnorderedReadersTest {
     Assertions.assertTimeoutPreemptively(
         Duration.ofSeconds(60),
         () -> {
-          try (InputPipeline p =
-              InputPipeline.create(plan, opts().build(), 0, 1, null, TestData.CONF)) {
+          try (InputPipeline p = InputPipeline.create(plan, opts().build(), 0, 1, TestData.CONF)) {
             assertThatThrownBy(() -> ids(p, 0, 0))
                 .isInstanceOf(UncheckedIOException.class)
                 .hasMessageContaining(
@@ -264,7 +261,7 @@ class UnorderedReadersTest {
         Duration.ofSeconds(60),
         () -> {
           try (InputPipeline p =
-              InputPipeline.create(malformed, opts().build(), 0, 1, null, TestData.CONF)) {
+              InputPipeline.create(malformed, opts().build(), 0, 1, TestData.CONF)) {
             assertThatThrownBy(() -> ids(p, 0, 0))
                 .isInstanceOf(UncheckedIOException.class)
                 .hasMessageContaining("part-000.tfrecord")
@@ -284,7 +281,7 @@ class UnorderedReadersTest {
             .optDropRemainder(false)
             .optCacheDir(dir.resolve("cache").toString())
             .build();
-    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, null, TestData.CONF)) {
+    try (InputPipeline p = InputPipeline.create(plan, o, 0, 1, TestData.CONF)) {
       Set<Long> first = new HashSet<>(ids(p, 0, 0));
       try (Stream<Path> files = Files.walk(dir.resolve("d"))) {
         files.filter(Files::isRegularFile).forEach(f -> f.toFile().delete());

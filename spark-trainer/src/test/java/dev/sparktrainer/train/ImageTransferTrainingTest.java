@@ -3,13 +3,13 @@ package dev.sparktrainer.train;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import ai.djl.Device;
-import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
-import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.PipelineOptions.ImageTransfer;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.PipelineSource;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
@@ -154,9 +154,15 @@ class ImageTransferTrainingTest {
                 1 << 20,
                 true,
                 true);
-        InputPipeline in =
-            InputPipeline.create(
-                DatasetPlanner.plan(spec("train"), o, conf), o, 0, 1, replicas.manager(), conf)) {
+        PipelineSource in =
+            PipelineSource.create(
+                DatasetPlanner.plan(spec("train"), o, conf),
+                o,
+                null,
+                0,
+                1,
+                replicas.manager(),
+                conf)) {
       assertThat(in.images().active()).isEqualTo(transfer == ImageTransfer.UINT8);
       Iterator<Batch> it = in.epoch(0, 0);
       double[] acc = new double[3];

@@ -14,7 +14,7 @@ import ai.djl.pytorch.jni.JniUtils;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.JobSecret;
 import dev.sparktrainer.collective.RingListener;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.Optimizer;
@@ -291,7 +291,7 @@ final class StepBenchmarkChild {
     NDManager m = replicas.manager().newSubManager();
     NDArray x =
         uint8
-            ? dev.sparktrainer.data.DeviceImages.toFloat(m, features, new Shape(shape))
+            ? dev.sparktrainer.device.DeviceImages.toFloat(m, features, new Shape(shape))
             : m.create(
                 features.duplicate().order(ByteOrder.nativeOrder()),
                 new Shape(shape),

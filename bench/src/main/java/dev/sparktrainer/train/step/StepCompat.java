@@ -5,7 +5,7 @@ import static dev.sparktrainer.train.BenchSupport.orderedMap;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
-import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.PipelineSource;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
@@ -273,8 +273,8 @@ class CorruptDataIT {
     int failures = 0;
     try (NDManager manager = NDManager.newBaseManager()) {
       for (int rank = 0; rank < 2; rank++) {
-        try (InputPipeline in =
-            InputPipeline.create(plan, OPTIONS, rank, 2, manager, new Configuration())) {
+        try (PipelineSource in =
+            PipelineSource.create(plan, OPTIONS, null, rank, 2, manager, new Configuration())) {
           Iterator<Batch> it = in.epoch(0, 0);
           while (it.hasNext()) {
             it.next().close();

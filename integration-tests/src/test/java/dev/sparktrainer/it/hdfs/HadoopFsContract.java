@@ -7,13 +7,13 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import ai.djl.ndarray.NDManager;
 import dev.sparktrainer.checkpoint.CheckpointStore;
-import dev.sparktrainer.data.Batch;
 import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
-import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.Split;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.PipelineSource;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
@@ -371,7 +371,8 @@ public abstract class HadoopFsContract {
       for (int rank = 0; rank < 2; rank++) {
         Set<Long> mine = new HashSet<>();
         long values = 0;
-        try (InputPipeline in = InputPipeline.create(plan, options, rank, 2, manager, conf)) {
+        try (PipelineSource in =
+            PipelineSource.create(plan, options, null, rank, 2, manager, conf)) {
           Iterator<Batch> it = in.epoch(1, 0);
           long steps = 0;
           while (it.hasNext()) {
@@ -388,8 +389,10 @@ public abstract class HadoopFsContract {
             }
           }
           assertThat(steps).isEqualTo(in.stepsPerEpoch());
-          assertThat(mine).as("records of worker %d", rank).hasSize((int) in.shard().records());
-          assertThat(values).isGreaterThanOrEqualTo(in.shard().records());
+          assertThat(mine)
+              .as("records of worker %d", rank)
+              .hasSize((int) in.pipeline().shard().records());
+          assertThat(values).isGreaterThanOrEqualTo(in.pipeline().shard().records());
         }
         for (long id : mine) {
           assertThat(seen.add(id)).as("record %d read by both workers", id).isTrue();

@@ -1,7 +1,7 @@
 package dev.sparktrainer.train.input;
 
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.device.BatchSource;
 import java.io.Serializable;
 import org.apache.hadoop.conf.Configuration;
 

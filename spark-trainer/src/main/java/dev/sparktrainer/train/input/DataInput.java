@@ -1,12 +1,12 @@
 package dev.sparktrainer.train.input;
 
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DataFrameInput;
 import dev.sparktrainer.data.DatasetPlanner;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.device.BatchSource;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.List;

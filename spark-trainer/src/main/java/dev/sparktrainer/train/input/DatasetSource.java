@@ -1,12 +1,12 @@
 package dev.sparktrainer.train.input;
 
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.DatasetPlan;
-import dev.sparktrainer.data.InputPipeline;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.Split;
+import dev.sparktrainer.device.BatchSource;
+import dev.sparktrainer.device.PipelineSource;
 import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 import java.util.zip.CRC32C;
@@ -14,7 +14,8 @@ import org.apache.hadoop.conf.Configuration;
 
 /**
  * The input pipeline as the trainer's data: a {@link DatasetPlan} made on the driver, and each
- * worker's {@link InputPipeline} built inside its task from it.
+ * worker's pipeline built inside its task from it, its host batches uploaded to the worker's device
+ * ({@link PipelineSource}).
  */
 public final class DatasetSource implements BatchSourceFactory {
   private static final long serialVersionUID = 1L;
@@ -73,7 +74,7 @@ public final class DatasetSource implements BatchSourceFactory {
 
   @Override
   public BatchSource create(int rank, int numWorkers, NDManager manager, Configuration hadoopConf) {
-    return InputPipeline.create(
+    return PipelineSource.create(
         plan, options, normalization, rank, numWorkers, manager, hadoopConf);
   }
 

@@ -2,9 +2,9 @@ package dev.sparktrainer.train.loop;
 
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
-import dev.sparktrainer.data.Batch;
-import dev.sparktrainer.data.BatchSource;
 import dev.sparktrainer.data.EpochSegment;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.BatchSource;
 import java.util.Iterator;
 import java.util.List;
 

@@ -5,8 +5,9 @@ import dev.sparktrainer.checkpoint.AsyncCheckpointWriter;
 import dev.sparktrainer.checkpoint.CheckpointStore;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
-import dev.sparktrainer.data.Batch;
-import dev.sparktrainer.data.BatchSource;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.BatchSource;
+import dev.sparktrainer.device.PrefetchedSource;
 import dev.sparktrainer.optim.Optimizer;
 import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.input.BatchSourceFactory;
@@ -134,7 +135,7 @@ public final class TrainingLoop {
                   cfg.comm(),
                   cfg.step(),
                   cfg.model().precision());
-          TrainSource train = new TrainSource();
+          PrefetchedSource train = new PrefetchedSource();
           BatchSource validation =
               cfg.data().validation() == null
                   ? null
@@ -147,7 +148,7 @@ public final class TrainingLoop {
         if (state.batchSize != 0 && state.batchSize != data.batchSize()) {
           data = data.withBatchSize(state.batchSize);
         }
-        BatchSource source = train.source = data.create(rank, size, replicas.manager(), hadoopConf);
+        BatchSource source = train.open(data.create(rank, size, replicas.manager(), hadoopConf));
         logLayout(placement, step);
         history = new ArrayList<>(state.history);
         SnapshotWriter snapshots =
@@ -215,7 +216,7 @@ public final class TrainingLoop {
   private EpochEnd trainEpoch(
       EpochEnd.Run run,
       TrainingState state,
-      TrainSource train,
+      PrefetchedSource train,
       BatchSource source,
       int epoch,
       long steps,

@@ -1,6 +1,7 @@
 /**
  * The worker loop, Spark-free: {@link dev.sparktrainer.train.loop.TrainingLoop} runs epochs, steps
- * and micro-batches over a {@code train.step.TrainStep}, and ends every epoch with the {@link
+ * and micro-batches over a {@code train.step.TrainStep} (its batches through the {@code device}
+ * package's {@code PrefetchedSource}: one ahead on a GPU), and ends every epoch with the {@link
  * dev.sparktrainer.train.loop.EpochEndStep}s in their order on every rank ({@link
  * dev.sparktrainer.train.loop.EpochEnd}). Rank 0 reads, checks and broadcasts the start state
  * ({@code ResumeNegotiation}, {@code TrainingState}) and checkpoints {@link

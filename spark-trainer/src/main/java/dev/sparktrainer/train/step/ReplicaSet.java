@@ -11,7 +11,8 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.loss.Loss;
 import ai.djl.util.PairList;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.ReplicaSplit;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptBlock;
@@ -29,9 +30,9 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The model replicas of one worker: one per device it drives (MirroredStrategy inside a machine). A
- * batch is split across the devices ({@link #split}), each replica runs forward and backward on its
- * slice, and {@link TrainStep} combines the gradients into the gradient of the whole batch's mean
- * loss, all-reduces them across workers and applies the same update to every replica.
+ * batch is split across the devices ({@link ReplicaSplit}), each replica runs forward and backward
+ * on its slice, and {@link TrainStep} combines the gradients into the gradient of the whole batch's
+ * mean loss, all-reduces them across workers and applies the same update to every replica.
  *
  * <p><b>One gradient collector per JVM.</b> DJL's PyTorch engine allows one collecting {@link
  * GradientCollector} at a time per JVM, and the engine's random generator is global too. Every
@@ -200,40 +201,15 @@ public final class ReplicaSet implements AutoCloseable {
     }
   }
 
-  /** Splits the batch along axis 0 into slices of {@code counts}, each moved to its device. */
-  void split(Batch batch, int[] counts, NDList[] xs, NDArray[] ys) {
-    int k = counts.length;
-    if (k == 1) {
-      xs[0] = batch.features().toDevice(devices.get(0), false);
-      ys[0] = batch.labels().toDevice(devices.get(0), false);
-      return;
-    }
-    long[] bounds = new long[k - 1];
-    long at = 0;
-    for (int d = 0; d < k - 1; d++) {
-      at += counts[d];
-      bounds[d] = at;
-    }
-    NDList[] featureParts = new NDList[batch.features().size()];
-    for (int f = 0; f < featureParts.length; f++) {
-      featureParts[f] = batch.features().get(f).split(bounds, 0);
-    }
-    NDList labelParts = batch.labels().split(bounds, 0);
-    for (int d = 0; d < k; d++) {
-      NDList x = new NDList(featureParts.length);
-      for (NDList part : featureParts) {
-        x.add(part.get(d).toDevice(devices.get(d), false));
-      }
-      xs[d] = x;
-      ys[d] = labelParts.get(d).toDevice(devices.get(d), false);
-    }
-  }
-
   /** Adds (loss x samples, correct, samples) of {@code batch} to {@code acc}, without training. */
   public void evaluate(Batch batch, LossSpec lossSpec, Loss loss, double[] acc) {
     try (NDManager scope = managers[0].newSubManager()) {
-      NDList x = batch.features().toDevice(devices.get(0), false);
-      NDArray y = batch.labels().toDevice(devices.get(0), false);
+      // the whole batch is one slice, on the first replica's device
+      NDList[] xs = new NDList[1];
+      NDArray[] ys = new NDArray[1];
+      ReplicaSplit.split(batch, devices, new int[] {batch.size()}, xs, ys);
+      NDList x = xs[0];
+      NDArray y = ys[0];
       x.attach(scope);
       y.attach(scope);
       NDArray pred = blocks[0].forward(stores[0], x, false).head();

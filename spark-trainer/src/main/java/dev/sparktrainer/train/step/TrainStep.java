@@ -9,7 +9,8 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.collective.CommOptions;
 import dev.sparktrainer.collective.Communicator;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
+import dev.sparktrainer.device.ReplicaSplit;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.optim.Optimizer;
 import java.nio.ByteBuffer;
@@ -370,16 +371,15 @@ public final class TrainStep implements AutoCloseable {
     // each replica's sample count, and the sum divided once by all samples after the last one.
     float divisor = of == 1 ? total : 1f;
     float finalScale = of == 1 || !last ? 1f : 1f / Math.max(1, accumulated);
-    int[] counts = new int[k];
+    int[] counts = ReplicaSplit.counts(total, k);
     int active = 0;
     for (int d = 0; d < k; d++) {
-      counts[d] = total / k + (d < total % k ? 1 : 0);
       active += counts[d] > 0 ? 1 : 0;
     }
     NDList[] xs = new NDList[k];
     NDArray[] ys = new NDArray[k];
     countBatch(batch);
-    replicas.split(batch, counts, xs, ys);
+    ReplicaSplit.split(batch, replicas.devices(), counts, xs, ys);
     if (last) {
       base = reducer == null ? 0 : reducer.submitted();
       busyAtStart = reducer == null ? 0 : reducer.busyNanos();
@@ -532,7 +532,7 @@ public final class TrainStep implements AutoCloseable {
 
   /**
    * The batch's share of the ledger: a batch made from heap arrays, and the bytes of a batch that
-   * is not on the replicas' device yet (split moves it there).
+   * is not on the replicas' device yet ({@link ReplicaSplit} moves it there).
    */
   private void countBatch(Batch batch) {
     if (!batch.direct()) {

@@ -6,8 +6,8 @@
  * bucket at a time and moves them to the host arena only for the ring ({@code FlatGradients},
  * {@code BucketReducer}), updates them in one of two placements ({@code DeviceUpdater}, {@code
  * HostUpdater}) and counts what it pays a device for ({@link
- * dev.sparktrainer.train.step.StepLedger}). Batches reach a GPU one step ahead ({@link
- * dev.sparktrainer.train.step.DevicePrefetch}). Its times are read as {@link
- * dev.sparktrainer.train.step.StepTimings} snapshots.
+ * dev.sparktrainer.train.step.StepLedger}). A batch reaches its replicas through the {@code device}
+ * package (uploaded, on a GPU one step ahead; split across the replicas by {@code ReplicaSplit}).
+ * Its times are read as {@link dev.sparktrainer.train.step.StepTimings} snapshots.
  */
 package dev.sparktrainer.train.step;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import ai.djl.Device;
 import ai.djl.ndarray.types.Shape;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.CustomSpec;
 import dev.sparktrainer.model.LossSpec;

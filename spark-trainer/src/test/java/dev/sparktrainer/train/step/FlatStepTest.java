@@ -12,7 +12,7 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.loss.Loss;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.Rings;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.CustomSpec;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.MlpSpec;

@@ -10,7 +10,7 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.loss.Loss;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.CustomSpec;
 import dev.sparktrainer.model.LossSpec;

@@ -15,7 +15,7 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.BlockFactory;
 import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.CustomSpec;

@@ -1,26 +1,30 @@
-package dev.sparktrainer.train.loop;
+package dev.sparktrainer.device;
 
-import dev.sparktrainer.data.Batch;
-import dev.sparktrainer.data.BatchSource;
-import dev.sparktrainer.train.step.DevicePrefetch;
 import java.util.Iterator;
 import java.util.function.Supplier;
 
 /**
- * The training data's source, opened once the start has chosen the layout; closed with the loop.
+ * The training data's source with its prefetch-to-device slot, epoch after epoch: the source is
+ * opened once the start has chosen the layout ({@link #open}), and closed with the loop.
  */
-final class TrainSource implements AutoCloseable {
-  BatchSource source;
+public final class PrefetchedSource implements AutoCloseable {
+  private BatchSource source;
 
   /** The epoch's prefetch-to-device slot (GPU only: on the CPU there is nothing to upload). */
   private DevicePrefetch prefetch;
+
+  /** Takes {@code s} as the source, closed by {@link #close}; returns it. */
+  public BatchSource open(BatchSource s) {
+    this.source = s;
+    return s;
+  }
 
   /**
    * The epoch's batches, one made ahead on its own thread when {@code toGpu}. The last epoch's
    * prefetch is closed before {@code open} starts this epoch's stream: starting it closes the last
    * one's, which the prefetch thread may still be reading.
    */
-  Iterator<Batch> ahead(Supplier<Iterator<Batch>> open, boolean toGpu, int rank) {
+  public Iterator<Batch> ahead(Supplier<Iterator<Batch>> open, boolean toGpu, int rank) {
     closePrefetch();
     Iterator<Batch> batches = open.get();
     if (!toGpu) {

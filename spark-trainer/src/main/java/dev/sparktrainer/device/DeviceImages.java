@@ -1,4 +1,4 @@
-package dev.sparktrainer.data;
+package dev.sparktrainer.device;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDArrays;
@@ -6,11 +6,17 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import dev.sparktrainer.data.BufferPool;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.ImageAugment;
 import dev.sparktrainer.data.ImageAugment.Crop;
 import dev.sparktrainer.data.ImageAugment.Flip;
 import dev.sparktrainer.data.ImageAugment.Layout;
 import dev.sparktrainer.data.ImageAugment.Normalize;
 import dev.sparktrainer.data.ImageAugment.Step;
+import dev.sparktrainer.data.Normalization;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.PipelineOptions.ImageTransfer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -30,12 +36,13 @@ import java.util.random.RandomGenerator;
  * each rounded once, on either side.
  *
  * <p>The plan ({@link #plan}) falls back to float32, saying why, where the device cannot do what
- * the host would: a user's own map (it must see decoded float images), a fitted {@link
- * Normalization}, an augmentation step over a column that is not an image column, or more random
- * draws than one 64-bit word per example carries.
+ * the host would (the host pipeline then runs with the options as given; otherwise with {@link
+ * #hostOptions}, whose transform only draws): a user's own map (it must see decoded float images),
+ * a fitted {@link Normalization}, an augmentation step over a column that is not an image column,
+ * or more random draws than one 64-bit word per example carries.
  */
 public final class DeviceImages {
-  /** The float each byte decodes to on the host ({@link Images}: {@code k / 255f}). */
+  /** The float each byte decodes to on the host ({@code data.Images}: {@code k / 255f}). */
   private static final float[] TABLE = new float[256];
 
   static {
@@ -101,7 +108,7 @@ public final class DeviceImages {
     if (tr == null) {
       steps = List.of();
     } else if (tr instanceof ImageAugment.Chain ch) {
-      steps = ch.steps;
+      steps = ch.steps();
     } else if (tr instanceof Step s) {
       steps = List.of(s);
     } else {
@@ -128,7 +135,7 @@ public final class DeviceImages {
     ExampleTransform host = null;
     if (steps.stream().anyMatch(s -> !(s instanceof Normalize))) {
       List<Step> drawn = steps;
-      host = ex -> ex.draws = draw(drawn, ex.random());
+      host = ex -> ex.setDraws(draw(drawn, ex.random()));
     }
     return new DeviceImages(spec, images, steps, host, null, batch);
   }
@@ -166,7 +173,8 @@ public final class DeviceImages {
     if (shape.length == 3) {
       return true;
     }
-    return s.flatShape != null && f.size() == s.flatShape[0] * s.flatShape[1] * s.flatShape[2];
+    long[] flat = s.flatShape();
+    return flat != null && f.size() == flat[0] * flat[1] * flat[2];
   }
 
   private static int bits(Step s) {
@@ -174,7 +182,7 @@ public final class DeviceImages {
       return 1;
     }
     if (s instanceof Crop c) {
-      return 2 * cropBits(c.padding);
+      return 2 * cropBits(c.padding());
     }
     return 0;
   }
@@ -197,9 +205,10 @@ public final class DeviceImages {
         }
         at++;
       } else if (s instanceof Crop c) {
-        int b = cropBits(c.padding);
-        long dy = r.nextInt(2 * c.padding + 1);
-        long dx = r.nextInt(2 * c.padding + 1);
+        int padding = c.padding();
+        int b = cropBits(padding);
+        long dy = r.nextInt(2 * padding + 1);
+        long dx = r.nextInt(2 * padding + 1);
         w |= dy << at;
         at += b;
         w |= dx << at;
@@ -229,8 +238,8 @@ public final class DeviceImages {
 
   /**
    * Writes {@code count} floats in 0..1 as bytes, the nearest of 0..255 to {@code v * 255}: exact
-   * for the values images decode to, which are all {@code k / 255f} ({@link Images} rounds a colour
-   * image's weighted grey to a byte too).
+   * for the values images decode to, which are all {@code k / 255f} ({@code data.Images} rounds a
+   * colour image's weighted grey to a byte too).
    */
   public static void pack(FloatBuffer floats, int count, ByteBuffer out) {
     for (int i = 0; i < count; i++) {
@@ -276,7 +285,7 @@ public final class DeviceImages {
   private NDArray augment(NDManager tmp, NDArray x, long[] shape, int n, long[] draws) {
     int at = 0;
     for (Step s : steps) {
-      Layout l = s.layout;
+      Layout l = s.layout();
       int ch = (int) (l == Layout.CHW ? shape[0] : shape[2]);
       int h = (int) (l == Layout.CHW ? shape[1] : shape[0]);
       int w = (int) (l == Layout.CHW ? shape[2] : shape[1]);
@@ -295,12 +304,13 @@ public final class DeviceImages {
           x = NDArrays.where(mask, x.flip(wAxis), x);
         }
       } else if (s instanceof Crop c) {
-        int b = cropBits(c.padding);
+        int padding = c.padding();
+        int b = cropBits(padding);
         long mask = (1L << b) - 1;
         NDArray out = tmp.zeros(x.getShape(), DataType.FLOAT32);
         for (int i = 0; i < n; i++) {
-          int dy = (int) ((draws[i] >>> at) & mask) - c.padding;
-          int dx = (int) ((draws[i] >>> (at + b)) & mask) - c.padding;
+          int dy = (int) ((draws[i] >>> at) & mask) - padding;
+          int dx = (int) ((draws[i] >>> (at + b)) & mask) - padding;
           // out(y, x) = in(y + dy, x + dx), zero outside the image (as the host's crop)
           int y0 = Math.max(0, -dy);
           int y1 = Math.min(h, h - dy);
@@ -316,22 +326,23 @@ public final class DeviceImages {
         at += 2 * b;
         x = out;
       } else if (s instanceof Normalize nz) {
-        if (nz.mean.length != 1 && nz.mean.length != ch) {
+        float[] mean = nz.mean();
+        if (mean.length != 1 && mean.length != ch) {
           throw new IllegalArgumentException(
               nz
                   + " has "
-                  + nz.mean.length
+                  + mean.length
                   + " values per channel list; the image has "
                   + ch
                   + " channels");
         }
         Shape per =
-            nz.mean.length == 1
+            mean.length == 1
                 ? new Shape(1)
                 : (l == Layout.CHW ? new Shape(ch, 1, 1) : new Shape(ch));
-        NDArray mean = tmp.create(nz.mean, per);
-        NDArray inv = tmp.create(nz.invStd, per);
-        x = x.sub(mean).mul(inv);
+        NDArray m = tmp.create(mean, per);
+        NDArray inv = tmp.create(nz.invStd(), per);
+        x = x.sub(m).mul(inv);
       }
     }
     return x;

@@ -1,11 +1,17 @@
-package dev.sparktrainer.data;
+package dev.sparktrainer.device;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import ai.djl.ndarray.NDManager;
+import dev.sparktrainer.data.DatasetPlanner;
+import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.ExampleTransform;
+import dev.sparktrainer.data.ImageAugment;
 import dev.sparktrainer.data.ImageAugment.Layout;
+import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.PipelineOptions.ImageTransfer;
+import dev.sparktrainer.data.TestData;
 import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
 import dev.sparktrainer.tfrecord.example.Examples;
 import dev.sparktrainer.tfrecord.example.Feature;
@@ -96,9 +102,9 @@ class DeviceImagesTest {
     List<long[]> y = new ArrayList<>();
     List<Long> up = new ArrayList<>();
     try (NDManager m = NDManager.newBaseManager();
-        InputPipeline p =
-            InputPipeline.create(
-                DatasetPlanner.plan(spec, o, TestData.CONF), o, 0, 1, m, TestData.CONF)) {
+        PipelineSource p =
+            PipelineSource.create(
+                DatasetPlanner.plan(spec, o, TestData.CONF), o, null, 0, 1, m, TestData.CONF)) {
       active[0] = p.images().active();
       Iterator<Batch> it = p.epoch(epoch, 0);
       while (it.hasNext()) {

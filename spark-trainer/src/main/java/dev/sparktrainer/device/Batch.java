@@ -1,4 +1,4 @@
-package dev.sparktrainer.data;
+package dev.sparktrainer.device;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;

@@ -1,10 +1,9 @@
-package dev.sparktrainer.train.loop;
+package dev.sparktrainer.device;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.Batch;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.concurrent.CountDownLatch;
@@ -14,7 +13,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /** The training source across an epoch boundary, with the prefetch-to-device slot on. */
-class TrainSourceTest {
+class PrefetchedSourceTest {
   /**
    * An epoch's batches: the first comes at once, the second blocks until released and ignores
    * interrupts meanwhile (a reader stuck in native code); it says whether a thread is inside.
@@ -84,7 +83,7 @@ class TrainSourceTest {
                 Thread.currentThread().interrupt();
               }
             });
-    try (TrainSource train = new TrainSource()) {
+    try (PrefetchedSource train = new PrefetchedSource()) {
       Iterator<Batch> it = train.ahead(() -> first, true, 0);
       it.next().close();
       assertThat(first.inside.await(10, TimeUnit.SECONDS)).as("prefetching batch 2").isTrue();

@@ -1,10 +1,9 @@
-package dev.sparktrainer.train.step;
+package dev.sparktrainer.device;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import ai.djl.ndarray.NDManager;
-import dev.sparktrainer.data.Batch;
 import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;

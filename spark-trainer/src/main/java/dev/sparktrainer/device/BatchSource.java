@@ -1,10 +1,12 @@
-package dev.sparktrainer.data;
+package dev.sparktrainer.device;
 
+import dev.sparktrainer.data.EpochSegment;
 import java.util.Iterator;
 import java.util.List;
 
 /**
- * The batches of one worker: the contract between the input pipeline and the trainer.
+ * The batches of one worker, on its device: the contract between where batches come from (the input
+ * pipeline's host batches uploaded, {@link PipelineSource}; data held in memory) and the trainer.
  *
  * <p>Every worker of a job gets the same {@link #stepsPerEpoch()}, so synchronous training never
  * waits on a worker that ran out of data. For a fixed seed, the sequence of batches of an epoch is

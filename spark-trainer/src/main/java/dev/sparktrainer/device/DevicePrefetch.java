@@ -1,6 +1,5 @@
-package dev.sparktrainer.train.step;
+package dev.sparktrainer.device;
 
-import dev.sparktrainer.data.Batch;
 import java.time.Duration;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
@@ -11,10 +10,10 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A prefetch-to-device slot: batch N+1 is taken from the source (on a GPU that is its upload from
- * the pipeline's direct buffers) on a thread of its own while step N runs, so the training thread
- * finds the next batch on the device when it asks. One batch ahead: the slot holds at most one
- * batch beyond the one being trained on.
+ * A prefetch-to-device slot: batch N+1 is taken from the source (for the input pipeline that is its
+ * upload from the pipeline's direct buffers, {@link BatchUpload}) on a thread of its own while step
+ * N runs, so the training thread finds the next batch on the device when it asks. One batch ahead:
+ * the slot holds at most one batch beyond the one being trained on.
  *
  * <p>The source is only ever called from the slot's thread, one call at a time. A failure of the
  * source (a corrupt record, a reader error) is rethrown to the training thread as it was thrown.
