@@ -13,7 +13,7 @@ import ai.djl.nn.Parameter;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.ParameterStore;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.optim.Optimizer;

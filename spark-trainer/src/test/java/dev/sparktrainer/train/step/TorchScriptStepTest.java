@@ -13,7 +13,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.Rings;
-import dev.sparktrainer.data.Batch;
+import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptBlock;
 import dev.sparktrainer.model.torchscript.TorchScriptSpec;
