@@ -517,6 +517,29 @@ public abstract class HadoopFsContract {
    */
   protected abstract Class<? extends FileSystem> flakyFileSystem();
 
+  /**
+   * A TorchScript model ({@code --model torchscript:PATH}) is read from this storage once, on the
+   * driver, through the session's Hadoop configuration, and checked there; a missing one is named.
+   */
+  @Test
+  public void aTorchScriptModelIsReadFromHere() throws IOException {
+    Path module = new Path(root() + "/models/mlp.pt");
+    try (java.io.OutputStream out = fs().create(module, true)) {
+      out.write(
+          java.nio.file.Files.readAllBytes(
+              java.nio.file.Path.of("../spark-trainer/src/test/resources/torchscript/mlp.pt")));
+    }
+    dev.sparktrainer.model.torchscript.TorchScriptSpec spec =
+        dev.sparktrainer.model.torchscript.TorchScriptSpec.of(module.toString());
+    assertThat(spec.inputShapes()).containsExactly(new ai.djl.ndarray.types.Shape(20));
+    assertThat(spec.file().metadata().buffers()).isEmpty();
+    spec.check(List.of("x"), 5);
+    String missing = root() + "/models/none.pt";
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> dev.sparktrainer.model.torchscript.TorchScriptSpec.of(missing))
+        .hasMessage("Invalid model torchscript:" + missing + ": no such file");
+  }
+
   /** The digits under {@code root()/digits}, written once for the tests that need them. */
   private String digits() throws IOException {
     String data = root() + "/digits";
