@@ -71,7 +71,7 @@ class HandshakeFloodTest {
     assertThat(seconds)
         .as("seconds to form the ring behind %d strangers", idle + halfHellos)
         .isLessThan(5);
-    assertThat(comms.get(1).rejectedConnections()).isEqualTo(idle + halfHellos);
+    assertRejected(comms.get(1), idle + halfHellos);
     assertThat(comms.get(0).rejectedConnections()).isZero();
     // every stranger was disconnected
     for (SocketChannel s : strangers) {
@@ -152,7 +152,7 @@ class HandshakeFloodTest {
     assertThat(seconds)
         .as("seconds to form the TLS ring behind %d dripping strangers", dripping)
         .isLessThan(15);
-    assertThat(comms.get(1).rejectedConnections()).isEqualTo(dripping);
+    assertRejected(comms.get(1), dripping);
     List<float[]> got =
         Rings.onEachOk(
             comms,
@@ -212,6 +212,20 @@ class HandshakeFloodTest {
     for (Rings.Outcome<Communicator> o : outcomes) {
       assertThat(o.error).isNull();
     }
-    assertThat(comms.get(1).rejectedConnections()).isEqualTo(20);
+    assertRejected(comms.get(1), 20);
+  }
+
+  /**
+   * {@code c} rejects exactly {@code n} connections. The ring may form while the last strangers
+   * still hold their handshake threads (the neighbour got one as soon as the first were dropped, on
+   * a loaded machine before the rest): each is still dropped at its own deadline, soon after, so
+   * the count is awaited (20 s at most) before it is compared.
+   */
+  private static void assertRejected(Communicator c, int n) throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (c.rejectedConnections() < n && System.nanoTime() < until) {
+      Thread.sleep(20);
+    }
+    assertThat(c.rejectedConnections()).isEqualTo(n);
   }
 }
