@@ -60,27 +60,57 @@ public final class DatasetSpec implements Serializable {
     IMAGE
   }
 
-  /** One feature column and the shape of one example's tensor. */
+  /** The element type of a numeric feature column's tensor. */
+  public enum ValueType {
+    /** float32: the default. */
+    FLOAT32,
+    /** int64 (token ids, categorical ids): stays integer up to the device. */
+    INT64
+  }
+
+  /**
+   * One feature column and the shape of one example's tensor: a fixed shape, or a sequence of any
+   * length up to {@link #maxLength()} (padded per batch to the batch's longest, with a mask).
+   */
   public static final class Feature implements Serializable {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
     private final String name;
     private final long[] shape;
     private final Encoding encoding;
+    private final ValueType type;
+    private final boolean sequence;
+    private final long vocabSize;
     private final int size;
 
     Feature(String name, long[] shape, Encoding encoding) {
+      this(name, shape, encoding, ValueType.FLOAT32, false, 0);
+    }
+
+    Feature(
+        String name,
+        long[] shape,
+        Encoding encoding,
+        ValueType type,
+        boolean sequence,
+        long vocabSize) {
       this.name = name;
       this.shape = shape.clone();
       this.encoding = encoding;
+      this.type = type;
+      this.sequence = sequence;
+      this.vocabSize = vocabSize;
       long n = 1;
       for (long d : shape) {
         n *= d;
       }
-      if (n > Integer.MAX_VALUE / 4) {
+      // A record keeps its values in float slots: an int64 takes two, a sequence one more for its
+      // length (see Slots).
+      long slots = (type == ValueType.INT64 ? 2 : 1) * n + (sequence ? 1 : 0);
+      if (slots > Integer.MAX_VALUE / 8) {
         throw new IllegalArgumentException(
             "DatasetSpec: feature '" + name + "' has " + n + " values per example: too many");
       }
-      this.size = (int) n;
+      this.size = (int) slots;
     }
 
     public String name() {
@@ -96,14 +126,70 @@ public final class DatasetSpec implements Serializable {
       return encoding;
     }
 
-    /** Number of float values of one example. */
+    /** The tensor's element type: float32, or int64 (ids). */
+    public ValueType type() {
+      return type;
+    }
+
+    /**
+     * Whether the column is a sequence of any length (at most {@link #maxLength()}; empty allowed)
+     * rather than a fixed shape: batched as {@code [batch, T]} padded to the batch's longest, with
+     * a float32 mask {@code [batch, T]} (1 for real positions) beside it.
+     */
+    public boolean sequence() {
+      return sequence;
+    }
+
+    /** A sequence's maximum length (longer ones are truncated); 0 for a fixed shape. */
+    public int maxLength() {
+      return sequence ? (int) shape[0] : 0;
+    }
+
+    /**
+     * For int64 ids: the vocabulary size, every value must be in {@code [0, vocabSize)} (checked as
+     * records are decoded, naming the file and record); 0 for unchecked.
+     */
+    public long vocabSize() {
+      return vocabSize;
+    }
+
+    /** Whether the column is float32 values of a fixed shape (what normalization applies to). */
+    public boolean fixedFloat() {
+      return type == ValueType.FLOAT32 && !sequence;
+    }
+
+    /**
+     * Float slots one example takes in a decoded record: its values for a fixed float32 shape (so,
+     * for such columns, the number of values); two per int64 value, and one more for a sequence's
+     * length.
+     */
     public int size() {
       return size;
     }
 
+    /** Values of one example of a fixed shape (the product of the shape), a sequence's maximum. */
+    public int values() {
+      long n = 1;
+      for (long d : shape) {
+        n *= d;
+      }
+      return (int) n;
+    }
+
     @Override
     public String toString() {
-      return name + Arrays.toString(shape) + (encoding == Encoding.IMAGE ? " image" : "");
+      if (sequence) {
+        return name
+            + "[<="
+            + shape[0]
+            + "] "
+            + (type == ValueType.INT64 ? "ids" : "seq")
+            + (vocabSize > 0 ? " vocab " + vocabSize : "");
+      }
+      return name
+          + Arrays.toString(shape)
+          + (encoding == Encoding.IMAGE ? " image" : "")
+          + (type == ValueType.INT64 ? " int64" : "");
     }
   }
 
@@ -157,7 +243,30 @@ public final class DatasetSpec implements Serializable {
     return labelType;
   }
 
-  /** Total float values of one example's features. */
+  /** Whether a feature column is a sequence (padded per batch, with a mask). */
+  public boolean hasSequences() {
+    for (Feature f : features) {
+      if (f.sequence()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Whether every feature column is float32 of a fixed shape. */
+  public boolean fixedFloatOnly() {
+    for (Feature f : features) {
+      if (!f.fixedFloat()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Float slots of one example's features in a decoded record (the number of feature values when
+   * every column is float32 of a fixed shape).
+   */
   public int featureSize() {
     int n = 0;
     for (Feature f : features) {
@@ -206,6 +315,70 @@ public final class DatasetSpec implements Serializable {
     public Builder addFeature(String name, long... shape) {
       features.add(new Feature(name, shape.length == 0 ? new long[] {1} : shape, Encoding.NUMERIC));
       return this;
+    }
+
+    /** An int64 feature column with the shape of one example (categorical ids, for instance). */
+    public Builder addIntFeature(String name, long... shape) {
+      features.add(
+          new Feature(
+              name,
+              shape.length == 0 ? new long[] {1} : shape,
+              Encoding.NUMERIC,
+              ValueType.INT64,
+              false,
+              0));
+      return this;
+    }
+
+    /**
+     * A sequence column of any length up to {@code maxLength} (longer ones are truncated and
+     * counted): int64 ids ({@code vocabSize} > 0 checks every id is below it; 0 does not) or
+     * float32 values ({@code vocabSize} 0). Batched padded to the batch's longest, with a mask.
+     */
+    public Builder addSequenceFeature(String name, ValueType type, int maxLength, long vocabSize) {
+      if (maxLength < 1) {
+        throw new IllegalArgumentException(
+            "DatasetSpec: sequence feature '"
+                + name
+                + "' has maximum length "
+                + maxLength
+                + ": expected at least 1");
+      }
+      if (vocabSize < 0 || (vocabSize > 0 && type != ValueType.INT64)) {
+        throw new IllegalArgumentException(
+            "DatasetSpec: feature '"
+                + name
+                + "' has vocabulary size "
+                + vocabSize
+                + ": expected 0 (unchecked) or, for int64 ids, a positive size");
+      }
+      features.add(
+          new Feature(name, new long[] {maxLength}, Encoding.NUMERIC, type, true, vocabSize));
+      return this;
+    }
+
+    /**
+     * Sets the vocabulary size of the int64 column {@code name} (known once the data's statistics
+     * or its {@code vocab.txt} were read).
+     */
+    public Builder setVocabSize(String name, long vocabSize) {
+      for (int i = 0; i < features.size(); i++) {
+        Feature f = features.get(i);
+        if (f.name().equals(name)) {
+          if (f.type() != ValueType.INT64 || vocabSize < 0) {
+            throw new IllegalArgumentException(
+                "DatasetSpec: vocabulary size "
+                    + vocabSize
+                    + " for feature "
+                    + f
+                    + ": expected int64 ids and a size >= 0");
+          }
+          features.set(
+              i, new Feature(f.name(), f.shape(), f.encoding(), f.type(), f.sequence(), vocabSize));
+          return this;
+        }
+      }
+      throw new IllegalArgumentException("DatasetSpec: no feature column '" + name + "'");
     }
 
     /** An encoded-image feature column decoded to {@code [height, width, channels]}. */

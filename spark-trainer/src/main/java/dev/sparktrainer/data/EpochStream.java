@@ -163,6 +163,14 @@ final class EpochStream implements AutoCloseable {
     int b = o.batchSize();
     long target = shard.stepsPerEpoch();
     Record[] buf = new Record[b];
+    // bucket_by_sequence_length: a batch per bucket as it fills; at the shard's end the buckets'
+    // rest, in bucket order, fills the last batches — so as many steps as without buckets.
+    int[] bounds = ctx.spec().hasSequences() ? o.bucketBoundaries() : new int[0];
+    Record[][] buckets = new Record[bounds.length == 0 ? 0 : bounds.length + 1][];
+    int[] inBucket = new int[buckets.length];
+    for (int k = 0; k < buckets.length; k++) {
+      buckets[k] = new Record[b];
+    }
     int n = 0;
     long emitted = 0;
     Random rnd = new Random(Seeds.mix(o.seed(), epoch, ctx.rank(), 2));
@@ -208,6 +216,20 @@ final class EpochStream implements AutoCloseable {
             shuffle[held] = null;
           } else {
             // The shard is exhausted.
+            for (int k = 0; k < buckets.length && emitted < target; k++) {
+              for (int i = 0; i < inBucket[k] && emitted < target; i++) {
+                buf[n++] = buckets[k][i];
+                buckets[k][i] = null;
+                if (n == b) {
+                  emitted = emit(buf, n, emitted);
+                  n = 0;
+                }
+              }
+              inBucket[k] = 0;
+            }
+            if (emitted >= target) {
+              break;
+            }
             if (n > 0 && !o.dropRemainder() && emitted == target - 1) {
               emitted = emit(buf, n, emitted);
               n = 0;
@@ -227,6 +249,15 @@ final class EpochStream implements AutoCloseable {
           }
         }
         if (r == null) {
+          continue;
+        }
+        if (buckets.length > 0) {
+          int k = bucketOf(r, bounds);
+          buckets[k][inBucket[k]++] = r;
+          if (inBucket[k] == b) {
+            emitted = emit(buckets[k], b, emitted);
+            inBucket[k] = 0;
+          }
           continue;
         }
         buf[n++] = r;
@@ -250,6 +281,27 @@ final class EpochStream implements AutoCloseable {
       return;
     }
     producedAll();
+  }
+
+  /**
+   * The bucket of a record: the first whose boundary exceeds its length (the longest of its
+   * sequence columns, as batched: at most the column's maximum), else the last.
+   */
+  private int bucketOf(Record r, int[] bounds) {
+    int len = 0;
+    int off = 0;
+    for (DatasetSpec.Feature f : ctx.spec().features()) {
+      if (f.sequence()) {
+        len = Math.max(len, Math.min(Slots.getInt(r.features, off), f.maxLength()));
+      }
+      off += f.size();
+    }
+    for (int k = 0; k < bounds.length; k++) {
+      if (len < bounds[k]) {
+        return k;
+      }
+    }
+    return bounds.length;
   }
 
   /** Everything is read and the readers are closed: runs what waits for that. */

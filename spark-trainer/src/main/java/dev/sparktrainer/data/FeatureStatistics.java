@@ -39,8 +39,18 @@ public final class FeatureStatistics implements Serializable {
   /** Empty statistics for the feature columns of {@code spec}. */
   public FeatureStatistics(DatasetSpec spec) {
     this(
-        spec.features().stream().map(DatasetSpec.Feature::name).toList(),
-        spec.features().stream().mapToInt(DatasetSpec.Feature::size).toArray());
+        checkedNames(spec), spec.features().stream().mapToInt(DatasetSpec.Feature::size).toArray());
+  }
+
+  private static List<String> checkedNames(DatasetSpec spec) {
+    if (!spec.fixedFloatOnly()) {
+      throw new IllegalArgumentException(
+          "Feature statistics (normalization) describe float32 features of a fixed shape; the data"
+              + " has "
+              + spec.features()
+              + ": leave the int64 and sequence columns out");
+    }
+    return spec.features().stream().map(DatasetSpec.Feature::name).toList();
   }
 
   /** Empty statistics for columns {@code names} of {@code widths} values each. */

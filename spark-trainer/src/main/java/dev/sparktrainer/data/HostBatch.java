@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.util.List;
 
 /**
  * A batch ready for the device: one direct buffer per feature column and one of labels (INT64 or
@@ -26,6 +27,15 @@ public final class HostBatch {
   /** Each row's draws for the device's augmentation ({@link Record#draws}). */
   final long[] draws;
 
+  /** Per column: a sequence's padded length T in this batch; 0 for a fixed shape. */
+  final int[] lengths;
+
+  /** Per column: a sequence's mask ({@code [size, T]} float32, 1 for real positions); else null. */
+  final ByteBuffer[] masks;
+
+  /** Sequences longer than their column's maximum, cut to it in this batch. */
+  final int truncated;
+
   /** Where {@link #release()} gives the buffers back; null once released (or for none). */
   private PipelineContext pool;
 
@@ -35,11 +45,26 @@ public final class HostBatch {
 
   HostBatch(
       ByteBuffer[] features, double[] labels, ByteBuffer labelBuffer, int size, long[] draws) {
+    this(features, labels, labelBuffer, size, draws, new int[features.length], null, 0);
+  }
+
+  HostBatch(
+      ByteBuffer[] features,
+      double[] labels,
+      ByteBuffer labelBuffer,
+      int size,
+      long[] draws,
+      int[] lengths,
+      ByteBuffer[] masks,
+      int truncated) {
     this.features = features;
     this.labels = labels;
     this.labelBuffer = labelBuffer;
     this.size = size;
     this.draws = draws;
+    this.lengths = lengths;
+    this.masks = masks == null ? new ByteBuffer[features.length] : masks;
+    this.truncated = truncated;
   }
 
   /** Number of examples (rows). */
@@ -63,6 +88,28 @@ public final class HostBatch {
   /** Column {@code c} as floats (a view: writes go to the batch). */
   public FloatBuffer floats(int c) {
     return features[c].duplicate().order(ByteOrder.nativeOrder()).asFloatBuffer();
+  }
+
+  /**
+   * Column {@code c}'s padded length T in this batch when it is a sequence (its tensor is {@code
+   * [size(), T]}, its {@link #column} holds exactly that, its {@link #mask} beside it); 0 for a
+   * fixed shape.
+   */
+  public int paddedLength(int c) {
+    return lengths[c];
+  }
+
+  /**
+   * A sequence column's mask: {@code [size(), T]} float32 in native order, 1 where the position
+   * holds a value, 0 where it is padding; null for a fixed shape.
+   */
+  public ByteBuffer mask(int c) {
+    return masks[c];
+  }
+
+  /** Sequences in this batch that were longer than their column's maximum length and cut to it. */
+  public int truncated() {
+    return truncated;
   }
 
   /** The labels as the label tensor's bytes: int64 for INT labels, float32 for FLOAT ones. */
@@ -107,6 +154,9 @@ public final class HostBatch {
    */
   static HostBatch of(Record[] records, int n, PipelineContext ctx) throws IOException {
     DatasetSpec spec = ctx.spec();
+    if (spec.hasSequences()) {
+      return padded(records, n, ctx);
+    }
     int cols = spec.features().size();
     ByteBuffer[] f = new ByteBuffer[cols];
     boolean full = n == ctx.options().batchSize();
@@ -171,6 +221,100 @@ public final class HostBatch {
     }
     ctx.recordPool().giveAll(spent, decoded);
     return new HostBatch(f, labels, lb, n, draws);
+  }
+
+  /**
+   * A batch of decoded records whose sequence columns are padded to the batch's own longest
+   * sequence (at least 1) with the options' pad value, each with its mask (tf.data's {@code
+   * padded_batch}); fixed columns are copied as they are.
+   */
+  static HostBatch padded(Record[] records, int n, PipelineContext ctx) {
+    DatasetSpec spec = ctx.spec();
+    List<DatasetSpec.Feature> fs = spec.features();
+    int cols = fs.size();
+    boolean full = n == ctx.options().batchSize();
+    ByteBuffer[] f = new ByteBuffer[cols];
+    ByteBuffer[] masks = new ByteBuffer[cols];
+    int[] lengths = new int[cols];
+    int[] offsets = new int[cols];
+    int truncated = 0;
+    for (int c = 0, off = 0; c < cols; c++) {
+      offsets[c] = off;
+      DatasetSpec.Feature feature = fs.get(c);
+      off += feature.size();
+      int bytes;
+      if (feature.sequence()) {
+        int t = 1;
+        for (int i = 0; i < n; i++) {
+          int len = Slots.getInt(records[i].features, offsets[c]);
+          if (len > feature.maxLength()) {
+            truncated++;
+          }
+          t = Math.max(t, Math.min(len, feature.maxLength()));
+        }
+        lengths[c] = t;
+        bytes = n * t * (feature.type() == DatasetSpec.ValueType.INT64 ? 8 : 4);
+        masks[c] =
+            full
+                ? ctx.maskPool(c).take()
+                : ByteBuffer.allocateDirect(n * t * 4).order(ByteOrder.nativeOrder());
+        masks[c].limit(n * t * 4);
+      } else {
+        bytes = 4 * n * feature.size();
+      }
+      f[c] =
+          full
+              ? ctx.columnPool(c).take()
+              : ByteBuffer.allocateDirect(bytes).order(ByteOrder.nativeOrder());
+      f[c].limit(bytes);
+    }
+    double pad = ctx.options().padValue();
+    double[] labels = new double[n];
+    long[] draws = new long[n];
+    boolean intLabels = spec.labelType() == DatasetSpec.LabelType.INT;
+    ByteBuffer lb =
+        full
+            ? ctx.labelPool().take()
+            : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
+    float[][] spent = new float[n][];
+    for (int i = 0; i < n; i++) {
+      float[] v = records[i].features;
+      for (int c = 0; c < cols; c++) {
+        DatasetSpec.Feature feature = fs.get(c);
+        if (!feature.sequence()) {
+          int w = feature.size();
+          f[c].asFloatBuffer().put(i * w, v, offsets[c], w); // int64 slots are the longs' bytes
+          continue;
+        }
+        int t = lengths[c];
+        int m = Math.min(Slots.getInt(v, offsets[c]), feature.maxLength());
+        ByteBuffer mask = masks[c];
+        for (int j = 0; j < t; j++) {
+          mask.putFloat(4 * (i * t + j), j < m ? 1f : 0f);
+        }
+        if (feature.type() == DatasetSpec.ValueType.INT64) {
+          Slots.copyLongs(v, offsets[c] + 1, m, f[c], 8 * i * t);
+          for (int j = m; j < t; j++) {
+            f[c].putLong(8 * (i * t + j), (long) pad);
+          }
+        } else {
+          f[c].asFloatBuffer().put(i * t, v, offsets[c] + 1, m);
+          for (int j = m; j < t; j++) {
+            f[c].putFloat(4 * (i * t + j), (float) pad);
+          }
+        }
+      }
+      labels[i] = records[i].label;
+      draws[i] = records[i].draws;
+      if (intLabels) {
+        lb.putLong(i * 8, (long) records[i].label);
+      } else {
+        lb.putFloat(i * 4, (float) records[i].label);
+      }
+      spent[i] = v;
+    }
+    ctx.recordPool().giveAll(spent, n);
+    return new HostBatch(f, labels, lb, n, draws, lengths, masks, truncated);
   }
 
   /** Gives back what {@code n} records hold without making a batch of them (skipped steps). */

@@ -38,6 +38,7 @@ final class PipelineContext {
   private final int initialParallelism;
   private final ArrayPool records;
   private final BufferPool[] columns;
+  private final BufferPool[] masks;
   private final BufferPool labels;
 
   PipelineContext(
@@ -80,8 +81,12 @@ final class PipelineContext {
     // queue.
     // A reader holds its read buffer (at most 1 MiB) and the batch it fills.
     long unorderedFixed = shuffleBytes + (long) k * ((1 << 20) + batchBytes / 2);
+    // Sequences are padded to each batch's longest, so their batches are made from decoded records
+    // by the producer's batchers (HostBatch.padded), where buckets group them by length.
+    boolean sequences = spec.hasSequences();
     this.unordered =
-        !options.deterministic()
+        !sequences
+            && !options.deterministic()
             && options.shuffleBuffer() <= 1
             && unorderedFixed + 2 * batchBytes <= budget;
     if (unordered) {
@@ -90,6 +95,7 @@ final class PipelineContext {
     // A map needs the example decoded first (in the readers, where it then runs).
     this.decodeInBatch =
         !unordered
+            && !sequences
             && options.shuffleBuffer() <= 1
             && options.cacheDir() == null
             && options.transform() == null
@@ -107,6 +113,7 @@ final class PipelineContext {
     // a shared 2-core VM, so the default stays the older, simpler path.
     this.planned =
         !unordered
+            && !sequences
             && options.shuffleBuffer() > 1
             && options.shufflePath() == PipelineOptions.ShufflePath.PLANNED;
     this.plannedWindow =
@@ -172,6 +179,13 @@ final class PipelineContext {
               4 * options.batchSize() * spec.features().get(c).size(),
               maxPrefetch + 4 + (planned ? plannedWindow : 0));
     }
+    this.masks = new BufferPool[columns.length];
+    for (int c = 0; c < columns.length; c++) {
+      DatasetSpec.Feature f = spec.features().get(c);
+      if (f.sequence()) {
+        masks[c] = new BufferPool(4 * options.batchSize() * f.maxLength(), maxPrefetch + 4);
+      }
+    }
     this.labels =
         new BufferPool(
             options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
@@ -208,6 +222,11 @@ final class PipelineContext {
     return columns[column];
   }
 
+  /** Direct buffers of full batches' masks of sequence column {@code column}. */
+  BufferPool maskPool(int column) {
+    return masks[column];
+  }
+
   /** Direct buffers of full batches' labels, recycled when the batch is closed. */
   BufferPool labelPool() {
     return labels;
@@ -217,6 +236,9 @@ final class PipelineContext {
   void recycle(HostBatch b) {
     for (int c = 0; c < b.features.length; c++) {
       columns[c].give(b.features[c]);
+      if (masks[c] != null) {
+        masks[c].give(b.masks[c]);
+      }
     }
     labels.give(b.labelBuffer);
   }

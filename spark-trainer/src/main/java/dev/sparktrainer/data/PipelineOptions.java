@@ -1,6 +1,7 @@
 package dev.sparktrainer.data;
 
 import java.io.Serializable;
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.Objects;
 
@@ -109,6 +110,8 @@ public final class PipelineOptions implements Serializable {
   private final double plannedWindow;
   private final ExampleTransform transform;
   private final ImageTransfer imageTransfer;
+  private final double padValue;
+  private final int[] bucketBoundaries;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -130,6 +133,8 @@ public final class PipelineOptions implements Serializable {
     plannedWindow = b.plannedWindow;
     transform = b.transform;
     imageTransfer = b.imageTransfer;
+    padValue = b.padValue;
+    bucketBoundaries = b.bucketBoundaries.clone();
   }
 
   public static Builder builder() {
@@ -157,6 +162,8 @@ public final class PipelineOptions implements Serializable {
     b.plannedWindow = plannedWindow;
     b.transform = transform;
     b.imageTransfer = imageTransfer;
+    b.padValue = padValue;
+    b.bucketBoundaries = bucketBoundaries.clone();
     return b;
   }
 
@@ -238,6 +245,20 @@ public final class PipelineOptions implements Serializable {
     return deterministic;
   }
 
+  /** What pads a sequence to its batch's longest (tf.data's {@code padding_values}); default 0. */
+  public double padValue() {
+    return padValue;
+  }
+
+  /**
+   * Length boundaries of tf.data's {@code bucket_by_sequence_length}: a sequence of length {@code
+   * len} goes to the first bucket whose boundary exceeds it (the last bucket takes the rest), and
+   * each batch is drawn from one bucket; empty for no bucketing.
+   */
+  public int[] bucketBoundaries() {
+    return bucketBoundaries.clone();
+  }
+
   /** How a shuffle buffer's order reaches the batches: see {@link ShufflePath}. */
   public ShufflePath shufflePath() {
     return shufflePath;
@@ -302,6 +323,8 @@ public final class PipelineOptions implements Serializable {
     private String cacheDir;
     private boolean deterministic = true;
     private ShufflePath shufflePath = ShufflePath.BUFFER;
+    private double padValue;
+    private int[] bucketBoundaries = new int[0];
     private double plannedWindow = 1;
     private ImageTransfer imageTransfer = ImageTransfer.AUTO;
     private ExampleTransform transform;
@@ -436,6 +459,29 @@ public final class PipelineOptions implements Serializable {
     /** {@link #optImageTransfer(ImageTransfer)} from its text: uint8, float32 or auto. */
     public Builder optImageTransfer(String v) {
       return optImageTransfer(ImageTransfer.parse(v));
+    }
+
+    /** Default 0: the value padding a sequence to its batch's longest. */
+    public Builder optPadValue(double v) {
+      padValue = v;
+      return this;
+    }
+
+    /**
+     * Default none: batch sequences by length, tf.data's {@code bucket_by_sequence_length};
+     * strictly increasing positive boundaries.
+     */
+    public Builder optBucketBoundaries(int... boundaries) {
+      for (int i = 0; i < boundaries.length; i++) {
+        if (boundaries[i] < 1 || (i > 0 && boundaries[i] <= boundaries[i - 1])) {
+          throw new IllegalArgumentException(
+              "Invalid bucketBoundaries "
+                  + Arrays.toString(boundaries)
+                  + ": expected strictly increasing positive lengths, e.g. 16,32,64");
+        }
+      }
+      bucketBoundaries = boundaries.clone();
+      return this;
     }
 
     public PipelineOptions build() {

@@ -77,12 +77,12 @@ final class RecordCache {
       public Record next() throws IOException {
         float[] v = pool.take();
         try {
-          v[0] = in.readFloat();
+          v[0] = Float.intBitsToFloat(in.readInt());
         } catch (EOFException e) {
           return null;
         }
         for (int i = 1; i < featureSize; i++) {
-          v[i] = in.readFloat();
+          v[i] = Float.intBitsToFloat(in.readInt());
         }
         return new Record(v, in.readDouble());
       }
@@ -113,7 +113,9 @@ final class RecordCache {
           return null;
         }
         for (float x : r.features) {
-          out.writeFloat(x);
+          // The raw bits: int64 ids and lengths ride in float slots (Slots); writeFloat would
+          // collapse those that look like NaNs.
+          out.writeInt(Float.floatToRawIntBits(x));
         }
         out.writeDouble(r.label);
         return r;

@@ -71,10 +71,25 @@ final class RecordDecoder {
     for (int c = 0; c < features.size(); c++) {
       DatasetSpec.Feature f = features.get(c);
       int fo = scanner.featureOffset[c];
+      int n = f.size();
+      if (fo < 0 && f.sequence() && out != null) { // tf.io.VarLenFeature: missing is empty
+        Slots.putInt(out, pos, 0);
+        pos += n;
+        continue;
+      }
       if (fo < 0) {
         throw new MalformedRecordException("feature '" + f.name() + "' is missing");
       }
-      int n = f.size();
+      if (!f.fixedFloat()) { // int64 ids, sequences: their slots (Slots)
+        values.decode(buf, fo, scanner.featureLength[c]);
+        if (out != null) {
+          decodeSlots(f, out, pos);
+        } else {
+          decodeLongsInto(f, columns[c], row); // fixed int64: batches of sequences use records
+        }
+        pos += n;
+        continue;
+      }
       if (f.encoding() != Encoding.IMAGE) {
         int at = FeatureValues.packedFloatsAt(buf, fo, scanner.featureLength[c], n);
         if (at >= 0) { // TensorFlow's own encoding: one bulk copy
@@ -149,6 +164,10 @@ final class RecordDecoder {
     if (!labelled) {
       return 0;
     }
+    return label(buf);
+  }
+
+  private double label(byte[] buf) throws MalformedRecordException {
     int lo = scanner.featureOffset[features.size()];
     if (lo < 0) {
       throw new MalformedRecordException("label '" + spec.label() + "' is missing");
@@ -165,5 +184,102 @@ final class RecordDecoder {
     }
     throw new MalformedRecordException(
         "label '" + spec.label() + "' holds bytes, expected a number");
+  }
+
+  /**
+   * Writes a non-float column's slots from {@link #values}: a sequence's length (the record's own,
+   * which may exceed the maximum: the batch counts what it cut) then at most {@code maxLength}
+   * values; a fixed int64 shape's values.
+   */
+  private void decodeSlots(DatasetSpec.Feature f, float[] out, int pos)
+      throws MalformedRecordException {
+    int count = values.count();
+    boolean ids = f.type() == DatasetSpec.ValueType.INT64;
+    if (count > 0) {
+      checkKind(f);
+    }
+    int n;
+    if (f.sequence()) {
+      Slots.putInt(out, pos++, count);
+      n = Math.min(count, f.maxLength());
+    } else {
+      n = f.values();
+      if (count != n) {
+        throw new MalformedRecordException(
+            "feature '"
+                + f.name()
+                + "' has "
+                + count
+                + " values, expected "
+                + n
+                + " for shape "
+                + Arrays.toString(f.shape()));
+      }
+    }
+    if (ids) {
+      for (int i = 0; i < n; i++) {
+        long v = values.longAt(i);
+        checkId(f, i, v);
+        Slots.putLong(out, pos + 2 * i, v);
+      }
+    } else if (n > 0) {
+      System.arraycopy(values.floatArray(), 0, out, pos, n);
+    }
+  }
+
+  /** A fixed int64 shape's values straight into row {@code row} of its batch column. */
+  private void decodeLongsInto(DatasetSpec.Feature f, ByteBuffer column, int row)
+      throws MalformedRecordException {
+    int n = f.values();
+    if (values.count() != n) {
+      throw new MalformedRecordException(
+          "feature '"
+              + f.name()
+              + "' has "
+              + values.count()
+              + " values, expected "
+              + n
+              + " for shape "
+              + Arrays.toString(f.shape()));
+    }
+    checkKind(f);
+    for (int i = 0; i < n; i++) {
+      long v = values.longAt(i);
+      checkId(f, i, v);
+      column.putLong(8 * (row * n + i), v);
+    }
+  }
+
+  private void checkKind(DatasetSpec.Feature f) throws MalformedRecordException {
+    FeatureKind want =
+        f.type() == DatasetSpec.ValueType.INT64 ? FeatureKind.INT64 : FeatureKind.FLOAT;
+    if (values.kind() != want) {
+      throw new MalformedRecordException(
+          "feature '"
+              + f.name()
+              + "' holds "
+              + (values.kind() == FeatureKind.FLOAT
+                  ? "floats"
+                  : values.kind() == FeatureKind.INT64 ? "int64 values" : "bytes")
+              + ", expected "
+              + (want == FeatureKind.INT64 ? "int64 ids (an Int64List)" : "floats (a FloatList)"));
+    }
+  }
+
+  private static void checkId(DatasetSpec.Feature f, int i, long v)
+      throws MalformedRecordException {
+    long vocab = f.vocabSize();
+    if (vocab > 0 && (v < 0 || v >= vocab)) {
+      throw new MalformedRecordException(
+          "feature '"
+              + f.name()
+              + "' value "
+              + i
+              + " is "
+              + v
+              + ": outside the vocabulary [0, "
+              + vocab
+              + ")");
+    }
   }
 }

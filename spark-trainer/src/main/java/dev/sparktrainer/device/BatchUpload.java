@@ -33,6 +33,12 @@ final class BatchUpload {
    */
   BatchUpload(
       DatasetSpec spec, Normalization normalization, DeviceImages images, NDManager manager) {
+    if (normalization != null && !spec.fixedFloatOnly()) {
+      throw new IllegalArgumentException(
+          "Normalization applies to float32 features of a fixed shape; the data has "
+              + spec.features()
+              + " (leave the int64 and sequence columns out of it)");
+    }
     if (normalization != null && normalization.size() != spec.featureSize()) {
       throw new IllegalArgumentException(
           "The normalization was fitted on "
@@ -78,6 +84,16 @@ final class BatchUpload {
           first += width;
           continue;
         }
+        DatasetSpec.Feature feature = spec.features().get(c);
+        DataType type =
+            feature.type() == DatasetSpec.ValueType.INT64 ? DataType.INT64 : DataType.FLOAT32;
+        if (feature.sequence()) { // [size, T] padded to the batch's longest, and its mask
+          Shape padded = new Shape(size, hb.paddedLength(c));
+          features.add(m.create(hb.column(c), padded, type));
+          features.add(m.create(hb.mask(c), padded, DataType.FLOAT32));
+          upload += hb.column(c).limit() + hb.mask(c).limit();
+          continue;
+        }
         upload += 4L * size * width;
         if (normalization != null) { // in place: the buffer is the batch's own until it is released
           normalization.apply(hb.floats(c), size, width, first);
@@ -87,7 +103,7 @@ final class BatchUpload {
         long[] full = new long[shape.length + 1];
         full[0] = size;
         System.arraycopy(shape, 0, full, 1, shape.length);
-        features.add(m.create(hb.column(c), new Shape(full), DataType.FLOAT32));
+        features.add(m.create(hb.column(c), new Shape(full), type));
       }
       NDArray labels =
           m.create(
