@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -46,8 +47,32 @@ final class DataChecks {
   /** The files found under some paths, and what they are. */
   record Files(List<String> paths, List<FileStatus> files, long bytes, DatasetSpec.Format format) {}
 
-  /** A feature column as given on the command line: {@code name} or {@code name:SHAPE}. */
-  record FeatureArg(String name, long[] shape) {}
+  /**
+   * A feature column as given on the command line: {@code name} or {@code name:SHAPE} (float32),
+   * {@code name:int64} or {@code name:SHAPE:int64} (int64 of a fixed shape), {@code name:ids}
+   * (int64 ids, any length) or {@code name:seq} (floats, any length).
+   */
+  record FeatureArg(String name, long[] shape, String kind) {
+    static final String IDS = "ids";
+    static final String SEQ = "seq";
+    static final String INT64 = "int64";
+
+    FeatureArg(String name, long[] shape) {
+      this(name, shape, null);
+    }
+
+    /** A sequence of any length: ids or seq. */
+    boolean sequence() {
+      return IDS.equals(kind) || SEQ.equals(kind);
+    }
+
+    /** What the command line said: {@code name[:SHAPE][:KIND]}. */
+    String text() {
+      return name
+          + (shape == null || sequence() ? "" : ":" + SpecStrings.shapeString(shape))
+          + (kind == null ? "" : ":" + kind);
+    }
+  }
 
   static List<String> paths(String value) {
     List<String> out = new ArrayList<>();
@@ -70,8 +95,34 @@ final class DataChecks {
       if (colon < 0) {
         out.add(new FeatureArg(p, null));
       } else {
+        String name = p.substring(0, colon);
+        String rest = p.substring(colon + 1).trim();
+        String kind = null;
+        for (String k : List.of(FeatureArg.IDS, FeatureArg.SEQ, FeatureArg.INT64)) {
+          if (rest.equals(k) || rest.endsWith(":" + k)) {
+            kind = k;
+            rest = rest.substring(0, rest.length() - k.length());
+            rest = rest.endsWith(":") ? rest.substring(0, rest.length() - 1) : rest;
+          }
+        }
+        if (kind != null && rest.isEmpty()) {
+          out.add(new FeatureArg(name, null, kind));
+          continue;
+        }
+        if (kind != null && !kind.equals(FeatureArg.INT64)) {
+          throw new CliException(
+              "Invalid "
+                  + source
+                  + " '"
+                  + value
+                  + "': a sequence column ("
+                  + name
+                  + ":"
+                  + kind
+                  + ") has no shape; its longest is --max-length");
+        }
         try {
-          out.add(new FeatureArg(p.substring(0, colon), SpecStrings.shape(p.substring(colon + 1))));
+          out.add(new FeatureArg(name, SpecStrings.shape(rest), kind));
         } catch (IllegalArgumentException e) {
           throw new CliException(
               "Invalid "
@@ -80,7 +131,8 @@ final class DataChecks {
                   + value
                   + "': "
                   + e.getMessage()
-                  + " after the column name (COLUMN or COLUMN:SHAPE, e.g. pixels or pixels:1x28x28)");
+                  + " after the column name (COLUMN, COLUMN:SHAPE, COLUMN[:SHAPE]:int64, COLUMN:ids or"
+                  + " COLUMN:seq, e.g. pixels, pixels:1x28x28 or tokens:ids)");
         }
       }
     }
@@ -218,6 +270,98 @@ final class DataChecks {
    * Checks the feature columns and returns each one's per-example shape: as given, else its size in
    * the first record that has it.
    */
+  /** What one pass found in a sequence column (lengths as stored, before any truncation). */
+  record SequenceStats(
+      String column,
+      long records,
+      long longest,
+      long median,
+      long p95,
+      long minId,
+      long maxId,
+      long longer) {}
+
+  /**
+   * One pass over the sequence and int64 columns of {@code features}: each one's lengths (median,
+   * 95th percentile, longest; how many exceed {@code maxLength} when it is positive) and, for ids,
+   * the smallest and largest value. TFRecord data is read with these columns' types given (an ids
+   * column is {@code array<bigint>} whatever the first records suggest).
+   */
+  static Map<String, SequenceStats> sequences(
+      SparkSession spark, Files data, Dataset<Row> df, List<FeatureArg> features, int maxLength) {
+    List<FeatureArg> cols = features.stream().filter(a -> a.kind() != null).toList();
+    Map<String, SequenceStats> out = new java.util.LinkedHashMap<>();
+    if (cols.isEmpty()) {
+      return out;
+    }
+    Dataset<Row> d = df;
+    if (data.format() == DatasetSpec.Format.TFRECORD) {
+      List<StructField> fields = new ArrayList<>();
+      for (FeatureArg a : cols) {
+        fields.add(
+            new StructField(
+                a.name(),
+                org.apache.spark.sql.types.DataTypes.createArrayType(
+                    a.kind().equals(FeatureArg.SEQ)
+                        ? org.apache.spark.sql.types.DataTypes.FloatType
+                        : org.apache.spark.sql.types.DataTypes.LongType),
+                true,
+                org.apache.spark.sql.types.Metadata.empty()));
+      }
+      d =
+          spark
+              .read()
+              .format("tfrecord")
+              .schema(new StructType(fields.toArray(new StructField[0])))
+              .load(data.paths().toArray(new String[0]));
+    }
+    List<org.apache.spark.sql.Column> aggs = new ArrayList<>();
+    for (FeatureArg a : cols) {
+      org.apache.spark.sql.Column c = col(a.name());
+      boolean array = d.schema().apply(a.name()).dataType() instanceof ArrayType;
+      org.apache.spark.sql.Column len =
+          array
+              ? when(c.isNull(), 0).otherwise(org.apache.spark.sql.functions.size(c))
+              : when(c.isNull(), 0).otherwise(1);
+      org.apache.spark.sql.Column lo = array ? org.apache.spark.sql.functions.array_min(c) : c;
+      org.apache.spark.sql.Column hi = array ? org.apache.spark.sql.functions.array_max(c) : c;
+      aggs.add(org.apache.spark.sql.functions.count(org.apache.spark.sql.functions.lit(1)));
+      aggs.add(max(len));
+      aggs.add(
+          org.apache.spark.sql.functions.percentile_approx(
+              len,
+              org.apache.spark.sql.functions.array(
+                  org.apache.spark.sql.functions.lit(0.5),
+                  org.apache.spark.sql.functions.lit(0.95)),
+              org.apache.spark.sql.functions.lit(10000)));
+      aggs.add(min(lo));
+      aggs.add(max(hi));
+      aggs.add(
+          org.apache.spark.sql.functions.sum(
+              when(len.gt(maxLength > 0 ? maxLength : Integer.MAX_VALUE), 1).otherwise(0)));
+    }
+    Row r =
+        d.agg(aggs.get(0), aggs.subList(1, aggs.size()).toArray(new org.apache.spark.sql.Column[0]))
+            .first();
+    for (int i = 0; i < cols.size(); i++) {
+      int at = 6 * i;
+      List<Object> pct = r.getList(at + 2);
+      boolean ids = !cols.get(i).kind().equals(FeatureArg.SEQ);
+      out.put(
+          cols.get(i).name(),
+          new SequenceStats(
+              cols.get(i).name(),
+              r.getLong(at),
+              r.isNullAt(at + 1) ? 0 : ((Number) r.get(at + 1)).longValue(),
+              pct == null || pct.isEmpty() ? 0 : ((Number) pct.get(0)).longValue(),
+              pct == null || pct.size() < 2 ? 0 : ((Number) pct.get(1)).longValue(),
+              !ids || r.isNullAt(at + 3) ? 0 : ((Number) r.get(at + 3)).longValue(),
+              !ids || r.isNullAt(at + 4) ? -1 : ((Number) r.get(at + 4)).longValue(),
+              r.isNullAt(at + 5) ? 0 : ((Number) r.get(at + 5)).longValue()));
+    }
+    return out;
+  }
+
   /**
    * The fewest and most values per record of each array column of {@code columns} (one pass over
    * the data; null values ignored), as {@code {min, max}}; other columns are left out.
@@ -279,8 +423,52 @@ final class DataChecks {
     for (int i = 0; i < features.size(); i++) {
       FeatureArg f = features.get(i);
       DataType t = column(schema, f.name(), "feature", where).dataType();
+      if (f.kind() != null) {
+        DataType element = t instanceof ArrayType a ? a.elementType() : t;
+        boolean integral =
+            element instanceof org.apache.spark.sql.types.LongType
+                || element instanceof org.apache.spark.sql.types.IntegerType
+                || element instanceof org.apache.spark.sql.types.ShortType
+                || element instanceof org.apache.spark.sql.types.ByteType;
+        boolean ok =
+            f.kind().equals(FeatureArg.SEQ)
+                ? element instanceof NumericType
+                : integral || (t instanceof ArrayType && element.typeName().equals("string"));
+        if (!ok) {
+          throw new CliException(
+              "Feature column '"
+                  + f.name()
+                  + "' in "
+                  + where
+                  + " has type "
+                  + t.simpleString()
+                  + ": --features "
+                  + f.text()
+                  + " expects "
+                  + (f.kind().equals(FeatureArg.SEQ)
+                      ? "numbers (a float list in TFRecord, an array of numbers in Parquet)"
+                      : "integers (an int64 list in TFRecord; int or bigint, or an array of them, in"
+                          + " Parquet)"));
+        }
+        if (f.sequence()) {
+          shapes[i] = new long[] {0}; // the caller's: --max-length or the longest in the data
+          continue;
+        }
+        if (f.shape() != null) {
+          shapes[i] = f.shape();
+          continue;
+        }
+        if (!(t instanceof ArrayType)) {
+          shapes[i] = new long[] {1};
+          continue;
+        }
+      }
       boolean scalar = t instanceof NumericType || t.typeName().equals("boolean");
-      boolean list = t instanceof ArrayType && ((ArrayType) t).elementType() instanceof NumericType;
+      boolean list =
+          t instanceof ArrayType
+              && (((ArrayType) t).elementType() instanceof NumericType
+                  || (f.kind() != null
+                      && ((ArrayType) t).elementType().typeName().equals("string")));
       boolean vector = t.sameType(SQLDataTypes.VectorType());
       if (!scalar && !list && !vector) {
         throw new CliException(

@@ -19,8 +19,34 @@ import org.apache.hadoop.fs.Path;
  * evaluate} and {@code predict} need only {@code --model} and {@code --data}, and feed the model
  * what it was trained on.
  */
-record ModelInputs(String features, String label, String format, int numClasses, String normalize) {
+record ModelInputs(
+    String features,
+    String label,
+    String format,
+    int numClasses,
+    String normalize,
+    String sequences,
+    double padValue) {
   static final String FILE = "inputs.properties";
+
+  ModelInputs(String features, String label, String format, int numClasses, String normalize) {
+    this(features, label, format, numClasses, normalize, null, 0);
+  }
+
+  /**
+   * The int64 and sequence columns the model was trained on: column -> {maxLength (0 for a fixed
+   * int64 shape), vocabSize (0: unchecked)}, from {@code sequences} ({@code COL:MAXLEN:VOCAB,...}).
+   */
+  java.util.Map<String, long[]> sequenceColumns() {
+    java.util.Map<String, long[]> out = new java.util.LinkedHashMap<>();
+    if (sequences != null && !sequences.isBlank()) {
+      for (String part : sequences.split(",")) {
+        String[] f = part.split(":");
+        out.put(f[0], new long[] {Long.parseLong(f[1]), Long.parseLong(f[2])});
+      }
+    }
+    return out;
+  }
 
   /** The file's content, saved with the model ({@code TrainedModel.save}'s extra files). */
   byte[] toBytes() throws IOException {
@@ -33,6 +59,10 @@ record ModelInputs(String features, String label, String format, int numClasses,
     p.setProperty("numClasses", Integer.toString(numClasses));
     if (normalize != null) {
       p.setProperty("normalize", normalize);
+    }
+    if (sequences != null) {
+      p.setProperty("sequences", sequences);
+      p.setProperty("padValue", Double.toString(padValue));
     }
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     p.store(out, "spark-trainer: the columns the model was trained on");
@@ -57,7 +87,9 @@ record ModelInputs(String features, String label, String format, int numClasses,
         p.getProperty("label"),
         p.getProperty("format", "tfrecord"),
         Integer.parseInt(p.getProperty("numClasses", "0")),
-        p.getProperty("normalize"));
+        p.getProperty("normalize"),
+        p.getProperty("sequences"),
+        Double.parseDouble(p.getProperty("padValue", "0")));
   }
 
   /**

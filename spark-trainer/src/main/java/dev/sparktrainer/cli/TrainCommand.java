@@ -133,6 +133,35 @@ final class TrainCommand extends Command {
         "auto",
         "auto (a bar on a terminal, log lines otherwise), bar, log or none");
     f.add(
+        "max-length",
+        Kind.INT,
+        "N",
+        null,
+        "sequence columns (COL:ids, COL:seq): the longest sequence fed to the model; longer ones are"
+            + " truncated and counted (default: the longest in the training data)");
+    f.add(
+        "vocab-size",
+        Kind.LONG,
+        "V",
+        null,
+        "ids columns: ids must be 0..V-1 (default: the lines of vocab.txt beside the data, written"
+            + " by convert --tokenize, else the largest id in the training data + 1)");
+    f.add(
+        "pad-value",
+        Kind.DOUBLE,
+        "X",
+        "0",
+        "sequence columns: what pads a sequence to its batch's longest (a mask beside it says"
+            + " which positions are real)");
+    f.add(
+        "bucket-boundaries",
+        Kind.STRING,
+        "L1,L2,...",
+        null,
+        "sequence columns: batch sequences of similar length together (tf.data's"
+            + " bucket_by_sequence_length): lengths below L1, L1..L2-1, ..., and the rest; e.g."
+            + " 16,32,64,128");
+    f.add(
         "skip-label-check", Kind.BOOL, null, null, "do not scan the label column before training");
     f.add("overwrite", Kind.BOOL, null, null, "replace a model already in DIR/model");
   }
@@ -203,7 +232,7 @@ final class TrainCommand extends Command {
               + "': expected auto, bar, log or none");
     }
     OptimizerSpec optimizer = TrainerFlags.optimizer(f);
-    PipelineOptions options = TrainerFlags.pipeline(f);
+    PipelineOptions options = sequenceOptions(f, features, TrainerFlags.pipeline(f));
     ImageAugment augment = null;
     if (f.given("augment")) {
       try {
@@ -247,6 +276,141 @@ final class TrainCommand extends Command {
         options,
         f.string("output"),
         augment);
+  }
+
+  /** The pipeline's options with the sequence flags (pad value, buckets), checked. */
+  private static PipelineOptions sequenceOptions(
+      Flags f, List<DataChecks.FeatureArg> features, PipelineOptions options) {
+    boolean sequences = features.stream().anyMatch(DataChecks.FeatureArg::sequence);
+    for (String flag : List.of("max-length", "bucket-boundaries")) {
+      if (f.given(flag) && !sequences) {
+        throw new CliException(
+            "Invalid "
+                + f.source(flag)
+                + ": it applies to sequence columns, and --features names none (COL:ids or"
+                + " COL:seq)");
+      }
+    }
+    if (f.given("max-length") && f.integer("max-length") < 1) {
+      throw new CliException(
+          "Invalid "
+              + f.source("max-length")
+              + " "
+              + f.integer("max-length")
+              + ": expected at least 1");
+    }
+    if (f.given("vocab-size") && f.longValue("vocab-size") < 2) {
+      throw new CliException(
+          "Invalid "
+              + f.source("vocab-size")
+              + " "
+              + f.longValue("vocab-size")
+              + ": expected at least 2");
+    }
+    PipelineOptions.Builder b = options.toBuilder().optPadValue(f.number("pad-value"));
+    if (f.given("bucket-boundaries")) {
+      String text = f.string("bucket-boundaries");
+      int[] bounds;
+      try {
+        bounds =
+            java.util.Arrays.stream(text.split(","))
+                .map(String::trim)
+                .mapToInt(Integer::parseInt)
+                .toArray();
+        b.optBucketBoundaries(bounds);
+      } catch (IllegalArgumentException e) {
+        throw new CliException(
+            "Invalid "
+                + f.source("bucket-boundaries")
+                + " '"
+                + text
+                + "': expected strictly increasing positive lengths, e.g. 16,32,64,128");
+      }
+    }
+    return b.build();
+  }
+
+  /**
+   * The sequence columns' maximum lengths and ids columns' vocabulary sizes, from the flags and the
+   * training data's statistics (printed); the shapes of sequence columns set to their maximum.
+   */
+  private static Map<String, long[]> sequenceShapes(
+      Flags f,
+      Plan p,
+      Map<String, DataChecks.SequenceStats> stats,
+      long[][] shapes,
+      String where,
+      Configuration conf,
+      CliContext ctx) {
+    Map<String, long[]> out = new LinkedHashMap<>(); // column -> {maxLength, vocabSize}
+    for (int i = 0; i < p.features().size(); i++) {
+      DataChecks.FeatureArg a = p.features().get(i);
+      DataChecks.SequenceStats st = stats.get(a.name());
+      if (st == null) {
+        continue;
+      }
+      long vocab = 0;
+      if (!a.kind().equals(DataChecks.FeatureArg.SEQ)) {
+        String source;
+        if (f.given("vocab-size")) {
+          vocab = f.longValue("vocab-size");
+          source = f.source("vocab-size");
+        } else {
+          long lines = Vocabularies.sizeBeside(p.data(), conf);
+          vocab = lines > 0 ? lines : Math.max(2, st.maxId() + 1);
+          source = lines > 0 ? "vocab.txt beside the data" : "the largest id + 1";
+        }
+        if (st.minId() < 0 || st.maxId() >= vocab) {
+          throw new CliException(
+              "Feature column '"
+                  + a.name()
+                  + "' in "
+                  + where
+                  + " holds ids "
+                  + st.minId()
+                  + ".."
+                  + st.maxId()
+                  + ": outside the vocabulary 0.."
+                  + (vocab - 1)
+                  + " ("
+                  + source
+                  + ")");
+        }
+        ctx.err.printf(
+            Locale.ROOT,
+            "Column '%s': ids %d..%d, vocabulary size %d (%s)%n",
+            a.name(),
+            st.minId(),
+            st.maxId(),
+            vocab,
+            source);
+      }
+      if (!a.sequence()) {
+        out.put(a.name(), new long[] {0, vocab});
+        continue;
+      }
+      int max = f.given("max-length") ? f.integer("max-length") : (int) Math.max(1, st.longest());
+      shapes[i] = new long[] {max};
+      ctx.err.printf(
+          Locale.ROOT,
+          "Column '%s': %d sequences, lengths median %d, 95th percentile %d, longest %d;"
+              + " max length %d%s%n",
+          a.name(),
+          st.records(),
+          st.median(),
+          st.p95(),
+          st.longest(),
+          max,
+          st.longer() > 0
+              ? String.format(
+                  Locale.ROOT,
+                  " (%d sequences longer, %.2f %%, are truncated to it)",
+                  st.longer(),
+                  100.0 * st.longer() / Math.max(1, st.records()))
+              : "");
+      out.put(a.name(), new long[] {max, vocab});
+    }
+    return out;
   }
 
   /**
@@ -363,6 +527,13 @@ final class TrainCommand extends Command {
     String where = String.join(",", p.data());
     Dataset<Row> trainDf = DataChecks.read(spark, train, f.source("data"));
     long[][] shapes = DataChecks.featureShapes(trainDf, p.features(), where);
+    Map<String, DataChecks.SequenceStats> sequenceStats =
+        DataChecks.sequences(
+            spark,
+            train,
+            trainDf,
+            p.features(),
+            f.given("max-length") ? f.integer("max-length") : 0);
     boolean binary = p.loss() == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY;
     int classes = p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? p.numClasses() : 0;
     boolean scan = !f.bool("skip-label-check");
@@ -389,6 +560,7 @@ final class TrainCommand extends Command {
       }
       DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
     }
+    Map<String, long[]> sequences = sequenceShapes(f, p, sequenceStats, shapes, where, conf, ctx);
     ModelSpec model =
         modelSpec(
             f,
@@ -416,7 +588,21 @@ final class TrainCommand extends Command {
                     ? DatasetSpec.LabelType.INT
                     : DatasetSpec.LabelType.FLOAT);
     for (int i = 0; i < shapes.length; i++) {
-      spec.addFeature(p.features().get(i).name(), shapes[i]);
+      DataChecks.FeatureArg a = p.features().get(i);
+      if (a.kind() == null) {
+        spec.addFeature(a.name(), shapes[i]);
+      } else if (a.kind().equals(DataChecks.FeatureArg.INT64)) {
+        spec.addIntFeature(a.name(), shapes[i]);
+      } else {
+        long[] s = sequences.get(a.name());
+        spec.addSequenceFeature(
+            a.name(),
+            a.kind().equals(DataChecks.FeatureArg.IDS)
+                ? DatasetSpec.ValueType.INT64
+                : DatasetSpec.ValueType.FLOAT32,
+            (int) s[0],
+            s[1]);
+      }
     }
     DatasetSpec trainSpec = spec.setPaths(p.data()).build();
     String out = p.output();
@@ -494,13 +680,21 @@ final class TrainCommand extends Command {
     // The model and the columns it was trained on, saved together: all or nothing.
     ModelInputs inputs =
         new ModelInputs(
-            f.string("features").contains(":")
+            f.string("features").contains(":") && sequences.isEmpty()
                 ? f.string("features")
                 : featuresWithShapes(p, shapes),
             p.label(),
             train.format().name().toLowerCase(Locale.ROOT),
             p.numClasses(),
-            p.augment() == null ? null : p.augment().inferenceText());
+            p.augment() == null ? null : p.augment().inferenceText(),
+            sequences.isEmpty()
+                ? null
+                : String.join(
+                    ",",
+                    sequences.entrySet().stream()
+                        .map(e -> e.getKey() + ":" + e.getValue()[0] + ":" + e.getValue()[1])
+                        .toList()),
+            f.number("pad-value"));
     trained.save(modelDir, conf, Map.of(ModelInputs.FILE, inputs.toBytes()));
 
     double wall = (System.nanoTime() - start) / 1e9;
@@ -514,6 +708,25 @@ final class TrainCommand extends Command {
     info.put("global_batch_size", f.integer("batch-size") * workers);
     info.put("optimizer", p.optimizer().toString());
     info.put("master", spark.sparkContext().master());
+    if (!sequenceStats.isEmpty()) {
+      Map<String, Object> columns = new LinkedHashMap<>();
+      for (DataChecks.SequenceStats st : sequenceStats.values()) {
+        Map<String, Object> c = new LinkedHashMap<>();
+        long[] s = sequences.get(st.column());
+        if (s[0] == 0) {
+          continue; // a fixed int64 column
+        }
+        c.put("records", st.records());
+        c.put("length_median", st.median());
+        c.put("length_p95", st.p95());
+        c.put("length_max", st.longest());
+        c.put("max_length", s[0]);
+        c.put("truncated_sequences", st.longer());
+        c.put("vocab_size", s[1]);
+        columns.put(st.column(), c);
+      }
+      info.put("sequence_columns", columns);
+    }
     String metricsPath = new Path(out, "metrics.json").toString();
     write(
         metricsPath,
@@ -577,7 +790,14 @@ final class TrainCommand extends Command {
       if (i > 0) {
         sb.append(',');
       }
-      sb.append(p.features().get(i).name()).append(':').append(SpecStrings.shapeString(shapes[i]));
+      DataChecks.FeatureArg a = p.features().get(i);
+      sb.append(a.name());
+      if (!a.sequence()) {
+        sb.append(':').append(SpecStrings.shapeString(shapes[i]));
+      }
+      if (a.kind() != null) {
+        sb.append(':').append(a.kind());
+      }
     }
     return sb.toString();
   }
