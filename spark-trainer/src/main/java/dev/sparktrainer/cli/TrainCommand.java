@@ -150,7 +150,7 @@ final class TrainCommand extends Command {
         "pad-value",
         Kind.DOUBLE,
         "X",
-        "0",
+        TrainerOption.PAD_VALUE.cliDefault(),
         "sequence columns: what pads a sequence to its batch's longest (a mask beside it says"
             + " which positions are real)");
     f.add(

@@ -98,6 +98,17 @@ final class ParquetStream implements RecordStream {
       int pos = 0;
       for (int c = 0; c < features.size(); c++) {
         DatasetSpec.Feature f = features.get(c);
+        if (!f.fixedFloat()) {
+          throw new IOException(
+              "Parquet file "
+                  + file
+                  + ": column '"
+                  + f.name()
+                  + "' is declared "
+                  + (f.sequence() ? "a sequence" : "int64")
+                  + ", and int64 and sequence columns are read from TFRecord files only (convert"
+                  + " the data to TFRecord: bin/spark-trainer convert)");
+        }
         offsets[c] = pos;
         pos += f.size();
         sinks[c] = new FloatSink();

@@ -97,6 +97,31 @@ public enum TrainerOption {
   SHARDING(Target.PIPELINE, "optSharding", "sharding", "sharding", null, "auto", "file", "data"),
   CACHE_DIR(Target.PIPELINE, "optCacheDir", "cache-dir", "cacheDir", null),
   TRANSFORM(Target.TRAINER, "optTransform", "augment", "transform", null),
+  MAX_LENGTH(
+      Target.TRAINER,
+      "setTrainingData",
+      "max-length",
+      null,
+      "Estimator: sequence columns (DatasetSpec.addSequenceFeature) are read from files by the"
+          + " command line and the Builder; fit's DataFrame columns are fixed-shape"),
+  VOCAB_SIZE(
+      Target.TRAINER,
+      "setTrainingData",
+      "vocab-size",
+      null,
+      "Estimator: as max-length (the Builder's DatasetSpec.addSequenceFeature takes it)"),
+  PAD_VALUE(
+      Target.PIPELINE,
+      "optPadValue",
+      "pad-value",
+      null,
+      "Estimator: as max-length (sequence columns are read from files)"),
+  BUCKET_BOUNDARIES(
+      Target.PIPELINE,
+      "optBucketBoundaries",
+      "bucket-boundaries",
+      null,
+      "Estimator: as max-length (sequence columns are read from files)"),
   NORMALIZE(
       Target.TRAINER, "optNormalize", "normalize", "normalize", null, "standard", "minmax", "none"),
   STAGING_DIR(
@@ -360,6 +385,8 @@ public enum TrainerOption {
         return "auto";
       case NORMALIZE:
         return "none";
+      case PAD_VALUE:
+        return 0.0;
       case BUCKET_MB:
         return DEFAULT_BUCKET_BYTES / (double) (1 << 20);
       case PRECISION:

@@ -408,6 +408,10 @@ class OptionTableTest {
         return p.sharding().name().toLowerCase(java.util.Locale.ROOT);
       case CACHE_DIR:
         return p.cacheDir();
+      case PAD_VALUE:
+        return p.padValue();
+      case BUCKET_BOUNDARIES:
+        return p.bucketBoundaries().length == 0 ? null : p.bucketBoundaries();
       case TRANSFORM:
         return field(b, "transform");
       case NORMALIZE:

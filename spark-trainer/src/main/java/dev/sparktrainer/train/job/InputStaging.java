@@ -93,16 +93,6 @@ public final class InputStaging implements AutoCloseable {
       return new Normalized(cfg, null);
     }
     DatasetSource trainData = (DatasetSource) cfg.data().train();
-    if (!trainData.plan().spec().fixedFloatOnly()) {
-      // Ids and padded sequences are not scaled; normalization covers float32 columns of a fixed
-      // shape only, so with other columns there is none (said in docs/input-pipeline.md).
-      LOG.log(
-          System.Logger.Level.INFO,
-          "No feature normalization: the data has int64 or sequence columns ("
-              + trainData.plan().spec().features()
-              + ")");
-      return new Normalized(cfg, null);
-    }
     Normalization n = Normalization.of(mode, FeatureStatistics.compute(trainData.plan(), spark));
     TrainingConfig.Data data = cfg.data().withTrain(trainData.withNormalization(n));
     if (data.validation() instanceof DatasetSource v) {
