@@ -56,7 +56,7 @@ final class PoolHead extends AbstractBlock {
     long d = x.getShape().get(2);
     // [B, 1, T] x [B, T, D]: the masked sum in one batched matrix product
     NDArray sum = mask.expandDims(1).matMul(x).reshape(b, d);
-    NDArray count = mask.sum(new int[] {1}, true).clip(1f, Float.MAX_VALUE);
+    NDArray count = mask.sum(new int[] {1}, true).clip(1f, 1e9f);
     NDArray pooled = sum.div(count);
     if (training && dropout > 0) {
       pooled = ex.dropout(pooled, dropout, true).head();

@@ -154,11 +154,17 @@ final class SequenceFixtures {
     return new Batch(m, x, y, rows, null, true);
   }
 
-  /** A random batch: lengths 0..maxLength (one empty row), ids in [1, vocab), pad id 0. */
+  /** A random batch: lengths 0..t (one empty row, one of t), ids in [1, vocab), pad id 0. */
   static Batch randomBatch(NDManager m, int rows, int t, long vocab, int classes, long seed) {
+    return randomBatch(m, rows, t, vocab, classes, seed, t);
+  }
+
+  /** As {@link #randomBatch(NDManager, int, int, long, int, long)}, padded to {@code width}. */
+  static Batch randomBatch(
+      NDManager m, int rows, int t, long vocab, int classes, long seed, int width) {
     Random r = new Random(seed);
-    long[][] ids = new long[rows][t];
-    float[][] mask = new float[rows][t];
+    long[][] ids = new long[rows][width];
+    float[][] mask = new float[rows][width];
     long[] labels = new long[rows];
     for (int i = 0; i < rows; i++) {
       int n = i == 0 ? 0 : i == 1 ? t : r.nextInt(t + 1);
@@ -177,7 +183,20 @@ final class SequenceFixtures {
   static TrainStep newStep(
       ReplicaSet replicas, Communicator comm, Precision precision, int bucketBytes) {
     // epsilon as the fixtures' (make_fixtures.py says why)
-    OptimizerSpec opt = OptimizerSpec.adam().optLearningRate(1e-2f).optEpsilon(1e-4f).build();
+    return newStep(
+        replicas,
+        comm,
+        precision,
+        bucketBytes,
+        OptimizerSpec.adam().optLearningRate(1e-2f).optEpsilon(1e-4f).build());
+  }
+
+  static TrainStep newStep(
+      ReplicaSet replicas,
+      Communicator comm,
+      Precision precision,
+      int bucketBytes,
+      OptimizerSpec opt) {
     return new TrainStep(
         replicas,
         LossSpec.SOFTMAX_CROSS_ENTROPY,
