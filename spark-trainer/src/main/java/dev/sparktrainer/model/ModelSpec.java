@@ -5,6 +5,8 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import dev.sparktrainer.model.sequence.EmbedSpec;
+import dev.sparktrainer.model.sequence.TransformerSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
@@ -86,9 +88,15 @@ public interface ModelSpec extends Serializable {
         return CustomSpec.fromProperties(props);
       case TorchScriptSpec.TYPE:
         return TorchScriptSpec.fromProperties(props);
+      case EmbedSpec.TYPE:
+        return EmbedSpec.fromProperties(props);
+      case TransformerSpec.TYPE:
+        return TransformerSpec.fromProperties(props);
       default:
         throw new IllegalArgumentException(
-            "Invalid model type '" + type + "': expected mlp, cnn, resnet, custom or torchscript");
+            "Invalid model type '"
+                + type
+                + "': expected mlp, cnn, resnet, custom, torchscript, embed or transformer");
     }
   }
 

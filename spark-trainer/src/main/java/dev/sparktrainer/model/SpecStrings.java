@@ -1,6 +1,9 @@
 package dev.sparktrainer.model;
 
 import ai.djl.ndarray.types.Shape;
+import dev.sparktrainer.model.sequence.EmbedSpec;
+import dev.sparktrainer.model.sequence.SequenceInput;
+import dev.sparktrainer.model.sequence.TransformerSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import java.util.Arrays;
@@ -17,8 +20,12 @@ import java.util.Map;
 public final class SpecStrings {
   /** What the model forms look like, for error messages and help. */
   public static final String MODEL_FORMS =
-      "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...], resnet[:DEPTH] or"
+      "mlp:H1,H2,... (e.g. mlp:256,128), linear, cnn[:F1,F2,...], resnet[:DEPTH],"
+          + " embed:DIM, transformer:layers=L,dim=D,heads=H[,ff=F] (token sequences) or"
           + " torchscript:PATH (your PyTorch model; see docs/models.md)";
+
+  /** The Transformer's form, for its error messages. */
+  static final String TRANSFORMER_FORM = "transformer:layers=L,dim=D,heads=H[,ff=F]";
 
   private SpecStrings() {}
 
@@ -44,6 +51,37 @@ public final class SpecStrings {
       int outputs,
       Activation activation,
       float dropout) {
+    return model(text, columns, shapes, outputs, activation, dropout, null);
+  }
+
+  /**
+   * As {@link #model(String, List, long[][], int, Activation, float)}, for inputs that may be token
+   * sequences: the sequence models {@code embed:DIM} ({@link EmbedSpec}) and {@code
+   * transformer:layers=L,dim=D,heads=H[,ff=F]} ({@link TransformerSpec}; {@code ff} defaults to
+   * {@code 4 * dim}) are built for {@code sequence}'s vocabulary size and maximum length. Their
+   * input is one sequence feature column, which the batches hold as two tensors, {@code ids [B, T]}
+   * int64 and {@code mask [B, T]} float32, {@code T <= sequence.maxLength()}; {@code shapes} and
+   * {@code columns} are not read for them (the caller checks that there is one sequence column).
+   * {@code activation} is the Transformer's feed-forward activation (null: ReLU, PyTorch's default;
+   * relu or gelu), {@code dropout} both models' dropout rate (0: none). The other forms ignore
+   * {@code sequence}.
+   *
+   * @param sequence the vocabulary size and maximum length; null when the features hold no sequence
+   *     column (a sequence model is then refused, naming what is missing)
+   * @throws IllegalArgumentException naming the value and what is allowed
+   */
+  public static ModelSpec model(
+      String text,
+      List<String> columns,
+      long[][] shapes,
+      int outputs,
+      Activation activation,
+      float dropout,
+      SequenceInput sequence) {
+    ModelSpec seq = sequenceModel(text, outputs, activation, dropout, sequence);
+    if (seq != null) {
+      return seq;
+    }
     if (text != null
         && text.trim().toLowerCase(Locale.ROOT).startsWith(TorchScriptSpec.TYPE + ":")) {
       String path = text.trim().substring(TorchScriptSpec.TYPE.length() + 1).trim();
@@ -102,6 +140,121 @@ public final class SpecStrings {
       }
       throw new IllegalArgumentException("Invalid model '" + text + "': " + e.getMessage(), e);
     }
+  }
+
+  /** A sequence model for {@code text}, or null if it names another kind. */
+  private static ModelSpec sequenceModel(
+      String text, int outputs, Activation activation, float dropout, SequenceInput sequence) {
+    if (text == null) {
+      return null;
+    }
+    String t = text.trim();
+    int colon = t.indexOf(':');
+    String kind = (colon < 0 ? t : t.substring(0, colon)).trim().toLowerCase(Locale.ROOT);
+    if (!kind.equals(EmbedSpec.TYPE) && !kind.equals(TransformerSpec.TYPE)) {
+      return null;
+    }
+    String args = colon < 0 ? "" : t.substring(colon + 1).trim();
+    String form = kind.equals(EmbedSpec.TYPE) ? "embed:DIM (e.g. embed:64)" : TRANSFORMER_FORM;
+    if (sequence == null) {
+      throw new IllegalArgumentException(
+          "Invalid model '"
+              + text
+              + "': "
+              + kind
+              + " needs a sequence feature column, with the vocabulary size and the maximum"
+              + " sequence length");
+    }
+    if (kind.equals(EmbedSpec.TYPE)) {
+      if (args.isEmpty()) {
+        throw new IllegalArgumentException(
+            "Invalid model '" + text + "': missing the embedding size: expected " + form);
+      }
+      int dim = positiveInt(text, "the embedding size", args, form);
+      return new EmbedSpec(sequence.vocabSize(), sequence.maxLength(), dim, outputs, dropout);
+    }
+    Map<String, Integer> kv = new LinkedHashMap<>();
+    if (!args.isEmpty()) {
+      for (String part : args.split(",")) {
+        int eq = part.indexOf('=');
+        String key = (eq < 0 ? part : part.substring(0, eq)).trim().toLowerCase(Locale.ROOT);
+        if (!List.of("layers", "dim", "heads", "ff").contains(key)) {
+          throw new IllegalArgumentException(
+              "Invalid model '"
+                  + text
+                  + "': unknown key '"
+                  + key
+                  + "': expected layers, dim, heads and optionally ff ("
+                  + form
+                  + ")");
+        }
+        if (eq < 0) {
+          throw new IllegalArgumentException(
+              "Invalid model '" + text + "': " + key + " needs a value: expected " + form);
+        }
+        if (kv.put(key, positiveInt(text, key, part.substring(eq + 1).trim(), form)) != null) {
+          throw new IllegalArgumentException(
+              "Invalid model '" + text + "': " + key + " is given twice");
+        }
+      }
+    }
+    for (String key : List.of("layers", "dim", "heads")) {
+      if (!kv.containsKey(key)) {
+        throw new IllegalArgumentException(
+            "Invalid model '" + text + "': missing " + key + ": expected " + form);
+      }
+    }
+    int dim = kv.get("dim");
+    int heads = kv.get("heads");
+    if (dim % heads != 0) {
+      throw new IllegalArgumentException(
+          "Invalid model '"
+              + text
+              + "': heads="
+              + heads
+              + " does not divide dim="
+              + dim
+              + " (each head gets dim / heads values)");
+    }
+    Activation act = activation == null ? Activation.RELU : activation;
+    if (act != Activation.RELU && act != Activation.GELU) {
+      throw new IllegalArgumentException(
+          "Invalid activation '"
+              + act.name().toLowerCase(Locale.ROOT)
+              + "' for model '"
+              + text
+              + "': a Transformer's feed-forward takes relu or gelu");
+    }
+    return new TransformerSpec(
+        sequence.vocabSize(),
+        sequence.maxLength(),
+        kv.get("layers"),
+        dim,
+        heads,
+        kv.getOrDefault("ff", 4 * dim),
+        outputs,
+        act,
+        dropout);
+  }
+
+  private static int positiveInt(String text, String what, String value, String form) {
+    try {
+      int v = Integer.parseInt(value);
+      if (v > 0) {
+        return v;
+      }
+    } catch (NumberFormatException e) {
+      // the message below
+    }
+    throw new IllegalArgumentException(
+        "Invalid model '"
+            + text
+            + "': "
+            + what
+            + " '"
+            + value
+            + "' is not a positive integer: expected "
+            + form);
   }
 
   private static long[] image(long[][] shapes, String text) {

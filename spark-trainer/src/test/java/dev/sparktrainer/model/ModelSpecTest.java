@@ -84,7 +84,8 @@ class ModelSpecTest {
     assertThatThrownBy(() -> new CnnSpec(new long[] {1, 4, 4}, new int[] {8, 8, 8}, 16, 2, 0f))
         .hasMessageContaining("3 pooling stages do not fit");
     assertThatThrownBy(() -> ModelSpec.fromProperties(Map.of("type", "rnn")))
-        .hasMessage("Invalid model type 'rnn': expected mlp, cnn, resnet, custom or torchscript");
+        .hasMessage(
+            "Invalid model type 'rnn': expected mlp, cnn, resnet, custom, torchscript, embed or transformer");
   }
 
   @Test
