@@ -10,6 +10,7 @@ import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.SpecStrings;
+import dev.sparktrainer.model.sequence.SequenceInput;
 import dev.sparktrainer.monitor.ConsoleProgress;
 import dev.sparktrainer.monitor.MetricsReport;
 import dev.sparktrainer.monitor.ProgressView;
@@ -255,6 +256,9 @@ final class TrainCommand extends Command {
           features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new),
           k,
           loss);
+    } else if (features.stream().anyMatch(DataChecks.FeatureArg::sequence)) {
+      // The form now; the vocabulary and maximum length once the data's statistics are known.
+      modelSpec(f, null, new long[][] {{1}}, Math.max(k, 2), loss, new SequenceInput(2, 1));
     } else if (!f.string("model").trim().toLowerCase(Locale.ROOT).startsWith("torchscript:")) {
       // Check the form now; the sizes once the data tells the shapes (placeholders big enough for a
       // CNN).
@@ -276,6 +280,20 @@ final class TrainCommand extends Command {
         options,
         f.string("output"),
         augment);
+  }
+
+  /**
+   * What a sequence model needs of its input: the one ids column's vocabulary size and maximum
+   * length; null without an ids column.
+   */
+  private static SequenceInput sequenceInput(Plan p, Map<String, long[]> sequences) {
+    List<DataChecks.FeatureArg> ids =
+        p.features().stream().filter(a -> DataChecks.FeatureArg.IDS.equals(a.kind())).toList();
+    if (ids.isEmpty()) {
+      return null;
+    }
+    long[] s = sequences.get(ids.get(0).name());
+    return new SequenceInput(s[1], (int) s[0]);
   }
 
   /** The pipeline's options with the sequence flags (pad value, buckets), checked. */
@@ -429,6 +447,20 @@ final class TrainCommand extends Command {
 
   private static ModelSpec modelSpec(
       Flags f, List<String> columns, long[][] shapes, int k, LossSpec loss) {
+    return modelSpec(f, columns, shapes, k, loss, null);
+  }
+
+  /**
+   * The model for the feature columns; {@code sequence}: the vocabulary size and maximum length of
+   * the ids column a sequence model reads (null: none, or not known yet).
+   */
+  private static ModelSpec modelSpec(
+      Flags f,
+      List<String> columns,
+      long[][] shapes,
+      int k,
+      LossSpec loss,
+      SequenceInput sequence) {
     int outputs = loss == LossSpec.SOFTMAX_CROSS_ENTROPY ? k : 1;
     try {
       return SpecStrings.model(
@@ -437,7 +469,8 @@ final class TrainCommand extends Command {
           shapes,
           outputs,
           Activation.parse(f.string("activation")),
-          (float) f.number("dropout"));
+          (float) f.number("dropout"),
+          sequence);
     } catch (IllegalArgumentException e) {
       throw new CliException(
           e.getMessage().replace("Invalid model", "Invalid " + f.source("model")));
@@ -567,7 +600,8 @@ final class TrainCommand extends Command {
             p.features().stream().map(DataChecks.FeatureArg::name).toList(),
             shapes,
             p.numClasses(),
-            p.loss());
+            p.loss(),
+            sequenceInput(p, sequences));
     // Augmentation maps the training data only; per-channel normalization maps every input of the
     // model.
     PipelineOptions trainOptions = p.options();

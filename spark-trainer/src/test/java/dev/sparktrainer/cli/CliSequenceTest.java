@@ -1,0 +1,179 @@
+package dev.sparktrainer.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.sparktrainer.tfrecord.codec.TFRecordWriter;
+import dev.sparktrainer.tfrecord.example.Examples;
+import dev.sparktrainer.tfrecord.example.Feature;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Random;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Token sequences through the command line: {@code --features tokens:ids} with the sequence models
+ * on 2 workers (padded and bucketed batches), the statistics pass's figures in the log and
+ * metrics.json, and the bad inputs of sequence flags and data.
+ */
+class CliSequenceTest {
+  private static SparkSession spark;
+  @TempDir static Path tmp;
+  private static long longerThan24;
+
+  @BeforeAll
+  static void start() throws IOException {
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("cli-sequence-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.barrier.sync.timeout", "60s")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate();
+    Random r = new Random(3);
+    longerThan24 = write(tmp.resolve("train"), 1200, r);
+    write(tmp.resolve("validation"), 300, r);
+  }
+
+  @AfterAll
+  static void stop() {
+    spark.stop();
+  }
+
+  /**
+   * Texts of 0..40 tokens (ids 3..49) of which, in all but empty ones, one of ids 0..2 — the
+   * class's own word — appears; returns how many are longer than 24.
+   */
+  private static long write(Path dir, int n, Random r) throws IOException {
+    Files.createDirectories(dir);
+    long longer = 0;
+    try (OutputStream os = Files.newOutputStream(dir.resolve("part-0.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
+      for (int i = 0; i < n; i++) {
+        int label = r.nextInt(3);
+        int len = r.nextInt(10) == 0 ? 25 + r.nextInt(16) : 1 + r.nextInt(12);
+        long[] tokens = new long[len];
+        for (int j = 0; j < len; j++) {
+          tokens[j] = 3 + r.nextInt(47);
+        }
+        tokens[r.nextInt(Math.min(len, 12))] = label; // within the first 12: never truncated away
+        longer += len > 24 ? 1 : 0;
+        Map<String, Feature> m = new LinkedHashMap<>();
+        m.put("tokens", Feature.ofInt64(tokens));
+        m.put("label", Feature.ofInt64(label));
+        w.write(Examples.encodeExample(m));
+      }
+    }
+    return longer;
+  }
+
+  private static String[] train(String out, String model, String... extra) {
+    String[] base = {
+      "train",
+      "--data",
+      tmp.resolve("train").toString(),
+      "--validation-data",
+      tmp.resolve("validation").toString(),
+      "--features",
+      "tokens:ids",
+      "--label",
+      "label",
+      "--num-classes",
+      "3",
+      "--model",
+      model,
+      "--workers",
+      "2",
+      "--batch-size",
+      "16",
+      "--learning-rate",
+      "0.01",
+      "--progress",
+      "log",
+      "--output",
+      tmp.resolve(out).toString()
+    };
+    String[] all = new String[base.length + extra.length];
+    System.arraycopy(base, 0, all, 0, base.length);
+    System.arraycopy(extra, 0, all, base.length, extra.length);
+    return all;
+  }
+
+  @Test
+  void anEmbeddingModelLearnsFromBucketedTokenSequencesOnTwoWorkers() throws IOException {
+    CliRunner r =
+        CliRunner.run(
+            train(
+                "embed",
+                "embed:16",
+                "--epochs",
+                "4",
+                "--max-length",
+                "24",
+                "--bucket-boundaries",
+                "4,8,16"));
+    assertThat(r.code()).as(r.err()).isZero();
+    assertThat(r.err())
+        .contains("Column 'tokens': ids 0..49, vocabulary size 50 (the largest id + 1)")
+        .contains("max length 24 (" + longerThan24 + " sequences longer");
+    JsonNode m = new ObjectMapper().readTree(tmp.resolve("embed/metrics.json").toFile());
+    JsonNode col = m.get("sequence_columns").get("tokens");
+    assertThat(col.get("truncated_sequences").asLong()).isEqualTo(longerThan24);
+    assertThat(col.get("max_length").asLong()).isEqualTo(24);
+    assertThat(col.get("vocab_size").asLong()).isEqualTo(50);
+    assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.9);
+  }
+
+  @Test
+  void aTransformerTrainsOnPaddedBatchesOfTheLongestInTheData() throws IOException {
+    CliRunner r =
+        CliRunner.run(
+            train(
+                "transformer",
+                "transformer:layers=1,dim=16,heads=2",
+                "--epochs",
+                "2",
+                "--vocab-size",
+                "64"));
+    assertThat(r.code()).as(r.err()).isZero();
+    assertThat(r.err())
+        .contains("vocabulary size 64 (--vocab-size)")
+        .contains("longest 40; max length 40");
+    JsonNode m = new ObjectMapper().readTree(tmp.resolve("transformer/metrics.json").toFile());
+    assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.5);
+  }
+
+  @Test
+  void badSequenceInputIsNamed() {
+    CliRunner small = CliRunner.run(train("small", "embed:8", "--vocab-size", "10"));
+    assertThat(small.code()).isEqualTo(SparkTrainerCli.EXIT_USAGE);
+    assertThat(small.error())
+        .isEqualTo(
+            "error: Feature column 'tokens' in "
+                + tmp.resolve("train")
+                + " holds ids 0..49: outside the vocabulary 0..9 (--vocab-size)");
+    CliRunner buckets = CliRunner.run(train("buckets", "embed:8", "--bucket-boundaries", "8,4"));
+    assertThat(buckets.error())
+        .isEqualTo(
+            "error: Invalid --bucket-boundaries '8,4': expected strictly increasing positive"
+                + " lengths, e.g. 16,32,64,128");
+    String[] noSequence = train("none", "mlp:8", "--max-length", "8");
+    noSequence[6] = "tokens";
+    assertThat(CliRunner.run(noSequence).error())
+        .isEqualTo(
+            "error: Invalid --max-length: it applies to sequence columns, and --features names"
+                + " none (COL:ids or COL:seq)");
+  }
+}
