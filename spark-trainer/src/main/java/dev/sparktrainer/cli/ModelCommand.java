@@ -141,6 +141,11 @@ abstract class ModelCommand extends Command {
             conf);
     Dataset<Row> df = DataChecks.read(ctx.spark(), files, f.source("data"));
     String where = f.string("data");
+    if (inputs != null && !inputs.sequenceColumns().isEmpty()) {
+      // Token ids of any length: the model pads each batch itself (BatchInference); the columns'
+      // types are checked there.
+      return new Input(model, inputs, df, features, where);
+    }
     long[][] shapes =
         DataChecks.featureShapes(
             df, features.stream().map(n -> new DataChecks.FeatureArg(n, null)).toList(), where);

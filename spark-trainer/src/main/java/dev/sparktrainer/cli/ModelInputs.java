@@ -118,7 +118,13 @@ record ModelInputs(
     long[][] out = new long[parts.length][];
     for (int i = 0; i < parts.length; i++) {
       int colon = parts[i].indexOf(':');
-      out[i] = colon < 0 ? new long[] {-1} : SpecStrings.shape(parts[i].substring(colon + 1));
+      String shape = colon < 0 ? "" : parts[i].substring(colon + 1);
+      for (String kind : List.of(":int64", "int64", "ids", "seq")) { // the kind is not a shape
+        if (shape.endsWith(kind)) {
+          shape = shape.substring(0, shape.length() - kind.length());
+        }
+      }
+      out[i] = shape.isEmpty() ? new long[] {-1} : SpecStrings.shape(shape);
     }
     return out;
   }

@@ -10,6 +10,9 @@ import ai.djl.training.loss.Loss;
 import dev.sparktrainer.data.ImageAugment;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.model.LossSpec;
+import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.sequence.EmbedSpec;
+import dev.sparktrainer.model.sequence.TransformerSpec;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import java.io.Serializable;
@@ -98,6 +101,9 @@ public final class BatchInference implements Serializable {
   private ImageAugment inputMap;
 
   private long[][] columnShapes;
+
+  /** A sequence model's {vocabulary size, maximum length} ({@link #sequenceInput}); else null. */
+  private long[] sequence;
 
   private BatchInference(
       Broadcast<TrainedModel> model,
@@ -276,6 +282,29 @@ public final class BatchInference implements Serializable {
       throw new IllegalArgumentException("Invalid batchSize " + batchSize + ": expected >= 1");
     }
     Shape[] shapes = model.spec().inputShapes();
+    long[] sequence = sequenceInput(model.spec());
+    if (sequence != null && featureCols.size() != 1) {
+      throw new IllegalArgumentException(
+          "The model reads one column of token ids; "
+              + featureCols.size()
+              + " feature columns were given ("
+              + featureCols
+              + ")");
+    }
+    if (sequence != null) {
+      JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
+      List<String> names = Arrays.asList(df.schema().fieldNames());
+      BatchInference job =
+          new BatchInference(
+              jsc.broadcast(model),
+              UUID.randomUUID().toString(),
+              new int[] {names.indexOf(featureCols.get(0))},
+              new long[][] {{sequence[1]}},
+              batchSize,
+              model.loss());
+      job.sequence = sequence;
+      return job;
+    }
     if (shapes.length != featureCols.size() && shapes.length != 1) {
       throw new IllegalArgumentException(
           "The model has "
@@ -306,6 +335,44 @@ public final class BatchInference implements Serializable {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
     Broadcast<TrainedModel> b = jsc.broadcast(model);
     return new BatchInference(b, UUID.randomUUID().toString(), idx, dims, batchSize, model.loss());
+  }
+
+  /**
+   * A sequence model's {vocabulary size, maximum length}: its one feature column holds token ids
+   * (an array of integers), fed as ids and mask padded to the batch's longest; null for others.
+   */
+  private static long[] sequenceInput(ModelSpec spec) {
+    if (spec instanceof EmbedSpec e) {
+      return new long[] {e.vocabSize(), e.maxLength()};
+    }
+    if (spec instanceof TransformerSpec t) {
+      return new long[] {t.vocabSize(), t.maxLength()};
+    }
+    return null;
+  }
+
+  /**
+   * A batch of token-id rows as the trainer's batches hold them: ids {@code [n, T]} int64 padded
+   * (with 0) to the longest row, at most the maximum length (longer rows are cut to it, as in
+   * training), and the mask {@code [n, T]} float32.
+   */
+  private NDList sequenceInputs(NDManager scope, List<Row> rows) {
+    int n = rows.size();
+    int max = (int) sequence[1];
+    long[][] ids = new long[n][];
+    int t = 1;
+    for (int r = 0; r < n; r++) {
+      ids[r] = Features.ids(rows.get(r), columns[0], sequence[0]);
+      t = Math.max(t, Math.min(ids[r].length, max));
+    }
+    long[] flat = new long[n * t];
+    float[] mask = new float[n * t];
+    for (int r = 0; r < n; r++) {
+      int m = Math.min(ids[r].length, max);
+      System.arraycopy(ids[r], 0, flat, r * t, m);
+      java.util.Arrays.fill(mask, r * t, r * t + m, 1f);
+    }
+    return new NDList(scope.create(flat, new Shape(n, t)), scope.create(mask, new Shape(n, t)));
   }
 
   private BatchInference withInputMap(ImageAugment map, long[][] shapes) {
@@ -466,7 +533,9 @@ public final class BatchInference implements Serializable {
     BATCHES.incrementAndGet();
     try (NDManager scope = m.manager.newSubManager()) {
       NDList inputs = new NDList(inputShapes.length);
-      if (inputShapes.length == columns.length) {
+      if (sequence != null) {
+        inputs = sequenceInputs(scope, rows);
+      } else if (inputShapes.length == columns.length) {
         int first = 0;
         for (int i = 0; i < columns.length; i++) {
           int size = inputSize(i);

@@ -56,6 +56,53 @@ final class Features {
     return 1;
   }
 
+  /**
+   * The token ids of column {@code c} of {@code row} (an array of integers, or one integer; null is
+   * an empty sequence), each checked to be in {@code [0, vocabSize)}.
+   */
+  static long[] ids(Row row, int c, long vocabSize) {
+    Object v = row.get(c);
+    if (v == null) {
+      return new long[0];
+    }
+    if (v instanceof Seq || v instanceof List) {
+      List<?> list = v instanceof List ? (List<?>) v : row.getList(c);
+      long[] out = new long[list.size()];
+      for (int i = 0; i < out.length; i++) {
+        out[i] = id(row, c, list.get(i), i, vocabSize);
+      }
+      return out;
+    }
+    return new long[] {id(row, c, v, 0, vocabSize)};
+  }
+
+  private static long id(Row row, int c, Object x, int i, long vocabSize) {
+    if (!(x instanceof Long || x instanceof Integer || x instanceof Short || x instanceof Byte)) {
+      throw new IllegalArgumentException(
+          "Feature column '"
+              + name(row, c)
+              + "' holds "
+              + (x == null ? "a null" : x.getClass().getSimpleName() + " " + x)
+              + " at position "
+              + i
+              + ": expected integer token ids");
+    }
+    long id = ((Number) x).longValue();
+    if (id < 0 || id >= vocabSize) {
+      throw new IllegalArgumentException(
+          "Feature column '"
+              + name(row, c)
+              + "' value "
+              + i
+              + " is "
+              + id
+              + ": outside the vocabulary [0, "
+              + vocabSize
+              + ")");
+    }
+    return id;
+  }
+
   static void checkSize(Row row, int c, int got, int expected) {
     if (got != expected) {
       throw new IllegalArgumentException(

@@ -1,6 +1,7 @@
 package dev.sparktrainer.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -134,6 +135,36 @@ class CliSequenceTest {
     assertThat(col.get("max_length").asLong()).isEqualTo(24);
     assertThat(col.get("vocab_size").asLong()).isEqualTo(50);
     assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.9);
+
+    // evaluate and predict pad their own batches (another batch size, no buckets): the same
+    // numbers as the trainer's validation.
+    CliRunner e =
+        CliRunner.run(
+            "evaluate",
+            "--model",
+            tmp.resolve("embed/model").toString(),
+            "--data",
+            tmp.resolve("validation").toString(),
+            "--batch-size",
+            "50");
+    assertThat(e.code()).as(e.err()).isZero();
+    JsonNode eval = new ObjectMapper().readTree(e.out());
+    assertThat(eval.get("count").asLong()).isEqualTo(300);
+    assertThat(eval.get("accuracy").asDouble())
+        .isCloseTo(m.get("final").get("val_accuracy").asDouble(), within(1e-9));
+    assertThat(eval.get("loss").asDouble())
+        .isCloseTo(m.get("final").get("val_loss").asDouble(), within(1e-4));
+    CliRunner pr =
+        CliRunner.run(
+            "predict",
+            "--model",
+            tmp.resolve("embed/model").toString(),
+            "--data",
+            tmp.resolve("validation").toString(),
+            "--output",
+            tmp.resolve("predictions").toString());
+    assertThat(pr.code()).as(pr.err()).isZero();
+    assertThat(spark.read().parquet(tmp.resolve("predictions").toString()).count()).isEqualTo(300);
   }
 
   @Test
