@@ -30,7 +30,8 @@ import org.apache.hadoop.conf.Configuration;
  *   <li><b>max</b>: the same sequences written pre-padded to 300 as a fixed-shape int64 column
  *       (what a user without variable-length features does);
  *   <li><b>padded</b>: a sequence column, each batch padded to its own longest (with a mask);
- *   <li><b>bucketed</b>: the same with {@code bucket_by_sequence_length} boundaries 16,32,64,128.
+ *   <li><b>bucketed</b>: the same with {@code bucket_by_sequence_length} boundaries 16,32,64,128;
+ *   <li><b>bucketed+</b>: finer boundaries, 8,12,16,24,32,48,64,96,128,192.
  * </ol>
  *
  * For each: records/s through the pipeline into device batches (a zero-cost consumer, the default
@@ -114,6 +115,10 @@ public final class TextPipelineBenchmark {
     PipelineOptions bucketed = base.toBuilder().optBucketBoundaries(16, 32, 64, 128).build();
     plans.put("bucketed", DatasetPlanner.plan(seq, bucketed, CONF));
     options.put("bucketed", bucketed);
+    PipelineOptions fine =
+        base.toBuilder().optBucketBoundaries(8, 12, 16, 24, 32, 48, 64, 96, 128, 192).build();
+    plans.put("bucketed+", DatasetPlanner.plan(seq, fine, CONF));
+    options.put("bucketed+", fine);
     Map<String, double[]> rates = new LinkedHashMap<>(); // records/s per round
     Map<String, Double> padding = new LinkedHashMap<>();
     for (String k : plans.keySet()) {
@@ -135,7 +140,7 @@ public final class TextPipelineBenchmark {
     double maxMedian = median(rates.get("max"));
     System.out.printf(
         Locale.ROOT,
-        "%-9s %12s %8s %10s %18s%n",
+        "%-10s %12s %8s %10s %18s%n",
         "batches",
         "records/s",
         "vs max",
@@ -153,7 +158,7 @@ public final class TextPipelineBenchmark {
       double rate = median(rates.get(k));
       System.out.printf(
           Locale.ROOT,
-          "%-9s %12.0f %7.2fx %9.1f%% %18.0f%n",
+          "%-10s %12.0f %7.2fx %9.1f%% %18.0f%n",
           k,
           rate,
           rate / maxMedian,
@@ -173,10 +178,12 @@ public final class TextPipelineBenchmark {
     Files.writeString(out, json.toString(), StandardOpenOption.CREATE, StandardOpenOption.APPEND);
     System.out.printf(
         Locale.ROOT,
-        "padding: bucketed %.1fx less than padded per batch, %.1fx less than padded to the"
-            + " maximum%n",
+        "padding: bucketed %.1fx (bucketed+ %.1fx) less than padded per batch, %.1fx (%.1fx) less"
+            + " than padded to the maximum%n",
         padding.get("padded") / padding.get("bucketed"),
-        padding.get("max") / padding.get("bucketed"));
+        padding.get("padded") / padding.get("bucketed+"),
+        padding.get("max") / padding.get("bucketed"),
+        padding.get("max") / padding.get("bucketed+"));
   }
 
   private static double median(double[] v) {

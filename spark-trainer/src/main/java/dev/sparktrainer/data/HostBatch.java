@@ -6,6 +6,8 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.nio.LongBuffer;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -277,31 +279,45 @@ public final class HostBatch {
             ? ctx.labelPool().take()
             : ByteBuffer.allocateDirect(n * (intLabels ? 8 : 4)).order(ByteOrder.nativeOrder());
     float[][] spent = new float[n][];
+    // Bulk copies only: a row's values, then its padding and mask from these rows of constants.
+    int longest = 1;
+    for (int t : lengths) {
+      longest = Math.max(longest, t);
+    }
+    float[] ones = new float[longest];
+    Arrays.fill(ones, 1f);
+    float[] zeros = new float[longest];
+    long[] longPad = new long[longest];
+    Arrays.fill(longPad, (long) pad);
+    float[] floatPad = new float[longest];
+    Arrays.fill(floatPad, (float) pad);
+    FloatBuffer[] floatViews = new FloatBuffer[cols];
+    FloatBuffer[] maskViews = new FloatBuffer[cols];
+    LongBuffer[] longViews = new LongBuffer[cols];
+    for (int c = 0; c < cols; c++) {
+      floatViews[c] = f[c].asFloatBuffer();
+      if (masks[c] != null) {
+        maskViews[c] = masks[c].asFloatBuffer();
+        longViews[c] = f[c].asLongBuffer();
+      }
+    }
     for (int i = 0; i < n; i++) {
       float[] v = records[i].features;
       for (int c = 0; c < cols; c++) {
         DatasetSpec.Feature feature = fs.get(c);
         if (!feature.sequence()) {
           int w = feature.size();
-          f[c].asFloatBuffer().put(i * w, v, offsets[c], w); // int64 slots are the longs' bytes
+          floatViews[c].put(i * w, v, offsets[c], w); // int64 slots are the longs' bytes
           continue;
         }
         int t = lengths[c];
         int m = Math.min(Slots.getInt(v, offsets[c]), feature.maxLength());
-        ByteBuffer mask = masks[c];
-        for (int j = 0; j < t; j++) {
-          mask.putFloat(4 * (i * t + j), j < m ? 1f : 0f);
-        }
+        maskViews[c].put(i * t, ones, 0, m).put(i * t + m, zeros, 0, t - m);
         if (feature.type() == DatasetSpec.ValueType.INT64) {
           Slots.copyLongs(v, offsets[c] + 1, m, f[c], 8 * i * t);
-          for (int j = m; j < t; j++) {
-            f[c].putLong(8 * (i * t + j), (long) pad);
-          }
+          longViews[c].put(i * t + m, longPad, 0, t - m);
         } else {
-          f[c].asFloatBuffer().put(i * t, v, offsets[c] + 1, m);
-          for (int j = m; j < t; j++) {
-            f[c].putFloat(4 * (i * t + j), (float) pad);
-          }
+          floatViews[c].put(i * t, v, offsets[c] + 1, m).put(i * t + m, floatPad, 0, t - m);
         }
       }
       labels[i] = records[i].label;
