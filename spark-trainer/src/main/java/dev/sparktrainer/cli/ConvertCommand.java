@@ -485,10 +485,12 @@ final class ConvertCommand extends Command {
     long[] trainStats = tokenStats(spark, trainDir, text);
     ctx.out.printf(
         Locale.ROOT,
-        "Vocabulary: %d entries (<pad>, <unk> and the %d most frequent of %d distinct tokens in"
-            + " %d tokens of the training split%s) in %s%n",
+        "Vocabulary: %d entries (<pad>, <unk> and %s %d distinct tokens in %d tokens of the"
+            + " training split%s) in %s%n",
         vocabulary.size(),
-        vocabulary.size() - 2,
+        vocabulary.size() - 2 < counted.distinctTokens()
+            ? "the " + (vocabulary.size() - 2) + " most frequent of"
+            : "all",
         counted.distinctTokens(),
         counted.tokens(),
         tokenizer.lowercase() ? ", lower-cased" : "",

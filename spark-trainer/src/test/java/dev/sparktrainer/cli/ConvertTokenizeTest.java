@@ -1,5 +1,11 @@
 package dev.sparktrainer.cli;
 
+import static org.apache.spark.sql.functions.coalesce;
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.element_at;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.map_from_arrays;
+import static org.apache.spark.sql.functions.transform;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.sparktrainer.data.text.Tokenizer;
@@ -20,9 +26,16 @@ import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.apache.spark.ml.feature.CountVectorizer;
+import org.apache.spark.ml.feature.CountVectorizerModel;
+import org.apache.spark.ml.feature.RegexTokenizer;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -233,8 +246,17 @@ class ConvertTokenizeTest {
     // Words seen only in the held-out rows exist, and the vocabulary does not hold them.
     assertThat(testOnly).isNotEmpty();
     assertThat(written.tokens()).doesNotContainAnyElementsOf(testOnly);
+    long trainTokens = counts.values().stream().mapToLong(Long::longValue).sum();
     assertThat(r.out())
         .contains(
+            "Vocabulary: "
+                + expected.size()
+                + " entries (<pad>, <unk> and all "
+                + counts.size()
+                + " distinct tokens in "
+                + trainTokens
+                + " tokens of the training split, lower-cased) in "
+                + out.resolve("vocab.txt"),
             "Wrote "
                 + train.size()
                 + " records to "
@@ -246,7 +268,7 @@ class ConvertTokenizeTest {
             String.format(
                 Locale.ROOT,
                 "Tokens: train %d (0.00%% unknown), test %d (%.2f%% unknown)",
-                train.keySet().stream().mapToLong(k -> tok.tokens(texts.get(k)).size()).sum(),
+                trainTokens,
                 testTokens,
                 100.0 * testUnknown / testTokens));
   }
@@ -343,5 +365,67 @@ class ConvertTokenizeTest {
                 + " --label-column's: choose another --label-column");
     assertThat(tmp.resolve("bad1")).doesNotExist();
     assertThat(tmp.resolve("bad6")).doesNotExist();
+  }
+
+  /**
+   * The recipe of docs/cli.md for users with their own tokenization (Spark ML's RegexTokenizer and
+   * CountVectorizer, ids shifted past {@code <pad>} and {@code <unk>}) gives an array<bigint>
+   * column that the tfrecord DataSource writes as an Int64List.
+   */
+  @Test
+  void sparkMlRecipeWritesInt64Lists() {
+    Dataset<Row> in =
+        spark.createDataFrame(
+            List.of(
+                RowFactory.create("b a a", 0),
+                RowFactory.create("c a b", 1),
+                RowFactory.create("", 0)),
+            new StructType().add("text", DataTypes.StringType).add("label", DataTypes.IntegerType));
+    Dataset<Row> tokens =
+        new RegexTokenizer()
+            .setInputCol("text")
+            .setOutputCol("tokens")
+            .setPattern("[\\p{L}\\p{N}\\p{M}']+")
+            .setGaps(false)
+            .transform(in);
+    CountVectorizerModel cv =
+        new CountVectorizer().setInputCol("tokens").setVocabSize(19998).fit(tokens);
+    String[] vocab = cv.vocabulary();
+    long[] ids = new long[vocab.length];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = i + 2; // 0 = <pad>, 1 = <unk>
+    }
+    Column lookup = map_from_arrays(lit(vocab), lit(ids));
+    Path out = tmp.resolve("recipe");
+    tokens
+        .select(
+            transform(col("tokens"), t -> coalesce(element_at(lookup, t), lit(1L))).as("text"),
+            col("label").cast("long").as("label"))
+        .write()
+        .format("tfrecord")
+        .save(out.toString());
+    Dataset<Row> back = spark.read().format("tfrecord").load(out.toString());
+    assertThat(back.schema().apply("text").dataType())
+        .isEqualTo(DataTypes.createArrayType(DataTypes.LongType));
+    assertThat(vocab).containsExactly("a", "b", "c"); // by count; here no ties
+    Map<Long, List<Long>> byLabel = new TreeMap<>();
+    for (Row r : back.collectAsList()) {
+      if (!r.<Long>getList(r.fieldIndex("text")).isEmpty()) {
+        byLabel.put(r.getLong(r.fieldIndex("label")), r.getList(r.fieldIndex("text")));
+      }
+    }
+    assertThat(byLabel)
+        .containsExactly(Map.entry(0L, List.of(3L, 2L, 2L)), Map.entry(1L, List.of(4L, 2L, 3L)));
+    // a token the vocabulary lacks becomes <unk>
+    assertThat(
+            spark
+                .range(1)
+                .select(
+                    transform(
+                        lit(new String[] {"a", "zebra"}),
+                        t -> coalesce(element_at(lookup, t), lit(1L))))
+                .first()
+                .getList(0))
+        .containsExactly(2L, 1L);
   }
 }
