@@ -38,7 +38,7 @@ public final class NaiveBayesBaseline {
   private NaiveBayesBaseline() {}
 
   /** One record: its token ids (specials dropped, shifted by -2) and class. */
-  private record Doc(int[] ids, int label) {}
+  private record Doc(int[] ids, int label, int length) {}
 
   public static void main(String[] args) throws IOException {
     String data = null;
@@ -154,6 +154,16 @@ public final class NaiveBayesBaseline {
         perClass.append(testPerClass[c]);
       }
       System.out.println("records per class (train/test): " + perClass);
+      int[] lengths = train.stream().mapToInt(Doc::length).sorted().toArray();
+      if (lengths.length > 0) {
+        System.out.printf(
+            Locale.ROOT,
+            "tokens per training record: median %d, 95th percentile %d, max %d, empty %d%n",
+            lengths[(lengths.length - 1) / 2],
+            lengths[(int) Math.ceil(0.95 * lengths.length) - 1],
+            lengths[lengths.length - 1],
+            java.util.Arrays.stream(lengths).filter(x -> x == 0).count());
+      }
       System.out.printf(Locale.ROOT, "%n%-44s %10s%n", "held-out accuracy", "");
       System.out.printf(
           Locale.ROOT,
@@ -216,7 +226,7 @@ public final class NaiveBayesBaseline {
         throw new IllegalArgumentException(
             "Label " + label + " in " + dir + ": expected a class index 0..K-1");
       }
-      out.add(new Doc(java.util.Arrays.copyOf(kept, n), (int) label));
+      out.add(new Doc(java.util.Arrays.copyOf(kept, n), (int) label, ids.size()));
     }
     return out;
   }
