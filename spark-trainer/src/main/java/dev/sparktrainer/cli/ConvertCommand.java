@@ -1,10 +1,18 @@
 package dev.sparktrainer.cli;
 
 import static org.apache.spark.sql.functions.array;
+import static org.apache.spark.sql.functions.coalesce;
 import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.count;
+import static org.apache.spark.sql.functions.filter;
 import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.size;
+import static org.apache.spark.sql.functions.sum;
+import static org.apache.spark.sql.functions.udf;
 
 import dev.sparktrainer.cli.Flags.Kind;
+import dev.sparktrainer.data.text.Tokenizer;
+import dev.sparktrainer.data.text.Vocabulary;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -12,11 +20,17 @@ import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.ml.linalg.SQLDataTypes;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -24,6 +38,7 @@ import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -37,7 +52,10 @@ final class ConvertCommand extends Command {
         "--input PATH --output DIR [options]",
         "Converts CSV or Parquet data to sharded TFRecord files of tf.train.Example records: the feature columns\n"
             + "become one float list (--feature-column), the label an int64 (or float) feature (--label-column).\n"
-            + "With --test-fraction, writes DIR/train and DIR/test (a seeded random split).");
+            + "With --test-fraction, writes DIR/train and DIR/test (a seeded random split).\n"
+            + "With --tokenize COL, the text column COL becomes an int64 list of token ids (also named COL), by a\n"
+            + "vocabulary counted on the training split and written to DIR/vocab.txt; records go to DIR/train\n"
+            + "(and DIR/test).");
   }
 
   @Override
@@ -95,6 +113,19 @@ final class ConvertCommand extends Command {
         "0",
         "fraction of records held out to DIR/test (0: no split)");
     f.add("seed", Kind.LONG, "SEED", "42", "seed of the split");
+    f.add(
+        "tokenize",
+        Kind.STRING,
+        "COL",
+        null,
+        "a text column to turn into token ids (an int64 list named COL; vocabulary in DIR/vocab.txt)");
+    f.add(
+        "vocab-size",
+        Kind.INT,
+        "N",
+        "20000",
+        "--tokenize: entries in the vocabulary, <pad> and <unk> included (the N-2 most frequent tokens)");
+    f.add("lowercase", Kind.BOOL, null, null, "--tokenize: lower-case the tokens");
     f.add("overwrite", Kind.BOOL, null, null, "replace DIR if it exists");
   }
 
@@ -117,6 +148,25 @@ final class ConvertCommand extends Command {
               + " '"
               + f.string("compression")
               + "': expected none, gzip or zlib");
+    }
+    if (f.given("tokenize") && f.string("tokenize").isBlank()) {
+      throw new CliException("Invalid " + f.source("tokenize") + " '': expected a column name");
+    }
+    if (!f.given("tokenize")) {
+      for (String flag : List.of("vocab-size", "lowercase")) {
+        if (f.given(flag)) {
+          throw new CliException(
+              "Invalid " + f.source(flag) + ": it applies to --tokenize COL, which is not given");
+        }
+      }
+    }
+    if (f.integer("vocab-size") < 3) {
+      throw new CliException(
+          "Invalid "
+              + f.source("vocab-size")
+              + " "
+              + f.integer("vocab-size")
+              + ": expected at least 3 (<pad>, <unk> and one token)");
     }
     inputFormat(f, ctx);
     try {
@@ -213,14 +263,44 @@ final class ConvertCommand extends Command {
                 + ": expected numbers");
       }
     }
+    String text = f.given("tokenize") ? f.string("tokenize").trim() : null;
+    if (text != null) {
+      DataType t = DataChecks.column(schema, text, "--tokenize", where).dataType();
+      if (!(t instanceof StringType)) {
+        throw new CliException(
+            "The --tokenize column '"
+                + text
+                + "' in "
+                + where
+                + " has type "
+                + t.simpleString()
+                + ": expected text (string)");
+      }
+      if (label != null && text.equals(f.string("label-column"))) {
+        throw new CliException(
+            "The --tokenize column '"
+                + text
+                + "' keeps its name in the output, which is also the --label-column's: choose"
+                + " another --label-column");
+      }
+    }
     List<String> features = new ArrayList<>();
     if (f.given("features")) {
       for (String c : f.string("features").split(",")) {
         if (!c.isBlank()) {
           DataChecks.column(schema, c.trim(), "feature", where);
+          if (c.trim().equals(text)) {
+            throw new CliException(
+                "Column '"
+                    + text
+                    + "' is both in --features and the --tokenize column: leave it out of"
+                    + " --features");
+          }
           features.add(c.trim());
         }
       }
+    } else if (text != null) {
+      // With --tokenize the token ids are the features: other columns only when named.
     } else {
       for (String c : schema.fieldNames()) {
         if (!c.equals(label)) {
@@ -228,13 +308,15 @@ final class ConvertCommand extends Command {
         }
       }
     }
-    if (features.isEmpty()) {
+    if (features.isEmpty() && text == null) {
       throw new CliException(
           "No feature columns in " + where + ": expected columns besides the label");
     }
     double scale = f.number("feature-scale");
     Column featureCol;
-    if (features.size() == 1
+    if (features.isEmpty()) {
+      featureCol = null;
+    } else if (features.size() == 1
         && !(schema.apply(features.get(0)).dataType() instanceof NumericType)) {
       DataType t = schema.apply(features.get(0)).dataType();
       Column c = col(features.get(0));
@@ -281,7 +363,19 @@ final class ConvertCommand extends Command {
       featureCol = array(cols.toArray(new Column[0]));
     }
     List<Column> out = new ArrayList<>();
-    out.add(featureCol.as(f.string("feature-column")));
+    if (featureCol != null) {
+      if (f.string("feature-column").equals(text)) {
+        throw new CliException(
+            "The --tokenize column '"
+                + text
+                + "' keeps its name in the output, which is also the --feature-column's: choose"
+                + " another --feature-column");
+      }
+      out.add(featureCol.as(f.string("feature-column")));
+    }
+    if (text != null) {
+      out.add(col(text));
+    }
     if (label != null) {
       DataType t = schema.apply(label).dataType();
       boolean fractional =
@@ -297,6 +391,10 @@ final class ConvertCommand extends Command {
     SaveMode mode = f.bool("overwrite") ? SaveMode.Overwrite : SaveMode.ErrorIfExists;
     ctx.spark().sparkContext().setJobDescription("spark-trainer: convert " + where);
     double test = f.number("test-fraction");
+    if (text != null) {
+      convertText(ctx, f, records, text, where, dir, shards, mode, test);
+      return 0;
+    }
     if (test > 0) {
       Dataset<Row>[] split =
           records.randomSplit(new double[] {1 - test, test}, f.longValue("seed"));
@@ -327,6 +425,134 @@ final class ConvertCommand extends Command {
           describe(records));
     }
     return 0;
+  }
+
+  /**
+   * {@code --tokenize}: the vocabulary is counted on the training split only (a Spark job; only the
+   * top counts reach the driver), then applied to both splits the same way; records go to DIR/train
+   * (and DIR/test) and the vocabulary to DIR/vocab.txt, so that DIR holds no file a reader of the
+   * splits would take for data.
+   */
+  private static void convertText(
+      CliContext ctx,
+      Flags f,
+      Dataset<Row> records,
+      String text,
+      String where,
+      String dir,
+      int shards,
+      SaveMode mode,
+      double test)
+      throws IOException {
+    SparkSession spark = ctx.spark();
+    Dataset<Row> train;
+    Dataset<Row> held = null;
+    if (test > 0) {
+      Dataset<Row>[] split =
+          records.randomSplit(new double[] {1 - test, test}, f.longValue("seed"));
+      train = split[0];
+      held = split[1];
+    } else {
+      train = records;
+    }
+    Tokenizer tokenizer = new Tokenizer(f.bool("lowercase"));
+    spark.sparkContext().setJobDescription("spark-trainer: convert " + where + ": vocabulary");
+    Vocabulary.Counted counted =
+        Vocabulary.count(
+            train.select(col(text)).as(Encoders.STRING()).javaRDD(),
+            tokenizer,
+            f.integer("vocab-size"));
+    Vocabulary vocabulary = counted.vocabulary();
+    Broadcast<Vocabulary> shared =
+        JavaSparkContext.fromSparkContext(spark.sparkContext()).broadcast(vocabulary);
+    UserDefinedFunction ids =
+        udf(
+            (UDF1<String, long[]>) s -> shared.value().ids(s, tokenizer),
+            DataTypes.createArrayType(DataTypes.LongType, false));
+    spark.sparkContext().setJobDescription("spark-trainer: convert " + where);
+    String trainDir = new Path(dir, "train").toString();
+    Dataset<Row> trainIds = train.withColumn(text, ids.apply(col(text)));
+    write(trainIds, trainDir, shards, mode, f);
+    String testDir = null;
+    int testShards = 0;
+    if (held != null) {
+      testDir = new Path(dir, "test").toString();
+      testShards = Math.max(1, (int) Math.round(shards * test / (1 - test)));
+      write(held.withColumn(text, ids.apply(col(text))), testDir, testShards, mode, f);
+    }
+    Path vocabFile = new Path(dir, Vocabulary.FILE_NAME);
+    vocabulary.write(vocabFile.getFileSystem(ctx.hadoopConf()), vocabFile);
+    long[] trainStats = tokenStats(spark, trainDir, text);
+    ctx.out.printf(
+        Locale.ROOT,
+        "Vocabulary: %d entries (<pad>, <unk> and %s %d distinct tokens in %d tokens of the"
+            + " training split%s) in %s%n",
+        vocabulary.size(),
+        vocabulary.size() - 2 < counted.distinctTokens()
+            ? "the " + (vocabulary.size() - 2) + " most frequent of"
+            : "all",
+        counted.distinctTokens(),
+        counted.tokens(),
+        tokenizer.lowercase() ? ", lower-cased" : "",
+        vocabFile);
+    if (held != null) {
+      long[] testStats = tokenStats(spark, testDir, text);
+      ctx.out.printf(
+          Locale.ROOT,
+          "Wrote %d records to %s (%d shards) and %d to %s (%d shards): %s%n",
+          trainStats[0],
+          trainDir,
+          shards,
+          testStats[0],
+          testDir,
+          testShards,
+          describe(trainIds));
+      ctx.out.printf(
+          Locale.ROOT,
+          "Tokens: train %d (%s unknown), test %d (%s unknown)%n",
+          trainStats[1],
+          percent(trainStats[2], trainStats[1]),
+          testStats[1],
+          percent(testStats[2], testStats[1]));
+    } else {
+      ctx.out.printf(
+          Locale.ROOT,
+          "Wrote %d records to %s (%d shards): %s%n",
+          trainStats[0],
+          trainDir,
+          shards,
+          describe(trainIds));
+      ctx.out.printf(
+          Locale.ROOT,
+          "Tokens: %d (%s unknown)%n",
+          trainStats[1],
+          percent(trainStats[2], trainStats[1]));
+    }
+  }
+
+  /** Records, tokens and unknown tokens ({@code <unk>} ids) of the written split, read back. */
+  private static long[] tokenStats(SparkSession spark, String dir, String column) {
+    Column ids = col(column);
+    Row r =
+        spark
+            .read()
+            .format("tfrecord")
+            .schema(
+                new StructType()
+                    .add(column, DataTypes.createArrayType(DataTypes.LongType, false), true))
+            .load(dir)
+            .agg(
+                count(lit(1)),
+                sum(coalesce(size(ids), lit(0))),
+                sum(coalesce(size(filter(ids, x -> x.equalTo(lit(Vocabulary.UNK_ID)))), lit(0))))
+            .first();
+    return new long[] {
+      r.getLong(0), r.isNullAt(1) ? 0 : r.getLong(1), r.isNullAt(2) ? 0 : r.getLong(2)
+    };
+  }
+
+  private static String percent(long part, long whole) {
+    return whole == 0 ? "0%" : String.format(Locale.ROOT, "%.2f%%", 100.0 * part / whole);
   }
 
   private static void write(Dataset<Row> d, String dir, int shards, SaveMode mode, Flags f) {
