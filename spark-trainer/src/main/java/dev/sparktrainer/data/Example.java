@@ -79,7 +79,39 @@ public final class Example {
     return features.get(c).shape();
   }
 
-  /** Value {@code i} (row-major) of column {@code c}. */
+  /**
+   * The length of sequence column {@code c} in this example as read (it may exceed the column's
+   * maximum: only the first {@code maxLength} values are kept, and the batch counts the cut).
+   */
+  public int length(int c) {
+    if (!features.get(c).sequence()) {
+      throw new IllegalArgumentException(
+          "Column '" + features.get(c).name() + "' is not a sequence: its shape is fixed");
+    }
+    return Slots.getInt(values, offsets[c]);
+  }
+
+  /**
+   * Value {@code i} of int64 column {@code c} (a fixed shape row-major, or position {@code i} of a
+   * sequence, below {@code min(length(c), maxLength)}).
+   */
+  public long getLong(int c, int i) {
+    DatasetSpec.Feature f = features.get(c);
+    if (f.type() != DatasetSpec.ValueType.INT64) {
+      throw new IllegalArgumentException("Column '" + f.name() + "' holds float32 values");
+    }
+    int n = f.sequence() ? Math.min(length(c), f.maxLength()) : f.values();
+    if (i < 0 || i >= n) {
+      throw new IndexOutOfBoundsException(
+          "value " + i + " of column '" + f.name() + "' of " + n + " values");
+    }
+    return Slots.getLong(values, offsets[c] + (f.sequence() ? 1 : 0) + 2 * i);
+  }
+
+  /**
+   * Value {@code i} (row-major) of float32 column {@code c} of a fixed shape (for other columns the
+   * slots of {@link #values()} hold their bits: see {@link #getLong} and {@link #length}).
+   */
   public float get(int c, int i) {
     return values[offsets[c] + check(c, i)];
   }

@@ -202,6 +202,18 @@ final class PipelineContext {
    */
   PipelineContext remainder(int epoch, List<EpochSegment> earlier) throws IOException {
     PipelineOptions o = options.toBuilder().optCacheDir(null).build();
+    if (plan.spec().hasSequences() && o.bucketBoundaries().length > 0) {
+      // Which records length buckets put into the first batches depends on the records' lengths,
+      // which the replay (record indices only) does not read: it takes the unbucketed order's.
+      System.getLogger(PipelineContext.class.getName())
+          .log(
+              System.Logger.Level.WARNING,
+              "Epoch {0} resumes on another layout with length buckets: the records the earlier"
+                  + " layout consumed are worked out as without buckets, so in this epoch some"
+                  + " records may be read twice and as many not at all (every later epoch reads"
+                  + " each once)",
+              epoch);
+    }
     ConsumedRecords consumed = ConsumedRecords.replay(plan, o, epoch, earlier);
     return new PipelineContext(
         plan,
