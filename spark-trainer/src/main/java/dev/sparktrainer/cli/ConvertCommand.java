@@ -472,13 +472,17 @@ final class ConvertCommand extends Command {
     spark.sparkContext().setJobDescription("spark-trainer: convert " + where);
     String trainDir = new Path(dir, "train").toString();
     Dataset<Row> trainIds = train.withColumn(text, ids.apply(col(text)));
-    write(trainIds, trainDir, shards, mode, f);
     String testDir = null;
     int testShards = 0;
-    if (held != null) {
-      testDir = new Path(dir, "test").toString();
-      testShards = Math.max(1, (int) Math.round(shards * test / (1 - test)));
-      write(held.withColumn(text, ids.apply(col(text))), testDir, testShards, mode, f);
+    try {
+      write(trainIds, trainDir, shards, mode, f);
+      if (held != null) {
+        testDir = new Path(dir, "test").toString();
+        testShards = Math.max(1, (int) Math.round(shards * test / (1 - test)));
+        write(held.withColumn(text, ids.apply(col(text))), testDir, testShards, mode, f);
+      }
+    } finally {
+      shared.destroy(); // the session may outlive the command (a notebook, a test)
     }
     Path vocabFile = new Path(dir, Vocabulary.FILE_NAME);
     vocabulary.write(vocabFile.getFileSystem(ctx.hadoopConf()), vocabFile);
