@@ -11,6 +11,7 @@ import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.udf;
 
 import dev.sparktrainer.cli.Flags.Kind;
+import dev.sparktrainer.data.text.TextEncoding;
 import dev.sparktrainer.data.text.Tokenizer;
 import dev.sparktrainer.data.text.Vocabulary;
 import java.io.IOException;
@@ -486,6 +487,8 @@ final class ConvertCommand extends Command {
     }
     Path vocabFile = new Path(dir, Vocabulary.FILE_NAME);
     vocabulary.write(vocabFile.getFileSystem(ctx.hadoopConf()), vocabFile);
+    // How the tokens were cut, beside them: train keeps both with the model, predict reuses them.
+    TextEncoding.writeSettings(vocabFile.getFileSystem(ctx.hadoopConf()), new Path(dir), tokenizer);
     long[] trainStats = tokenStats(spark, trainDir, text);
     ctx.out.printf(
         Locale.ROOT,

@@ -2,6 +2,7 @@ package dev.sparktrainer.cli;
 
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.text.TextEncoding;
 import dev.sparktrainer.train.TrainedModel;
 import java.io.IOException;
 import java.util.List;
@@ -39,7 +40,9 @@ abstract class ModelCommand extends Command {
         Kind.STRING,
         "FORMAT",
         null,
-        "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+        "tfrecord or parquet (default: parquet if every file ends in .parquet); csv (with a header"
+            + " row) for a text column a model of token sequences cuts into ids with its"
+            + " vocabulary");
     f.add("batch-size", Kind.INT, "ROWS", "256", "rows per inference batch");
   }
 
@@ -57,8 +60,25 @@ abstract class ModelCommand extends Command {
     DataChecks.list(
         DataChecks.paths(f.string("data")),
         f.source("data"),
-        f.given("format") ? f.string("format") : null,
+        csv(f) ? "tfrecord" : f.given("format") ? f.string("format") : null,
         ctx.hadoopConf());
+  }
+
+  /** Whether --format says csv (a text column for a sequence model). */
+  static boolean csv(Flags f) {
+    return f.given("format") && f.string("format").trim().equalsIgnoreCase("csv");
+  }
+
+  /** Text to token ids, as the model's vocabulary and tokenizer cut them. */
+  private static org.apache.spark.sql.expressions.UserDefinedFunction tokenize(
+      CliContext ctx, TextEncoding text) {
+    org.apache.spark.broadcast.Broadcast<TextEncoding> shared =
+        org.apache.spark.api.java.JavaSparkContext.fromSparkContext(ctx.spark().sparkContext())
+            .broadcast(text);
+    return org.apache.spark.sql.functions.udf(
+        (org.apache.spark.sql.api.java.UDF1<String, long[]>) s -> shared.value().ids(s),
+        org.apache.spark.sql.types.DataTypes.createArrayType(
+            org.apache.spark.sql.types.DataTypes.LongType, false));
   }
 
   static void checkModelDir(String dir, Configuration conf) {
@@ -133,18 +153,55 @@ abstract class ModelCommand extends Command {
               + dir
               + " does not record its feature columns (it was not written by train)");
     }
+    boolean csv = csv(f);
     DataChecks.Files files =
         DataChecks.list(
             DataChecks.paths(f.string("data")),
             f.source("data"),
-            f.given("format") ? f.string("format") : null,
+            // csv: listed only (an explicit format skips the guess that refuses .csv names)
+            csv ? "tfrecord" : f.given("format") ? f.string("format") : null,
             conf);
-    Dataset<Row> df = DataChecks.read(ctx.spark(), files, f.source("data"));
+    Dataset<Row> df =
+        csv
+            ? ctx.spark()
+                .read()
+                .option("header", "true")
+                .option("inferSchema", "true")
+                .csv(files.paths().toArray(new String[0]))
+            : DataChecks.read(ctx.spark(), files, f.source("data"));
     String where = f.string("data");
     if (inputs != null && !inputs.sequenceColumns().isEmpty()) {
       // Token ids of any length: the model pads each batch itself (BatchInference); the columns'
-      // types are checked there.
+      // types are checked there. A text column is cut into ids as the training data was.
+      TextEncoding text = Vocabularies.ofModel(dir, conf);
+      for (String c : features) {
+        if (!inputs.sequenceColumns().containsKey(c)
+            || !java.util.Arrays.asList(df.columns()).contains(c)
+            || !(df.schema().apply(c).dataType()
+                instanceof org.apache.spark.sql.types.StringType)) {
+          continue;
+        }
+        if (text == null) {
+          throw new CliException(
+              "Feature column '"
+                  + c
+                  + "' in "
+                  + where
+                  + " is text, and the model at "
+                  + dir
+                  + " keeps no vocabulary (it was trained on ids without convert --tokenize's"
+                  + " vocab.txt beside them): give token ids");
+        }
+        df = df.withColumn(c, tokenize(ctx, text).apply(org.apache.spark.sql.functions.col(c)));
+      }
       return new Input(model, inputs, df, features, where);
+    }
+    if (csv) {
+      throw new CliException(
+          "Invalid "
+              + f.source("format")
+              + " csv: a CSV is read for a model of token sequences (a text column); convert other"
+              + " CSV data to TFRecord or Parquet first");
     }
     long[][] shapes =
         DataChecks.featureShapes(

@@ -729,7 +729,10 @@ final class TrainCommand extends Command {
                         .map(e -> e.getKey() + ":" + e.getValue()[0] + ":" + e.getValue()[1])
                         .toList()),
             f.number("pad-value"));
-    trained.save(modelDir, conf, Map.of(ModelInputs.FILE, inputs.toBytes()));
+    Map<String, byte[]> files = new LinkedHashMap<>();
+    files.put(ModelInputs.FILE, inputs.toBytes());
+    files.putAll(Vocabularies.modelFiles(p.data(), p.features(), conf, ctx));
+    trained.save(modelDir, conf, files);
 
     double wall = (System.nanoTime() - start) / 1e9;
     Map<String, Object> info = new LinkedHashMap<>();

@@ -207,4 +207,99 @@ class CliSequenceTest {
             "error: Invalid --max-length: it applies to sequence columns, and --features names"
                 + " none (COL:ids or COL:seq)");
   }
+
+  @Test
+  void predictCutsRawTextWithTheVocabularyTheModelKept() throws IOException {
+    String[] filler = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"};
+    String[] words = {"Cat", "dog", "bird"};
+    Random r = new Random(5);
+    StringBuilder csv = new StringBuilder("text,label\n");
+    for (int i = 0; i < 400; i++) {
+      int label = r.nextInt(3);
+      StringBuilder t = new StringBuilder();
+      int len = 2 + r.nextInt(8);
+      int at = r.nextInt(len);
+      for (int j = 0; j < len; j++) {
+        t.append(j == at ? words[label] : filler[r.nextInt(filler.length)]).append(' ');
+      }
+      csv.append(t.toString().trim()).append(',').append(label).append('\n');
+    }
+    Path raw = tmp.resolve("raw.csv");
+    Files.writeString(raw, csv.toString());
+    CliRunner c =
+        CliRunner.run(
+            "convert",
+            "--input",
+            raw.toString(),
+            "--header",
+            "--label",
+            "label",
+            "--tokenize",
+            "text",
+            "--lowercase",
+            "--test-fraction",
+            "0.2",
+            "--output",
+            tmp.resolve("text-ids").toString());
+    assertThat(c.code()).as(c.err()).isZero();
+    assertThat(tmp.resolve("text-ids/tokenizer.properties")).exists();
+    CliRunner t =
+        CliRunner.run(
+            "train",
+            "--data",
+            tmp.resolve("text-ids/train").toString(),
+            "--features",
+            "text:ids",
+            "--label",
+            "label",
+            "--num-classes",
+            "3",
+            "--model",
+            "embed:8",
+            "--workers",
+            "1",
+            "--epochs",
+            "3",
+            "--learning-rate",
+            "0.05",
+            "--progress",
+            "none",
+            "--output",
+            tmp.resolve("text-run").toString());
+    assertThat(t.code()).as(t.err()).isZero();
+    assertThat(tmp.resolve("text-run/model/vocab.txt")).exists();
+    assertThat(tmp.resolve("text-run/model/tokenizer.properties")).exists();
+    // Raw text, upper case words and all: cut and looked up as convert did.
+    Path texts = tmp.resolve("texts.csv");
+    Files.writeString(texts, "text,label\nA CAT here,0\nthe Dog,1\nbird bird alpha,2\n");
+    CliRunner p =
+        CliRunner.run(
+            "predict",
+            "--model",
+            tmp.resolve("text-run/model").toString(),
+            "--data",
+            texts.toString(),
+            "--format",
+            "csv",
+            "--output",
+            tmp.resolve("text-preds").toString());
+    assertThat(p.code()).as(p.err()).isZero();
+    var rows =
+        spark.read().parquet(tmp.resolve("text-preds").toString()).orderBy("label").collectAsList();
+    assertThat(rows).hasSize(3);
+    for (var row : rows) {
+      assertThat(row.<Double>getAs("prediction")).isEqualTo(row.<Integer>getAs("label") * 1.0);
+    }
+    CliRunner e =
+        CliRunner.run(
+            "evaluate",
+            "--model",
+            tmp.resolve("text-run/model").toString(),
+            "--data",
+            raw.toString(),
+            "--format",
+            "csv");
+    assertThat(e.code()).as(e.err()).isZero();
+    assertThat(new ObjectMapper().readTree(e.out()).get("accuracy").asDouble()).isGreaterThan(0.9);
+  }
 }
