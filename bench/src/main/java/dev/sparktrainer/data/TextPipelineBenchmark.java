@@ -63,6 +63,9 @@ public final class TextPipelineBenchmark {
     int rounds = 3;
     Path data = Path.of("target/bench/text-data");
     Path out = Path.of("target/bench/pipeline-text.jsonl");
+    String dataset = null; // a user's TFRecord data instead of the generated one
+    String column = "tokens";
+    int maxLength = MAX;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--records" -> records = Integer.parseInt(args[++i]);
@@ -71,6 +74,9 @@ public final class TextPipelineBenchmark {
         case "--rounds" -> rounds = Integer.parseInt(args[++i]);
         case "--data" -> data = Path.of(args[++i]);
         case "--out" -> out = Path.of(args[++i]);
+        case "--dataset" -> dataset = args[++i];
+        case "--column" -> column = args[++i];
+        case "--max-length" -> maxLength = Integer.parseInt(args[++i]);
         default ->
             throw new IllegalArgumentException(
                 "Unknown option "
@@ -78,6 +84,10 @@ public final class TextPipelineBenchmark {
                     + ": expected --records, --batch, --seconds, --rounds,"
                     + " --data or --out");
       }
+    }
+    if (dataset != null) {
+      userData(dataset, column, maxLength, batch, seconds, rounds);
+      return;
     }
     int[] lengths = generate(data, records);
     int[] sorted = lengths.clone();
@@ -186,6 +196,61 @@ public final class TextPipelineBenchmark {
         padding.get("max") / padding.get("bucketed+"));
   }
 
+  /**
+   * A user's TFRecord data ({@code --dataset}): padded per batch and the two bucketings, records/s
+   * and padding fraction; padded to the maximum is the padding {@code 1 - mean length / max}.
+   */
+  private static void userData(
+      String dataset, String column, int maxLength, int batch, double seconds, int rounds)
+      throws IOException {
+    DatasetSpec seq =
+        DatasetSpec.builder()
+            .addPath(dataset)
+            .addSequenceFeature(column, DatasetSpec.ValueType.INT64, maxLength, 0)
+            .setLabel("label", DatasetSpec.LabelType.INT)
+            .build();
+    PipelineOptions base =
+        PipelineOptions.builder().optBatchSize(batch).optSeed(1).optDropRemainder(false).build();
+    Map<String, PipelineOptions> options = new LinkedHashMap<>();
+    options.put("padded", base);
+    options.put("bucketed", base.toBuilder().optBucketBoundaries(16, 32, 64, 128).build());
+    options.put(
+        "bucketed+",
+        base.toBuilder().optBucketBoundaries(8, 12, 16, 24, 32, 48, 64, 96, 128, 192).build());
+    System.out.printf(
+        Locale.ROOT,
+        "Text pipeline on %s (column %s, max length %d), batch %d%n",
+        dataset,
+        column,
+        maxLength,
+        batch);
+    System.out.printf(
+        Locale.ROOT, "%-10s %12s %10s %14s%n", "batches", "records/s", "padding", "real/padded");
+    double realPerRecord = 0;
+    for (Map.Entry<String, PipelineOptions> e : options.entrySet()) {
+      DatasetPlan plan = DatasetPlanner.plan(seq, e.getValue(), CONF);
+      double[] rates = new double[rounds];
+      for (int r = 0; r < rounds; r++) {
+        rates[r] = measure(plan, e.getValue(), seconds, false)[0];
+      }
+      double[] pad = measure(plan, e.getValue(), seconds, true);
+      realPerRecord = pad[2];
+      System.out.printf(
+          Locale.ROOT,
+          "%-10s %12.0f %9.1f%% %14.2f%n",
+          e.getKey(),
+          median(rates),
+          100 * pad[1],
+          1 - pad[1]);
+    }
+    System.out.printf(
+        Locale.ROOT,
+        "padded to the maximum (%d): %.1f%% padding (mean length %.1f)%n",
+        maxLength,
+        100 * (1 - realPerRecord / maxLength),
+        realPerRecord);
+  }
+
   private static double median(double[] v) {
     double[] s = v.clone();
     Arrays.sort(s);
@@ -224,7 +289,9 @@ public final class TextPipelineBenchmark {
       } while (System.nanoTime() < until);
     }
     return new double[] {
-      n / ((System.nanoTime() - t) / 1e9), positions == 0 ? 0 : 1 - (double) real / positions
+      n / ((System.nanoTime() - t) / 1e9),
+      positions == 0 ? 0 : 1 - (double) real / positions,
+      n == 0 ? 0 : (double) real / n
     };
   }
 
