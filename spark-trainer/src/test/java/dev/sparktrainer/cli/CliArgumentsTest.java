@@ -103,9 +103,12 @@ class CliArgumentsTest {
         CliRunner.run(train("--batch-size")),
         "Missing value for --batch-size: expected an integer");
     assertUsageError(
-        CliRunner.run(train("--model", "transformer:12")),
-        "Invalid --model 'transformer:12': expected",
+        CliRunner.run(train("--model", "lstm:12")),
+        "Invalid --model 'lstm:12': expected",
         "mlp:H1,H2");
+    assertUsageError(
+        CliRunner.run(train("--model", "transformer:12")),
+        "Invalid --model 'transformer:12': transformer needs a sequence feature column");
     assertUsageError(CliRunner.run(train("--model", "mlp:128,x")), "Invalid --model 'mlp:128,x'");
     assertUsageError(
         CliRunner.run(train("--optimizer", "lamb")),

