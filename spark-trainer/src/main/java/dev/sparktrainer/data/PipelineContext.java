@@ -93,6 +93,7 @@ final class PipelineContext {
             && options.shuffleBuffer() <= 1
             && options.cacheDir() == null
             && options.transform() == null
+            && !options.effectiveImageResize().random()
             && plan.spec().format() == DatasetSpec.Format.TFRECORD
             && fixed + readBufferBytes + 2 * batchBytes <= budget;
     if (decodeInBatch) {
@@ -177,7 +178,8 @@ final class PipelineContext {
             options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
             maxPrefetch + 4 + (planned ? plannedWindow : 0));
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
-    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
+    ImageResize resize = options.effectiveImageResize();
+    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec, resize));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
   }
 
@@ -241,7 +243,7 @@ final class PipelineContext {
    * Opens the splits of epoch {@code epoch}: decoded, then mapped by the options' transform if any.
    */
   Interleaver.Opener opener(int epoch) {
-    return options.transform() == null
+    return options.transform() == null && !options.effectiveImageResize().random()
         ? opener
         : MappedStream.opener(opener, plan.spec(), options, epoch, rank);
   }
@@ -323,6 +325,7 @@ final class PipelineContext {
     private final RecordCache cache;
     private final ArrayPool records;
     private final ReadBuffers readBuffers;
+    private final ImageResize resize;
 
     Opener(
         DatasetPlan plan,
@@ -335,6 +338,14 @@ final class PipelineContext {
         ReadBuffers readBuffers) {
       this.records = records;
       this.readBuffers = readBuffers;
+      this.resize = options.effectiveImageResize();
+      if (resize.random() && options.cacheDir() != null) {
+        throw new IllegalArgumentException(
+            "random-resized-crop cannot be used with cacheDir "
+                + options.cacheDir()
+                + ": the cache keeps images as decoded, and this crop is drawn anew every epoch"
+                + " while decoding; drop one of them");
+      }
       this.plan = plan;
       this.shard = shard;
       this.conf = conf;
@@ -355,7 +366,7 @@ final class PipelineContext {
       }
       RecordStream source =
           plan.spec().format() == DatasetSpec.Format.PARQUET
-              ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
+              ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records, resize)
               : new TFRecordStream(
                   s,
                   plan.spec(),
@@ -363,7 +374,8 @@ final class PipelineContext {
                   conf,
                   TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
                   records,
-                  readBuffers);
+                  readBuffers,
+                  resize);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

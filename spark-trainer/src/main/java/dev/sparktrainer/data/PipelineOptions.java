@@ -109,6 +109,7 @@ public final class PipelineOptions implements Serializable {
   private final double plannedWindow;
   private final ExampleTransform transform;
   private final ImageTransfer imageTransfer;
+  private final ImageResize imageResize;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -130,6 +131,7 @@ public final class PipelineOptions implements Serializable {
     plannedWindow = b.plannedWindow;
     transform = b.transform;
     imageTransfer = b.imageTransfer;
+    imageResize = b.imageResize;
   }
 
   public static Builder builder() {
@@ -157,6 +159,7 @@ public final class PipelineOptions implements Serializable {
     b.plannedWindow = plannedWindow;
     b.transform = transform;
     b.imageTransfer = imageTransfer;
+    b.imageResize = imageResize;
     return b;
   }
 
@@ -284,6 +287,26 @@ public final class PipelineOptions implements Serializable {
     return imageTransfer;
   }
 
+  /**
+   * How images of another size than the declared one are resized (see {@link
+   * Builder#optImageResize}); null: not given.
+   */
+  public ImageResize imageResize() {
+    return imageResize;
+  }
+
+  /**
+   * The resize the decoders apply: the transform's {@code random-resized-crop} step (training)
+   * when it has one, else {@link #imageResize()}, else {@link ImageResize#DEFAULT}.
+   */
+  public ImageResize effectiveImageResize() {
+    ImageResize fromTransform = ImageAugment.resizeOf(transform);
+    if (fromTransform != null) {
+      return fromTransform;
+    }
+    return imageResize == null ? ImageResize.DEFAULT : imageResize;
+  }
+
   /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
   public static final class Builder {
     private int batchSize = 32;
@@ -305,6 +328,7 @@ public final class PipelineOptions implements Serializable {
     private double plannedWindow = 1;
     private ImageTransfer imageTransfer = ImageTransfer.AUTO;
     private ExampleTransform transform;
+    private ImageResize imageResize;
 
     /** Default 32. */
     public Builder optBatchSize(int v) {
@@ -430,6 +454,16 @@ public final class PipelineOptions implements Serializable {
      */
     public Builder optImageTransfer(ImageTransfer v) {
       imageTransfer = Objects.requireNonNull(v, "imageTransfer");
+      return this;
+    }
+
+    /**
+     * Default none ({@link ImageResize#DEFAULT}): how image features of another size than declared
+     * are resized, e.g. {@link ImageResize#shorter shorter:256} then the centre (validation,
+     * evaluation, prediction). A transform's {@code random-resized-crop} takes precedence.
+     */
+    public Builder optImageResize(ImageResize v) {
+      imageResize = v;
       return this;
     }
 
