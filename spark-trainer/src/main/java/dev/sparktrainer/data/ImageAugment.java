@@ -187,11 +187,11 @@ public final class ImageAugment implements Serializable {
   }
 
   /**
-   * torchvision's {@code RandomResizedCrop} for encoded image features of any size: a random box
-   * of the photo, resized to the declared size (see {@link ImageResize#randomResizedCrop}). It
-   * works while the image is decoded — the decoder finds it in the options' transform ({@link
-   * PipelineOptions#effectiveImageResize}) — so as a step it does nothing: its draws come from
-   * the example's seed on a stream of their own, and the other steps' draws are unchanged by it.
+   * torchvision's {@code RandomResizedCrop} for encoded image features of any size: a random box of
+   * the photo, resized to the declared size (see {@link ImageResize#randomResizedCrop}). It works
+   * while the image is decoded — the decoder finds it in the options' transform ({@link
+   * PipelineOptions#effectiveImageResize}) — so as a step it does nothing: its draws come from the
+   * example's seed on a stream of their own, and the other steps' draws are unchanged by it.
    */
   public static ExampleTransform randomResizedCrop(
       double scaleMin, double scaleMax, double ratioMin, double ratioMax, Layout layout) {

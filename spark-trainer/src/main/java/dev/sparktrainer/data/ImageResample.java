@@ -1,13 +1,13 @@
 package dev.sparktrainer.data;
 
 /**
- * Bilinear resampling of 8-bit interleaved pixels with PIL's arithmetic ({@code
- * Image.resize(size, BILINEAR, box)}, what torchvision's transforms run on PIL images): the
- * triangle filter widened by the scale when shrinking (antialiasing), coefficients normalized
- * then fixed to 22 fractional bits, a horizontal pass into bytes (rounded, clamped), then a
- * vertical one. Output pixels {@code [o0, o0 + n)} of a resize to {@code full} pixels are computed
- * alone, each exactly as in the whole resize (torchvision's {@code Resize} then {@code
- * CenterCrop}). Not thread-safe: one per decoding thread (it keeps its tables and scratch rows).
+ * Bilinear resampling of 8-bit interleaved pixels with PIL's arithmetic ({@code Image.resize(size,
+ * BILINEAR, box)}, what torchvision's transforms run on PIL images): the triangle filter widened by
+ * the scale when shrinking (antialiasing), coefficients normalized then fixed to 22 fractional
+ * bits, a horizontal pass into bytes (rounded, clamped), then a vertical one. Output pixels {@code
+ * [o0, o0 + n)} of a resize to {@code full} pixels are computed alone, each exactly as in the whole
+ * resize (torchvision's {@code Resize} then {@code CenterCrop}). Not thread-safe: one per decoding
+ * thread (it keeps its tables and scratch rows).
  */
 final class ImageResample {
   static final int PRECISION_BITS = 32 - 8 - 2;

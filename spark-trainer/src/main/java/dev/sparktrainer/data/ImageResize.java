@@ -101,8 +101,8 @@ public final class ImageResize implements Serializable {
   /**
    * The box of a {@code srcH x srcW} photo taken for an {@code outH x outW} image, and the size it
    * is resampled to: {@code box = {top, left, height, width}} (source pixels, of the photo resized
-   * to {@code {fullH, fullW}} = {@code box[4], box[5]}), and {@code box[6], box[7]} the first output
-   * row and column of that resized image kept (the centre crop). {@code random} draws
+   * to {@code {fullH, fullW}} = {@code box[4], box[5]}), and {@code box[6], box[7]} the first
+   * output row and column of that resized image kept (the centre crop). {@code random} draws
    * random-resized-crop's choices: the draw order and arithmetic of torchvision's {@code
    * RandomResizedCrop.get_params} (uniform scale, log-uniform ratio, Python's round half to even,
    * then the top and left offsets), each uniform a {@code nextDouble()} of {@code random}.
@@ -196,7 +196,13 @@ public final class ImageResize implements Serializable {
   @Override
   public String toString() {
     if (rrc != null) {
-      return "random-resized-crop:" + num(rrc[0]) + "-" + num(rrc[1]) + "," + num(rrc[2]) + "-"
+      return "random-resized-crop:"
+          + num(rrc[0])
+          + "-"
+          + num(rrc[1])
+          + ","
+          + num(rrc[2])
+          + "-"
           + num(rrc[3]);
     }
     return shorter > 0 ? "shorter:" + shorter : "default";

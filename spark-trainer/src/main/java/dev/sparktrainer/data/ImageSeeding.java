@@ -1,9 +1,9 @@
 package dev.sparktrainer.data;
 
 /**
- * A record stream whose images may take a random box (random-resized-crop) while they are
- * decoded: the map stage ({@link MappedStream}) tells it how its examples are seeded, so that the
- * box comes from the same example seed as the example's other draws.
+ * A record stream whose images may take a random box (random-resized-crop) while they are decoded:
+ * the map stage ({@link MappedStream}) tells it how its examples are seeded, so that the box comes
+ * from the same example seed as the example's other draws.
  */
 interface ImageSeeding {
   /** {@link Seeds} stream of the images' random boxes, beside the map stage's own (3). */

@@ -26,8 +26,8 @@ import javax.imageio.stream.MemoryCacheImageInputStream;
  * declared {@code [height, width, channels]} as HWC floats in 0..1, each one of the 256 values
  * {@code k / 255f}.
  *
- * <p>Pixels are read from the decoded raster's own buffer (no per-pixel {@code getRGB}): 8-bit
- * sRGB and grey as they are, 16-bit samples rounded to the nearest byte ({@code round(v / 257)}),
+ * <p>Pixels are read from the decoded raster's own buffer (no per-pixel {@code getRGB}): 8-bit sRGB
+ * and grey as they are, 16-bit samples rounded to the nearest byte ({@code round(v / 257)}),
  * palettes through their colours, alpha dropped (as PIL's {@code convert("RGB")}); a grey image
  * read into 3 channels repeats its grey; a colour image read into one channel is the rounded
  * weighted grey {@code round(0.299 r + 0.587 g + 0.114 b)}. Only colour spaces other than sRGB and
@@ -36,8 +36,8 @@ import javax.imageio.stream.MemoryCacheImageInputStream;
  * ImageOps.exif_transpose}).
  *
  * <p>An image of another size than the declared one is resized by an {@link ImageResize} (default:
- * shorter side to the larger declared side, then the centre), with {@link ImageResample}'s
- * bilinear antialiased filter (PIL's). Only the box that the resize takes is decoded ({@code
+ * shorter side to the larger declared side, then the centre), with {@link ImageResample}'s bilinear
+ * antialiased filter (PIL's). Only the box that the resize takes is decoded ({@code
  * ImageReadParam.setSourceRegion}). Not thread-safe: one per decoding thread.
  */
 final class Images {

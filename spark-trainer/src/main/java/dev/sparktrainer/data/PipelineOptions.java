@@ -296,8 +296,8 @@ public final class PipelineOptions implements Serializable {
   }
 
   /**
-   * The resize the decoders apply: the transform's {@code random-resized-crop} step (training)
-   * when it has one, else {@link #imageResize()}, else {@link ImageResize#DEFAULT}.
+   * The resize the decoders apply: the transform's {@code random-resized-crop} step (training) when
+   * it has one, else {@link #imageResize()}, else {@link ImageResize#DEFAULT}.
    */
   public ImageResize effectiveImageResize() {
     ImageResize fromTransform = ImageAugment.resizeOf(transform);

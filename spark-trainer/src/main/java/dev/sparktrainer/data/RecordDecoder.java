@@ -90,8 +90,7 @@ final class RecordDecoder {
   }
 
   private double decodeRecord(
-      byte[] buf, int off, int len, float[] out, ByteBuffer[] columns, int row)
-      throws IOException {
+      byte[] buf, int off, int len, float[] out, ByteBuffer[] columns, int row) throws IOException {
     scanner.scanExample(buf, off, len);
     buf = scanner.buffer(); // the record, or the scanner's copy with merged values
     int pos = 0;

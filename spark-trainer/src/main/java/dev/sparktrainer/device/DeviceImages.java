@@ -165,8 +165,7 @@ public final class DeviceImages {
    */
   PipelineOptions hostOptions(PipelineOptions options) {
     // A random-resized-crop step works in the host's decoder: it stays, as the options' resize.
-    return options
-        .toBuilder()
+    return options.toBuilder()
         .optImageResize(options.effectiveImageResize())
         .optTransform(hostTransform)
         .build();
