@@ -56,6 +56,15 @@ final class Images {
   private int[] row = new int[0];
   private int[] palette = new int[256];
 
+  /** Decode only the box ({@code setSourceRegion}); off: decode the whole photo (benchmarks). */
+  boolean regionDecode = true;
+
+  /**
+   * Also subsample the box in the decoder when it is at least twice the output ({@code
+   * setSourceSubsampling}: every s-th pixel, no filtering) — measured in bin/bench-images, off.
+   */
+  boolean subsample;
+
   Images(ImageResize resize) {
     this.resize = resize == null ? ImageResize.DEFAULT : resize;
   }
@@ -144,14 +153,33 @@ final class Images {
       int w = swapped ? srcH : srcW;
       planBox(h, w, height, width);
       ImageReadParam param = reader.getDefaultReadParam();
-      if (orientation == 1 && (box[2] != srcH || box[3] != srcW)) {
+      if (orientation == 1 && regionDecode && (box[2] != srcH || box[3] != srcW)) {
         // Decode only the box (the JPEG reader still parses the rows above it, but converts and
         // keeps only the window).
         param.setSourceRegion(new Rectangle(box[1], box[0], box[3], box[2]));
         regionTop = box[0];
         regionLeft = box[1];
       }
+      int step = 1;
+      while (subsample
+          && orientation == 1
+          && box[2] / (2 * step) >= box[4]
+          && box[3] / (2 * step) >= box[5]) {
+        step *= 2;
+      }
+      if (step > 1) {
+        param.setSourceRegion(new Rectangle(box[1], box[0], box[3], box[2]));
+        param.setSourceSubsampling(step, step, 0, 0);
+      }
       img = reader.read(0, param);
+      if (step > 1) { // the box is now the whole subsampled image
+        regionTop = 0;
+        regionLeft = 0;
+        box[0] = 0;
+        box[1] = 0;
+        box[2] = img.getHeight();
+        box[3] = img.getWidth();
+      }
     } catch (IIOException e) {
       // ImageIO's JPEG reader refuses some 4-component (CMYK, YCCK) JPEGs, those with an ICC
       // profile as Photoshop writes them, with a bare "Unsupported Image Type".
