@@ -7,6 +7,7 @@ kind: images/s and images/s per core, the best of ROUNDS passes of SECONDS each.
   /usr/bin/python3 bin/torch-images.py DIR CORES SECONDS ROUNDS
 """
 import json
+import resource
 import sys
 import time
 
@@ -34,4 +35,7 @@ for kind, last in (("uint8", transforms.PILToTensor()), ("float32", transforms.T
             best = max(best, n / (time.perf_counter() - start))
     print(json.dumps({"contender": f"pytorch-dataloader-{kind}", "images_per_s": round(best, 1),
                       "images_per_s_per_core": round(best / cores, 1), "cores": cores,
-                      "torch": torch.__version__, "images": len(ds)}), flush=True)
+                      "torch": torch.__version__, "images": len(ds),
+                      "rss_kb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "rss_kb_workers_max": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}),
+          flush=True)
