@@ -23,6 +23,7 @@ final class ImageResample {
   private int[] yK = new int[0];
   private int yStride;
   private byte[] tmp = new byte[0];
+  private int[] acc = new int[0];
 
   /**
    * Resamples the box {@code (top, left, boxH, boxW)} of {@code src} ({@code srcH x srcW x ch},
@@ -70,6 +71,27 @@ final class ImageResample {
     for (int r = 0; r < rows; r++) {
       int srow = ((top + yFirst + r) * srcW + left) * ch;
       int trow = r * rowBytes;
+      if (ch == 3) { // the three channels of a pixel at once
+        for (int x = 0; x < outW; x++) {
+          int k0 = x * xStride;
+          int p = srow + xMin[x] * 3;
+          int cnt = xCount[x];
+          int s0 = half;
+          int s1 = half;
+          int s2 = half;
+          for (int i = 0; i < cnt; i++, p += 3) {
+            int k = xK[k0 + i];
+            s0 += (src[p] & 0xFF) * k;
+            s1 += (src[p + 1] & 0xFF) * k;
+            s2 += (src[p + 2] & 0xFF) * k;
+          }
+          int t = trow + x * 3;
+          tmp[t] = clip8(s0);
+          tmp[t + 1] = clip8(s1);
+          tmp[t + 2] = clip8(s2);
+        }
+        continue;
+      }
       for (int x = 0; x < outW; x++) {
         int k0 = x * xStride;
         int base = srow + xMin[x] * ch;
@@ -84,17 +106,25 @@ final class ImageResample {
       }
     }
     // Vertical pass (ImagingResampleVertical_8bpc)
+    if (acc.length < rowBytes) {
+      acc = new int[rowBytes];
+    }
     for (int y = 0; y < outH; y++) {
       int k0 = y * yStride;
       int first = yMin[y] - yFirst;
       int cnt = yCount[y];
       int drow = y * rowBytes;
-      for (int j = 0; j < rowBytes; j++) {
-        int ss = half;
-        for (int i = 0, p = first * rowBytes + j; i < cnt; i++, p += rowBytes) {
-          ss += (tmp[p] & 0xFF) * yK[k0 + i];
+      // whole rows at a time (sequential, the same sums in the same order as per value)
+      java.util.Arrays.fill(acc, 0, rowBytes, half);
+      for (int i = 0; i < cnt; i++) {
+        int k = yK[k0 + i];
+        int p = (first + i) * rowBytes;
+        for (int j = 0; j < rowBytes; j++) {
+          acc[j] += (tmp[p + j] & 0xFF) * k;
         }
-        dst[drow + j] = clip8(ss);
+      }
+      for (int j = 0; j < rowBytes; j++) {
+        dst[drow + j] = clip8(acc[j]);
       }
     }
   }
