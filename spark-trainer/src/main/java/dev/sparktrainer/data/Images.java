@@ -202,7 +202,9 @@ final class Images {
       }
       in.close();
     }
-    if (warning[0] != null) {
+    if (warning[0] != null && jpeg) {
+      // libjpeg's warnings are damaged data (a premature end, corrupt entropy-coded bytes): ImageIO
+      // would hand back a half-grey image
       throw new IOException("a corrupt or truncated image (" + bLen + " bytes): " + warning[0]);
     }
     if (jpeg && img.getRaster().getNumBands() == 4 && jpegComponents(buf, bOff, bLen) == 4) {
@@ -234,7 +236,12 @@ final class Images {
     if (outBytes.length < n) {
       outBytes = new byte[n];
     }
-    if (rh == height && rw == width && box[4] == height && box[5] == width && box[2] == rh) {
+    if (rh == height
+        && rw == width
+        && box[4] == height
+        && box[5] == width
+        && box[2] == rh
+        && box[3] == rw) {
       System.arraycopy(src, 0, outBytes, 0, n); // already the size
       return outBytes;
     }

@@ -78,6 +78,29 @@ class ImageFormatsTest {
         .isEqualTo(1);
   }
 
+  @Test
+  void randomResizedCropTakesItsBoxFromTheUprightPhoto() throws IOException {
+    byte[] file = resource("exif6.jpg");
+    byte[] upright = rgb("exif6.jpg", 13, 9); // orientation 6: 9x13 stored, 13x9 upright
+    ImageResize rrc = ImageResize.randomResizedCrop(0.08, 1, 3.0 / 4, 4.0 / 3);
+    int[] box = new int[8];
+    int fullHeight = 0;
+    for (long seed = 0; seed < 300; seed++) {
+      Images images = new Images(rrc);
+      images.seed(seed);
+      byte[] got = images.decodeBytes(file, 0, file.length, 13, 9, 3).clone();
+      ExampleRandom r = new ExampleRandom();
+      r.reset(seed);
+      rrc.box(13, 9, 13, 9, r, box);
+      fullHeight += box[2] == 13 && box[3] < 9 ? 1 : 0;
+      byte[] want =
+          ImageResizeTest.reference(
+              upright, 9, 3, box[0], box[1], box[2], box[3], 13, 9, 0, 0, 13, 9);
+      assertThat(got).as("seed %d, box %s", seed, java.util.Arrays.toString(box)).isEqualTo(want);
+    }
+    assertThat(fullHeight).as("boxes of the full height but not the full width").isPositive();
+  }
+
   /** The JPEG's pixels as stored (orientation ignored), through ImageIO. */
   private static byte[] unturned(String name) throws IOException {
     java.awt.image.BufferedImage img =
