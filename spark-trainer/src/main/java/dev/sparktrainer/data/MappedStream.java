@@ -55,13 +55,14 @@ final class MappedStream implements RecordStream {
   static Interleaver.Opener opener(
       Interleaver.Opener opener, DatasetSpec spec, PipelineOptions options, int epoch, int rank) {
     ExampleTransform t = options.transform();
+    boolean randomImages = options.effectiveImageResize().random();
     return new Interleaver.Opener() {
       @Override
       public RecordStream open(int item) throws IOException {
         RecordStream in = opener.open(item);
         MappedStream m =
             new MappedStream(in, t, spec, options.seed(), epoch, rank, item, opener.describe(item));
-        if (in instanceof ImageSeeding images) {
+        if (randomImages && in instanceof ImageSeeding images) {
           // random-resized-crop: the decoder draws each example's box from its seed
           images.seedImages(m.base, item);
         }
