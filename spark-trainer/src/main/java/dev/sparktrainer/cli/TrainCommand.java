@@ -242,6 +242,17 @@ final class TrainCommand extends Command {
         throw new CliException(
             e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment")));
       }
+      if (ImageAugment.resizeOf(augment.training()) != null) {
+        // It works while encoded images are decoded; the command line's features are numbers.
+        throw new CliException(
+            "Invalid "
+                + f.source("augment")
+                + " '"
+                + f.string("augment")
+                + "': random-resized-crop needs encoded image features, which the command line"
+                + " does not read yet (use the Java API's addImageFeature, or the Estimator's"
+                + " transform)");
+      }
     }
     // The model's own checks (sizes, CNN shapes) need the feature shapes: with explicit shapes,
     // now.

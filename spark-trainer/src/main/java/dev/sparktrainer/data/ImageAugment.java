@@ -58,10 +58,12 @@ public final class ImageAugment implements Serializable {
     for (String raw : text.split(",")) {
       String t = raw.trim();
       // normalize's values are comma-separated too: a bare number continues the previous step
+      String prev = items.isEmpty() ? "" : items.get(items.size() - 1);
       if (!items.isEmpty()
           && !t.isEmpty()
           && t.matches("[-+0-9.eE/]+")
-          && items.get(items.size() - 1).startsWith("normalize:")) {
+          && (prev.startsWith("normalize:")
+              || (prev.startsWith("random-resized-crop:") && !prev.contains(",")))) {
         items.set(items.size() - 1, items.get(items.size() - 1) + "," + t);
       } else {
         items.add(t);
@@ -73,6 +75,19 @@ public final class ImageAugment implements Serializable {
       String name = (colon < 0 ? item : item.substring(0, colon)).toLowerCase(Locale.ROOT);
       String arg = colon < 0 ? null : item.substring(colon + 1).trim();
       switch (name) {
+        case "random-resized-crop":
+          if (!steps.isEmpty()) {
+            throw bad(
+                text,
+                "random-resized-crop must come first: it takes the box of the decoded photo the"
+                    + " other steps work on");
+          }
+          try {
+            steps.add(new RandomResizedCrop(rrc(arg), layout));
+          } catch (IllegalArgumentException e) {
+            throw bad(text, e.getMessage());
+          }
+          break;
         case "flip":
           if (arg != null) {
             throw bad(text, "flip takes no value");
@@ -116,6 +131,105 @@ public final class ImageAugment implements Serializable {
     return new ImageAugment(steps, text.trim());
   }
 
+  /** {@code SMIN-SMAX[,RMIN-RMAX]} (each a number or a fraction such as 3/4), or the defaults. */
+  private static ImageResize rrc(String arg) {
+    double[] v = {0.08, 1, 3.0 / 4, 4.0 / 3};
+    if (arg != null && !arg.isEmpty()) {
+      String[] parts = arg.split(",");
+      if (parts.length > 2) {
+        throw new IllegalArgumentException(
+            "random-resized-crop takes SCALE_MIN-SCALE_MAX[,RATIO_MIN-RATIO_MAX], e.g."
+                + " random-resized-crop:0.08-1,3/4-4/3");
+      }
+      for (int p = 0; p < parts.length; p++) {
+        String[] mm = parts[p].trim().split("-");
+        if (mm.length != 2) {
+          throw new IllegalArgumentException(
+              "random-resized-crop's '"
+                  + parts[p].trim()
+                  + "' is not a range MIN-MAX (e.g. 0.08-1 or 3/4-4/3)");
+        }
+        v[2 * p] = fraction(mm[0]);
+        v[2 * p + 1] = fraction(mm[1]);
+      }
+    }
+    return ImageResize.randomResizedCrop(v[0], v[1], v[2], v[3]);
+  }
+
+  private static double fraction(String s) {
+    String t = s.trim();
+    try {
+      int slash = t.indexOf('/');
+      return slash < 0
+          ? Double.parseDouble(t)
+          : Double.parseDouble(t.substring(0, slash)) / Double.parseDouble(t.substring(slash + 1));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("'" + t + "' is not a number or a fraction");
+    }
+  }
+
+  /**
+   * The {@link ImageResize} of {@code transform}'s {@code random-resized-crop} step (a {@link
+   * Chain} of this class's steps, or the step alone), or null if it has none.
+   */
+  public static ImageResize resizeOf(ExampleTransform transform) {
+    if (transform instanceof RandomResizedCrop r) {
+      return r.resize;
+    }
+    if (transform instanceof Chain c) {
+      for (Step s : c.steps) {
+        if (s instanceof RandomResizedCrop r) {
+          return r.resize;
+        }
+      }
+    }
+    return null;
+  }
+
+  /**
+   * torchvision's {@code RandomResizedCrop} for encoded image features of any size: a random box of
+   * the photo, resized to the declared size (see {@link ImageResize#randomResizedCrop}). It works
+   * while the image is decoded — the decoder finds it in the options' transform ({@link
+   * PipelineOptions#effectiveImageResize}) — so as a step it does nothing: its draws come from the
+   * example's seed on a stream of their own, and the other steps' draws are unchanged by it.
+   */
+  public static ExampleTransform randomResizedCrop(
+      double scaleMin, double scaleMax, double ratioMin, double ratioMax, Layout layout) {
+    return new RandomResizedCrop(
+        ImageResize.randomResizedCrop(scaleMin, scaleMax, ratioMin, ratioMax), layout);
+  }
+
+  /** See {@link #randomResizedCrop}: applied by the image decoder, nothing to do afterwards. */
+  public static final class RandomResizedCrop extends Step {
+    private static final long serialVersionUID = 1L;
+    final ImageResize resize;
+
+    RandomResizedCrop(ImageResize resize, Layout layout) {
+      super(layout, null);
+      this.resize = resize;
+    }
+
+    /** The box and resize the decoder applies. */
+    public ImageResize resize() {
+      return resize;
+    }
+
+    @Override
+    Step reshaped(long[] shape) {
+      return this;
+    }
+
+    @Override
+    public void apply(Example ex) {
+      // done while decoding (Images), from the example's seed
+    }
+
+    @Override
+    public String toString() {
+      return resize.toString();
+    }
+  }
+
   private static float[] floats(String list, String text) {
     String[] parts = list.split(",");
     float[] out = new float[parts.length];
@@ -138,7 +252,8 @@ public final class ImageAugment implements Serializable {
             + text
             + "': "
             + why
-            + " (expected a comma-separated list of flip, crop:PADDING and normalize:MEAN,.../STD,...)");
+            + " (expected a comma-separated list of random-resized-crop[:SMIN-SMAX[,RMIN-RMAX]], flip,"
+            + " crop:PADDING and normalize:MEAN,.../STD,...)");
   }
 
   /**

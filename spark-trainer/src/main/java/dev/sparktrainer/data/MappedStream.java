@@ -55,11 +55,18 @@ final class MappedStream implements RecordStream {
   static Interleaver.Opener opener(
       Interleaver.Opener opener, DatasetSpec spec, PipelineOptions options, int epoch, int rank) {
     ExampleTransform t = options.transform();
+    boolean randomImages = options.effectiveImageResize().random();
     return new Interleaver.Opener() {
       @Override
       public RecordStream open(int item) throws IOException {
-        return new MappedStream(
-            opener.open(item), t, spec, options.seed(), epoch, rank, item, opener.describe(item));
+        RecordStream in = opener.open(item);
+        MappedStream m =
+            new MappedStream(in, t, spec, options.seed(), epoch, rank, item, opener.describe(item));
+        if (randomImages && in instanceof ImageSeeding images) {
+          // random-resized-crop: the decoder draws each example's box from its seed
+          images.seedImages(m.base, item);
+        }
+        return m;
       }
 
       @Override
@@ -92,7 +99,9 @@ final class MappedStream implements RecordStream {
         ((long) item << ORDINAL_BITS) | k,
         Seeds.mix(base, item, k, 0));
     try {
-      transform.apply(example);
+      if (transform != null) {
+        transform.apply(example);
+      }
     } catch (Exception | LinkageError | AssertionError | StackOverflowError e) {
       long offset = in.recordOffset();
       throw new IOException(

@@ -520,12 +520,15 @@ final class ParquetColumns {
     private int width;
     private int channels;
     private float[] scratch = new float[0];
+    private Images images = new Images(null);
 
     Image(Leaf leaf) {
       this.leaf = leaf;
     }
 
-    void shape(long[] s) {
+    /** The column's declared shape, and the decoder its images go through. */
+    void shape(long[] s, Images decoder) {
+      this.images = decoder;
       height = (int) s[0];
       width = (int) s[1];
       channels = (int) s[2];
@@ -542,7 +545,7 @@ final class ParquetColumns {
       Binary b = leaf.binary();
       byte[] bytes = b.getBytesUnsafe();
       try {
-        Images.decode(bytes, 0, bytes.length, height, width, channels, scratch, 0);
+        images.decodeImage(bytes, 0, bytes.length, height, width, channels, scratch, 0);
       } catch (IOException e) {
         throw new BadValue("column '" + leaf.column + "': " + e.getMessage());
       }

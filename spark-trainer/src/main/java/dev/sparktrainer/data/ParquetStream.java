@@ -28,7 +28,7 @@ import org.apache.parquet.schema.Type;
  * After an error the stream is unusable (its columns may stand at different rows); errors name the
  * file, the row (its index in the file) and the column.
  */
-final class ParquetStream implements RecordStream {
+final class ParquetStream implements RecordStream, ImageSeeding {
   private final String file;
   private final ArrayPool.Taker pool;
   private final ParquetFileReader reader;
@@ -56,8 +56,26 @@ final class ParquetStream implements RecordStream {
 
   private long index;
 
+  private Images images;
+  private boolean seedImages;
+  private long seedBase;
+  private int seedItem;
+  private long returned;
+
   ParquetStream(
       Split split, DatasetSpec spec, LongPredicate owned, Configuration conf, ArrayPool pool)
+      throws IOException {
+    this(split, spec, owned, conf, pool, null);
+  }
+
+  /** As above, images of another size resized by {@code resize} (null: the default). */
+  ParquetStream(
+      Split split,
+      DatasetSpec spec,
+      LongPredicate owned,
+      Configuration conf,
+      ArrayPool pool,
+      ImageResize resize)
       throws IOException {
     this.pool = pool.taker();
     this.file = split.path();
@@ -119,7 +137,10 @@ final class ParquetStream implements RecordStream {
           throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
         }
         if (columns[c] instanceof ParquetColumns.Image) {
-          ((ParquetColumns.Image) columns[c]).shape(f.shape());
+          if (images == null) {
+            images = new Images(resize);
+          }
+          ((ParquetColumns.Image) columns[c]).shape(f.shape(), images);
         }
       }
       try {
@@ -243,7 +264,25 @@ final class ParquetStream implements RecordStream {
     for (int c = 0; c < sinks.length; c++) {
       sinks[c].toArray(out, offsets[c], spec.features().get(c).size());
     }
-    return new Record(out, decodeRow());
+    if (seedImages && images != null) {
+      images.seed(ImageSeeding.seed(seedBase, seedItem, returned));
+    }
+    try {
+      Record r = new Record(out, decodeRow());
+      returned++;
+      return r;
+    } finally {
+      if (images != null) {
+        images.unseed();
+      }
+    }
+  }
+
+  @Override
+  public void seedImages(long base, int item) {
+    seedImages = true;
+    seedBase = base;
+    seedItem = item;
   }
 
   /**

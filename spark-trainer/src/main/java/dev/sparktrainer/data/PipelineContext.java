@@ -99,6 +99,7 @@ final class PipelineContext {
             && options.shuffleBuffer() <= 1
             && options.cacheDir() == null
             && options.transform() == null
+            && !options.effectiveImageResize().random()
             && plan.spec().format() == DatasetSpec.Format.TFRECORD
             && fixed + readBufferBytes + 2 * batchBytes <= budget;
     if (decodeInBatch) {
@@ -191,7 +192,8 @@ final class PipelineContext {
             options.batchSize() * (spec.labelType() == DatasetSpec.LabelType.INT ? 8 : 4),
             maxPrefetch + 4 + (planned ? plannedWindow : 0));
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
-    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec));
+    ImageResize resize = options.effectiveImageResize();
+    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec, resize));
     this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
   }
 
@@ -275,7 +277,7 @@ final class PipelineContext {
    * Opens the splits of epoch {@code epoch}: decoded, then mapped by the options' transform if any.
    */
   Interleaver.Opener opener(int epoch) {
-    return options.transform() == null
+    return options.transform() == null && !options.effectiveImageResize().random()
         ? opener
         : MappedStream.opener(opener, plan.spec(), options, epoch, rank);
   }
@@ -357,6 +359,7 @@ final class PipelineContext {
     private final RecordCache cache;
     private final ArrayPool records;
     private final ReadBuffers readBuffers;
+    private final ImageResize resize;
 
     Opener(
         DatasetPlan plan,
@@ -369,6 +372,14 @@ final class PipelineContext {
         ReadBuffers readBuffers) {
       this.records = records;
       this.readBuffers = readBuffers;
+      this.resize = options.effectiveImageResize();
+      if (resize.random() && options.cacheDir() != null) {
+        throw new IllegalArgumentException(
+            "random-resized-crop cannot be used with cacheDir "
+                + options.cacheDir()
+                + ": the cache keeps images as decoded, and this crop is drawn anew every epoch"
+                + " while decoding; drop one of them");
+      }
       this.plan = plan;
       this.shard = shard;
       this.conf = conf;
@@ -389,7 +400,7 @@ final class PipelineContext {
       }
       RecordStream source =
           plan.spec().format() == DatasetSpec.Format.PARQUET
-              ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records)
+              ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records, resize)
               : new TFRecordStream(
                   s,
                   plan.spec(),
@@ -397,7 +408,8 @@ final class PipelineContext {
                   conf,
                   TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
                   records,
-                  readBuffers);
+                  readBuffers,
+                  resize);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

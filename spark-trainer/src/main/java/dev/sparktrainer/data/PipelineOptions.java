@@ -112,6 +112,7 @@ public final class PipelineOptions implements Serializable {
   private final ImageTransfer imageTransfer;
   private final double padValue;
   private final int[] bucketBoundaries;
+  private final ImageResize imageResize;
 
   private PipelineOptions(Builder b) {
     batchSize = b.batchSize;
@@ -135,6 +136,7 @@ public final class PipelineOptions implements Serializable {
     imageTransfer = b.imageTransfer;
     padValue = b.padValue;
     bucketBoundaries = b.bucketBoundaries.clone();
+    imageResize = b.imageResize;
   }
 
   public static Builder builder() {
@@ -164,6 +166,7 @@ public final class PipelineOptions implements Serializable {
     b.imageTransfer = imageTransfer;
     b.padValue = padValue;
     b.bucketBoundaries = bucketBoundaries.clone();
+    b.imageResize = imageResize;
     return b;
   }
 
@@ -305,6 +308,26 @@ public final class PipelineOptions implements Serializable {
     return imageTransfer;
   }
 
+  /**
+   * How images of another size than the declared one are resized (see {@link
+   * Builder#optImageResize}); null: not given.
+   */
+  public ImageResize imageResize() {
+    return imageResize;
+  }
+
+  /**
+   * The resize the decoders apply: the transform's {@code random-resized-crop} step (training) when
+   * it has one, else {@link #imageResize()}, else {@link ImageResize#DEFAULT}.
+   */
+  public ImageResize effectiveImageResize() {
+    ImageResize fromTransform = ImageAugment.resizeOf(transform);
+    if (fromTransform != null) {
+      return fromTransform;
+    }
+    return imageResize == null ? ImageResize.DEFAULT : imageResize;
+  }
+
   /** Builds {@link PipelineOptions}; defaults are documented on each setter. */
   public static final class Builder {
     private int batchSize = 32;
@@ -328,6 +351,7 @@ public final class PipelineOptions implements Serializable {
     private double plannedWindow = 1;
     private ImageTransfer imageTransfer = ImageTransfer.AUTO;
     private ExampleTransform transform;
+    private ImageResize imageResize;
 
     /** Default 32. */
     public Builder optBatchSize(int v) {
@@ -453,6 +477,16 @@ public final class PipelineOptions implements Serializable {
      */
     public Builder optImageTransfer(ImageTransfer v) {
       imageTransfer = Objects.requireNonNull(v, "imageTransfer");
+      return this;
+    }
+
+    /**
+     * Default none ({@link ImageResize#DEFAULT}): how image features of another size than declared
+     * are resized, e.g. {@link ImageResize#shorter shorter:256} then the centre (validation,
+     * evaluation, prediction). A transform's {@code random-resized-crop} takes precedence.
+     */
+    public Builder optImageResize(ImageResize v) {
+      imageResize = v;
       return this;
     }
 

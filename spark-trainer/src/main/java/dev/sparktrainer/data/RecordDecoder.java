@@ -28,8 +28,15 @@ final class RecordDecoder {
   private final FeatureValues values = new FeatureValues();
   private final boolean labelled;
   private final float[] scratch;
+  private final Images images;
 
   RecordDecoder(DatasetSpec spec) {
+    this(spec, null);
+  }
+
+  /** A decoder resizing images of another size than the declared one with {@code resize}. */
+  RecordDecoder(DatasetSpec spec, ImageResize resize) {
+    this.images = new Images(resize);
     this.spec = spec;
     this.features = spec.features();
     this.labelled = spec.label() != null;
@@ -44,6 +51,16 @@ final class RecordDecoder {
     }
     this.scanner = new ExampleScanner(new FeatureLookup(names), null);
     this.scratch = new float[widest];
+  }
+
+  /** The resize of this decoder's images. */
+  ImageResize imageResize() {
+    return images.resize();
+  }
+
+  /** Seeds the next record's random image box ({@link Images#seed}). */
+  void seedImages(long seed) {
+    images.seed(seed);
   }
 
   /**
@@ -65,6 +82,15 @@ final class RecordDecoder {
 
   private double decode(byte[] buf, int off, int len, float[] out, ByteBuffer[] columns, int row)
       throws IOException {
+    try {
+      return decodeRecord(buf, off, len, out, columns, row);
+    } finally {
+      images.unseed();
+    }
+  }
+
+  private double decodeRecord(
+      byte[] buf, int off, int len, float[] out, ByteBuffer[] columns, int row) throws IOException {
     scanner.scanExample(buf, off, len);
     buf = scanner.buffer(); // the record, or the scanner's copy with merged values
     int pos = 0;
@@ -121,7 +147,7 @@ final class RecordDecoder {
         }
         long[] s = f.shape();
         try {
-          Images.decode(
+          images.decodeImage(
               values.bytesBuffer(),
               values.bytesOffset(0),
               values.bytesLength(0),

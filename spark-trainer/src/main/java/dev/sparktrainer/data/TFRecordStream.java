@@ -22,7 +22,7 @@ import org.apache.hadoop.fs.Path;
  * buffer, which the reader hands over instead of reusing, and the batch stage decodes it straight
  * into the batch — the fewest copies, for pipelines without a shuffle buffer.
  */
-final class TFRecordStream implements RecordStream {
+final class TFRecordStream implements RecordStream, ImageSeeding {
   private final TFRecordReader reader;
   private final ArrayPool.Taker pool;
   private final LongPredicate owned;
@@ -31,6 +31,10 @@ final class TFRecordStream implements RecordStream {
   private ReadBuffers.Handed current;
   private int handed;
   private long index;
+  private boolean seedImages;
+  private long seedBase;
+  private int seedItem;
+  private long returned;
 
   TFRecordStream(
       Split split,
@@ -41,9 +45,23 @@ final class TFRecordStream implements RecordStream {
       ArrayPool pool,
       ReadBuffers readBuffers)
       throws IOException {
+    this(split, spec, owned, conf, maxRecordLength, pool, readBuffers, null);
+  }
+
+  /** As above, images of another size resized by {@code resize} (null: the default). */
+  TFRecordStream(
+      Split split,
+      DatasetSpec spec,
+      LongPredicate owned,
+      Configuration conf,
+      int maxRecordLength,
+      ArrayPool pool,
+      ReadBuffers readBuffers,
+      ImageResize resize)
+      throws IOException {
     this.pool = pool.taker();
     this.owned = owned;
-    this.decoder = readBuffers == null ? new RecordDecoder(spec) : null;
+    this.decoder = readBuffers == null ? new RecordDecoder(spec, resize) : null;
     this.readBuffers = readBuffers;
     Path path = new Path(split.path());
     this.reader =
@@ -94,8 +112,12 @@ final class TFRecordStream implements RecordStream {
       }
       float[] out = pool.take();
       try {
+        if (seedImages) {
+          decoder.seedImages(ImageSeeding.seed(seedBase, seedItem, returned));
+        }
         double label =
             decoder.decode(reader.buffer(), reader.dataOffset(), reader.dataLength(), out);
+        returned++;
         return new Record(out, label);
       } catch (MalformedRecordException | IOException e) {
         throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
@@ -161,6 +183,16 @@ final class TFRecordStream implements RecordStream {
     } catch (MalformedRecordException | IOException e) {
       throw new TFRecordCorruptException(reader.file(), reader.recordOffset(), e.getMessage(), e);
     }
+  }
+
+  @Override
+  public void seedImages(long base, int item) {
+    if (decoder == null) {
+      throw new IllegalStateException("a stream that hands over undecoded records decodes nothing");
+    }
+    seedImages = true;
+    seedBase = base;
+    seedItem = item;
   }
 
   @Override

@@ -164,7 +164,11 @@ public final class DeviceImages {
    * random choices only (none when it draws nothing).
    */
   PipelineOptions hostOptions(PipelineOptions options) {
-    return options.toBuilder().optTransform(hostTransform).build();
+    // A random-resized-crop step works in the host's decoder: it stays, as the options' resize.
+    return options.toBuilder()
+        .optImageResize(options.effectiveImageResize())
+        .optTransform(hostTransform)
+        .build();
   }
 
   /** Whether step {@code s} works on column {@code f} (as {@link Step#eachImage} decides). */

@@ -272,14 +272,27 @@ class PlannerAndFormatsTest {
         assertThat(b.feature(0, px + 1)).isEqualTo(0f);
       }
     }
-    DatasetSpec wrongSize =
+    // Another size is resized (#33: shorter side to 4, then the centre 4x4) ...
+    DatasetSpec otherSize =
         DatasetSpec.builder().addPath(d.toString()).addImageFeature("image", 4, 4, 3).build();
     try (InputPipeline p =
         InputPipeline.create(
-            DatasetPlanner.plan(wrongSize, o, TestData.CONF), o, 0, 1, TestData.CONF)) {
+            DatasetPlanner.plan(otherSize, o, TestData.CONF), o, 0, 1, TestData.CONF)) {
+      assertThat(p.hostEpoch(0, 0).next().size()).isEqualTo(6);
+    }
+    // ... unless the resize asked for cannot cover the model's size: named with file and offset
+    PipelineOptions tooSmall = o.toBuilder().optImageResize(ImageResize.shorter(3)).build();
+    try (InputPipeline p =
+        InputPipeline.create(
+            DatasetPlanner.plan(otherSize, tooSmall, TestData.CONF),
+            tooSmall,
+            0,
+            1,
+            TestData.CONF)) {
       assertThatThrownBy(() -> p.hostEpoch(0, 0).next())
           .hasMessageContaining(
-              "images.tfrecord at byte offset 0: feature 'image': image is 2x3, expected 4x4");
+              "images.tfrecord at byte offset 0: feature 'image': resize shorter:3 makes a 2x3"
+                  + " image 3x4, smaller than the 4x4 the model takes");
     }
   }
 
