@@ -4,6 +4,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
@@ -582,13 +583,12 @@ public final class TrainStep implements AutoCloseable {
     if (sum.getDataType() == DataType.UNKNOWN && sum instanceof PtNDArray) {
       // bfloat16 (a sequence model's activations, mask and attention bias in a bf16 step): the
       // collector's backward seeds it with onesLike, which names a type DJL's JNI cannot (the JVM
-      // ends). The seed is made from the sum itself instead, as [1]: times a float32 scalar it
-      // stays
-      // bfloat16.
+      // ends). The seed is made from the sum itself instead, as [1]: to the power of a float32
+      // 0-dim zero (made on the device, no host scalar) it is ones and stays bfloat16.
       try (NDArray root = sum.reshape(1);
           NDArray detached = root.stopGradient();
-          NDArray zero = detached.mul(0f);
-          NDArray one = zero.add(1f)) {
+          NDArray zero = root.getManager().zeros(new Shape());
+          NDArray one = detached.pow(zero)) {
         JniUtils.backward((PtNDArray) root, (PtNDArray) one, false, false);
       }
       return;
