@@ -12,7 +12,16 @@ Models, built to match the Java ones (dev.sparktrainer.model) layer for layer wh
   - cnn:      CnnSpec.of(1, 28, 28, 10): [Conv 3x3 pad 1, ReLU, MaxPool 2x2] x (32, 64 filters),
               flatten, Linear 3136-128, ReLU, Dropout 0.25, Linear 128-10;
   - resnet50: torchvision.models.resnet50(weights=None, num_classes=1000) (DJL's ResNetV1 with 50
-              layers is the same architecture up to where the stride sits in a bottleneck: v1 vs v1.5).
+              layers is the same architecture up to where the stride sits in a bottleneck: v1 vs v1.5);
+  - embed:    EmbedSpec embed:64 (vocabulary 30000, 4 classes): nn.EmbeddingBag(mode="sum") over the
+              padded ids with per_sample_weights mask / count (the masked mean), Linear 64-4;
+  - transformer: TransformerSpec layers=2,dim=128,heads=4,ff=512 (vocabulary 30000, 300 positions,
+              4 classes): token + learned position embeddings, nn.TransformerEncoder(
+              nn.TransformerEncoderLayer(128, 4, 512, dropout=0, batch_first=True, norm_first=True), 2,
+              norm=nn.LayerNorm(128)) with src_key_padding_mask, masked mean, Linear 128-4.
+  The sequence models' batches: ids [32, T] and mask, T per step from SEQ_T (the same table as
+  StepModels.SEQUENCE_T: each batch padded to its own longest of 32 lengths drawn like real text),
+  row i max(1, T (i + 1) / 32) long.
 Loss: softmax cross-entropy (mean over the batch), as LossSpec.SOFTMAX_CROSS_ENTROPY. Adam lr 1e-3.
 On a GPU the batch is copied from pageable host memory every step (as the Java step uploads it).
 
@@ -37,6 +46,48 @@ import torch
 import torch.nn as nn
 
 
+VOCAB, MAX_LEN, SEQ_CLASSES = 30000, 300, 4
+SEQ_T = [300, 300, 91, 147, 300, 300, 96, 219, 180, 150, 241, 99, 300, 195, 203, 123]
+
+
+class EmbedBag(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(VOCAB, dim, mode="sum")
+        self.head = nn.Linear(dim, SEQ_CLASSES)
+
+    def forward(self, ids, mask):
+        w = mask / mask.sum(1, keepdim=True).clamp(min=1)
+        return self.head(self.bag(ids, per_sample_weights=w))
+
+
+class Transformer(nn.Module):
+    def __init__(self, layers, dim, heads, ff):
+        super().__init__()
+        self.tokens = nn.Embedding(VOCAB, dim)
+        self.positions = nn.Parameter(torch.randn(MAX_LEN, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(dim))
+        self.head = nn.Linear(dim, SEQ_CLASSES)
+
+    def forward(self, ids, mask):
+        x = self.tokens(ids) + self.positions[: ids.shape[1]]
+        x = self.encoder(x, src_key_padding_mask=mask == 0)
+        pooled = (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+        return self.head(pooled)
+
+
+def sequence_batches(batch, gen):
+    out = []
+    for t in SEQ_T:
+        ids = torch.randint(1, VOCAB, (batch, t), generator=gen)
+        mask = torch.zeros(batch, t)
+        for i in range(batch):
+            mask[i, : max(1, t * (i + 1) // batch)] = 1
+        out.append((ids * mask.long(), mask))
+    return out
+
+
 def build(model, image):
     if model == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
@@ -49,7 +100,11 @@ def build(model, image):
     if model == "resnet50":
         import torchvision
         return torchvision.models.resnet50(weights=None, num_classes=1000), (3, image, image), 1000
-    raise SystemExit("Invalid --model '%s': expected mlp, cnn or resnet50" % model)
+    if model == "embed":
+        return EmbedBag(64), None, SEQ_CLASSES
+    if model == "transformer":
+        return Transformer(2, 128, 4, 512), None, SEQ_CLASSES
+    raise SystemExit("Invalid --model '%s': expected mlp, cnn, resnet50, embed or transformer" % model)
 
 
 def adam(params, variant, cuda):
@@ -85,7 +140,8 @@ def run(args, variant):
     m = m.to(dev).train()
     opt, name = adam(list(m.parameters()), variant, cuda)
     g = torch.Generator().manual_seed(7)
-    x_host = torch.randn((args.batch,) + shape, generator=g)
+    seqs = sequence_batches(args.batch, g) if shape is None else None
+    x_host = None if seqs else torch.randn((args.batch,) + shape, generator=g)
     y_host = torch.randint(0, classes, (args.batch,), generator=g)
     lossf = nn.CrossEntropyLoss()
     t0 = None
@@ -94,15 +150,15 @@ def run(args, variant):
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-        x = x_host.to(dev)
+        x = [t.to(dev) for t in seqs[s % len(seqs)]] if seqs else [x_host.to(dev)]
         y = y_host.to(dev)
         if args.precision == "bf16":
             # mixed precision as a PyTorch user writes it: autocast, the loss in FP32
             with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
-                out = m(x)
+                out = m(*x)
             loss = lossf(out.float(), y)
         else:
-            loss = lossf(m(x), y)
+            loss = lossf(m(*x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -128,7 +184,7 @@ def phase_times(args, m, opt, lossf, x_host, y_host, dev, cuda):
     not the speed: the synchronizes take away the overlap of the host's launches with the device's
     work): the batch upload, forward + loss + backward, and the optimizer, in ms per step."""
     n = args.phase_steps
-    if n <= 0:
+    if n <= 0 or x_host is None:
         return {}
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     t = [0.0, 0.0, 0.0]
@@ -179,7 +235,7 @@ def watch_parent():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="mlp, cnn, resnet50, embed or transformer")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image", type=int, default=224, help="ResNet-50's image side")
     p.add_argument("--steps", type=int, default=20)

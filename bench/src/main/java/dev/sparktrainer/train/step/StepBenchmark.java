@@ -70,20 +70,27 @@ import java.util.Set;
  */
 public final class StepBenchmark {
   private static final List<String> MODELS = List.of("mlp", "cnn", "resnet50");
+
+  /** Models run only when named ({@code --models embed,transformer}). */
+  private static final List<String> MORE_MODELS = StepModels.SEQUENCE;
+
   static final float LEARNING_RATE = 1e-3f;
   private static final int CPU_RESNET_SIDE = 64;
   private static final int GPU_RESNET_SIDE = 224;
 
   /** Defaults per model; ResNet-50's batch on CPU (64 on a GPU). */
-  private static final Map<String, Integer> BATCH = Map.of("mlp", 64, "cnn", 64, "resnet50", 16);
+  private static final Map<String, Integer> BATCH =
+      Map.of("mlp", 64, "cnn", 64, "resnet50", 16, "embed", 32, "transformer", 32);
 
+  // the sequence models' step counts are multiples of their 16 batch lengths
   private static final Map<String, Integer> CPU_STEPS =
-      Map.of("mlp", 300, "cnn", 40, "resnet50", 8);
-  private static final Map<String, Integer> CPU_WARMUP = Map.of("mlp", 50, "cnn", 8, "resnet50", 2);
+      Map.of("mlp", 300, "cnn", 40, "resnet50", 8, "embed", 160, "transformer", 32);
+  private static final Map<String, Integer> CPU_WARMUP =
+      Map.of("mlp", 50, "cnn", 8, "resnet50", 2, "embed", 16, "transformer", 16);
   private static final Map<String, Integer> GPU_STEPS =
-      Map.of("mlp", 500, "cnn", 300, "resnet50", 30);
+      Map.of("mlp", 500, "cnn", 300, "resnet50", 30, "embed", 320, "transformer", 160);
   private static final Map<String, Integer> GPU_WARMUP =
-      Map.of("mlp", 50, "cnn", 30, "resnet50", 5);
+      Map.of("mlp", 50, "cnn", 30, "resnet50", 5, "embed", 32, "transformer", 16);
 
   private StepBenchmark() {}
 
@@ -107,13 +114,16 @@ public final class StepBenchmark {
             o,
             "models",
             String.join(",", MODELS),
-            m -> MODELS.contains(m) || StepModels.torchScript(m),
+            m -> MODELS.contains(m) || MORE_MODELS.contains(m) || StepModels.torchScript(m),
             "a comma-separated subset of "
                 + String.join(",", MODELS)
+                + ","
+                + String.join(",", MORE_MODELS)
                 + ","
                 + String.join(",", StepModels.PRESETS)
                 + ", or torchscript:FILE");
     List<String> known = new ArrayList<>(MODELS);
+    known.addAll(MORE_MODELS);
     known.addAll(StepModels.PRESETS);
     models.stream().filter(m -> !known.contains(m)).forEach(known::add);
     List<String> workers = subset(o, "workers", "1,2", Set.of("1", "2"));
@@ -231,7 +241,9 @@ public final class StepBenchmark {
                           Math.max(1, threads / n),
                           overlap,
                           precision,
-                          base == null || base.equals("mlp") ? "float32" : imageTransfer,
+                          base == null || base.equals("mlp") || StepModels.sequence(base)
+                              ? "float32"
+                              : imageTransfer,
                           phaseSteps,
                           profile,
                           files.get(model));

@@ -46,6 +46,12 @@ final class StepBenchmarkChild {
 
   private static final int INIT_SEED = 7;
 
+  /**
+   * A sequence model's batches (ids, mask), one per entry of {@link StepModels#SEQUENCE_T}, step
+   * {@code s} taking batch {@code s % 16}; null for the other models. Set once per child process.
+   */
+  private static ByteBuffer[][] sequences;
+
   private StepBenchmarkChild() {}
 
   static int run(Map<String, String> o) throws Exception {
@@ -135,6 +141,8 @@ final class StepBenchmarkChild {
         ByteBuffer features =
             uint8 ? StepModels.pixels(shape, 11L + rank) : StepModels.features(shape, 11L + rank);
         ByteBuffer labels = StepModels.labels(batch, StepModels.classes(model, spec), 13L + rank);
+        sequences =
+            StepModels.sequence(model) ? StepModels.sequenceBatches(batch, 11L + rank) : null;
         double[] acc = new double[7];
         for (int s = 0; s < warmup; s++) {
           step(replicas, step, features, labels, shape, s, acc, uint8);
@@ -222,7 +230,7 @@ final class StepBenchmarkChild {
     sync(replicas);
     for (int s = first; s < first + n; s++) {
       long a = System.nanoTime();
-      Batch batch = uploadBatch(replicas, features, labels, shape, uint8);
+      Batch batch = uploadBatch(replicas, features, labels, shape, uint8, s);
       sync(replicas);
       long b = System.nanoTime();
       try (batch) {
@@ -287,8 +295,30 @@ final class StepBenchmarkChild {
    * bytes.
    */
   private static Batch uploadBatch(
-      ReplicaSet replicas, ByteBuffer features, ByteBuffer labels, long[] shape, boolean uint8) {
+      ReplicaSet replicas,
+      ByteBuffer features,
+      ByteBuffer labels,
+      long[] shape,
+      boolean uint8,
+      int s) {
     NDManager m = replicas.manager().newSubManager();
+    if (sequences != null) {
+      // ids int64 and mask float32 [B, T], T this step's (the sequence models' contract)
+      ByteBuffer[] b = sequences[s % sequences.length];
+      long t = StepModels.SEQUENCE_T[s % sequences.length];
+      Shape bt = new Shape(shape[0], t);
+      NDList x =
+          new NDList(
+              m.create(b[0].duplicate().order(ByteOrder.nativeOrder()), bt, DataType.INT64),
+              m.create(b[1].duplicate().order(ByteOrder.nativeOrder()), bt, DataType.FLOAT32));
+      NDArray y =
+          m.create(
+              labels.duplicate().order(ByteOrder.nativeOrder()),
+              new Shape(shape[0]),
+              DataType.INT64);
+      long upload = b[0].remaining() + b[1].remaining() + labels.remaining();
+      return StepCompat.directBatch(m, x, y, (int) shape[0], upload);
+    }
     NDArray x =
         uint8
             ? dev.sparktrainer.device.DeviceImages.toFloat(m, features, new Shape(shape))
@@ -317,7 +347,7 @@ final class StepBenchmarkChild {
       int s,
       double[] acc,
       boolean uint8) {
-    try (Batch b = uploadBatch(replicas, features, labels, shape, uint8)) {
+    try (Batch b = uploadBatch(replicas, features, labels, shape, uint8, s)) {
       step.run(b, 1000 + s, StepBenchmark.LEARNING_RATE, acc);
     }
   }

@@ -2,6 +2,9 @@ package dev.sparktrainer.train.step;
 
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
+import dev.sparktrainer.model.sequence.EmbedSpec;
+import dev.sparktrainer.model.sequence.SequenceInput;
+import dev.sparktrainer.model.sequence.TransformerSpec;
 import dev.sparktrainer.model.torchscript.TorchScriptFile;
 import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.train.TrainBenchmark;
@@ -30,7 +33,55 @@ final class StepModels {
   /** The prefix of a TorchScript file given by its path. */
   static final String FILE_PREFIX = TorchScriptSpec.TYPE + ":";
 
+  /** The sequence models: batches of token ids and a mask, padded to a length of their own. */
+  static final List<String> SEQUENCE = List.of("embed", "transformer");
+
+  /** The sequence models' vocabulary, longest sequence and classes. */
+  static final SequenceInput SEQUENCE_INPUT = new SequenceInput(30000, 300);
+
+  static final int SEQUENCE_CLASSES = 4;
+
+  /**
+   * The padded length T of the sequence models' batches, step after step (cyclically); the same
+   * table is in bin/torch-step.py. Each is the longest of 32 lengths drawn like real text
+   * (log-normal: median 18, 95th percentile 125, at most 300; numpy seed 32), as a batch padded to
+   * its own longest gets them; mean 203. Row {@code i} of a batch of {@code b} rows is {@code
+   * max(1, T (i + 1) / b)} long (the mask), which changes no cost on either side: both compute on
+   * all T positions.
+   */
+  static final int[] SEQUENCE_T = {
+    300, 300, 91, 147, 300, 300, 96, 219, 180, 150, 241, 99, 300, 195, 203, 123
+  };
+
   private StepModels() {}
+
+  /** Whether {@code model} is a sequence model (ids and mask of varying length). */
+  static boolean sequence(String model) {
+    return SEQUENCE.contains(model);
+  }
+
+  /**
+   * The sequence models' batches, one per entry of {@link #SEQUENCE_T}: ids (uniform in [1, V))
+   * int64 and mask float32, {@code [batch, T]}, in direct memory, generated once.
+   */
+  static ByteBuffer[][] sequenceBatches(int batch, long seed) {
+    Random r = new Random(seed);
+    ByteBuffer[][] out = new ByteBuffer[SEQUENCE_T.length][];
+    for (int s = 0; s < out.length; s++) {
+      int t = SEQUENCE_T[s];
+      ByteBuffer ids = ByteBuffer.allocateDirect(8 * batch * t).order(ByteOrder.nativeOrder());
+      ByteBuffer mask = ByteBuffer.allocateDirect(4 * batch * t).order(ByteOrder.nativeOrder());
+      for (int i = 0; i < batch; i++) {
+        int n = Math.max(1, t * (i + 1) / batch);
+        for (int j = 0; j < t; j++) {
+          ids.putLong(j < n ? 1 + r.nextInt((int) SEQUENCE_INPUT.vocabSize() - 1) : 0);
+          mask.putFloat(j < n ? 1f : 0f);
+        }
+      }
+      out[s] = new ByteBuffer[] {ids.flip(), mask.flip()};
+    }
+    return out;
+  }
 
   /** Whether {@code model} is a TorchScript one: a preset or {@code torchscript:FILE}. */
   static boolean torchScript(String model) {
@@ -116,9 +167,11 @@ final class StepModels {
     return switch (model) {
       case "mlp", "cnn" -> TrainBenchmark.spec(model);
       case "resnet50" -> new ResNetSpec(new long[] {3, image, image}, 50, 1000);
+      case "embed" -> EmbedSpec.of(SEQUENCE_INPUT, 64, SEQUENCE_CLASSES);
+      case "transformer" -> TransformerSpec.of(SEQUENCE_INPUT, 2, 128, 4, SEQUENCE_CLASSES);
       default ->
           throw new IllegalArgumentException(
-              "Invalid model '" + model + "': expected mlp, cnn or resnet50");
+              "Invalid model '" + model + "': expected mlp, cnn, resnet50, embed or transformer");
     };
   }
 
@@ -137,6 +190,10 @@ final class StepModels {
     return switch (model) {
       case "mlp" -> "MLP 784-256-128-10 (MlpSpec.of(784, 10, 256, 128))";
       case "cnn" -> "CNN CnnSpec.of(1, 28, 28, 10)";
+      case "embed" -> "embedding bag embed:64 (V 30000, 4 classes), T per batch 91..300";
+      case "transformer" ->
+          "Transformer layers=2,dim=128,heads=4,ff=512 (V 30000, L 300, 4 classes), T per batch"
+              + " 91..300";
       default -> "ResNet-50 (DJL ResNetV1, 1000 classes) on 3x" + image + "x" + image;
     };
   }
@@ -145,12 +202,13 @@ final class StepModels {
     return switch (model) {
       case "mlp" -> new long[] {batch, 784};
       case "cnn" -> new long[] {batch, 1, 28, 28};
+      case "embed", "transformer" -> new long[] {batch, SEQUENCE_INPUT.maxLength()};
       default -> new long[] {batch, 3, image, image};
     };
   }
 
   static int classes(String model) {
-    return model.equals("resnet50") ? 1000 : 10;
+    return model.equals("resnet50") ? 1000 : sequence(model) ? SEQUENCE_CLASSES : 10;
   }
 
   /** Gaussian features, generated once, in direct memory. */

@@ -99,7 +99,7 @@ final class EncoderLayer extends AbstractBlock {
     NDArray q = parts.get(0).reshape(b, t, heads, dh).transpose(0, 2, 1, 3);
     NDArray k = parts.get(1).reshape(b, t, heads, dh).transpose(0, 2, 3, 1);
     NDArray v = parts.get(2).reshape(b, t, heads, dh).transpose(0, 2, 1, 3);
-    NDArray scores = q.mul((float) (1 / Math.sqrt(dh))).matMul(k).add(bias);
+    NDArray scores = q.mul(scalar(x, (float) (1 / Math.sqrt(dh)))).matMul(k).add(bias);
     NDArray weights = softmax(scores);
     if (training && dropout > 0) {
       weights = ex.dropout(weights, dropout, true).head();
@@ -143,6 +143,15 @@ final class EncoderLayer extends AbstractBlock {
 
   private NDArray drop(NDArrayEx ex, NDArray a, boolean training) {
     return training && dropout > 0 ? ex.dropout(a, dropout, true).head() : a;
+  }
+
+  /**
+   * {@code v} as a 0-dim float32 tensor filled on {@code like}'s device: DJL's arithmetic with a
+   * Java number copies it from the host, which on a GPU waits for the queued work. Times a bfloat16
+   * tensor it stays bfloat16.
+   */
+  static NDArray scalar(NDArray like, float v) {
+    return like.getManager().full(new Shape(), v, DataType.FLOAT32, like.getDevice());
   }
 
   static NDArray layerNorm(NDArrayEx ex, NDArray x, NDArray gamma, NDArray beta) {

@@ -67,7 +67,10 @@ final class TokenEmbedding extends AbstractBlock {
     long t = ids.getShape().get(1);
     NDArray pos = store.getValue(positions, ids.getDevice(), training);
     x = x.add(pos.get(new NDIndex("0:{}", t)));
-    NDArray bias = mask.reshape(b, 1, 1, t).sub(1f).mul(MASKED);
+    NDArray bias =
+        mask.reshape(b, 1, 1, t)
+            .sub(EncoderLayer.scalar(mask, 1f))
+            .mul(EncoderLayer.scalar(mask, MASKED));
     return new NDList(x, mask, bias);
   }
 

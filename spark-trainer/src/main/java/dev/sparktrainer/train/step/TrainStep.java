@@ -3,6 +3,8 @@ package dev.sparktrainer.train.step;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
@@ -575,9 +577,23 @@ public final class TrainStep implements AutoCloseable {
       NDArray term = out.get(i).mul(nextIn.get(i).getGradient()).sum();
       sum = sum == null ? term : sum.add(term);
     }
-    if (sum != null) {
-      gc.backward(sum);
+    if (sum == null) {
+      return;
     }
+    if (sum.getDataType() == DataType.UNKNOWN && sum instanceof PtNDArray) {
+      // bfloat16 (a sequence model's activations, mask and attention bias in a bf16 step): the
+      // collector's backward seeds it with onesLike, which names a type DJL's JNI cannot (the JVM
+      // ends). The seed is made from the sum itself instead, as [1]: to the power of a float32
+      // 0-dim zero (made on the device, no host scalar) it is ones and stays bfloat16.
+      try (NDArray root = sum.reshape(1);
+          NDArray detached = root.stopGradient();
+          NDArray zero = root.getManager().zeros(new Shape());
+          NDArray one = detached.pow(zero)) {
+        JniUtils.backward((PtNDArray) root, (PtNDArray) one, false, false);
+      }
+      return;
+    }
+    gc.backward(sum);
   }
 
   /** The last step's final gradients, in arena order (for tests). */

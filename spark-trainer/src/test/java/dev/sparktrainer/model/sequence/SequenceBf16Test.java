@@ -5,13 +5,23 @@ import static dev.sparktrainer.model.sequence.SequenceFixtures.randomBatch;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import ai.djl.Device;
+import ai.djl.pytorch.jni.JniUtils;
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.sparktrainer.collective.Communicator;
+import dev.sparktrainer.collective.Rings;
 import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.step.Precision;
 import dev.sparktrainer.train.step.ReplicaSet;
 import dev.sparktrainer.train.step.TrainStep;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -61,6 +71,56 @@ class SequenceBf16Test {
     assertThat(Math.sqrt(err / norm))
         .as(name + ": bf16 update error relative to fp32's")
         .isLessThan(TOLERANCE);
+  }
+
+  /**
+   * Two workers in bf16, each half of the fixtures' batches padded to its own length, backward in
+   * segments (the mask and the attention bias travel between them in bfloat16): the ranks end with
+   * bit-identical parameters, and the mean loss follows PyTorch's float32 losses within bf16's
+   * error.
+   */
+  @Test
+  void twoWorkersInBf16WithTheirOwnLengths() throws Exception {
+    JsonNode ref = SequenceFixtures.reference("transformer");
+    ModelSpec spec = SequenceFixtures.spec("transformer", ref);
+    int half = ref.get("batch").asInt() / 2;
+    ai.djl.engine.Engine.getEngine("PyTorch"); // loads the natives
+    int threads = JniUtils.getNumThreads();
+    List<Communicator> ring = Rings.form(2, b -> {});
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      List<Future<Object[]>> ranks = new ArrayList<>();
+      for (int r = 0; r < 2; r++) {
+        int rank = r;
+        Communicator c = ring.get(r);
+        ranks.add(
+            pool.submit(
+                () -> {
+                  JniUtils.setNumThreads(threads);
+                  try (ReplicaSet replicas = new ReplicaSet(spec, List.of(Device.cpu()), 7);
+                      TrainStep step = newStep(replicas, c, Precision.BF16, 1024)) {
+                    assertThat(step.segmentCount()).isEqualTo(4);
+                    SequenceFixtures.start(step, replicas, ref);
+                    double[] losses =
+                        SequenceStepTest.train(step, replicas, ref, rank * half, (rank + 1) * half);
+                    return new Object[] {losses, replicas.hash()};
+                  }
+                }));
+      }
+      Object[] r0 = ranks.get(0).get(180, TimeUnit.SECONDS);
+      Object[] r1 = ranks.get(1).get(180, TimeUnit.SECONDS);
+      assertThat((byte[]) r1[1]).as("the ranks' parameters, bit for bit").isEqualTo(r0[1]);
+      JsonNode expected = ref.get("losses");
+      for (int s = 0; s < expected.size(); s++) {
+        double mean = (((double[]) r0[0])[s] + ((double[]) r1[0])[s]) / 2;
+        assertThat(mean)
+            .as("bf16 loss of step " + s)
+            .isCloseTo(expected.get(s).asDouble(), org.assertj.core.data.Offset.offset(0.05));
+      }
+    } finally {
+      pool.shutdownNow();
+      ring.forEach(Communicator::close);
+    }
   }
 
   @ParameterizedTest(name = "{0}")
