@@ -115,8 +115,14 @@ class SecurityTest {
       assertThat(logged)
           .filteredOn(m -> m.contains("dropped an unauthenticated connection"))
           .hasSize(3);
+      // The impostor is dropped for its foreign job, or, when the ring forms first on a loaded
+      // machine (seen in CI), as unauthenticated when the ring formed: never let in either way.
       assertThat(logged)
-          .anySatisfy(m -> assertThat(m).contains("rank 1 of 3").contains("foreign job"));
+          .anySatisfy(
+              m ->
+                  assertThat(m)
+                      .contains("rank 1 of 3")
+                      .containsAnyOf("foreign job", "the ring formed before it authenticated"));
       List<float[]> got =
           Rings.onEachOk(
               comms,
