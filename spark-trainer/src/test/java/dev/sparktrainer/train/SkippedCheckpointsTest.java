@@ -47,13 +47,18 @@ class SkippedCheckpointsTest {
     return tmp.resolve(String.format("ckpt-%019d.bin", step));
   }
 
+  /** How many bytes were flipped so far: each flip takes the next byte. */
+  private int flips;
+
   /**
    * Flips a byte of an array's data: the checkpoint's CRC (or the local FS's .crc) no longer
-   * verifies.
+   * verifies. Each call flips another byte: a file corrupted earlier may still be there (the
+   * background writer may drop the snapshot that would have replaced it), and flipping the same
+   * byte twice would repair it.
    */
   private void corrupt(long step) throws Exception {
     try (RandomAccessFile f = new RandomAccessFile(file(step).toFile(), "rw")) {
-      long at = f.length() / 2;
+      long at = f.length() / 2 + flips++;
       f.seek(at);
       int b = f.read();
       f.seek(at);
