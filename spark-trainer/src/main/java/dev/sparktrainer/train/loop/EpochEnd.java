@@ -131,7 +131,10 @@ public final class EpochEnd {
   /** Runs one epoch-end step. */
   void run(EpochEndStep s) throws IOException {
     switch (s) {
-      case METRICS -> sums = EpochSums.of(trainSums, dataWaitNanos, timings).allReduce(run.comm);
+      case METRICS -> {
+        sums = EpochSums.of(trainSums, dataWaitNanos, timings).allReduce(run.comm);
+        Divergence.check(sums.loss(), epoch, globalStep);
+      }
       case STRAGGLERS -> {
         StragglerReport straggler = run.times.exchange(run.comm, epoch);
         if (straggler != null) {

@@ -19,6 +19,8 @@ import java.util.List;
  * failure is thrown here.
  */
 final class SnapshotWriter {
+  private static final System.Logger LOG = System.getLogger(SnapshotWriter.class.getName());
+
   private final AsyncCheckpointWriter writer;
   private final TrainingState run;
   private final String orderKey;
@@ -58,6 +60,20 @@ final class SnapshotWriter {
   }
 
   void write(Snapshot at) throws IOException {
+    float[][] values = step.parameterValues();
+    String bad = nonFinite(replicas.parameterNames(), values);
+    if (bad != null) {
+      // The loss was still finite (Divergence checks it): the last update made the parameters
+      // NaN. The next loss check stops the run; a checkpoint of them would poison every resume.
+      LOG.log(
+          System.Logger.Level.WARNING,
+          "Not writing the checkpoint at step "
+              + at.globalStep()
+              + ": parameter "
+              + bad
+              + " holds a NaN or infinite value (training diverged)");
+      return;
+    }
     TrainingState st = new TrainingState();
     st.epoch = at.epoch();
     st.stepInEpoch = at.stepInEpoch();
@@ -74,7 +90,7 @@ final class SnapshotWriter {
     st.seed = seed;
     st.partial = at.partial();
     st.names.addAll(replicas.parameterNames());
-    st.values.addAll(List.of(step.parameterValues()));
+    st.values.addAll(List.of(values));
     st.optimizerName = optimizer.name();
     st.optimizerSteps = optimizer.steps();
     st.slotNames.addAll(List.of(optimizer.slotNames()));
@@ -89,5 +105,17 @@ final class SnapshotWriter {
       out.add(new StateArray(names.get(i), arrays.get(i)));
     }
     writer.submit(new CheckpointState(at.globalStep(), st.encodeMeta(), out));
+  }
+
+  /** The name of the first parameter holding a NaN or infinity; null if all are finite. */
+  static String nonFinite(List<String> names, float[][] values) {
+    for (int i = 0; i < values.length; i++) {
+      for (float v : values[i]) {
+        if (!Float.isFinite(v)) {
+          return names.get(i);
+        }
+      }
+    }
+    return null;
   }
 }

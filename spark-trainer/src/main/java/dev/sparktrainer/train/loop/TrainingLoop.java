@@ -295,6 +295,7 @@ public final class TrainingLoop {
           && s + 1 < epochSteps) {
         double[] partial = acc.clone();
         comm.allReduce(partial, ReduceOp.SUM);
+        Divergence.check(partial[0], epoch, globalStep);
         if (run.snapshots() != null) {
           run.snapshots().write(plan.snapshot(s + 1, consumed, globalStep, partial));
         }
