@@ -6,7 +6,7 @@ import java.util.Arrays;
 
 /**
  * Testing only: the driver main of the cluster tests that inject faults into a CLI-submitted job.
- * It reads its leading {@code --inject-ring-connect-delay RANK:MILLIS} and {@code
+ * It reads its leading {@code --inject-ring-connect-delay RANK:MILLIS[:WORKERS]} and {@code
  * --inject-checkpoint-rename-delay STEP:MILLIS} arguments, installs them as the {@link
  * FaultInjection} every trainer of this driver starts from (shipped to the executors in the job's
  * configuration), and runs {@link SparkTrainerCli#main} with the rest. It is in this package
@@ -30,14 +30,23 @@ public final class FaultInjectingCli {
         throw new IllegalArgumentException("Missing value of " + args[i]);
       }
       String[] v = args[i + 1].split(":");
-      if (v.length != 2) {
+      boolean ring = RING_CONNECT_DELAY.equals(args[i]);
+      if (v.length != 2 && !(ring && v.length == 3)) {
         throw new IllegalArgumentException(
-            "Invalid " + args[i] + " '" + args[i + 1] + "': expected N:MILLIS");
+            "Invalid "
+                + args[i]
+                + " '"
+                + args[i + 1]
+                + "': expected N:MILLIS"
+                + (ring ? "[:WORKERS]" : ""));
       }
       long n = Long.parseLong(v[0]);
       long millis = Long.parseLong(v[1]);
       switch (args[i]) {
-        case RING_CONNECT_DELAY -> faults = faults.withRingConnectDelay(Math.toIntExact(n), millis);
+        case RING_CONNECT_DELAY ->
+            faults =
+                faults.withRingConnectDelay(
+                    Math.toIntExact(n), millis, v.length == 3 ? Integer.parseInt(v[2]) : 0);
         case CHECKPOINT_RENAME_DELAY -> faults = faults.withCheckpointRenameDelay(n, millis);
         default ->
             throw new IllegalArgumentException(

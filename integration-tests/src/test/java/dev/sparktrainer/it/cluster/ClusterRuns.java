@@ -236,6 +236,13 @@ final class ClusterRuns {
       return this;
     }
 
+    /** As {@link #ringConnectDelay(int, long)}, in jobs of {@code workers} workers only. */
+    Train ringConnectDelay(int rank, long millis, int workers) {
+      faults.addAll(
+          List.of(FaultInjectingCli.RING_CONNECT_DELAY, rank + ":" + millis + ":" + workers));
+      return this;
+    }
+
     /**
      * Testing fault: the writer of step {@code step}'s checkpoint waits {@code millis} between
      * writing its temporary file and renaming it (submitted through {@link FaultInjectingCli}).

@@ -145,14 +145,14 @@ class ElasticTrainingIT {
   @Test
   void withGrowTheRunGrowsBackToThreeWorkersWhenAWorkerJoins() throws Exception {
     try (StandaloneCluster cluster = threeWorkers("cluster-grow")) {
-      // Training the digits takes seconds: rank 1 of every new job waits 45 s before joining the
-      // ring,
-      // the window in which a new worker registers while the job runs on 2.
+      // Training the digits takes seconds: rank 1 of the job on 2 workers waits 45 s before joining
+      // the ring, the window in which a new worker registers while the job runs on 2 (the jobs on
+      // 3 workers, before the kill and after the grow, do not wait).
       Train t =
           new Train(ROOT, "grow")
               .workers(3)
               .checkpointRenameDelay(HOOK_STEP, HOOK_MILLIS)
-              .ringConnectDelay(1, 45000)
+              .ringConnectDelay(1, 45000, 2)
               .args("--min-workers", "2", "--grow", "--slot-wait", SLOT_WAIT);
       Killed k = runAndKillAWorker(cluster, t);
       ClusterRuns.await(

@@ -75,7 +75,7 @@ public final class BarrierTrainingTask
               + ProcessHandle.current().pid()
               + ")");
       List<String> peers = Arrays.asList(ctx.allGather(listener.address()));
-      runtime.faults().pauseBeforeRing(rank, ctx.stageAttemptNumber());
+      runtime.faults().pauseBeforeRing(rank, ctx.stageAttemptNumber(), peers.size());
       try (Communicator comm =
           Communicator.builder()
               .setRank(rank)

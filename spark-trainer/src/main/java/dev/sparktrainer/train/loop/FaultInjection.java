@@ -23,6 +23,7 @@ import java.util.function.LongConsumer;
  *     straggler)
  * @param ringDelayRank this rank waits {@code ringDelayMillis} after the rendezvous, in the first
  *     stage attempt, before it joins the ring (its neighbour's listener stays open meanwhile)
+ * @param ringDelayWorkers the ring delay applies to jobs of this many workers only; 0 for any
  * @param checkpointDelayStep the writer of this step's checkpoint waits {@code
  *     checkpointDelayMillis} between writing its temporary file and renaming it (a process can be
  *     killed mid-write)
@@ -35,6 +36,7 @@ public record FaultInjection(
     long slowStepMillis,
     int ringDelayRank,
     long ringDelayMillis,
+    int ringDelayWorkers,
     long checkpointDelayStep,
     long checkpointDelayMillis)
     implements Serializable, LoopHook {
@@ -42,7 +44,7 @@ public record FaultInjection(
   private static final System.Logger LOG = System.getLogger(FaultInjection.class.getName());
 
   /** No fault: what every production job carries. */
-  public static final FaultInjection NONE = new FaultInjection(-1, -1, -1, -1, 0, -1, 0, -1, 0);
+  public static final FaultInjection NONE = new FaultInjection(-1, -1, -1, -1, 0, -1, 0, 0, -1, 0);
 
   /** What a new {@code Builder} starts from: {@link #NONE} unless a test installed another. */
   private static volatile FaultInjection installed = NONE;
@@ -69,6 +71,7 @@ public record FaultInjection(
         slowStepMillis,
         ringDelayRank,
         ringDelayMillis,
+        ringDelayWorkers,
         checkpointDelayStep,
         checkpointDelayMillis);
   }
@@ -82,6 +85,7 @@ public record FaultInjection(
         slowStepMillis,
         ringDelayRank,
         ringDelayMillis,
+        ringDelayWorkers,
         checkpointDelayStep,
         checkpointDelayMillis);
   }
@@ -95,11 +99,20 @@ public record FaultInjection(
         millis,
         ringDelayRank,
         ringDelayMillis,
+        ringDelayWorkers,
         checkpointDelayStep,
         checkpointDelayMillis);
   }
 
   public FaultInjection withRingConnectDelay(int rank, long millis) {
+    return withRingConnectDelay(rank, millis, 0);
+  }
+
+  /**
+   * A ring-connect delay of {@code rank} in jobs of {@code workers} workers only (0: any), e.g. the
+   * relaunch on fewer workers of an elastic run.
+   */
+  public FaultInjection withRingConnectDelay(int rank, long millis, int workers) {
     return new FaultInjection(
         failRank,
         failAfterStep,
@@ -108,6 +121,7 @@ public record FaultInjection(
         slowStepMillis,
         rank,
         millis,
+        workers,
         checkpointDelayStep,
         checkpointDelayMillis);
   }
@@ -121,6 +135,7 @@ public record FaultInjection(
         slowStepMillis,
         ringDelayRank,
         ringDelayMillis,
+        ringDelayWorkers,
         step,
         millis);
   }
@@ -186,8 +201,11 @@ public record FaultInjection(
    * Waits before joining the ring if {@code rank} is the delayed rank and this is the first
    * attempt.
    */
-  public void pauseBeforeRing(int rank, int stageAttempt) {
-    if (rank != ringDelayRank || ringDelayMillis <= 0 || stageAttempt != 0) {
+  public void pauseBeforeRing(int rank, int stageAttempt, int workers) {
+    if (rank != ringDelayRank
+        || ringDelayMillis <= 0
+        || stageAttempt != 0
+        || (ringDelayWorkers > 0 && workers != ringDelayWorkers)) {
       return;
     }
     LOG.log(

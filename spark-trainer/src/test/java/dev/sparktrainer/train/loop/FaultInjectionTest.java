@@ -40,7 +40,7 @@ class FaultInjectionTest {
                 none.failAfterStep(rank, 0, 0);
                 none.failAfterStep(rank, -1, 0);
                 none.pauseBeforeStep(rank);
-                none.pauseBeforeRing(rank, 0);
+                none.pauseBeforeRing(rank, 0, 2);
                 none.beforeCheckpointRename().accept(rank);
               }
             })
