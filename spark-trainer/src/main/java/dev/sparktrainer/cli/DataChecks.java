@@ -8,6 +8,7 @@ import static org.apache.spark.sql.functions.sum;
 import static org.apache.spark.sql.functions.when;
 
 import dev.sparktrainer.data.DatasetSpec;
+import dev.sparktrainer.data.SequenceStatistics;
 import dev.sparktrainer.model.SpecStrings;
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -267,32 +268,17 @@ final class DataChecks {
   }
 
   /**
-   * Checks the feature columns and returns each one's per-example shape: as given, else its size in
-   * the first record that has it.
+   * One pass over the sequence and int64 columns of {@code features} ({@link SequenceStatistics}):
+   * each one's lengths (median, 95th percentile, longest; how many exceed {@code maxLength} when it
+   * is positive) and, for ids, the smallest and largest value. TFRecord data is read with these
+   * columns' types given (an ids column is {@code array<bigint>} whatever the first records
+   * suggest).
    */
-  /** What one pass found in a sequence column (lengths as stored, before any truncation). */
-  record SequenceStats(
-      String column,
-      long records,
-      long longest,
-      long median,
-      long p95,
-      long minId,
-      long maxId,
-      long longer) {}
-
-  /**
-   * One pass over the sequence and int64 columns of {@code features}: each one's lengths (median,
-   * 95th percentile, longest; how many exceed {@code maxLength} when it is positive) and, for ids,
-   * the smallest and largest value. TFRecord data is read with these columns' types given (an ids
-   * column is {@code array<bigint>} whatever the first records suggest).
-   */
-  static Map<String, SequenceStats> sequences(
+  static Map<String, SequenceStatistics.Stats> sequences(
       SparkSession spark, Files data, Dataset<Row> df, List<FeatureArg> features, int maxLength) {
     List<FeatureArg> cols = features.stream().filter(a -> a.kind() != null).toList();
-    Map<String, SequenceStats> out = new java.util.LinkedHashMap<>();
     if (cols.isEmpty()) {
-      return out;
+      return new java.util.LinkedHashMap<>();
     }
     Dataset<Row> d = df;
     if (data.format() == DatasetSpec.Format.TFRECORD) {
@@ -315,51 +301,11 @@ final class DataChecks {
               .schema(new StructType(fields.toArray(new StructField[0])))
               .load(data.paths().toArray(new String[0]));
     }
-    List<org.apache.spark.sql.Column> aggs = new ArrayList<>();
-    for (FeatureArg a : cols) {
-      org.apache.spark.sql.Column c = col(a.name());
-      boolean array = d.schema().apply(a.name()).dataType() instanceof ArrayType;
-      org.apache.spark.sql.Column len =
-          array
-              ? when(c.isNull(), 0).otherwise(org.apache.spark.sql.functions.size(c))
-              : when(c.isNull(), 0).otherwise(1);
-      org.apache.spark.sql.Column lo = array ? org.apache.spark.sql.functions.array_min(c) : c;
-      org.apache.spark.sql.Column hi = array ? org.apache.spark.sql.functions.array_max(c) : c;
-      aggs.add(org.apache.spark.sql.functions.count(org.apache.spark.sql.functions.lit(1)));
-      aggs.add(max(len));
-      aggs.add(
-          org.apache.spark.sql.functions.percentile_approx(
-              len,
-              org.apache.spark.sql.functions.array(
-                  org.apache.spark.sql.functions.lit(0.5),
-                  org.apache.spark.sql.functions.lit(0.95)),
-              org.apache.spark.sql.functions.lit(10000)));
-      aggs.add(min(lo));
-      aggs.add(max(hi));
-      aggs.add(
-          org.apache.spark.sql.functions.sum(
-              when(len.gt(maxLength > 0 ? maxLength : Integer.MAX_VALUE), 1).otherwise(0)));
-    }
-    Row r =
-        d.agg(aggs.get(0), aggs.subList(1, aggs.size()).toArray(new org.apache.spark.sql.Column[0]))
-            .first();
-    for (int i = 0; i < cols.size(); i++) {
-      int at = 6 * i;
-      List<Object> pct = r.getList(at + 2);
-      boolean ids = !cols.get(i).kind().equals(FeatureArg.SEQ);
-      out.put(
-          cols.get(i).name(),
-          new SequenceStats(
-              cols.get(i).name(),
-              r.getLong(at),
-              r.isNullAt(at + 1) ? 0 : ((Number) r.get(at + 1)).longValue(),
-              pct == null || pct.isEmpty() ? 0 : ((Number) pct.get(0)).longValue(),
-              pct == null || pct.size() < 2 ? 0 : ((Number) pct.get(1)).longValue(),
-              !ids || r.isNullAt(at + 3) ? 0 : ((Number) r.get(at + 3)).longValue(),
-              !ids || r.isNullAt(at + 4) ? -1 : ((Number) r.get(at + 4)).longValue(),
-              r.isNullAt(at + 5) ? 0 : ((Number) r.get(at + 5)).longValue()));
-    }
-    return out;
+    return SequenceStatistics.of(
+        d,
+        cols.stream().map(FeatureArg::name).toList(),
+        cols.stream().map(a -> !a.kind().equals(FeatureArg.SEQ)).toList(),
+        maxLength);
   }
 
   /**
@@ -417,6 +363,10 @@ final class DataChecks {
         + " TFRecords), or leave it out of --features";
   }
 
+  /**
+   * Checks the feature columns and returns each one's per-example shape: as given, else its size in
+   * the first record that has it.
+   */
   static long[][] featureShapes(Dataset<Row> df, List<FeatureArg> features, String where) {
     StructType schema = df.schema();
     long[][] shapes = new long[features.size()][];

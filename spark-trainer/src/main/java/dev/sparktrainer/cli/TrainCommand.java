@@ -6,6 +6,7 @@ import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.data.SequenceStatistics;
 import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
@@ -366,7 +367,7 @@ final class TrainCommand extends Command {
   private static Map<String, long[]> sequenceShapes(
       Flags f,
       Plan p,
-      Map<String, DataChecks.SequenceStats> stats,
+      Map<String, SequenceStatistics.Stats> stats,
       long[][] shapes,
       String where,
       Configuration conf,
@@ -374,7 +375,7 @@ final class TrainCommand extends Command {
     Map<String, long[]> out = new LinkedHashMap<>(); // column -> {maxLength, vocabSize}
     for (int i = 0; i < p.features().size(); i++) {
       DataChecks.FeatureArg a = p.features().get(i);
-      DataChecks.SequenceStats st = stats.get(a.name());
+      SequenceStatistics.Stats st = stats.get(a.name());
       if (st == null) {
         continue;
       }
@@ -386,24 +387,13 @@ final class TrainCommand extends Command {
           source = f.source("vocab-size");
         } else {
           long lines = Vocabularies.sizeBeside(p.data(), conf);
-          vocab = lines > 0 ? lines : Math.max(2, st.maxId() + 1);
+          vocab = lines > 0 ? lines : st.defaultVocabSize();
           source = lines > 0 ? "vocab.txt beside the data" : "the largest id + 1";
         }
-        if (st.minId() < 0 || st.maxId() >= vocab) {
-          throw new CliException(
-              "Feature column '"
-                  + a.name()
-                  + "' in "
-                  + where
-                  + " holds ids "
-                  + st.minId()
-                  + ".."
-                  + st.maxId()
-                  + ": outside the vocabulary 0.."
-                  + (vocab - 1)
-                  + " ("
-                  + source
-                  + ")");
+        try {
+          st.checkVocabulary(where, vocab, source);
+        } catch (IllegalArgumentException e) {
+          throw new CliException(e.getMessage());
         }
         ctx.err.printf(
             Locale.ROOT,
@@ -418,7 +408,7 @@ final class TrainCommand extends Command {
         out.put(a.name(), new long[] {0, vocab});
         continue;
       }
-      int max = f.given("max-length") ? f.integer("max-length") : (int) Math.max(1, st.longest());
+      int max = f.given("max-length") ? f.integer("max-length") : st.defaultMaxLength();
       shapes[i] = new long[] {max};
       ctx.err.printf(
           Locale.ROOT,
@@ -571,7 +561,7 @@ final class TrainCommand extends Command {
     String where = String.join(",", p.data());
     Dataset<Row> trainDf = DataChecks.read(spark, train, f.source("data"));
     long[][] shapes = DataChecks.featureShapes(trainDf, p.features(), where);
-    Map<String, DataChecks.SequenceStats> sequenceStats =
+    Map<String, SequenceStatistics.Stats> sequenceStats =
         DataChecks.sequences(
             spark,
             train,
@@ -758,7 +748,7 @@ final class TrainCommand extends Command {
     info.put("master", spark.sparkContext().master());
     if (!sequenceStats.isEmpty()) {
       Map<String, Object> columns = new LinkedHashMap<>();
-      for (DataChecks.SequenceStats st : sequenceStats.values()) {
+      for (SequenceStatistics.Stats st : sequenceStats.values()) {
         Map<String, Object> c = new LinkedHashMap<>();
         long[] s = sequences.get(st.column());
         if (s[0] == 0) {

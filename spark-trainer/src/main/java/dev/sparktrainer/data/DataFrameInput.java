@@ -24,8 +24,12 @@ import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
@@ -126,6 +130,21 @@ public final class DataFrameInput implements AutoCloseable {
     for (DatasetSpec.Feature f : spec.features()) {
       StructField field = field(schema, names, f.name(), "feature");
       DataType t = field.dataType();
+      if (f.type() == DatasetSpec.ValueType.INT64) {
+        DataType e = t instanceof ArrayType ? ((ArrayType) t).elementType() : t;
+        if (!integral(e)) {
+          throw new IllegalArgumentException(
+              "Feature column '"
+                  + f.name()
+                  + "' has type "
+                  + t.simpleString()
+                  + ": declared "
+                  + (f.sequence() ? "a sequence of int64 ids" : "int64")
+                  + ", expected int or bigint"
+                  + (f.sequence() ? ", or an array of them" : " (or an array of them)"));
+        }
+        continue;
+      }
       boolean ok =
           f.encoding() == DatasetSpec.Encoding.IMAGE
               ? t.typeName().equals("binary")
@@ -156,6 +175,14 @@ public final class DataFrameInput implements AutoCloseable {
                 + ": expected a number");
       }
     }
+  }
+
+  /** Whether {@code t} is an integer type (tinyint, smallint, int, bigint): int64 features. */
+  private static boolean integral(DataType t) {
+    return t instanceof IntegerType
+        || t instanceof LongType
+        || t instanceof ShortType
+        || t instanceof ByteType;
   }
 
   private static StructField field(

@@ -54,6 +54,35 @@ final class FloatSink {
     }
   }
 
+  /**
+   * Writes int64 {@code v} into slots {@code i} and {@code i + 1} without counting them: a record's
+   * two slots ({@link Slots#putLong}), or the int64 at that place of a batch's int64 column.
+   */
+  void putLong(int i, long v) {
+    if (array != null) {
+      Slots.putLong(array, base + i, v);
+    } else {
+      buffer.putLong(base + 4 * i, v);
+    }
+  }
+
+  /** Writes a count (a sequence's length) into slot {@code i} without counting it. */
+  void putInt(int i, int v) {
+    if (array != null) {
+      Slots.putInt(array, base + i, v);
+    } else {
+      buffer.putInt(base + 4 * i, v);
+    }
+  }
+
+  /**
+   * Counts every slot as taken: a column that writes its slots itself (int64 values, a sequence)
+   * and checked its own counts.
+   */
+  void markFull() {
+    count = max;
+  }
+
   /** Copies {@code n} floats from {@code src[off ..]} and counts them. */
   void addAll(float[] src, int off, int n) {
     if (count + n > max) {

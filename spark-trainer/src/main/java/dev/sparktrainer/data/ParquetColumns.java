@@ -360,20 +360,61 @@ final class ParquetColumns {
 
     /** Reads the row's numbers into {@code into[0]}, growing it; returns how many. */
     int readFloats(float[][] into) {
+      return readFloats(into, false);
+    }
+
+    /**
+     * As {@link #readFloats(float[][])}; {@code nullIsEmpty}: a null column is no values (a
+     * sequence) rather than an error.
+     */
+    int readFloats(float[][] into, boolean nullIsEmpty) {
       checkLeft();
       int n = 0;
       do {
         int d = reader.getCurrentDefinitionLevel();
         if (d == maxDef) {
           if (n == into[0].length) {
-            into[0] = Arrays.copyOf(into[0], 2 * n);
+            into[0] = Arrays.copyOf(into[0], Math.max(8, 2 * n));
           }
           into[0][n++] = number();
-        } else {
+        } else if (!nullIsEmpty || absent[d] != NULL) {
           checkAbsent(d, n);
         }
       } while (advance());
       return n;
+    }
+
+    /** Whether the column holds integers (INT32 or INT64, not a DECIMAL): what int64 ids take. */
+    boolean integers() {
+      return !decimal && (type == PrimitiveTypeName.INT32 || type == PrimitiveTypeName.INT64);
+    }
+
+    /**
+     * Reads the row's integers, exactly (INT32 widened), into {@code into[0]}, growing it; returns
+     * how many. {@code nullIsEmpty}: a null column is no values (a sequence) rather than an error.
+     * Only for {@link #integers()} columns.
+     */
+    int readLongs(long[][] into, boolean nullIsEmpty) {
+      checkLeft();
+      int n = 0;
+      do {
+        int d = reader.getCurrentDefinitionLevel();
+        if (d == maxDef) {
+          if (n == into[0].length) {
+            into[0] = Arrays.copyOf(into[0], Math.max(8, 2 * n));
+          }
+          into[0][n++] = type == PrimitiveTypeName.INT64 ? reader.getLong() : reader.getInteger();
+        } else if (!nullIsEmpty || absent[d] != NULL) {
+          checkAbsent(d, n);
+        }
+      } while (advance());
+      return n;
+    }
+
+    /** The leaf's type as a reader would name it: {@code FLOAT}, {@code INT64 DECIMAL(10,2)}. */
+    String typeName() {
+      LogicalTypeAnnotation a = desc.getPrimitiveType().getLogicalTypeAnnotation();
+      return type + (a == null ? "" : " " + a);
     }
 
     /** The row's single binary value. */
@@ -494,6 +535,140 @@ final class ParquetColumns {
         throw new BadValue("column '" + column + "' holds a list, not one number");
       }
       return v;
+    }
+  }
+
+  /**
+   * The decoder of a feature kept in a record's slots ({@link Slots}): int64 values of a fixed
+   * shape, or a sequence (int64 ids or float32 values) of any length.
+   *
+   * @throws IllegalArgumentException naming the column, its type and what the feature needs
+   */
+  static Column forSlots(MessageType projection, DatasetSpec.Feature f) {
+    String name = f.name();
+    Type t = projection.getType(name);
+    List<ColumnDescriptor> leaves = leaves(projection, name);
+    boolean ids = f.type() == DatasetSpec.ValueType.INT64;
+    String declared =
+        f.sequence()
+            ? (ids ? "a sequence of int64 ids (COL:ids)" : "a sequence (COL:seq)")
+            : "int64";
+    if (leaves.size() != 1 || isMlVector(t)) {
+      throw new IllegalArgumentException(
+          "column '"
+              + name
+              + "' is "
+              + t
+              + ", declared "
+              + declared
+              + ": expected one number or a list of numbers");
+    }
+    Leaf leaf = new Leaf(projection, leaves.get(0), name);
+    if (ids && !leaf.integers()) {
+      throw new IllegalArgumentException(
+          "column '"
+              + name
+              + "' holds "
+              + leaf.typeName()
+              + " values, declared "
+              + declared
+              + ": expected INT32 or INT64 integers (declare a float column COL:SHAPE or COL:seq)");
+    }
+    if (!ids && leaf.type == PrimitiveTypeName.BINARY && !leaf.decimal) {
+      throw new IllegalArgumentException(
+          "column '" + name + "' is binary, declared " + declared + ": expected numbers");
+    }
+    return new Slotted(leaf, f);
+  }
+
+  /**
+   * A column kept in a record's slots ({@link Slots}), values checked here: a fixed int64 shape
+   * (exactly its count of values, each id in the vocabulary when it has one), or a sequence: its
+   * length as stored (the batch counts what is cut beyond the maximum, as for TFRecord), then at
+   * most {@code maxLength} values. A null sequence is empty (as a missing {@code
+   * tf.io.VarLenFeature}); a null element, or a null fixed column, fails.
+   */
+  static final class Slotted implements Column {
+    private final Leaf leaf;
+    private final DatasetSpec.Feature feature;
+    private final boolean ids;
+    private final long[][] longs = {new long[16]};
+    private final float[][] floats = {new float[16]};
+
+    Slotted(Leaf leaf, DatasetSpec.Feature feature) {
+      this.leaf = leaf;
+      this.feature = feature;
+      this.ids = feature.type() == DatasetSpec.ValueType.INT64;
+    }
+
+    @Override
+    public void start(PageReadStore pages, ColumnReadStore store) {
+      leaf.start(pages, store);
+    }
+
+    @Override
+    public void read(FloatSink sink) {
+      if (leaf.type == PrimitiveTypeName.BINARY && !leaf.decimal) {
+        throw new BadValue("column '" + leaf.column + "' is binary: expected numbers");
+      }
+      if (!feature.sequence()) {
+        int n = leaf.readLongs(longs, false);
+        if (n != feature.values()) {
+          throw new BadValue(
+              "column '"
+                  + leaf.column
+                  + "' has "
+                  + n
+                  + " values, expected "
+                  + feature.values()
+                  + " for shape "
+                  + Arrays.toString(feature.shape()));
+        }
+        putIds(sink, 0, n);
+      } else {
+        int n = ids ? leaf.readLongs(longs, true) : leaf.readFloats(floats, true);
+        sink.putInt(0, n);
+        int m = Math.min(n, feature.maxLength());
+        if (ids) {
+          putIds(sink, 1, m);
+        } else {
+          float[] v = floats[0];
+          for (int i = 0; i < m; i++) {
+            sink.set(1 + i, v[i]);
+          }
+        }
+      }
+      sink.markFull();
+    }
+
+    private void putIds(FloatSink sink, int at, int n) {
+      long[] v = longs[0];
+      long vocab = feature.vocabSize();
+      for (int i = 0; i < n; i++) {
+        if (vocab > 0 && (v[i] < 0 || v[i] >= vocab)) {
+          throw new BadValue(
+              "column '"
+                  + leaf.column
+                  + "' value "
+                  + i
+                  + " is "
+                  + v[i]
+                  + ": outside the vocabulary [0, "
+                  + vocab
+                  + ")");
+        }
+        sink.putLong(at + 2 * i, v[i]);
+      }
+    }
+
+    @Override
+    public void skip() {
+      leaf.skip();
+    }
+
+    @Override
+    public void end() {
+      leaf.end();
     }
   }
 

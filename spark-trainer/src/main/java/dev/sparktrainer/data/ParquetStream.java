@@ -20,7 +20,8 @@ import org.apache.parquet.schema.Type;
 /**
  * Streams a Parquet file a row group at a time, reading only the spec's columns. Columns may be
  * numbers, lists of numbers (any list encoding), Spark ML vectors (dense or sparse), or binary
- * encoded images.
+ * encoded images; int64 features and sequences ({@link ParquetColumns#forSlots}) take INT32 and
+ * INT64 columns (exact values) and lists of them, float sequences lists of any number.
  *
  * <p>Values go from parquet-mr's column readers straight into a pooled record array ({@link #next})
  * or a batch's column buffers ({@link #nextInto}): no record assembly, no object per value (see
@@ -116,23 +117,14 @@ final class ParquetStream implements RecordStream, ImageSeeding {
       int pos = 0;
       for (int c = 0; c < features.size(); c++) {
         DatasetSpec.Feature f = features.get(c);
-        if (!f.fixedFloat()) {
-          throw new IOException(
-              "Parquet file "
-                  + file
-                  + ": column '"
-                  + f.name()
-                  + "' is declared "
-                  + (f.sequence() ? "a sequence" : "int64")
-                  + ", and int64 and sequence columns are read from TFRecord files only (convert"
-                  + " the data to TFRecord: bin/spark-trainer convert)");
-        }
         offsets[c] = pos;
         pos += f.size();
         sinks[c] = new FloatSink();
         try {
           columns[c] =
-              ParquetColumns.forFeature(projection, f.name(), f.encoding() == Encoding.IMAGE);
+              f.fixedFloat()
+                  ? ParquetColumns.forFeature(projection, f.name(), f.encoding() == Encoding.IMAGE)
+                  : ParquetColumns.forSlots(projection, f);
         } catch (IllegalArgumentException e) {
           throw new IOException("Parquet file " + file + ": " + e.getMessage(), e);
         }

@@ -8,10 +8,12 @@ import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
+import dev.sparktrainer.data.SequenceStatistics;
 import dev.sparktrainer.model.Activation;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.SpecStrings;
+import dev.sparktrainer.model.sequence.SequenceInput;
 import dev.sparktrainer.train.DistributedTrainer;
 import dev.sparktrainer.train.DistributedTrainerBuilder;
 import dev.sparktrainer.train.TrainedModel;
@@ -38,9 +40,13 @@ import org.apache.spark.ml.util.MLReader;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -63,6 +69,11 @@ import org.apache.spark.sql.types.StructType;
  * Parquet under {@code stagingDir} and deleted after training. The number of classes comes from
  * {@code numClasses}, else the label column's nominal attribute (StringIndexer), else its maximum +
  * 1.
+ *
+ * <p>A sequence model ({@code embed:DIM}, {@code transformer:...}) reads a features column of token
+ * ids ({@code array<bigint>}, {@code array<int>}), padded per batch (with {@code padValue}, in
+ * {@code bucketBoundaries} length buckets); {@code vocabSize} and {@code maxLength} default to the
+ * training data's largest id + 1 and longest sequence.
  *
  * <p>Why this file is long: Spark ML's Java-friendly convention is a typed setter per Param on the
  * Estimator itself (40 of them, one line of logic each, documented for notebook users); the Params
@@ -328,6 +339,37 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     return this;
   }
 
+  /** Sequence models: the longest sequence fed to the model (see {@code --max-length}). */
+  public SparkTrainerEstimator setMaxLength(int v) {
+    set(maxLength(), v);
+    return this;
+  }
+
+  /**
+   * Sequence models: the vocabulary size, every id in {@code 0..v-1} (see {@code --vocab-size}).
+   */
+  public SparkTrainerEstimator setVocabSize(long v) {
+    set(vocabSize(), v);
+    return this;
+  }
+
+  /** Sequence models: the value padding sequences to their batch's longest. */
+  public SparkTrainerEstimator setPadValue(double v) {
+    set(padValue(), v);
+    return this;
+  }
+
+  /**
+   * Sequence models: length buckets (see {@code --bucket-boundaries}).
+   *
+   * @throws IllegalArgumentException unless strictly increasing positive lengths
+   */
+  public SparkTrainerEstimator setBucketBoundaries(int[] v) {
+    PipelineOptions.builder().optBucketBoundaries(v); // checks, naming the Param
+    set(bucketBoundaries(), v);
+    return this;
+  }
+
   @Override
   public SparkTrainerModel fit(Dataset<?> dataset) {
     Dataset<Row> df = dataset.toDF();
@@ -348,27 +390,84 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
     String features = getOrDefault(featuresCol());
     String label = getOrDefault(labelCol());
     LossSpec lossSpec = LossSpec.parse(getOrDefault(loss()));
-    long[] shape = {featureSize(df, features)};
     int outputs = lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY ? classes(df, label) : 1;
-    ModelSpec spec =
-        SpecStrings.model(
-            getOrDefault(modelSpec()),
-            java.util.List.of(features),
-            new long[][] {shape},
-            outputs,
-            Activation.parse(getOrDefault(activation())),
-            (float) doubleParam(dropout()));
-    DatasetSpec columns =
+    String modelText = getOrDefault(modelSpec());
+    DatasetSpec.Builder columns =
         DatasetSpec.builder()
             .addPath("dataframe")
-            .addFeature(features, shape)
             .setLabel(
                 label,
                 lossSpec == LossSpec.SOFTMAX_CROSS_ENTROPY
                     ? DatasetSpec.LabelType.INT
-                    : DatasetSpec.LabelType.FLOAT)
-            .build();
-    return trainer(df, spec, lossSpec, columns).build();
+                    : DatasetSpec.LabelType.FLOAT);
+    ModelSpec spec;
+    if (SpecStrings.isSequenceModel(modelText)) {
+      SequenceInput input = sequenceInput(df, features);
+      columns.addSequenceFeature(
+          features, DatasetSpec.ValueType.INT64, input.maxLength(), input.vocabSize());
+      spec =
+          SpecStrings.model(
+              modelText,
+              List.of(features),
+              new long[][] {{input.maxLength()}},
+              outputs,
+              Activation.parse(getOrDefault(activation())),
+              (float) doubleParam(dropout()),
+              input);
+    } else {
+      for (org.apache.spark.ml.param.Param<?> p :
+          List.of(maxLength(), vocabSize(), bucketBoundaries())) {
+        if (isSet(p)) {
+          throw new IllegalArgumentException(
+              "Invalid "
+                  + p.name()
+                  + ": it applies to sequence models (embed:DIM, transformer:...), and modelSpec is '"
+                  + modelText
+                  + "'");
+        }
+      }
+      long[] shape = {featureSize(df, features)};
+      spec =
+          SpecStrings.model(
+              modelText,
+              List.of(features),
+              new long[][] {shape},
+              outputs,
+              Activation.parse(getOrDefault(activation())),
+              (float) doubleParam(dropout()));
+      columns.addFeature(features, shape);
+    }
+    return trainer(df, spec, lossSpec, columns.build()).build();
+  }
+
+  /**
+   * A sequence model's input: the features column's vocabulary size and maximum length, from the
+   * Params, else from one pass over the data ({@link SequenceStatistics}, as the command line's
+   * {@code train}); the ids checked against the vocabulary.
+   */
+  private SequenceInput sequenceInput(Dataset<Row> df, String features) {
+    DataType t = df.schema().apply(features).dataType();
+    DataType element = t instanceof ArrayType ? ((ArrayType) t).elementType() : t;
+    if (!(element instanceof IntegerType
+        || element instanceof LongType
+        || element instanceof ShortType
+        || element instanceof ByteType)) {
+      throw new IllegalArgumentException(
+          "Feature column '"
+              + features
+              + "' has type "
+              + t.simpleString()
+              + ": the sequence model '"
+              + getOrDefault(modelSpec())
+              + "' reads token ids, expected array<int> or array<bigint>");
+    }
+    int maxLen = isSet(maxLength()) ? intParam(maxLength()) : 0;
+    SequenceStatistics.Stats st =
+        SequenceStatistics.of(df, List.of(features), List.of(true), maxLen).get(features);
+    long vocab = isSet(vocabSize()) ? longParam(vocabSize()) : st.defaultVocabSize();
+    st.checkVocabulary(
+        "the training data", vocab, isSet(vocabSize()) ? "vocabSize" : "the largest id + 1");
+    return new SequenceInput(vocab, maxLen > 0 ? maxLen : st.defaultMaxLength());
   }
 
   /**
@@ -385,7 +484,11 @@ public final class SparkTrainerEstimator extends Estimator<SparkTrainerModel>
             .optSeed(seedValue)
             .optSharding(PipelineOptions.ShardingPolicy.parse(getOrDefault(sharding())))
             .optDeterministic((Boolean) getOrDefault(deterministic()))
-            .optImageTransfer(getOrDefault(imageTransfer()));
+            .optImageTransfer(getOrDefault(imageTransfer()))
+            .optPadValue(doubleParam(padValue()));
+    if (isSet(bucketBoundaries())) {
+      pipeline.optBucketBoundaries(getOrDefault(bucketBoundaries()));
+    }
     if (!getOrDefault(cacheDir()).isEmpty()) {
       pipeline.optCacheDir(getOrDefault(cacheDir()));
     }

@@ -6,6 +6,7 @@ import dev.sparktrainer.train.TrainerOption;
 import java.io.Serializable;
 import org.apache.spark.ml.param.BooleanParam;
 import org.apache.spark.ml.param.DoubleParam;
+import org.apache.spark.ml.param.IntArrayParam;
 import org.apache.spark.ml.param.IntParam;
 import org.apache.spark.ml.param.LongParam;
 import org.apache.spark.ml.param.Param;
@@ -184,6 +185,22 @@ public interface TrainingParams extends Params {
     return trainingParams().cacheDir;
   }
 
+  default IntParam maxLength() {
+    return trainingParams().maxLength;
+  }
+
+  default LongParam vocabSize() {
+    return trainingParams().vocabSize;
+  }
+
+  default DoubleParam padValue() {
+    return trainingParams().padValue;
+  }
+
+  default IntArrayParam bucketBoundaries() {
+    return trainingParams().bucketBoundaries;
+  }
+
   /** The training Param objects of one Estimator, owned by it (their parent is its uid). */
   final class Holder implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -228,6 +245,10 @@ public interface TrainingParams extends Params {
     final LongParam cosineDecaySteps;
     final Param<String> sharding;
     final Param<String> cacheDir;
+    final IntParam maxLength;
+    final LongParam vocabSize;
+    final DoubleParam padValue;
+    final IntArrayParam bucketBoundaries;
 
     /** Defines the Params for {@code owner} (whose uid is set) and sets their defaults there. */
     Holder(TrainingParams owner) {
@@ -464,6 +485,35 @@ public interface TrainingParams extends Params {
               owner,
               "cacheDir",
               "local directory caching decoded records after the first epoch (empty: none)");
+      // Sequence models: unset maxLength and vocabSize come from the data (no default).
+      maxLength =
+          new IntParam(
+              owner,
+              "maxLength",
+              "sequence models (embed, transformer): the longest sequence fed to the model; longer"
+                  + " ones are truncated and counted (unset: the longest in the training data)",
+              ParamValidators.gtEq(1));
+      vocabSize =
+          new LongParam(
+              owner,
+              "vocabSize",
+              "sequence models: ids must be 0..vocabSize-1 (unset: the largest id in the training"
+                  + " data + 1)",
+              ParamValidators.gtEq(2));
+      padValue =
+          new DoubleParam(
+              owner,
+              "padValue",
+              "sequence models: what pads a sequence to its batch's longest (a mask beside it says"
+                  + " which positions are real)");
+      owner.setDefault(padValue, TrainerOption.PAD_VALUE.doubleDefault());
+      bucketBoundaries =
+          new IntArrayParam(
+              owner,
+              "bucketBoundaries",
+              "sequence models: batch sequences of similar length together (tf.data's"
+                  + " bucket_by_sequence_length): lengths below L1, L1..L2-1, ..., and the rest; e.g."
+                  + " [16, 32, 64, 128] (unset: one bucket)");
       // The table's "none" (null) is the empty string in the Estimator's text Params.
       owner.setDefault(cacheDir, "");
       owner.setDefault(labelCol, TrainerOption.LABEL.stringDefault());

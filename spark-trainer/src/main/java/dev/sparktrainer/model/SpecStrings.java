@@ -142,6 +142,20 @@ public final class SpecStrings {
     }
   }
 
+  /**
+   * Whether {@code text} names a sequence model ({@code embed:...}, {@code transformer:...}), which
+   * reads one column of token ids and needs a {@link SequenceInput}.
+   */
+  public static boolean isSequenceModel(String text) {
+    if (text == null) {
+      return false;
+    }
+    String t = text.trim();
+    int colon = t.indexOf(':');
+    String kind = (colon < 0 ? t : t.substring(0, colon)).trim().toLowerCase(Locale.ROOT);
+    return kind.equals(EmbedSpec.TYPE) || kind.equals(TransformerSpec.TYPE);
+  }
+
   /** A sequence model for {@code text}, or null if it names another kind. */
   private static ModelSpec sequenceModel(
       String text, int outputs, Activation activation, float dropout, SequenceInput sequence) {

@@ -97,31 +97,11 @@ public enum TrainerOption {
   SHARDING(Target.PIPELINE, "optSharding", "sharding", "sharding", null, "auto", "file", "data"),
   CACHE_DIR(Target.PIPELINE, "optCacheDir", "cache-dir", "cacheDir", null),
   TRANSFORM(Target.TRAINER, "optTransform", "augment", "transform", null),
-  MAX_LENGTH(
-      Target.TRAINER,
-      "setTrainingData",
-      "max-length",
-      null,
-      "Estimator: sequence columns (DatasetSpec.addSequenceFeature) are read from files by the"
-          + " command line and the Builder; fit's DataFrame columns are fixed-shape"),
-  VOCAB_SIZE(
-      Target.TRAINER,
-      "setTrainingData",
-      "vocab-size",
-      null,
-      "Estimator: as max-length (the Builder's DatasetSpec.addSequenceFeature takes it)"),
-  PAD_VALUE(
-      Target.PIPELINE,
-      "optPadValue",
-      "pad-value",
-      null,
-      "Estimator: as max-length (sequence columns are read from files)"),
+  MAX_LENGTH(Target.TRAINER, "setTrainingData", "max-length", "maxLength", null),
+  VOCAB_SIZE(Target.TRAINER, "setTrainingData", "vocab-size", "vocabSize", null),
+  PAD_VALUE(Target.PIPELINE, "optPadValue", "pad-value", "padValue", null),
   BUCKET_BOUNDARIES(
-      Target.PIPELINE,
-      "optBucketBoundaries",
-      "bucket-boundaries",
-      null,
-      "Estimator: as max-length (sequence columns are read from files)"),
+      Target.PIPELINE, "optBucketBoundaries", "bucket-boundaries", "bucketBoundaries", null),
   NORMALIZE(
       Target.TRAINER, "optNormalize", "normalize", "normalize", null, "standard", "minmax", "none"),
   STAGING_DIR(
