@@ -97,6 +97,25 @@ public enum TrainerOption {
   SHARDING(Target.PIPELINE, "optSharding", "sharding", "sharding", null, "auto", "file", "data"),
   CACHE_DIR(Target.PIPELINE, "optCacheDir", "cache-dir", "cacheDir", null),
   TRANSFORM(Target.TRAINER, "optTransform", "augment", "transform", null),
+  IMAGE_SIZE(
+      Target.TRAINER,
+      "setTrainingData",
+      "image-size",
+      null,
+      "Estimator: fit's DataFrame columns are numbers; encoded images go through the Builder's"
+          + " DatasetSpec.addImageFeature"),
+  CHANNELS(
+      Target.TRAINER,
+      "setTrainingData",
+      "channels",
+      null,
+      "Estimator: as image-size (the Builder's DatasetSpec.addImageFeature takes it)"),
+  RESIZE(
+      Target.PIPELINE,
+      "optImageResize",
+      "resize",
+      null,
+      "Estimator: as image-size (encoded images are read by the command line and the Builder)"),
   MAX_LENGTH(
       Target.TRAINER,
       "setTrainingData",
@@ -393,6 +412,7 @@ public enum TrainerOption {
       case GRADIENT_PRECISION:
         return "fp32";
       case KEEP_CHECKPOINTS:
+      case CHANNELS:
         return 3;
       case RESCALE:
         return "batch";
