@@ -148,7 +148,8 @@ public enum TrainerOption {
       "optStagingDir",
       null,
       "stagingDir",
-      "CLI: it reads files, never a DataFrame that would need staging"),
+      "CLI: it reads files; an image folder (--format images) is staged where the Builder's"
+          + " default puts it"),
   BUCKET_MB(Target.TRAINER, "optBucketMb", "bucket-mb", "bucketMb", null),
   /** The flag is the switch's negation: {@code --no-overlap}. */
   OVERLAP(Target.TRAINER, "optOverlap", "no-overlap", "overlap", null),
