@@ -117,11 +117,14 @@ class CliImageTest {
                 "--image-size",
                 "16x16",
                 "--augment",
-                "random-resized-crop:0.5-1,flip"));
+                "random-resized-crop:0.5-1,flip,normalize:0.5/0.25",
+                // bytes to the device, flipped and normalized there (a CPU here)
+                "--image-transfer",
+                "uint8"));
     assertThat(t.code()).as(t.err()).isZero();
     assertThat(t.err())
         .contains("Image folder " + tmp.resolve("train") + ": 2 classes (cat, dog)")
-        .contains("image transfer float32 (auto on a CPU)");
+        .contains("image transfer uint8");
     Path model = tmp.resolve("run/model");
     assertThat(Files.readAllLines(model.resolve("classes.txt"))).containsExactly("cat", "dog");
     String inputs = Files.readString(model.resolve("inputs.properties"));
