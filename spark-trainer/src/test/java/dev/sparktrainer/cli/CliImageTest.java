@@ -172,6 +172,57 @@ class CliImageTest {
     assertThat(json.get("accuracy").asDouble())
         .isCloseTo(right / 8.0, org.assertj.core.api.Assertions.within(1e-9));
 
+    // Another set of class folders means other labels: evaluate refuses it.
+    Path zebras = tmp.resolve("zebras");
+    Files.createDirectories(zebras.resolve("cat"));
+    Files.createDirectories(zebras.resolve("zebra"));
+    Files.copy(tmp.resolve("val/cat/p0.png"), zebras.resolve("cat/a.png"));
+    Files.copy(tmp.resolve("val/dog/p0.png"), zebras.resolve("zebra/b.png"));
+    assertUsageError(
+        CliRunner.run(
+            "evaluate",
+            "--model",
+            model.toString(),
+            "--data",
+            zebras.toString(),
+            "--format",
+            "images"),
+        "The class folders of "
+            + zebras
+            + " (--data) are [cat, zebra] but the model at "
+            + model
+            + " was trained on [cat, dog]: expected the same classes");
+    assertUsageError(
+        CliRunner.run(
+            "predict",
+            "--model",
+            model.toString(),
+            "--data",
+            tmp.resolve("val").toString(),
+            "--format",
+            "images",
+            "--features",
+            "pixels",
+            "--output",
+            tmp.resolve("p2").toString()),
+        "Invalid --features [pixels] with --format images: an image folder has one feature"
+            + " column, the image (the model's image column: image)");
+    assertUsageError(
+        CliRunner.run(
+            "predict",
+            "--model",
+            model.toString(),
+            "--data",
+            tmp.resolve("val").toString(),
+            "--format",
+            "images",
+            "--class-col",
+            "label",
+            "--output",
+            tmp.resolve("p3").toString()),
+        "Invalid --class-col 'label': the data already has a column of that name; choose"
+            + " another");
+
     // The same photos as an encoded-image column of TFRecord files (bytes features): decoded the
     // same way, so predicted the same; no folder, so no path and no class column.
     Path records = tmp.resolve("records");
@@ -280,6 +331,110 @@ class CliImageTest {
         CliRunner.run(train(data, "x", "--features", "image:16:image")),
         "Invalid --features 'image:16:image': an image column (image:image) takes the size the"
             + " model sees as HxW, e.g. image:224x224:image");
+
+    assertUsageError(
+        CliRunner.run(train(data, "x", "--format", "jpeg")),
+        "Invalid --format 'jpeg': expected tfrecord, parquet or images (a folder of image files,"
+            + " one subfolder per class)");
+    assertUsageError(
+        CliRunner.run(train(data, "x", "--image-size", "16x16", "--label", "y")),
+        "Invalid --label 'y' with --format images: the label is the column label");
+    assertUsageError(
+        CliRunner.run("train", "--data", data, "--output", tmp.resolve("x").toString()),
+        "Missing --features for train: expected the feature column(s)");
+    assertUsageError(
+        CliRunner.run(
+            "train",
+            "--data",
+            data,
+            "--features",
+            "photo:image",
+            "--output",
+            tmp.resolve("x").toString()),
+        "Missing --label for train: expected the label column");
+    assertUsageError(
+        CliRunner.run(train(data, "x", "--features", "image:16x16:image", "--image-size", "8x8")),
+        "Image column 'image' is declared 16x16 but the image size is 8x8: give one size");
+    assertUsageError(
+        CliRunner.run(
+            "train",
+            "--data",
+            data,
+            "--features",
+            "photo:image,pixels:3x8x8",
+            "--label",
+            "label",
+            "--num-classes",
+            "2",
+            "--image-size",
+            "8x8",
+            "--augment",
+            "flip",
+            "--output",
+            tmp.resolve("x").toString()),
+        "Invalid --augment with encoded image features: numeric column 'pixels' is image-shaped"
+            + " too (3x8x8) and would be augmented as [H, W, C]: leave it out of --features");
+    assertUsageError(
+        CliRunner.run(train(data + "," + data, "x", "--image-size", "8x8")),
+        "--format images reads one folder (one subfolder per class)");
+    assertUsageError(
+        CliRunner.run(train(tmp.resolve("nothing").toString(), "x", "--image-size", "8x8")),
+        "No data at " + tmp.resolve("nothing") + " (--data): the path does not exist");
+    assertUsageError(
+        CliRunner.run(
+            train(tmp.resolve("train/cat/p0.png").toString(), "x", "--image-size", "8x8")),
+        "with --format images: it is a file, expected a folder with one subfolder per class");
+    assertUsageError(
+        CliRunner.run(train(data, "x", "--image-size", "8x8", "--num-classes", "3")),
+        "--num-classes 3 does not match the 2 class folders of " + data + " (cat, dog)");
+    Path zebras = tmp.resolve("zebra-val");
+    Files.createDirectories(zebras.resolve("cat"));
+    Files.createDirectories(zebras.resolve("zebra"));
+    Files.copy(tmp.resolve("train/cat/p0.png"), zebras.resolve("cat/a.png"));
+    Files.copy(tmp.resolve("train/dog/p0.png"), zebras.resolve("zebra/b.png"));
+    assertUsageError(
+        CliRunner.run(
+            train(data, "x", "--image-size", "8x8", "--validation-data", zebras.toString())),
+        "The class folders of "
+            + zebras
+            + " (--validation-data) are [cat, zebra] but those of "
+            + data
+            + " (--data) are [cat, dog]: expected the same classes");
+    Path lonely = tmp.resolve("lonely");
+    Files.createDirectories(lonely.resolve("cat"));
+    Files.copy(tmp.resolve("train/cat/p0.png"), lonely.resolve("cat/a.png"));
+    assertUsageError(
+        CliRunner.run(train(lonely.toString(), "x", "--image-size", "8x8")),
+        "Image folder " + lonely + " has 1 class folder (cat): expected at least 2");
+    // An image column that holds numbers.
+    Path numbers = tmp.resolve("numbers");
+    Files.createDirectories(numbers);
+    try (java.io.OutputStream os = Files.newOutputStream(numbers.resolve("part-0.tfrecord"));
+        TFRecordWriter w = new TFRecordWriter(os)) {
+      java.util.Map<String, Feature> m = new java.util.LinkedHashMap<>();
+      m.put("photo", Feature.ofInt64(7));
+      m.put("label", Feature.ofInt64(1));
+      w.write(Examples.encodeExample(m));
+    }
+    assertUsageError(
+        CliRunner.run(
+            "train",
+            "--data",
+            numbers.toString(),
+            "--features",
+            "photo:image",
+            "--label",
+            "label",
+            "--num-classes",
+            "2",
+            "--image-size",
+            "8x8",
+            "--output",
+            tmp.resolve("x").toString()),
+        "Feature column 'photo' in "
+            + numbers
+            + " has type bigint: --features photo:image"
+            + " expects encoded images (a bytes feature in TFRecord, binary in Parquet)");
 
     // No class folders: files straight in the folder.
     Path flat = tmp.resolve("flat");
