@@ -49,7 +49,8 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * {@code train}: distributed training from TFRecord or Parquet files to an output directory.
+ * {@code train}: distributed training from TFRecord or Parquet files, or a folder of image files
+ * ({@code --format images}), to an output directory.
  *
  * <p>Why this file is long: it is the command a user runs most, in the order they meet it — the
  * flags it adds to the shared option table's ({@link TrainerFlags}), the plan from flags to data,
