@@ -51,15 +51,23 @@ final class DataChecks {
   /**
    * A feature column as given on the command line: {@code name} or {@code name:SHAPE} (float32),
    * {@code name:int64} or {@code name:SHAPE:int64} (int64 of a fixed shape), {@code name:ids}
-   * (int64 ids, any length) or {@code name:seq} (floats, any length).
+   * (int64 ids, any length), {@code name:seq} (floats, any length) or {@code name:image} / {@code
+   * name:HxW:image} (encoded image bytes, decoded to {@code --image-size} or {@code HxW}; once the
+   * size and channels are settled, the shape is {@code [H, W, C]}).
    */
   record FeatureArg(String name, long[] shape, String kind) {
     static final String IDS = "ids";
     static final String SEQ = "seq";
     static final String INT64 = "int64";
+    static final String IMAGE = "image";
 
     FeatureArg(String name, long[] shape) {
       this(name, shape, null);
+    }
+
+    /** Encoded image bytes (PNG, JPEG, ...). */
+    boolean image() {
+      return IMAGE.equals(kind);
     }
 
     /** A sequence of any length: ids or seq. */
@@ -99,7 +107,8 @@ final class DataChecks {
         String name = p.substring(0, colon);
         String rest = p.substring(colon + 1).trim();
         String kind = null;
-        for (String k : List.of(FeatureArg.IDS, FeatureArg.SEQ, FeatureArg.INT64)) {
+        for (String k :
+            List.of(FeatureArg.IDS, FeatureArg.SEQ, FeatureArg.INT64, FeatureArg.IMAGE)) {
           if (rest.equals(k) || rest.endsWith(":" + k)) {
             kind = k;
             rest = rest.substring(0, rest.length() - k.length());
@@ -108,6 +117,32 @@ final class DataChecks {
         }
         if (kind != null && rest.isEmpty()) {
           out.add(new FeatureArg(name, null, kind));
+          continue;
+        }
+        if (FeatureArg.IMAGE.equals(kind)) {
+          long[] size = null;
+          try {
+            size = SpecStrings.shape(rest);
+          } catch (IllegalArgumentException e) {
+            // below
+          }
+          if (size == null || size.length != 2) {
+            throw new CliException(
+                "Invalid "
+                    + source
+                    + " '"
+                    + value
+                    + "': an image column ("
+                    + name
+                    + ":"
+                    + kind
+                    + ") takes the size the model sees as HxW, e.g. "
+                    + name
+                    + ":224x224:image, not '"
+                    + rest
+                    + "' (or give --image-size)");
+          }
+          out.add(new FeatureArg(name, size, kind));
           continue;
         }
         if (kind != null && !kind.equals(FeatureArg.INT64)) {
@@ -132,8 +167,9 @@ final class DataChecks {
                   + value
                   + "': "
                   + e.getMessage()
-                  + " after the column name (COLUMN, COLUMN:SHAPE, COLUMN[:SHAPE]:int64, COLUMN:ids or"
-                  + " COLUMN:seq, e.g. pixels, pixels:1x28x28 or tokens:ids)");
+                  + " after the column name (COLUMN, COLUMN:SHAPE, COLUMN[:SHAPE]:int64, COLUMN:ids,"
+                  + " COLUMN:seq or COLUMN[:HxW]:image, e.g. pixels, pixels:1x28x28, tokens:ids or"
+                  + " photo:image)");
         }
       }
     }
@@ -142,6 +178,119 @@ final class DataChecks {
           "Invalid " + source + " '" + value + "': expected COLUMN[:SHAPE][,COLUMN[:SHAPE]...]");
     }
     return out;
+  }
+
+  /** {@code --format images}: a folder of image files, one subfolder per class. */
+  static final String IMAGES = "images";
+
+  /**
+   * Whether {@code --format} says {@code images} (a folder of image files); any other value must be
+   * tfrecord or parquet, refused here for the commands that read image folders.
+   */
+  static boolean imageFolder(Flags f) {
+    if (!f.given("format")) {
+      return false;
+    }
+    String v = f.string("format").trim().toLowerCase(Locale.ROOT);
+    if (v.equals(IMAGES)) {
+      return true;
+    }
+    if (!v.equals("tfrecord") && !v.equals("parquet") && !v.equals("csv")) {
+      throw new CliException(
+          "Invalid "
+              + f.source("format")
+              + " '"
+              + f.string("format")
+              + "': expected tfrecord, parquet or images (a folder of image files, one subfolder"
+              + " per class)");
+    }
+    return false;
+  }
+
+  /**
+   * The image folder at {@code dir} ({@code --format images}; {@link ImageFolder}): class folders
+   * listed on the driver, files read by Spark's binaryFile source.
+   */
+  static dev.sparktrainer.data.ImageFolder images(SparkSession spark, String dir, String flag) {
+    if (dir.contains(",")) {
+      throw new CliException(
+          "Invalid "
+              + flag
+              + " '"
+              + dir
+              + "': --format images reads one folder (one subfolder per class)");
+    }
+    try {
+      return dev.sparktrainer.data.ImageFolder.read(spark, dir);
+    } catch (FileNotFoundException e) {
+      throw new CliException("No data at " + dir + " (" + flag + "): the path does not exist");
+    } catch (IOException e) {
+      throw new CliException(e.getMessage() + " (" + flag + ")");
+    }
+  }
+
+  /** {@code --format images}: each path is one existing folder (its classes are read later). */
+  static void folderExists(List<String> paths, String flag, Configuration conf) {
+    if (paths.size() != 1) {
+      throw new CliException(
+          "Invalid "
+              + flag
+              + " '"
+              + String.join(",", paths)
+              + "': --format images reads one folder (one subfolder per class)");
+    }
+    String p = paths.get(0);
+    try {
+      Path path = new Path(p);
+      FileSystem fs = path.getFileSystem(conf);
+      if (!fs.exists(path)) {
+        throw new CliException("No data at " + p + " (" + flag + "): the path does not exist");
+      }
+      if (!fs.getFileStatus(path).isDirectory()) {
+        throw new CliException(
+            "Invalid "
+                + flag
+                + " "
+                + p
+                + " with --format images: it is a file, expected a folder with one subfolder per"
+                + " class");
+      }
+    } catch (IOException e) {
+      throw new CliException("Cannot read " + p + " (" + flag + "): " + e.getMessage());
+    }
+  }
+
+  /**
+   * One pass over an image folder's files reading each one's header (no pixel decoded): the first
+   * file that is not an image ImageIO can read fails the command, named with its path. (A file cut
+   * short after its header is named by the pipeline when it decodes it.)
+   */
+  static void checkImageFiles(Dataset<Row> frame, String flag) {
+    List<Row> bad =
+        frame
+            .select(col("path"), col("image"))
+            .map(
+                (org.apache.spark.api.java.function.MapFunction<Row, String>)
+                    r -> {
+                      String why = dev.sparktrainer.data.ImageDecoder.problem(r.getAs(1));
+                      return why == null ? null : r.getString(0) + "\t" + why;
+                    },
+                org.apache.spark.sql.Encoders.STRING())
+            .toDF("problem")
+            .where(col("problem").isNotNull())
+            .limit(1)
+            .collectAsList();
+    if (!bad.isEmpty()) {
+      String[] problem = bad.get(0).getString(0).split("\t", 2);
+      throw new CliException(
+          "Cannot read the image "
+              + problem[0]
+              + " ("
+              + flag
+              + "): "
+              + problem[1]
+              + "; expected a JPEG, PNG, BMP or GIF file");
+    }
   }
 
   /**
@@ -276,7 +425,7 @@ final class DataChecks {
    */
   static Map<String, SequenceStatistics.Stats> sequences(
       SparkSession spark, Files data, Dataset<Row> df, List<FeatureArg> features, int maxLength) {
-    List<FeatureArg> cols = features.stream().filter(a -> a.kind() != null).toList();
+    List<FeatureArg> cols = features.stream().filter(a -> a.kind() != null && !a.image()).toList();
     if (cols.isEmpty()) {
       return new java.util.LinkedHashMap<>();
     }
@@ -373,6 +522,23 @@ final class DataChecks {
     for (int i = 0; i < features.size(); i++) {
       FeatureArg f = features.get(i);
       DataType t = column(schema, f.name(), "feature", where).dataType();
+      if (f.image()) {
+        if (!t.typeName().equals("binary") && !t.typeName().equals("string")) {
+          throw new CliException(
+              "Feature column '"
+                  + f.name()
+                  + "' in "
+                  + where
+                  + " has type "
+                  + t.simpleString()
+                  + ": --features "
+                  + f.name()
+                  + ":image expects encoded images (a bytes feature in TFRecord, binary in"
+                  + " Parquet)");
+        }
+        shapes[i] = f.shape(); // [H, W, C], settled by the command
+        continue;
+      }
       if (f.kind() != null) {
         DataType element = t instanceof ArrayType a ? a.elementType() : t;
         boolean integral =

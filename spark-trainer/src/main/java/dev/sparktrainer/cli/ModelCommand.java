@@ -42,7 +42,8 @@ abstract class ModelCommand extends Command {
         null,
         "tfrecord or parquet (default: parquet if every file ends in .parquet); csv (with a header"
             + " row) for a text column a model of token sequences cuts into ids with its"
-            + " vocabulary");
+            + " vocabulary; images: --data is a folder of image files, one subfolder per class (columns"
+            + " image, label, path), for a model trained on encoded images");
     f.add("batch-size", Kind.INT, "ROWS", "256", "rows per inference batch");
   }
 
@@ -57,6 +58,11 @@ abstract class ModelCommand extends Command {
               + ": expected at least 1");
     }
     checkModelDir(f.string("model"), ctx.hadoopConf());
+    if (DataChecks.imageFolder(f)) {
+      DataChecks.folderExists(
+          DataChecks.paths(f.string("data")), f.source("data"), ctx.hadoopConf());
+      return;
+    }
     DataChecks.list(
         DataChecks.paths(f.string("data")),
         f.source("data"),
@@ -122,7 +128,18 @@ abstract class ModelCommand extends Command {
       ModelInputs inputs,
       Dataset<Row> data,
       List<String> features,
-      String where) {
+      String where,
+      List<String> classes,
+      List<String> imageColumns) {
+    Input(
+        TrainedModel model,
+        ModelInputs inputs,
+        Dataset<Row> data,
+        List<String> features,
+        String where) {
+      this(model, inputs, data, features, where, null, List.of());
+    }
+
     /**
      * The per-channel normalization the model was trained with (train --augment normalize:...), or
      * null.
@@ -153,6 +170,12 @@ abstract class ModelCommand extends Command {
               + dir
               + " does not record its feature columns (it was not written by train)");
     }
+    List<String> classes = ModelInputs.classes(dir, conf);
+    java.util.Map<String, long[]> images =
+        inputs == null ? java.util.Map.of() : inputs.imageColumns();
+    if (DataChecks.imageFolder(f)) {
+      return imageFolder(f, ctx, model, inputs, features, classes, images);
+    }
     boolean csv = csv(f);
     DataChecks.Files files =
         DataChecks.list(
@@ -170,6 +193,19 @@ abstract class ModelCommand extends Command {
                 .csv(files.paths().toArray(new String[0]))
             : DataChecks.read(ctx.spark(), files, f.source("data"));
     String where = f.string("data");
+    if (!images.isEmpty()) {
+      if (files.format() == dev.sparktrainer.data.DatasetSpec.Format.TFRECORD) {
+        // image bytes as binary, not text
+        df =
+            ctx.spark()
+                .read()
+                .format("tfrecord")
+                .option("bytesAsBinary", "true")
+                .load(files.paths().toArray(new String[0]));
+      }
+      return decoded(
+          new Input(model, inputs, df, features, where, classes, List.copyOf(images.keySet())));
+    }
     if (inputs != null && !inputs.sequenceColumns().isEmpty()) {
       // Token ids of any length: the model pads each batch itself (BatchInference); the columns'
       // types are checked there. A text column is cut into ids as the training data was.
@@ -233,5 +269,121 @@ abstract class ModelCommand extends Command {
               + want);
     }
     return new Input(model, inputs, df, features, where);
+  }
+
+  /** {@code --format images}: the folder's files as {@code image}, {@code label}, {@code path}. */
+  private Input imageFolder(
+      Flags f,
+      CliContext ctx,
+      TrainedModel model,
+      ModelInputs inputs,
+      List<String> features,
+      List<String> classes,
+      java.util.Map<String, long[]> images) {
+    String dir = f.string("model");
+    String where = f.string("data");
+    if (images.isEmpty()) {
+      throw new CliException(
+          "Invalid "
+              + f.source("format")
+              + " images: the model at "
+              + dir
+              + " was not trained on encoded images (its features: "
+              + (inputs == null ? "not recorded" : inputs.features())
+              + ")");
+    }
+    if (features.size() != 1 || !images.containsKey(features.get(0))) {
+      throw new CliException(
+          "Invalid --features "
+              + features
+              + " with --format images: an image folder has one feature column, the image (the"
+              + " model's image column: "
+              + String.join(", ", images.keySet())
+              + ")");
+    }
+    dev.sparktrainer.data.ImageFolder folder =
+        DataChecks.images(ctx.spark(), where, f.source("data"));
+    if (name.equals("evaluate") && classes != null && !folder.classes().equals(classes)) {
+      throw new CliException(
+          "The class folders of "
+              + where
+              + " ("
+              + f.source("data")
+              + ") are "
+              + folder.classes()
+              + " but the model at "
+              + dir
+              + " was trained on "
+              + classes
+              + ": expected the same classes (a label is the index of its folder's name)");
+    }
+    DataChecks.checkImageFiles(folder.frame(), f.source("data"));
+    // The files' bytes under the name of the model's image column (image, unless trained on
+    // another column's).
+    Dataset<Row> frame = folder.frame().withColumnRenamed("image", features.get(0));
+    return decoded(new Input(model, inputs, frame, features, where, classes, features));
+  }
+
+  /**
+   * The input with each encoded-image column decoded, on the executors, to the {@code [H, W, C]}
+   * floats the model was trained on: the recorded resize ({@code shorter:N}) then the centre crop,
+   * as validation saw them.
+   */
+  private static Input decoded(Input in) {
+    Dataset<Row> df = in.data();
+    boolean paths = java.util.Arrays.asList(df.columns()).contains("path");
+    dev.sparktrainer.data.ImageResize resize =
+        in.inputs().resize() == null
+            ? null
+            : dev.sparktrainer.data.ImageResize.parse(in.inputs().resize());
+    for (String c : in.imageColumns()) {
+      DataChecks.column(df.schema(), c, "feature", in.where());
+      String type = df.schema().apply(c).dataType().typeName();
+      if (!type.equals("binary")) {
+        throw new CliException(
+            "Feature column '"
+                + c
+                + "' in "
+                + in.where()
+                + " has type "
+                + df.schema().apply(c).dataType().simpleString()
+                + ": the model reads encoded images there (a bytes feature in TFRecord, binary in"
+                + " Parquet)");
+      }
+      long[] s = in.inputs().imageColumns().get(c);
+      int h = (int) s[0];
+      int w = (int) s[1];
+      int ch = (int) s[2];
+      org.apache.spark.sql.expressions.UserDefinedFunction decode =
+          org.apache.spark.sql.functions.udf(
+              (org.apache.spark.sql.api.java.UDF2<byte[], String, float[]>)
+                  (bytes, path) -> {
+                    if (bytes == null) {
+                      return null;
+                    }
+                    try {
+                      return dev.sparktrainer.data.ImageDecoder.decode(bytes, h, w, ch, resize);
+                    } catch (IOException e) {
+                      throw new IllegalArgumentException(
+                          "Cannot decode the image "
+                              + (path == null ? "in column '" + c + "'" : path)
+                              + ": "
+                              + e.getMessage(),
+                          e);
+                    }
+                  },
+              org.apache.spark.sql.types.DataTypes.createArrayType(
+                  org.apache.spark.sql.types.DataTypes.FloatType, false));
+      df =
+          df.withColumn(
+              c,
+              decode.apply(
+                  org.apache.spark.sql.functions.col(c),
+                  paths
+                      ? org.apache.spark.sql.functions.col("path")
+                      : org.apache.spark.sql.functions.lit(null).cast("string")));
+    }
+    return new Input(
+        in.model(), in.inputs(), df, in.features(), in.where(), in.classes(), in.imageColumns());
   }
 }

@@ -15,9 +15,12 @@ import org.apache.hadoop.fs.Path;
 /**
  * {@code inputs.properties} next to a model written by {@code train}: the feature columns with
  * their shapes, the label column, the data format, the number of classes and the per-channel
- * normalization of image features ({@code train --augment normalize:...}, or null) — so {@code
- * evaluate} and {@code predict} need only {@code --model} and {@code --data}, and feed the model
- * what it was trained on.
+ * normalization of image features ({@code train --augment normalize:...}, or null), and for
+ * encoded-image columns ({@code COL:HxWxC:image} in {@code features}) the resize that evaluation
+ * and prediction apply before the centre crop ({@code shorter:N}) — so {@code evaluate} and {@code
+ * predict} need only {@code --model} and {@code --data}, and feed the model what it was trained on.
+ * A model trained on a folder of images also keeps its class names ({@link #CLASSES}, one per line,
+ * label {@code i} on line {@code i + 1}).
  */
 record ModelInputs(
     String features,
@@ -26,11 +29,47 @@ record ModelInputs(
     int numClasses,
     String normalize,
     String sequences,
-    double padValue) {
+    double padValue,
+    String resize) {
   static final String FILE = "inputs.properties";
 
+  /** The class names of a model trained on {@code --format images}, saved beside it. */
+  static final String CLASSES = "classes.txt";
+
   ModelInputs(String features, String label, String format, int numClasses, String normalize) {
-    this(features, label, format, numClasses, normalize, null, 0);
+    this(features, label, format, numClasses, normalize, null, 0, null);
+  }
+
+  /** The encoded-image columns the model reads, with their {@code [H, W, C]}; empty if none. */
+  java.util.Map<String, long[]> imageColumns() {
+    java.util.Map<String, long[]> out = new java.util.LinkedHashMap<>();
+    List<String> names = featureNames();
+    long[][] shapes = shapes();
+    String[] parts = features.split(",");
+    for (int i = 0; i < parts.length; i++) {
+      if (parts[i].endsWith(":" + DataChecks.FeatureArg.IMAGE)) {
+        out.put(names.get(i), shapes[i]);
+      }
+    }
+    return out;
+  }
+
+  /** The class names kept with the model in {@link #CLASSES}, or null if it keeps none. */
+  static List<String> classes(String modelDir, Configuration conf) throws IOException {
+    Path f = new Path(modelDir, CLASSES);
+    FileSystem fs = f.getFileSystem(conf);
+    if (!fs.exists(f)) {
+      return null;
+    }
+    try (InputStream in = fs.open(f)) {
+      String text = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      return text.isEmpty() ? List.of() : List.of(text.split("\n"));
+    }
+  }
+
+  /** {@link #CLASSES}' content for {@code names}. */
+  static byte[] classesFile(List<String> names) {
+    return (String.join("\n", names) + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8);
   }
 
   /**
@@ -64,6 +103,9 @@ record ModelInputs(
       p.setProperty("sequences", sequences);
       p.setProperty("padValue", Double.toString(padValue));
     }
+    if (resize != null) {
+      p.setProperty("resize", resize);
+    }
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     p.store(out, "spark-trainer: the columns the model was trained on");
     return out.toByteArray();
@@ -89,7 +131,8 @@ record ModelInputs(
         Integer.parseInt(p.getProperty("numClasses", "0")),
         p.getProperty("normalize"),
         p.getProperty("sequences"),
-        Double.parseDouble(p.getProperty("padValue", "0")));
+        Double.parseDouble(p.getProperty("padValue", "0")),
+        p.getProperty("resize"));
   }
 
   /**
@@ -109,7 +152,9 @@ record ModelInputs(
               + "): evaluate and predict need those feature columns, not "
               + columns);
     }
-    return ImageAugment.parse(normalize, ImageAugment.Layout.CHW);
+    // Decoded photos are [H, W, C]; numeric image columns are the command line's CxHxW.
+    return ImageAugment.parse(
+        normalize, imageColumns().isEmpty() ? ImageAugment.Layout.CHW : ImageAugment.Layout.HWC);
   }
 
   /** The recorded feature columns' per-example shapes. */
@@ -119,7 +164,7 @@ record ModelInputs(
     for (int i = 0; i < parts.length; i++) {
       int colon = parts[i].indexOf(':');
       String shape = colon < 0 ? "" : parts[i].substring(colon + 1);
-      for (String kind : List.of(":int64", "int64", "ids", "seq")) { // the kind is not a shape
+      for (String kind : List.of(":int64", "int64", "ids", "seq", ":image")) { // not a shape
         if (shape.endsWith(kind)) {
           shape = shape.substring(0, shape.length() - kind.length());
         }

@@ -1,14 +1,21 @@
 package dev.sparktrainer.cli;
 
+import static org.apache.spark.sql.functions.col;
+
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.ml.BatchInference;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.functions;
 
 /** {@code predict}: distributed batch inference, written as Parquet next to the input's columns. */
 final class PredictCommand extends ModelCommand {
@@ -18,7 +25,10 @@ final class PredictCommand extends ModelCommand {
         "--model DIR/model --data PATH --output DIR2 [options]",
         "Runs a trained model over data with distributed batch inference (each executor loads the model once\n"
             + "and runs batches of rows) and writes Parquet to DIR2: the input's columns, then 'prediction'\n"
-            + "(the class index, or the value for l2) and 'probability' (class probabilities).");
+            + "(the class index, or the value for l2) and 'probability' (class probabilities). A model trained on\n"
+            + "a folder of images (--format images) also writes 'class' (the class folder's name); encoded-image\n"
+            + "columns are decoded as validation saw them (the recorded resize, then the centre crop) and left\n"
+            + "out of the output (a folder's rows keep 'path' and 'label').");
   }
 
   @Override
@@ -33,6 +43,12 @@ final class PredictCommand extends ModelCommand {
         "NAME",
         null,
         "also write the raw outputs (logits) under this name");
+    f.add(
+        "class-col",
+        Kind.STRING,
+        "NAME",
+        "class",
+        "name of the class-name column (models that keep their class names: --format images)");
     f.add("overwrite", Kind.BOOL, null, null, "replace DIR2 if it exists");
   }
 
@@ -73,6 +89,13 @@ final class PredictCommand extends ModelCommand {
     } catch (IllegalArgumentException e) {
       throw new CliException(e.getMessage());
     }
+    if (!in.imageColumns().isEmpty()) {
+      // The decoded pixels are the model's input, not an output worth writing.
+      predicted = predicted.drop(in.imageColumns().toArray(new String[0]));
+    }
+    if (in.classes() != null && !in.classes().isEmpty()) {
+      predicted = withClassNames(predicted, f, in.classes());
+    }
     ctx.spark().sparkContext().setJobDescription("spark-trainer: predict " + f.string("model"));
     predicted
         .write()
@@ -86,5 +109,30 @@ final class PredictCommand extends ModelCommand {
         f.string("output"),
         String.join(", ", predicted.columns()));
     return 0;
+  }
+
+  /** The predicted class's name, right after the prediction column. */
+  private static Dataset<Row> withClassNames(Dataset<Row> df, Flags f, List<String> classes) {
+    String prediction = f.string("prediction-col");
+    String name = f.string("class-col");
+    if (Arrays.asList(df.columns()).contains(name)) {
+      throw new CliException(
+          "Invalid "
+              + f.source("class-col")
+              + " '"
+              + name
+              + "': the data already has a column of that name; choose another");
+    }
+    Column[] names = classes.stream().map(functions::lit).toArray(Column[]::new);
+    Column cls =
+        functions.element_at(functions.array(names), col(prediction).cast("int").plus(1)).as(name);
+    List<Column> out = new ArrayList<>();
+    for (String c : df.columns()) {
+      out.add(col(c));
+      if (c.equals(prediction)) {
+        out.add(cls);
+      }
+    }
+    return df.select(out.toArray(new Column[0]));
   }
 }

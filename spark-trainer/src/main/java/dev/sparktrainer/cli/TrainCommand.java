@@ -5,11 +5,15 @@ import dev.sparktrainer.checkpoint.SkippedCheckpoint;
 import dev.sparktrainer.cli.Flags.Kind;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ImageAugment;
+import dev.sparktrainer.data.ImageFolder;
+import dev.sparktrainer.data.ImageResize;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.data.SequenceStatistics;
 import dev.sparktrainer.model.Activation;
+import dev.sparktrainer.model.CnnSpec;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.model.sequence.SequenceInput;
 import dev.sparktrainer.monitor.ConsoleProgress;
@@ -46,7 +50,8 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * {@code train}: distributed training from TFRecord or Parquet files to an output directory.
+ * {@code train}: distributed training from TFRecord or Parquet files, or a folder of image files
+ * ({@code --format images}), to an output directory.
  *
  * <p>Why this file is long: it is the command a user runs most, in the order they meet it — the
  * flags it adds to the shared option table's ({@link TrainerFlags}), the plan from flags to data,
@@ -72,19 +77,28 @@ final class TrainCommand extends Command {
         Kind.STRING,
         "PATH",
         "training data: files, directories or globs, comma-separated (any Hadoop FS)");
-    f.required(
+    f.add(
         "features",
         Kind.STRING,
         "COL[:SHAPE]",
+        null,
         "feature column(s), comma-separated, each optionally with its"
-            + " shape (e.g. pixels or pixels:1x28x28; default: the size of the first record)");
-    f.required("label", Kind.STRING, "COL", "label column");
+            + " shape (e.g. pixels or pixels:1x28x28; default: the size of the first record), or a kind:"
+            + " COL:int64, COL:ids, COL:seq, COL:image (encoded images, decoded to --image-size);"
+            + " required unless --format images (then image:image)");
+    f.add(
+        "label",
+        Kind.STRING,
+        "COL",
+        null,
+        "label column (required unless --format images: then label, the class folder's index)");
     f.add(
         "num-classes",
         Kind.INT,
         "K",
         null,
-        "number of classes; labels must be 0..K-1 (required unless --loss l2)");
+        "number of classes; labels must be 0..K-1 (required unless --loss l2; with --format images"
+            + " the number of class folders)");
     f.required(
         "output",
         Kind.STRING,
@@ -101,7 +115,8 @@ final class TrainCommand extends Command {
         Kind.STRING,
         "FORMAT",
         null,
-        "tfrecord or parquet (default: parquet if every file ends in .parquet)");
+        "tfrecord, parquet (default: parquet if every file ends in .parquet) or images (--data is a"
+            + " folder of image files, one subfolder per class, read with Spark's binaryFile source)");
     f.add(
         "model",
         Kind.STRING,
@@ -179,11 +194,176 @@ final class TrainCommand extends Command {
       OptimizerSpec optimizer,
       PipelineOptions options,
       String output,
-      ImageAugment augment) {}
+      ImageAugment augment,
+      ImageInput image) {}
+
+  /**
+   * Encoded image features: the size the model sees, the channels, the resize of validation,
+   * evaluation and prediction (and of training without random-resized-crop); {@code folder}: the
+   * data is a folder of image files ({@code --format images}).
+   */
+  record ImageInput(int height, int width, int channels, ImageResize resize, boolean folder) {
+    long[] shape() {
+      return new long[] {height, width, channels};
+    }
+  }
+
+  /** The feature and label columns: as given, or an image folder's image and label. */
+  private static List<DataChecks.FeatureArg> featureArgs(Flags f, boolean folder) {
+    if (folder) {
+      if (f.given("label") && !f.string("label").equals("label")) {
+        throw new CliException(
+            "Invalid "
+                + f.source("label")
+                + " '"
+                + f.string("label")
+                + "' with --format images: the label is the column label (the index of the"
+                + " file's class folder): leave --label out");
+      }
+      if (f.given("features")) {
+        List<DataChecks.FeatureArg> given =
+            DataChecks.features(f.string("features"), f.source("features"));
+        if (given.size() != 1 || !given.get(0).name().equals("image") || !given.get(0).image()) {
+          throw new CliException(
+              "Invalid "
+                  + f.source("features")
+                  + " '"
+                  + f.string("features")
+                  + "' with --format images: an image folder has one feature column, image (the"
+                  + " files' bytes): leave --features out, or give image:image or image:HxW:image");
+        }
+        return given;
+      }
+      return List.of(new DataChecks.FeatureArg("image", null, DataChecks.FeatureArg.IMAGE));
+    }
+    if (!f.given("features")) {
+      throw new CliException(
+          "Missing --features for train: expected the feature column(s), COL[:SHAPE][,...] (or"
+              + " --format images for a folder of image files)");
+    }
+    if (!f.given("label")) {
+      throw new CliException(
+          "Missing --label for train: expected the label column (or --format images for a folder"
+              + " of image files)");
+    }
+    return DataChecks.features(f.string("features"), f.source("features"));
+  }
+
+  /** The encoded image features' size, channels and resize, checked; null without any. */
+  private static ImageInput imageInput(
+      Flags f, List<DataChecks.FeatureArg> features, boolean folder) {
+    boolean any = features.stream().anyMatch(DataChecks.FeatureArg::image);
+    if (!any) {
+      for (String flag : List.of("image-size", "channels", "resize")) {
+        if (f.given(flag)) {
+          throw new CliException(
+              "Invalid "
+                  + f.source(flag)
+                  + ": it applies to encoded image features, and --features names none"
+                  + " (COL:image, or --format images)");
+        }
+      }
+      return null;
+    }
+    int c = f.integer("channels");
+    if (c != 1 && c != 3) {
+      throw new CliException(
+          "Invalid " + f.source("channels") + " " + c + ": expected 3 (RGB) or 1 (grey)");
+    }
+    long[] size = null;
+    if (f.given("image-size")) {
+      String t = f.string("image-size").trim().toLowerCase(Locale.ROOT);
+      String[] hw = t.split("x", -1);
+      try {
+        if (hw.length == 2 && Integer.parseInt(hw[0]) > 0 && Integer.parseInt(hw[1]) > 0) {
+          size = new long[] {Integer.parseInt(hw[0]), Integer.parseInt(hw[1])};
+        }
+      } catch (NumberFormatException e) {
+        // below
+      }
+      if (size == null) {
+        throw new CliException(
+            "Invalid "
+                + f.source("image-size")
+                + " '"
+                + f.string("image-size")
+                + "': expected HxW in pixels, e.g. 224x224");
+      }
+    }
+    for (DataChecks.FeatureArg a : features) {
+      if (!a.image() || a.shape() == null) {
+        continue;
+      }
+      if (size == null) {
+        size = a.shape();
+      } else if (!Arrays.equals(size, a.shape())) {
+        throw new CliException(
+            "Image column '"
+                + a.name()
+                + "' is declared "
+                + SpecStrings.shapeString(a.shape())
+                + " but the image size is "
+                + SpecStrings.shapeString(size)
+                + ": give one size (--image-size HxW)");
+      }
+    }
+    if (size == null) {
+      throw new CliException(
+          "Missing --image-size for the encoded image column '"
+              + features.stream().filter(DataChecks.FeatureArg::image).findFirst().get().name()
+              + "': expected HxW, the size the model sees, e.g. 224x224");
+    }
+    int h = (int) size[0];
+    int w = (int) size[1];
+    int longer = Math.max(h, w);
+    ImageResize resize;
+    if (f.given("resize")) {
+      try {
+        resize = ImageResize.parse(f.string("resize"));
+      } catch (IllegalArgumentException e) {
+        throw new CliException(
+            e.getMessage().replace("Invalid resize", "Invalid " + f.source("resize")));
+      }
+      if (resize.shorterSide() < longer) {
+        throw new CliException(
+            "Invalid "
+                + f.source("resize")
+                + " '"
+                + f.string("resize")
+                + "': the shorter side must be at least "
+                + longer
+                + ", the larger side of the image size "
+                + h
+                + "x"
+                + w
+                + ", for the centre crop to fit");
+      }
+    } else {
+      resize = ImageResize.shorter(defaultShorterSide(h, w));
+    }
+    return new ImageInput(h, w, c, resize, folder);
+  }
+
+  /**
+   * The default resize before the centre crop: the shorter side to {@code round(max(H, W) /
+   * 0.875)}, the classic ImageNet evaluation (256 then 224; timm's {@code crop_pct} 0.875).
+   */
+  static int defaultShorterSide(int h, int w) {
+    return (int) Math.round(Math.max(h, w) / 0.875);
+  }
 
   private Plan plan(Flags f) {
-    List<DataChecks.FeatureArg> features =
-        DataChecks.features(f.string("features"), f.source("features"));
+    boolean folder = DataChecks.imageFolder(f);
+    List<DataChecks.FeatureArg> features = featureArgs(f, folder);
+    ImageInput image = imageInput(f, features, folder);
+    if (image != null) {
+      // An image column's shape is settled: what the model sees, [H, W, C].
+      features =
+          features.stream()
+              .map(
+                  a -> a.image() ? new DataChecks.FeatureArg(a.name(), image.shape(), a.kind()) : a)
+              .toList();
+    }
     LossSpec loss;
     try {
       loss = LossSpec.parse(f.string("loss"));
@@ -196,12 +376,12 @@ final class TrainCommand extends Command {
               + "': expected softmax_cross_entropy, sigmoid_binary_cross_entropy or l2");
     }
     int k = f.given("num-classes") ? f.integer("num-classes") : 0;
-    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && !f.given("num-classes")) {
+    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && !f.given("num-classes") && !folder) {
       throw new CliException(
           "Missing --num-classes for train: expected the number of classes K (labels 0..K-1),"
               + " or --loss l2 for regression");
     }
-    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && k < 2) {
+    if (loss == LossSpec.SOFTMAX_CROSS_ENTROPY && k < 2 && (f.given("num-classes") || !folder)) {
       throw new CliException(
           "Invalid " + f.source("num-classes") + " " + k + ": expected at least 2 classes");
     }
@@ -238,21 +418,37 @@ final class TrainCommand extends Command {
     ImageAugment augment = null;
     if (f.given("augment")) {
       try {
-        augment = ImageAugment.parse(f.string("augment"), ImageAugment.Layout.CHW);
+        // Decoded photos are [H, W, C]; the command line's numeric image columns are CxHxW.
+        augment =
+            ImageAugment.parse(
+                f.string("augment"),
+                image != null ? ImageAugment.Layout.HWC : ImageAugment.Layout.CHW);
       } catch (IllegalArgumentException e) {
         throw new CliException(
             e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment")));
       }
-      if (ImageAugment.resizeOf(augment.training()) != null) {
-        // It works while encoded images are decoded; the command line's features are numbers.
+      if (ImageAugment.resizeOf(augment.training()) != null && image == null) {
+        // It works while encoded images are decoded: numbers have no photo to take a box of.
         throw new CliException(
             "Invalid "
                 + f.source("augment")
                 + " '"
                 + f.string("augment")
-                + "': random-resized-crop needs encoded image features, which the command line"
-                + " does not read yet (use the Java API's addImageFeature, or the Estimator's"
-                + " transform)");
+                + "': random-resized-crop needs encoded image features (--features COL:image with"
+                + " --image-size HxW, or --format images), and --features names none");
+      }
+      for (DataChecks.FeatureArg a : features) {
+        if (image != null && !a.image() && a.shape() != null && a.shape().length == 3) {
+          // Augmentation maps every 3-D column as [H, W, C] once photos are among them.
+          throw new CliException(
+              "Invalid "
+                  + f.source("augment")
+                  + " with encoded image features: numeric column '"
+                  + a.name()
+                  + "' is image-shaped too ("
+                  + SpecStrings.shapeString(a.shape())
+                  + ") and would be augmented as [H, W, C]: leave it out of --features");
+        }
       }
     }
     // The model's own checks (sizes, CNN shapes) need the feature shapes: with explicit shapes,
@@ -260,14 +456,18 @@ final class TrainCommand extends Command {
     if (features.stream().allMatch(a -> a.shape() != null)) {
       if (augment != null) {
         checkAugment(
-            f, augment, features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new));
+            f,
+            augment,
+            features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new),
+            image != null);
       }
-      modelSpec(
+      featureModel(
           f,
-          features.stream().map(DataChecks.FeatureArg::name).toList(),
+          features,
           features.stream().map(DataChecks.FeatureArg::shape).toArray(long[][]::new),
-          k,
-          loss);
+          folder ? Math.max(k, 2) : k,
+          loss,
+          null);
     } else if (features.stream().anyMatch(DataChecks.FeatureArg::sequence)) {
       // The form now; the vocabulary and maximum length once the data's statistics are known.
       modelSpec(f, null, new long[][] {{1}}, Math.max(k, 2), loss, new SequenceInput(2, 1));
@@ -285,13 +485,14 @@ final class TrainCommand extends Command {
         DataChecks.paths(f.string("data")),
         f.given("validation-data") ? DataChecks.paths(f.string("validation-data")) : null,
         features,
-        f.string("label"),
+        folder ? "label" : f.string("label"),
         k,
         loss,
         optimizer,
         options,
         f.string("output"),
-        augment);
+        augment,
+        image);
   }
 
   /**
@@ -436,14 +637,50 @@ final class TrainCommand extends Command {
    * --augment against the feature shapes: an image-shaped (CxHxW) feature, normalize's channel
    * count.
    */
-  private static void checkAugment(Flags f, ImageAugment augment, long[][] shapes) {
+  private static void checkAugment(Flags f, ImageAugment augment, long[][] shapes, boolean images) {
     try {
-      augment.check(shapes, ImageAugment.Layout.CHW);
+      augment.check(shapes, images ? ImageAugment.Layout.HWC : ImageAugment.Layout.CHW);
     } catch (IllegalArgumentException e) {
       throw new CliException(
           e.getMessage().replace("Invalid augmentation", "Invalid " + f.source("augment"))
-              + " (declare the shape with --features COL:CxHxW)");
+              + (images ? "" : " (declare the shape with --features COL:CxHxW)"));
     }
+  }
+
+  /**
+   * The model for the feature columns, as {@code modelSpec}; a CNN or ResNet over an encoded image
+   * column takes its decoded {@code [H, W, C]} tensor and transposes it to channels first itself.
+   */
+  private static ModelSpec featureModel(
+      Flags f,
+      List<DataChecks.FeatureArg> features,
+      long[][] shapes,
+      int k,
+      LossSpec loss,
+      SequenceInput sequence) {
+    String m = f.string("model").trim().toLowerCase(Locale.ROOT);
+    boolean conv = m.startsWith("cnn") || m.startsWith("resnet");
+    boolean images = features.stream().anyMatch(DataChecks.FeatureArg::image);
+    long[][] s = shapes.clone();
+    if (conv && images) {
+      for (int i = 0; i < s.length; i++) {
+        if (features.get(i).image()) {
+          s[i] = new long[] {shapes[i][2], shapes[i][0], shapes[i][1]};
+        }
+      }
+    }
+    ModelSpec spec =
+        modelSpec(
+            f, features.stream().map(DataChecks.FeatureArg::name).toList(), s, k, loss, sequence);
+    if (conv && images) {
+      if (spec instanceof CnnSpec c) {
+        return c.withChannelsLast();
+      }
+      if (spec instanceof ResNetSpec r) {
+        return r.withChannelsLast();
+      }
+    }
+    return spec;
   }
 
   private static ModelSpec modelSpec(
@@ -482,9 +719,16 @@ final class TrainCommand extends Command {
   void validate(Flags f, CliContext ctx) {
     Plan p = plan(f);
     Configuration conf = ctx.hadoopConf();
-    DataChecks.list(
-        p.data(), f.source("data"), f.given("format") ? f.string("format") : null, conf);
-    if (p.validation() != null) {
+    if (p.image() != null && p.image().folder()) {
+      DataChecks.folderExists(p.data(), f.source("data"), conf);
+      if (p.validation() != null) {
+        DataChecks.folderExists(p.validation(), f.source("validation-data"), conf);
+      }
+    } else {
+      DataChecks.list(
+          p.data(), f.source("data"), f.given("format") ? f.string("format") : null, conf);
+    }
+    if (p.validation() != null && (p.image() == null || !p.image().folder())) {
       DataChecks.list(
           p.validation(),
           f.source("validation-data"),
@@ -529,8 +773,25 @@ final class TrainCommand extends Command {
     OptimizerPlacement asked =
         OptimizerPlacement.parse(f.source("optimizer-placement"), f.string("optimizer-placement"));
     OptimizerPlacement placement = TrainingLoop.resolvePlacement(asked, gpu);
-    // The command line reads numeric feature columns only (never encoded images), so its batches
-    // cross as float32 whatever --image-transfer says (DeviceImages' plan falls back the same way).
+    // Numeric feature columns cross as float32 whatever --image-transfer says (DeviceImages' plan
+    // falls back the same way); encoded image columns as --image-transfer resolves.
+    boolean images =
+        (f.given("format") && f.string("format").trim().equalsIgnoreCase(DataChecks.IMAGES))
+            || (f.given("features")
+                && DataChecks.features(f.string("features"), f.source("features")).stream()
+                    .anyMatch(DataChecks.FeatureArg::image));
+    String transfer;
+    if (images) {
+      PipelineOptions.ImageTransfer t =
+          PipelineOptions.ImageTransfer.parse(
+              TrainerOption.IMAGE_TRANSFER.choice(
+                  f.source("image-transfer"), f.string("image-transfer")));
+      transfer =
+          t.resolve(gpu).name().toLowerCase(Locale.ROOT)
+              + (t == PipelineOptions.ImageTransfer.AUTO ? " (auto on " + where + ")" : "");
+    } else {
+      transfer = "float32 (no encoded-image feature)";
+    }
     return "precision "
         + precision
         + ", gradients "
@@ -538,7 +799,8 @@ final class TrainCommand extends Command {
         + ", optimizer on the "
         + placement.name().toLowerCase(Locale.ROOT)
         + (asked == OptimizerPlacement.AUTO ? " (auto on " + where + ")" : "")
-        + ", image transfer float32 (no encoded-image feature)";
+        + ", image transfer "
+        + transfer;
   }
 
   @Override
@@ -553,62 +815,136 @@ final class TrainCommand extends Command {
     SparkSession spark = ctx.spark();
     Configuration conf = spark.sparkContext().hadoopConfiguration();
     String formatFlag = f.given("format") ? f.string("format") : null;
-    DataChecks.Files train = DataChecks.list(p.data(), f.source("data"), formatFlag, conf);
-    DataChecks.Files validation =
-        p.validation() == null
-            ? null
-            : DataChecks.list(p.validation(), f.source("validation-data"), formatFlag, conf);
+    boolean folder = p.image() != null && p.image().folder();
     String where = String.join(",", p.data());
-    Dataset<Row> trainDf = DataChecks.read(spark, train, f.source("data"));
-    long[][] shapes = DataChecks.featureShapes(trainDf, p.features(), where);
-    Map<String, SequenceStatistics.Stats> sequenceStats =
-        DataChecks.sequences(
-            spark,
-            train,
-            trainDf,
-            p.features(),
-            f.given("max-length") ? f.integer("max-length") : 0);
+    int numClasses = p.numClasses();
     boolean binary = p.loss() == LossSpec.SIGMOID_BINARY_CROSS_ENTROPY;
-    int classes = p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? p.numClasses() : 0;
     boolean scan = !f.bool("skip-label-check");
-    DataChecks.label(trainDf, p.label(), classes, binary, where, scan, ctx.err);
-    if (validation != null) {
-      String vwhere = String.join(",", p.validation());
-      Dataset<Row> valDf = DataChecks.read(spark, validation, f.source("validation-data"));
-      long[][] vshapes = DataChecks.featureShapes(valDf, p.features(), vwhere);
-      for (int i = 0; i < shapes.length; i++) {
-        if (!Arrays.equals(shapes[i], vshapes[i])) {
+    DataChecks.Files train = null;
+    ImageFolder trainImages = null;
+    ImageFolder validationImages = null;
+    long[][] shapes;
+    Map<String, SequenceStatistics.Stats> sequenceStats = new LinkedHashMap<>();
+    if (folder) {
+      trainImages = DataChecks.images(spark, where, f.source("data"));
+      List<String> names = trainImages.classes();
+      if (p.validation() != null) {
+        String vwhere = String.join(",", p.validation());
+        validationImages = DataChecks.images(spark, vwhere, f.source("validation-data"));
+        if (!validationImages.classes().equals(names)) {
           throw new CliException(
-              "Feature column '"
-                  + p.features().get(i).name()
-                  + "' has "
-                  + SpecStrings.shapeString(shapes[i])
-                  + " values in "
-                  + where
-                  + " but "
-                  + SpecStrings.shapeString(vshapes[i])
-                  + " in "
+              "The class folders of "
                   + vwhere
-                  + ": expected the same shape");
+                  + " ("
+                  + f.source("validation-data")
+                  + ") are "
+                  + validationImages.classes()
+                  + " but those of "
+                  + where
+                  + " ("
+                  + f.source("data")
+                  + ") are "
+                  + names
+                  + ": expected the same classes");
         }
       }
-      DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
+      if (p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY) {
+        if (f.given("num-classes") && numClasses != names.size()) {
+          throw new CliException(
+              "--num-classes "
+                  + numClasses
+                  + " does not match the "
+                  + names.size()
+                  + " class folders of "
+                  + where
+                  + " ("
+                  + String.join(", ", names)
+                  + "): leave --num-classes out");
+        }
+        if (names.size() < 2) {
+          throw new CliException(
+              "Image folder "
+                  + where
+                  + " has "
+                  + names.size()
+                  + " class folder ("
+                  + String.join(", ", names)
+                  + "): expected at least 2, one subfolder per class");
+        }
+        numClasses = names.size();
+      }
+      DataChecks.checkImageFiles(trainImages.frame(), f.source("data"));
+      if (validationImages != null) {
+        DataChecks.checkImageFiles(validationImages.frame(), f.source("validation-data"));
+      }
+      ctx.err.println(
+          "Image folder "
+              + where
+              + ": "
+              + names.size()
+              + " classes ("
+              + String.join(", ", names.subList(0, Math.min(10, names.size())))
+              + (names.size() > 10 ? ", ..." : "")
+              + "), images resized to "
+              + p.image().height()
+              + "x"
+              + p.image().width());
+      shapes = new long[][] {p.image().shape()};
+    } else {
+      train = DataChecks.list(p.data(), f.source("data"), formatFlag, conf);
+      DataChecks.Files validation =
+          p.validation() == null
+              ? null
+              : DataChecks.list(p.validation(), f.source("validation-data"), formatFlag, conf);
+      Dataset<Row> trainDf = DataChecks.read(spark, train, f.source("data"));
+      shapes = DataChecks.featureShapes(trainDf, p.features(), where);
+      sequenceStats =
+          DataChecks.sequences(
+              spark,
+              train,
+              trainDf,
+              p.features(),
+              f.given("max-length") ? f.integer("max-length") : 0);
+      int classes = p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? p.numClasses() : 0;
+      DataChecks.label(trainDf, p.label(), classes, binary, where, scan, ctx.err);
+      if (validation != null) {
+        String vwhere = String.join(",", p.validation());
+        Dataset<Row> valDf = DataChecks.read(spark, validation, f.source("validation-data"));
+        long[][] vshapes = DataChecks.featureShapes(valDf, p.features(), vwhere);
+        for (int i = 0; i < shapes.length; i++) {
+          if (!Arrays.equals(shapes[i], vshapes[i])) {
+            throw new CliException(
+                "Feature column '"
+                    + p.features().get(i).name()
+                    + "' has "
+                    + SpecStrings.shapeString(shapes[i])
+                    + " values in "
+                    + where
+                    + " but "
+                    + SpecStrings.shapeString(vshapes[i])
+                    + " in "
+                    + vwhere
+                    + ": expected the same shape");
+          }
+        }
+        DataChecks.label(valDf, p.label(), classes, binary, vwhere, scan, ctx.err);
+      }
     }
     Map<String, long[]> sequences = sequenceShapes(f, p, sequenceStats, shapes, where, conf, ctx);
     ModelSpec model =
-        modelSpec(
-            f,
-            p.features().stream().map(DataChecks.FeatureArg::name).toList(),
-            shapes,
-            p.numClasses(),
-            p.loss(),
-            sequenceInput(p, sequences));
+        featureModel(f, p.features(), shapes, numClasses, p.loss(), sequenceInput(p, sequences));
     // Augmentation maps the training data only; per-channel normalization maps every input of the
     // model.
     PipelineOptions trainOptions = p.options();
     PipelineOptions validationOptions = p.options();
+    if (p.image() != null) {
+      // Photos of any size: shorter side to N, then the centre (training too, unless
+      // random-resized-crop draws its own box).
+      trainOptions = trainOptions.toBuilder().optImageResize(p.image().resize()).build();
+      validationOptions = validationOptions.toBuilder().optImageResize(p.image().resize()).build();
+    }
     if (p.augment() != null) {
-      checkAugment(f, p.augment(), shapes);
+      checkAugment(f, p.augment(), shapes, p.image() != null);
       trainOptions = trainOptions.toBuilder().optTransform(p.augment().training()).build();
       validationOptions =
           validationOptions.toBuilder().optTransform(p.augment().inference()).build();
@@ -616,7 +952,7 @@ final class TrainCommand extends Command {
 
     DatasetSpec.Builder spec =
         DatasetSpec.builder()
-            .optFormat(train.format())
+            .optFormat(folder ? DatasetSpec.Format.PARQUET : train.format())
             .setLabel(
                 p.label(),
                 p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY
@@ -626,6 +962,8 @@ final class TrainCommand extends Command {
       DataChecks.FeatureArg a = p.features().get(i);
       if (a.kind() == null) {
         spec.addFeature(a.name(), shapes[i]);
+      } else if (a.image()) {
+        spec.addImageFeature(a.name(), p.image().height(), p.image().width(), p.image().channels());
       } else if (a.kind().equals(DataChecks.FeatureArg.INT64)) {
         spec.addIntFeature(a.name(), shapes[i]);
       } else {
@@ -665,10 +1003,13 @@ final class TrainCommand extends Command {
             + " on "
             + where
             + " ("
-            + train.files().size()
-            + " "
-            + train.format().name().toLowerCase(Locale.ROOT)
-            + " files) with "
+            + (folder
+                ? "image files"
+                : train.files().size()
+                    + " "
+                    + train.format().name().toLowerCase(Locale.ROOT)
+                    + " files")
+            + ") with "
             + workers
             + " workers x batch "
             + f.integer("batch-size")
@@ -696,12 +1037,24 @@ final class TrainCommand extends Command {
                   .setModel(model)
                   .setLoss(p.loss())
                   .setOptimizer(p.optimizer())
-                  .setTrainingData(trainSpec, trainOptions)
                   .optCallback(monitor.callback()));
-      if (validation != null) {
-        b.optValidationData(
-            spec.setPaths(p.validation()).optFormat(validation.format()).build(),
-            validationOptions);
+      if (folder) {
+        // Staged once to Parquet (the builder's staging directory), then streamed.
+        b.setTrainingData(trainImages.frame(), trainSpec, trainOptions);
+        if (validationImages != null) {
+          b.optValidationData(validationImages.frame(), trainSpec, validationOptions);
+        }
+      } else {
+        b.setTrainingData(trainSpec, trainOptions);
+        if (p.validation() != null) {
+          b.optValidationData(
+              spec.setPaths(p.validation())
+                  .optFormat(
+                      DataChecks.list(p.validation(), f.source("validation-data"), formatFlag, conf)
+                          .format())
+                  .build(),
+              validationOptions);
+        }
       }
       if (spark.sparkContext().isLocal()) {
         b.optRingHost(spark.sparkContext().getConf().get("spark.driver.host", "127.0.0.1"));
@@ -715,12 +1068,15 @@ final class TrainCommand extends Command {
     // The model and the columns it was trained on, saved together: all or nothing.
     ModelInputs inputs =
         new ModelInputs(
-            f.string("features").contains(":") && sequences.isEmpty()
+            f.given("features")
+                    && f.string("features").contains(":")
+                    && sequences.isEmpty()
+                    && p.image() == null
                 ? f.string("features")
                 : featuresWithShapes(p, shapes),
             p.label(),
-            train.format().name().toLowerCase(Locale.ROOT),
-            p.numClasses(),
+            folder ? DataChecks.IMAGES : train.format().name().toLowerCase(Locale.ROOT),
+            numClasses,
             p.augment() == null ? null : p.augment().inferenceText(),
             sequences.isEmpty()
                 ? null
@@ -729,9 +1085,13 @@ final class TrainCommand extends Command {
                     sequences.entrySet().stream()
                         .map(e -> e.getKey() + ":" + e.getValue()[0] + ":" + e.getValue()[1])
                         .toList()),
-            f.number("pad-value"));
+            f.number("pad-value"),
+            p.image() == null ? null : p.image().resize().toString());
     Map<String, byte[]> files = new LinkedHashMap<>();
     files.put(ModelInputs.FILE, inputs.toBytes());
+    if (trainImages != null) {
+      files.put(ModelInputs.CLASSES, ModelInputs.classesFile(trainImages.classes()));
+    }
     files.putAll(Vocabularies.modelFiles(p.data(), p.features(), conf, ctx));
     trained.save(modelDir, conf, files);
 

@@ -160,8 +160,33 @@ final class TrainerFlags {
         null,
         "image augmentation of the training data, in order: flip (horizontal,"
             + " p=0.5), crop:PADDING (random crop of the image's size from it zero-padded by PADDING pixels),"
+            + " random-resized-crop[:SMIN-SMAX[,RMIN-RMAX]] (encoded image features only: torchvision's"
+            + " RandomResizedCrop, default 0.08-1,3/4-4/3),"
             + " normalize:MEAN,.../STD,... (per channel, also applied to --validation-data, evaluate and predict);"
-            + " e.g. flip,crop:4. Needs image-shaped features (CxHxW, e.g. --features pixels:3x32x32)");
+            + " e.g. flip,crop:4 or random-resized-crop,flip. Needs image-shaped features (CxHxW, e.g."
+            + " --features pixels:3x32x32, or encoded images: COL:image, --format images)");
+    f.add(
+        "image-size",
+        Kind.STRING,
+        "HxW",
+        null,
+        "encoded image features (COL:image, --format images): the size the model sees, e.g."
+            + " 224x224 (default: the column's declared COL:HxW:image)");
+    f.add(
+        "channels",
+        Kind.INT,
+        "C",
+        TrainerOption.CHANNELS.cliDefault(),
+        "encoded image features: 3 (RGB) or 1 (grey)");
+    f.add(
+        "resize",
+        Kind.STRING,
+        "RULE",
+        null,
+        "encoded image features: shorter:N resizes a photo's shorter side to N, then the centre"
+            + " --image-size is taken (validation, evaluate, predict, and training without"
+            + " random-resized-crop); saved with the model (default: shorter:round(max(H,W) / 0.875),"
+            + " 256 for 224x224)");
     f.add(
         "bucket-mb",
         Kind.DOUBLE,

@@ -26,13 +26,13 @@ import org.apache.spark.sql.types.DataTypes;
 
 /**
  * A folder of image files, one subfolder per class (Keras's {@code image_dataset_from_directory},
- * torchvision's {@code ImageFolder}), as a DataFrame of {@code image} (the file's bytes) and {@code
- * label} (the index of its class folder's name among the class folders sorted by name), read by
- * Spark's {@code binaryFile} source on the executors: nothing but the listing of the class folders
- * happens on the driver. Files are taken from any depth under a class folder; only image files
- * (JPEG, PNG, BMP, GIF by their extension, any case) and no names starting with {@code .} or {@code
- * _}. The DataFrame goes to training like any other ({@link DataFrameInput#of} stages it to Parquet
- * once).
+ * torchvision's {@code ImageFolder}), as a DataFrame of {@code image} (the file's bytes), {@code
+ * label} (the index of its class folder's name among the class folders sorted by name) and {@code
+ * path} (the file's qualified path, for messages and predictions), read by Spark's {@code
+ * binaryFile} source on the executors: nothing but the listing of the class folders happens on the
+ * driver. Files are taken from any depth under a class folder; only image files (JPEG, PNG, BMP,
+ * GIF by their extension, any case) and no names starting with {@code .} or {@code _}. The
+ * DataFrame goes to training like any other ({@link DataFrameInput#of} stages it to Parquet once).
  */
 public final class ImageFolder {
   /** The extensions read, lower case. */
@@ -101,12 +101,13 @@ public final class ImageFolder {
             .filter(col("path").startsWith(prefix))
             .select(
                 col("content").as("image"),
-                array_position(array(names), cls).minus(1).cast(DataTypes.LongType).as("label"))
+                array_position(array(names), cls).minus(1).cast(DataTypes.LongType).as("label"),
+                col("path"))
             .filter(col("label").geq(0).and(length(col("image")).gt(0)));
     return new ImageFolder(frame, classes);
   }
 
-  /** {@code image} (binary) and {@code label} (long): one row per image file. */
+  /** {@code image} (binary), {@code label} (long) and {@code path} (string): one row per file. */
   public Dataset<Row> frame() {
     return frame;
   }

@@ -1,10 +1,8 @@
 package dev.sparktrainer.model;
 
-import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
-import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
@@ -15,17 +13,22 @@ import java.util.Map;
 
 /**
  * A small CNN for image-shaped features: the (single) feature tensor is viewed as {@code [B,
- * channels, height, width]} (so flat pixel vectors work too), then for each entry of {@code
- * filters} a 3x3 convolution (padding 1) with ReLU and 2x2 max pooling, then a dense layer of
- * {@code dense} units with ReLU and dropout, then {@code outputs} logits.
+ * channels, height, width]} (so flat pixel vectors work too), or with {@code channelsLast} as
+ * {@code [B, height, width, channels]} (decoded photos, {@code
+ * DatasetSpec.Builder#addImageFeature}) and transposed to channels first, then for each entry of
+ * {@code filters} a 3x3 convolution (padding 1) with ReLU and 2x2 max pooling, then a dense layer
+ * of {@code dense} units with ReLU and dropout, then {@code outputs} logits.
  *
  * @param imageDims per-example image shape {@code (channels, height, width)}
  * @param filters output channels of each convolution stage
  * @param dense units of the hidden dense layer
  * @param outputs number of outputs
  * @param dropout dropout rate before the output layer, 0 for none
+ * @param channelsLast the input is {@code [B, height, width, channels]} ({@link #inputShapes()}
+ *     {@code (height, width, channels)}); false: channels first
  */
-public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, float dropout)
+public record CnnSpec(
+    long[] imageDims, int[] filters, int dense, int outputs, float dropout, boolean channelsLast)
     implements ModelSpec {
   private static final long serialVersionUID = 1L;
   static final String TYPE = "cnn";
@@ -66,6 +69,16 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
     }
   }
 
+  /** A CNN taking channels-first input. */
+  public CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, float dropout) {
+    this(imageDims, filters, dense, outputs, dropout, false);
+  }
+
+  /** This CNN taking {@code [B, height, width, channels]} input (decoded photos). */
+  public CnnSpec withChannelsLast() {
+    return new CnnSpec(imageDims, filters, dense, outputs, dropout, true);
+  }
+
   /** Two stages (32, 64 filters), dense 128, dropout 0.25. */
   public static CnnSpec of(int channels, int height, int width, int outputs) {
     return new CnnSpec(
@@ -79,7 +92,7 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
 
   @Override
   public Shape[] inputShapes() {
-    return new Shape[] {imageShape()};
+    return new Shape[] {Specs.inputShape(imageDims, channelsLast)};
   }
 
   @Override
@@ -89,7 +102,7 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
     long h = imageShape.get(1);
     long w = imageShape.get(2);
     SequentialBlock net = new SequentialBlock();
-    net.add(new LambdaBlock(in -> new NDList(in.singletonOrThrow().reshape(-1, c, h, w)), "image"));
+    net.add(Specs.imageInput(c, h, w, channelsLast));
     for (int f : filters) {
       net.add(
           Conv2d.builder()
@@ -113,11 +126,14 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
   @Override
   public Map<String, String> toProperties() {
     Map<String, String> m = ModelSpec.newProperties(TYPE);
-    m.put("imageShape", Specs.formatShapes(inputShapes()));
+    m.put("imageShape", Specs.formatShapes(new Shape[] {imageShape()})); // (C, H, W)
     m.put("filters", Specs.formatInts(filters));
     m.put("dense", Integer.toString(dense));
     m.put("outputs", Integer.toString(outputs));
     m.put("dropout", Float.toString(dropout));
+    if (channelsLast) {
+      m.put("inputLayout", "hwc");
+    }
     return m;
   }
 
@@ -127,6 +143,7 @@ public record CnnSpec(long[] imageDims, int[] filters, int dense, int outputs, f
         Specs.parseInts(Specs.required(p, "filters")),
         Integer.parseInt(Specs.required(p, "dense")),
         Integer.parseInt(Specs.required(p, "outputs")),
-        Float.parseFloat(p.getOrDefault("dropout", "0")));
+        Float.parseFloat(p.getOrDefault("dropout", "0")),
+        Specs.channelsLast(p));
   }
 }

@@ -9,6 +9,39 @@ import java.util.stream.Collectors;
 final class Specs {
   private Specs() {}
 
+  /**
+   * The per-example input shape of an image model whose image is {@code (channels, height, width)}:
+   * that, or {@code (height, width, channels)} when the input is channels-last.
+   */
+  static Shape inputShape(long[] chw, boolean channelsLast) {
+    return channelsLast ? new Shape(chw[1], chw[2], chw[0]) : new Shape(chw);
+  }
+
+  /**
+   * The first block of an image model: the input viewed as {@code [B, c, h, w]}; a channels-last
+   * input ({@code [B, h, w, c]}, decoded photos) is transposed to it.
+   */
+  static ai.djl.nn.Block imageInput(long c, long h, long w, boolean channelsLast) {
+    return new ai.djl.nn.LambdaBlock(
+        in ->
+            new ai.djl.ndarray.NDList(
+                channelsLast
+                    ? in.singletonOrThrow().reshape(-1, h, w, c).transpose(0, 3, 1, 2)
+                    : in.singletonOrThrow().reshape(-1, c, h, w)),
+        "image");
+  }
+
+  /**
+   * A saved image model's {@code inputLayout}: {@code hwc} (channels-last) or absent/{@code chw}.
+   */
+  static boolean channelsLast(Map<String, String> props) {
+    String v = props.getOrDefault("inputLayout", "chw");
+    if (!v.equals("hwc") && !v.equals("chw")) {
+      throw new IllegalArgumentException("Invalid inputLayout '" + v + "': expected chw or hwc");
+    }
+    return v.equals("hwc");
+  }
+
   static String required(Map<String, String> props, String key) {
     String v = props.get(key);
     if (v == null || v.isBlank()) {

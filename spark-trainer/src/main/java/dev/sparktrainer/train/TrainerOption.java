@@ -97,6 +97,25 @@ public enum TrainerOption {
   SHARDING(Target.PIPELINE, "optSharding", "sharding", "sharding", null, "auto", "file", "data"),
   CACHE_DIR(Target.PIPELINE, "optCacheDir", "cache-dir", "cacheDir", null),
   TRANSFORM(Target.TRAINER, "optTransform", "augment", "transform", null),
+  IMAGE_SIZE(
+      Target.TRAINER,
+      "setTrainingData",
+      "image-size",
+      null,
+      "Estimator: fit's DataFrame columns are numbers; encoded images go through the Builder's"
+          + " DatasetSpec.addImageFeature"),
+  CHANNELS(
+      Target.TRAINER,
+      "setTrainingData",
+      "channels",
+      null,
+      "Estimator: as image-size (the Builder's DatasetSpec.addImageFeature takes it)"),
+  RESIZE(
+      Target.PIPELINE,
+      "optImageResize",
+      "resize",
+      null,
+      "Estimator: as image-size (encoded images are read by the command line and the Builder)"),
   MAX_LENGTH(Target.TRAINER, "setTrainingData", "max-length", "maxLength", null),
   VOCAB_SIZE(Target.TRAINER, "setTrainingData", "vocab-size", "vocabSize", null),
   PAD_VALUE(Target.PIPELINE, "optPadValue", "pad-value", "padValue", null),
@@ -109,7 +128,8 @@ public enum TrainerOption {
       "optStagingDir",
       null,
       "stagingDir",
-      "CLI: it reads files, never a DataFrame that would need staging"),
+      "CLI: it reads files; an image folder (--format images) is staged where the Builder's"
+          + " default puts it"),
   BUCKET_MB(Target.TRAINER, "optBucketMb", "bucket-mb", "bucketMb", null),
   /** The flag is the switch's negation: {@code --no-overlap}. */
   OVERLAP(Target.TRAINER, "optOverlap", "no-overlap", "overlap", null),
@@ -373,6 +393,7 @@ public enum TrainerOption {
       case GRADIENT_PRECISION:
         return "fp32";
       case KEEP_CHECKPOINTS:
+      case CHANNELS:
         return 3;
       case RESCALE:
         return "batch";

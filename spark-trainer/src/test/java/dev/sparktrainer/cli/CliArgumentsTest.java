@@ -278,6 +278,13 @@ class CliArgumentsTest {
     Flags h = new TrainCommand().flags();
     h.parse(new String[] {"--optimizer-placement", "device"}, List.of());
     assertThat(TrainCommand.settings(h)).contains("optimizer on the device,");
+    // Encoded image features cross as --image-transfer resolves.
+    Flags photos = new TrainCommand().flags();
+    photos.parse(new String[] {"--format", "images", "--gpus"}, List.of());
+    assertThat(TrainCommand.settings(photos)).endsWith("image transfer uint8 (auto on a GPU)");
+    Flags column = new TrainCommand().flags();
+    column.parse(new String[] {"--features", "photo:image"}, List.of());
+    assertThat(TrainCommand.settings(column)).endsWith("image transfer float32 (auto on a CPU)");
   }
 
   @Test

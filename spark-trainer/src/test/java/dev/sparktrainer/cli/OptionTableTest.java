@@ -414,6 +414,8 @@ class OptionTableTest {
         return p.bucketBoundaries().length == 0 ? null : p.bucketBoundaries();
       case TRANSFORM:
         return field(b, "transform");
+      case RESIZE:
+        return p.imageResize();
       case NORMALIZE:
         return ((dev.sparktrainer.data.Normalization.Mode) field(trainer, "normalize")).id();
       case STAGING_DIR:

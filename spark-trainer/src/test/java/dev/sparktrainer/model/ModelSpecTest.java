@@ -55,6 +55,42 @@ class ModelSpecTest {
         .isEqualTo(new Shape(2, 3));
   }
 
+  /**
+   * A CNN or ResNet over decoded photos ([B, H, W, C]) computes what the same parameters compute
+   * channels first on the transposed batch; its saved form keeps (C, H, W) and the layout.
+   */
+  @Test
+  void channelsLastModelsTransposeTheirInput() throws Exception {
+    List<ModelSpec> chw =
+        List.of(
+            new CnnSpec(new long[] {3, 8, 6}, new int[] {4}, 8, 2, 0f),
+            new ResNetSpec(new long[] {3, 16, 12}, 20, 4));
+    for (ModelSpec first : chw) {
+      ModelSpec last =
+          first instanceof CnnSpec c
+              ? c.withChannelsLast()
+              : ((ResNetSpec) first).withChannelsLast();
+      long[] d = first.inputShapes()[0].getShape();
+      assertThat(last.inputShapes()[0]).isEqualTo(new Shape(d[1], d[2], d[0]));
+      assertThat(last.toProperties()).containsEntry("inputLayout", "hwc");
+      assertThat(last.toProperties().get("imageShape"))
+          .isEqualTo(first.toProperties().get("imageShape"));
+      try (NDManager m = NDManager.newBaseManager()) {
+        Block a = first.build(m);
+        java.io.ByteArrayOutputStream params = new java.io.ByteArrayOutputStream();
+        a.saveParameters(new java.io.DataOutputStream(params));
+        Block b = ModelSpec.fromProperties(last.toProperties()).restore(m, params.toByteArray());
+        NDArray x = m.randomUniform(0, 1, new Shape(2, d[0], d[1], d[2]));
+        NDArray want = a.forward(new ParameterStore(m, false), new NDList(x), false).head();
+        NDArray got =
+            b.forward(new ParameterStore(m, false), new NDList(x.transpose(0, 2, 3, 1)), false)
+                .head();
+        assertThat(got.getShape()).isEqualTo(want.getShape());
+        assertThat(got.allClose(want, 1e-5, 1e-6, false)).as(last.toString()).isTrue();
+      }
+    }
+  }
+
   @Test
   void specsAreSerializableAndRoundTripThroughProperties() throws Exception {
     List<ModelSpec> specs =
@@ -62,6 +98,8 @@ class ModelSpecTest {
             MlpSpec.of(784, 10, 256, 128).with(Activation.RELU, 0.5f),
             CnnSpec.of(1, 28, 28, 10),
             new ResNetSpec(new long[] {3, 32, 32}, 18, 100),
+            new CnnSpec(new long[] {3, 8, 6}, new int[] {4}, 8, 2, 0f).withChannelsLast(),
+            new ResNetSpec(new long[] {3, 16, 12}, 20, 4).withChannelsLast(),
             CustomSpec.of(new TinyLinear(), new Shape(6)));
     for (ModelSpec s : specs) {
       ByteArrayOutputStream bytes = new ByteArrayOutputStream();
