@@ -212,6 +212,15 @@ final class DataChecks {
    * listed on the driver, files read by Spark's binaryFile source.
    */
   static dev.sparktrainer.data.ImageFolder images(SparkSession spark, String dir, String flag) {
+    return images(spark, dir, flag, true);
+  }
+
+  /**
+   * As {@link #images(SparkSession, String, String)}; with {@code requireClasses} false (predict) a
+   * folder without class folders is read as unlabelled photos.
+   */
+  static dev.sparktrainer.data.ImageFolder images(
+      SparkSession spark, String dir, String flag, boolean requireClasses) {
     if (dir.contains(",")) {
       throw new CliException(
           "Invalid "
@@ -221,7 +230,7 @@ final class DataChecks {
               + "': --format images reads one folder (one subfolder per class)");
     }
     try {
-      return dev.sparktrainer.data.ImageFolder.read(spark, dir);
+      return dev.sparktrainer.data.ImageFolder.read(spark, dir, requireClasses);
     } catch (FileNotFoundException e) {
       throw new CliException("No data at " + dir + " (" + flag + "): the path does not exist");
     } catch (IOException e) {

@@ -302,7 +302,7 @@ abstract class ModelCommand extends Command {
               + ")");
     }
     dev.sparktrainer.data.ImageFolder folder =
-        DataChecks.images(ctx.spark(), where, f.source("data"));
+        DataChecks.images(ctx.spark(), where, f.source("data"), name.equals("evaluate"));
     if (name.equals("evaluate") && classes != null && !folder.classes().equals(classes)) {
       throw new CliException(
           "The class folders of "

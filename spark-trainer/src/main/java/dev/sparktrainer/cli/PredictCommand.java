@@ -28,7 +28,8 @@ final class PredictCommand extends ModelCommand {
             + "(the class index, or the value for l2) and 'probability' (class probabilities). A model trained on\n"
             + "a folder of images (--format images) also writes 'class' (the class folder's name); encoded-image\n"
             + "columns are decoded as validation saw them (the recorded resize, then the centre crop) and left\n"
-            + "out of the output (a folder's rows keep 'path' and 'label').");
+            + "out of the output (a folder's rows keep 'path' and 'label'; a folder without class folders is\n"
+            + "read as unlabelled photos, every image file under it, with a null 'label').");
   }
 
   @Override

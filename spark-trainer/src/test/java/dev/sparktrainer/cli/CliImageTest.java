@@ -156,6 +156,37 @@ class CliImageTest {
       right += predicted == r.getLong(0) ? 1 : 0;
     }
 
+    // The same photos in one folder without class folders: unlabelled, the same predictions.
+    Path loose = tmp.resolve("loose");
+    Files.createDirectories(loose);
+    java.util.Map<String, Double> loosePrediction = new java.util.HashMap<>();
+    for (Row r : rows) {
+      Path photo = Path.of(java.net.URI.create(r.getString(1)));
+      String name = photo.getParent().getFileName() + "-" + photo.getFileName();
+      Files.copy(photo, loose.resolve(name));
+      loosePrediction.put(name, r.getDouble(2));
+    }
+    CliRunner lp =
+        CliRunner.run(
+            "predict",
+            "--model",
+            model.toString(),
+            "--data",
+            loose.toString(),
+            "--format",
+            "images",
+            "--output",
+            tmp.resolve("pred-loose").toString());
+    assertThat(lp.code()).as(lp.err()).isZero();
+    List<Row> looseRows =
+        spark.read().parquet(tmp.resolve("pred-loose").toString()).collectAsList();
+    assertThat(looseRows).hasSize(8);
+    for (Row r : looseRows) {
+      assertThat(r.isNullAt(0)).as("no label").isTrue();
+      String name = Path.of(java.net.URI.create(r.getString(1))).getFileName().toString();
+      assertThat(r.getDouble(2)).as(name).isEqualTo(loosePrediction.get(name));
+    }
+
     CliRunner e =
         CliRunner.run(
             "evaluate",
