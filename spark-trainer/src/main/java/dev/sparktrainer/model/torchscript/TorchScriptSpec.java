@@ -29,8 +29,10 @@ import org.apache.hadoop.conf.Configuration;
 /**
  * The user's own PyTorch model, as a TorchScript file ({@code --model torchscript:PATH}; {@code
  * TorchScriptSpec.of(path)} in the Builder; {@code modelSpec = "torchscript:PATH"} in the
- * Estimator). The module's forward takes the feature columns in order, one tensor each ({@code
- * [batch, ...shape]}), and returns the logits {@code [batch, classes]} (or {@code [batch]} / {@code
+ * Estimator). The module's forward takes the feature columns in order: a float32 or int64 column as
+ * one tensor ({@code [batch, ...shape]}), a sequence column as two, its values ({@code [batch, T]}:
+ * int64 ids, or float32) then its mask ({@code [batch, T]} float32), T varying per batch (see
+ * {@link Column}); it returns the logits {@code [batch, classes]} (or {@code [batch]} / {@code
  * [batch, 1]} for one output), or a tuple whose first element is that.
  *
  * <p>The file is read once, on the driver (any Hadoop file system), and its bytes travel with the

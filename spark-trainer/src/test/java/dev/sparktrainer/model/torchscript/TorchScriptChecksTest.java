@@ -293,6 +293,35 @@ class TorchScriptChecksTest {
                 + " variable_length=(...)), --variable-length)");
   }
 
+  /** The Java API fits a module to the training data's int64 and sequence columns in build(). */
+  @Test
+  void theBuilderFitsTheModuleToTheDatasetsColumns() {
+    dev.sparktrainer.data.DatasetSpec data =
+        dev.sparktrainer.data.DatasetSpec.builder()
+            .addPath(tmp.resolve("data").toString())
+            .addSequenceFeature("tokens", dev.sparktrainer.data.DatasetSpec.ValueType.INT64, 12, 20)
+            .setLabel("label", dev.sparktrainer.data.DatasetSpec.LabelType.INT)
+            .build();
+    ModelSpec built =
+        dev.sparktrainer.train.DistributedTrainer.builder()
+            .setModel(TorchScriptSpec.of(path("text_classifier.pt")))
+            .setLoss(dev.sparktrainer.model.LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(dev.sparktrainer.optim.OptimizerSpec.adam().build())
+            .setTrainingData(
+                data, dev.sparktrainer.data.PipelineOptions.builder().optBatchSize(8).build())
+            .setNumWorkers(1)
+            .build()
+            .config()
+            .model()
+            .spec();
+    TorchScriptSpec spec = (TorchScriptSpec) built;
+    assertThat(spec.columns())
+        .extracting(TorchScriptSpec.Column::kind)
+        .containsExactly(TorchScriptSpec.Column.Kind.IDS);
+    assertThat(spec.inputTypes()).containsExactly("int64", "float32");
+    spec.check(null, 3);
+  }
+
   private static String metadataOf(String name) throws IOException {
     TorchScriptFile f = TorchScriptFile.parse(name, bytes(name));
     ZipDirectory zip = new ZipDirectory(f.bytes());
