@@ -262,7 +262,13 @@ final class TrainCommand extends Command {
         f.string("model").trim().toLowerCase(Locale.ROOT).startsWith("torchscript:");
     if (torchScript && features.stream().anyMatch(a -> a.kind() != null)) {
       // int64 or sequence columns: checked against the module once the data tells their lengths
-      // and vocabularies (run)
+      // and vocabularies (run); the form now
+      try {
+        SpecStrings.torchScriptPath(f.string("model"));
+      } catch (IllegalArgumentException e) {
+        throw new CliException(
+            e.getMessage().replace("Invalid model", "Invalid " + f.source("model")));
+      }
       if (augment != null) {
         throw new CliException(
             "Invalid "

@@ -436,6 +436,17 @@ public final class TorchScriptSpec implements ModelSpec {
       }
     } else {
       for (int i = 0; i < inputDims.length; i++) {
+        if (Arrays.stream(inputDims[i]).anyMatch(d -> d == VARIABLE)) {
+          throw new IllegalArgumentException(
+              what
+                  + "argument "
+                  + (i + 1)
+                  + " of its forward was exported with a variable length (shape "
+                  + shapeText(inputDims[i])
+                  + "), for a sequence column, but the feature columns are not known: give them"
+                  + " (TorchScriptSpec.forColumns, a DatasetSpec with the sequence column, or"
+                  + " --features COL:ids)");
+        }
         String name = columns != null && i < columns.size() ? columns.get(i) : "feature " + i;
         args.add(new Arg(Column.floats(name, inputDims[i]), null, FLOAT32, inputDims[i]));
       }

@@ -279,6 +279,14 @@ class TorchScriptChecksTest {
                 + ": its forward takes 1 input(s) (x) but the feature columns send 2 tensor(s)"
                 + " (tokens ids, tokens mask): a sequence column is two arguments, its ids (or"
                 + " values) then its mask");
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("text_classifier.pt")).check(null, 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("text_classifier.pt")
+                + ": argument 1 of its forward was exported with a variable length (shape -1), for a"
+                + " sequence column, but the feature columns are not known: give them"
+                + " (TorchScriptSpec.forColumns, a DatasetSpec with the sequence column, or"
+                + " --features COL:ids)");
     TorchScriptSpec fixed =
         TorchScriptSpec.of(path("text_fixed_length.pt"))
             .forColumns(List.of(TorchScriptSpec.Column.ids("tokens", 12, 20)));
