@@ -189,9 +189,9 @@ class CliSequenceTest {
   /**
    * A user's TorchScript module reads the ids column as two forward arguments, ids then mask
    * ({@code src/test/resources/torchscript/text_classifier.pt}: an embedding of 20 ids averaged
-   * over the mask, a linear head): it learns on 2 workers, and evaluate and predict, which pad
-   * their own batches, feed it the same and give the trainer's validation numbers. (What the module
-   * must take is checked in TorchScriptChecksTest.)
+   * over the mask, a linear head): it learns, and predict, which pads its own batches, feeds it the
+   * same: its accuracy is the trainer's validation accuracy. (Two workers with their own lengths:
+   * TorchScriptSequenceTest; what the module must take: TorchScriptChecksTest.)
    */
   @Test
   void aTorchScriptModuleTakesTheIdsAndTheMask() throws IOException {
@@ -217,29 +217,15 @@ class CliSequenceTest {
     }
     String module =
         Path.of("src/test/resources/torchscript/text_classifier.pt").toAbsolutePath().toString();
-    String[] args = train("ts", "torchscript:" + module, "--epochs", "3", "--learning-rate", "0.1");
+    String[] args = train("ts", "torchscript:" + module, "--epochs", "3");
     args[2] = tmp.resolve("ts-train").toString();
     args[4] = tmp.resolve("ts-validation").toString();
+    args[java.util.Arrays.asList(args).indexOf("--workers") + 1] = "1";
+    args[java.util.Arrays.asList(args).indexOf("--learning-rate") + 1] = "0.1";
     CliRunner t = CliRunner.run(args);
     assertThat(t.code()).as(t.err()).isZero();
     JsonNode m = new ObjectMapper().readTree(tmp.resolve("ts/metrics.json").toFile());
     assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.8);
-    CliRunner e =
-        CliRunner.run(
-            "evaluate",
-            "--model",
-            tmp.resolve("ts/model").toString(),
-            "--data",
-            tmp.resolve("ts-validation").toString(),
-            "--batch-size",
-            "7");
-    assertThat(e.code()).as(e.err()).isZero();
-    JsonNode eval = new ObjectMapper().readTree(e.out());
-    assertThat(eval.get("count").asLong()).isEqualTo(60);
-    assertThat(eval.get("accuracy").asDouble())
-        .isCloseTo(m.get("final").get("val_accuracy").asDouble(), within(1e-9));
-    assertThat(eval.get("loss").asDouble())
-        .isCloseTo(m.get("final").get("val_loss").asDouble(), within(1e-4));
     CliRunner pr =
         CliRunner.run(
             "predict",
