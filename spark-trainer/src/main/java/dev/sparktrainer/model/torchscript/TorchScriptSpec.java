@@ -473,17 +473,14 @@ public final class TorchScriptSpec implements ModelSpec {
                 + params
                 + " parameter(s), all frozen): there is nothing to train");
       }
-      // A sequence's T varies per batch: at its longest, and at 1 (a module traced at one length
-      // fails at another).
-      long longest = 1;
-      for (Arg a : args) {
-        longest = Math.max(longest, a.variable() ? a.dims()[0] : 1);
-      }
-      NDArray y = null;
-      for (long t : longest > 1 ? new long[] {longest, 1} : new long[] {1}) {
+      // A sequence's T varies per batch: at its maximum length, and at 1 (a module traced at one
+      // length fails at another).
+      boolean longer = args.stream().anyMatch(a -> a.variable() && a.dims()[0] > 1);
+      for (boolean one : longer ? new boolean[] {false, true} : new boolean[] {true}) {
         NDList x = new NDList();
         StringBuilder shapes = new StringBuilder();
         for (Arg a : args) {
+          long t = one ? 1 : a.dims()[0];
           long[] d = a.variable() ? new long[] {t} : a.dims();
           Shape shape = new Shape(2).addAll(new Shape(d));
           boolean mask = "mask".equals(a.role());
@@ -518,8 +515,7 @@ public final class TorchScriptSpec implements ModelSpec {
         if (out.isEmpty()) {
           throw new IllegalArgumentException(what + "its forward returns no tensor");
         }
-        y = out.head();
-        checkOutput(what, y, outputs);
+        checkOutput(what, out.head(), outputs);
       }
     }
   }
