@@ -14,7 +14,16 @@ statistics, num_batches_tracked). The file this script writes therefore carries,
        "output": {"shape": [10]},            (per example: [classes], or [] for a regressor)
        "buffers": [...], "buffer_dtypes": [...],   (sparktrainer_buffers() order)
        "parameters": [...], "trainable": [...]}    (named_parameters() order, requires_grad)
-    Shapes are per example (no batch dimension).
+    Shapes are per example (no batch dimension); -1 marks a variable length (variable_length=:
+    a sequence column's T, which changes from batch to batch).
+
+Sequence columns (`--features tokens:ids`): the trainer passes such a column as TWO forward
+arguments, in this order: the token ids, int64 [batch, T], padded to the batch's longest sequence,
+then the mask, float32 [batch, T] (1 for a real token, 0 for padding). Export such a module with
+example inputs of those dtypes and variable_length=(0, 1) (the inputs' indices; on the command
+line --variable-length 0,1): the file then records shape [-1] for both, and export checks that
+forward also runs at other lengths. A fixed int64 column (`--features COL:SHAPE:int64`) is one
+int64 argument.
 
 How: `torch.jit.script` on a copy of the module whose class is a dynamic subclass of the module's
 own class adding the attribute and the method (the user's class and module are left unchanged;
@@ -49,6 +58,17 @@ Library use (example inputs WITH a batch dimension; the checks use their first 2
             return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
     ets.export(TransformerClassifier(), torch.randint(0, 1000, (2, 128)), "transformer.pt")
 
+    class MaskedMeanClassifier(torch.nn.Module):        # a sequence column: ids, then mask
+        def __init__(self, vocab=1000, dim=64, classes=5):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, dim)
+            self.head = torch.nn.Linear(dim, classes)
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            x = self.embed(ids) * mask.unsqueeze(-1)
+            return self.head(x.sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0))
+    ets.export(MaskedMeanClassifier(), (torch.randint(0, 1000, (2, 16)), torch.ones(2, 16)),
+               "masked_mean.pt", variable_length=(0, 1))
+
 Both script with torch 1.13 (no tracing needed); python/examples.py holds both as factories.
 
 Command line (the factory: a callable returning the module, `package.module:name` importable from
@@ -60,6 +80,9 @@ example, dims joined by 'x', optional ':dtype' suffix, default float32; int inpu
         --kwargs '{"num_classes": 10}' --example-shapes 3x64x64 --out resnet50.pt
     /usr/bin/python3 python/export_torchscript.py --module python/examples.py:transformer_classifier \\
         --example-shapes 128:int64 --int-high 1000 --out transformer.pt
+    /usr/bin/python3 python/export_torchscript.py --module python/examples.py:masked_mean_classifier \\
+        --example-shapes 16:int64 --example-shapes 16 --variable-length 0,1 --int-high 1000 \\
+        --out masked_mean.pt
     [--method auto|script|trace]
 """
 import argparse
@@ -265,6 +288,36 @@ def _tied_parameters(module):
     return [names for names in owners.values() if len(names) > 1]
 
 
+def _variable_inputs(inputs, variable_length):
+    """The indices of the inputs whose first per-example dim is a variable length (a sequence's T:
+    token ids and their mask), checked: each has one, and they agree on it in the example."""
+    variable = tuple(sorted({int(i) for i in (variable_length or ())}))
+    for i in variable:
+        if not 0 <= i < len(inputs):
+            raise ExportError(f"variable_length names input {i}, the example has {len(inputs)} "
+                              f"inputs (0..{len(inputs) - 1})")
+        if inputs[i].dim() < 2:
+            raise ExportError(f"variable_length names input {i}, shaped {list(inputs[i].shape)}: "
+                              f"it has no per-example dim to vary (expected [batch, T, ...])")
+    lengths = {inputs[i].size(1) for i in variable}
+    if len(lengths) > 1:
+        raise ExportError("the variable-length inputs " + ", ".join(str(i) for i in variable)
+                          + " differ in their length in the example: "
+                          + ", ".join(str(list(inputs[i].shape)) for i in variable))
+    return variable
+
+
+def _with_length(inputs, variable, t):
+    """The inputs with the variable-length ones cut or repeated to length t."""
+    out = []
+    for i, x in enumerate(inputs):
+        if i in variable:
+            reps = -(-t // x.size(1))
+            x = x.repeat(*([1, reps] + [1] * (x.dim() - 2)))[:, :t]
+        out.append(x)
+    return tuple(out)
+
+
 def _build(module, example_inputs, method):
     """(exported module, private eager copy, the method used)."""
     if not isinstance(module, nn.Module):
@@ -299,7 +352,7 @@ def _build(module, example_inputs, method):
     return exported, work, "trace"
 
 
-def _metadata(cls, exported, work, method, inputs, out_shape):
+def _metadata(cls, exported, work, method, inputs, out_shape, variable=()):
     names = _argument_names(exported, work, method, len(inputs))
     buffers = list(exported.named_buffers())
     params = list(exported.named_parameters())
@@ -309,8 +362,10 @@ def _metadata(cls, exported, work, method, inputs, out_shape):
         "method": method,
         "class": f"{cls.__module__}.{cls.__qualname__}",
         "train_mode_frozen": method == "trace",
-        "inputs": [{"name": n, "shape": list(t.shape[1:]), "dtype": dtype_name(t.dtype)}
-                   for n, t in zip(names, inputs)],
+        "inputs": [{"name": n,
+                    "shape": [-1 if i in variable and d == 0 else s for d, s in enumerate(t.shape[1:])],
+                    "dtype": dtype_name(t.dtype)}
+                   for i, (n, t) in enumerate(zip(names, inputs))],
         "output": {"shape": out_shape},
         "buffers": [n for n, _ in buffers],
         "buffer_dtypes": [dtype_name(b.dtype) for _, b in buffers],
@@ -386,15 +441,19 @@ def _verify_file(tmp, exported, meta, inputs2, snap):
 
 # ---- the entry points ----------------------------------------------------------------------------
 
-def export(module, example_inputs, path, method="auto", quiet=False):
+def export(module, example_inputs, path, method="auto", quiet=False, variable_length=()):
     """Checks and writes `module` as a trainer TorchScript file at `path` (see the module doc).
 
     example_inputs: a tensor or tuple of tensors, one per forward argument, each with a leading
     batch dimension (the checks use 2 rows: the first ones, repeated if there is only one).
     method: "auto" (script, else trace), "script" or "trace". Returns the json metadata.
+    variable_length: indices of the inputs whose first per-example dim is a sequence's length T,
+    which varies from batch to batch (a sequence column's ids and mask, `--features COL:ids`):
+    recorded as -1, and forward is checked at two more lengths.
     Raises ExportError when a check fails; nothing is written then.
     """
     inputs = _as_inputs(example_inputs)
+    variable = _variable_inputs(inputs, variable_length)
     exported, work, used = _build(module, inputs, method)
     snap = _snapshot(exported)
     notes = []
@@ -420,6 +479,16 @@ def export(module, example_inputs, path, method="auto", quiet=False):
             raise ExportError(f"forward fails in {mode} mode on inputs {shapes}{hint}: {e}") from e
         outs[mode] = _check_output(out, batch[0].size(0), mode)
         _restore(snap)
+    if variable:
+        t = inputs[variable[0]].size(1)
+        for other in (1, t + 3):  # a traced module may have the example's length built in
+            batch = _with_length(inputs2, variable, other)
+            try:
+                _check_output(_run(exported, batch, train=False), 2, f"eval length-{other}")
+            except Exception as e:  # noqa: BLE001
+                raise ExportError(f"forward fails in eval mode when the variable-length inputs "
+                                  f"{list(variable)} have length {other} instead of {t}: {e}") from e
+            _restore(snap)
 
     mode_layers = sorted({type(m).__name__ for m in work.modules() if isinstance(m, _MODE_LAYERS)})
     if used == "trace" and mode_layers:
@@ -431,7 +500,8 @@ def export(module, example_inputs, path, method="auto", quiet=False):
         notes.append(f"train and eval outputs are equal although the module has "
                      f"{', '.join(mode_layers)}: is the mode used?")
 
-    meta = _metadata(type(module), exported, work, used, inputs, list(outs["eval"].shape[1:]))
+    meta = _metadata(type(module), exported, work, used, inputs, list(outs["eval"].shape[1:]),
+                     variable)
     data = _serialize(exported, meta)
     _write_atomically(data, path, verify=lambda tmp: _verify_file(tmp, exported, meta, inputs2, snap))
 
@@ -448,10 +518,11 @@ def export(module, example_inputs, path, method="auto", quiet=False):
     return meta
 
 
-def export_unchecked(module, example_inputs, path, method="auto"):
+def export_unchecked(module, example_inputs, path, method="auto", variable_length=()):
     """Writes the file like export() -- buffers method, json -- without any check (test fixtures
     of what the trainer must refuse: frozen parameters, wrong output shapes). Returns the json."""
     inputs = _as_inputs(example_inputs)
+    variable = _variable_inputs(inputs, variable_length)
     exported, work, used = _build(module, inputs, method)
     snap = _snapshot(exported)
     try:
@@ -460,7 +531,7 @@ def export_unchecked(module, example_inputs, path, method="auto"):
     except Exception:  # noqa: BLE001
         out_shape = None
     _restore(snap)
-    meta = _metadata(type(module), exported, work, used, inputs, out_shape)
+    meta = _metadata(type(module), exported, work, used, inputs, out_shape, variable)
     _write_atomically(_serialize(exported, meta), path)
     return meta
 
@@ -542,6 +613,9 @@ def main(argv=None):
     ap.add_argument("--int-high", type=int, default=2,
                     help="integer example inputs are drawn from [0, INT_HIGH) (e.g. the vocabulary size)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the factory call and example inputs")
+    ap.add_argument("--variable-length", default="", metavar="I,J",
+                    help="0-based indices of the inputs whose first per-example dim is a sequence's "
+                         "length, which varies per batch (a COL:ids column's ids and mask: 0,1)")
     args = ap.parse_args(argv)
     try:
         factory = load_factory(args.module)
@@ -554,7 +628,12 @@ def main(argv=None):
         if not isinstance(module, nn.Module):
             raise ExportError(f"--module {args.module} returned {type(module).__name__}, not an nn.Module")
         inputs = example_inputs_from_specs(args.example_shapes, int_high=args.int_high, seed=args.seed)
-        export(module, inputs, args.out, method=args.method)
+        try:
+            variable = [int(i) for i in args.variable_length.split(",") if i.strip()]
+        except ValueError:
+            raise ExportError(f"--variable-length {args.variable_length!r}: expected input "
+                              f"indices joined by ',', like 0,1") from None
+        export(module, inputs, args.out, method=args.method, variable_length=variable)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.ResNetSpec;
 import dev.sparktrainer.model.SpecStrings;
 import dev.sparktrainer.model.sequence.SequenceInput;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.monitor.ConsoleProgress;
 import dev.sparktrainer.monitor.MetricsReport;
 import dev.sparktrainer.monitor.ProgressView;
@@ -37,6 +38,7 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -453,7 +455,24 @@ final class TrainCommand extends Command {
     }
     // The model's own checks (sizes, CNN shapes) need the feature shapes: with explicit shapes,
     // now.
-    if (features.stream().allMatch(a -> a.shape() != null)) {
+    boolean torchScript =
+        f.string("model").trim().toLowerCase(Locale.ROOT).startsWith("torchscript:");
+    if (torchScript && features.stream().anyMatch(a -> a.kind() != null)) {
+      // int64 or sequence columns: checked against the module once the data tells their lengths
+      // and vocabularies (run); the form now
+      try {
+        SpecStrings.torchScriptPath(f.string("model"));
+      } catch (IllegalArgumentException e) {
+        throw new CliException(
+            e.getMessage().replace("Invalid model", "Invalid " + f.source("model")));
+      }
+      if (augment != null) {
+        throw new CliException(
+            "Invalid "
+                + f.source("augment")
+                + ": it maps float32 image columns, and --features names int64 or sequence ones");
+      }
+    } else if (features.stream().allMatch(a -> a.shape() != null)) {
       if (augment != null) {
         checkAugment(
             f,
@@ -681,6 +700,38 @@ final class TrainCommand extends Command {
       }
     }
     return spec;
+  }
+
+  /**
+   * A TorchScript model fed from int64 and sequence columns as well as float32 ones (a sequence
+   * column: two forward arguments, its values then its mask), checked against them.
+   */
+  private static ModelSpec torchScriptModel(
+      Flags f, Plan p, long[][] shapes, Map<String, long[]> sequences, int numClasses) {
+    List<TorchScriptSpec.Column> columns = new ArrayList<>();
+    for (int i = 0; i < shapes.length; i++) {
+      DataChecks.FeatureArg a = p.features().get(i);
+      long[] s = sequences.get(a.name());
+      long vocab = s == null ? 0 : s[1];
+      if (a.kind() == null || a.image()) { // an image: its decoded [H, W, C] floats
+        columns.add(TorchScriptSpec.Column.floats(a.name(), shapes[i]));
+      } else if (a.kind().equals(DataChecks.FeatureArg.INT64)) {
+        columns.add(
+            new TorchScriptSpec.Column(
+                a.name(), TorchScriptSpec.Column.Kind.INT64, shapes[i], vocab));
+      } else if (a.kind().equals(DataChecks.FeatureArg.IDS)) {
+        columns.add(TorchScriptSpec.Column.ids(a.name(), (int) s[0], vocab));
+      } else {
+        columns.add(TorchScriptSpec.Column.sequence(a.name(), (int) s[0]));
+      }
+    }
+    int outputs = p.loss() == LossSpec.SOFTMAX_CROSS_ENTROPY ? numClasses : 1;
+    try {
+      return SpecStrings.torchScript(f.string("model"), columns, outputs);
+    } catch (IllegalArgumentException e) {
+      throw new CliException(
+          e.getMessage().replace("Invalid model", "Invalid " + f.source("model")));
+    }
   }
 
   private static ModelSpec modelSpec(
@@ -932,7 +983,11 @@ final class TrainCommand extends Command {
     }
     Map<String, long[]> sequences = sequenceShapes(f, p, sequenceStats, shapes, where, conf, ctx);
     ModelSpec model =
-        featureModel(f, p.features(), shapes, numClasses, p.loss(), sequenceInput(p, sequences));
+        p.features().stream().anyMatch(a -> a.kind() != null && !a.image())
+                && SpecStrings.torchScriptPath(f.string("model")) != null
+            ? torchScriptModel(f, p, shapes, sequences, numClasses)
+            : featureModel(
+                f, p.features(), shapes, numClasses, p.loss(), sequenceInput(p, sequences));
     // Augmentation maps the training data only; per-channel normalization maps every input of the
     // model.
     PipelineOptions trainOptions = p.options();

@@ -13,6 +13,7 @@ import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
 import dev.sparktrainer.model.sequence.EmbedSpec;
 import dev.sparktrainer.model.sequence.TransformerSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.train.TrainedModel;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import java.io.Serializable;
@@ -104,6 +105,12 @@ public final class BatchInference implements Serializable {
 
   /** A sequence model's {vocabulary size, maximum length} ({@link #sequenceInput}); else null. */
   private long[] sequence;
+
+  /**
+   * A TorchScript model's feature columns when some are int64 or sequences (each fed as in
+   * training: a sequence as its values and mask); else null.
+   */
+  private TorchScriptSpec.Column[] typed;
 
   private BatchInference(
       Broadcast<TrainedModel> model,
@@ -305,6 +312,37 @@ public final class BatchInference implements Serializable {
       job.sequence = sequence;
       return job;
     }
+    if (model.spec() instanceof TorchScriptSpec ts
+        && ts.columns().stream().anyMatch(c -> c.kind() != TorchScriptSpec.Column.Kind.FLOAT32)) {
+      List<TorchScriptSpec.Column> cols = ts.columns();
+      if (cols.size() != featureCols.size()) {
+        throw new IllegalArgumentException(
+            "The model reads "
+                + cols.size()
+                + " feature column(s) ("
+                + cols.stream()
+                    .map(TorchScriptSpec.Column::toString)
+                    .collect(java.util.stream.Collectors.joining(", "))
+                + "); "
+                + featureCols.size()
+                + " were given ("
+                + featureCols
+                + "): give one column for each, in that order");
+      }
+      JavaSparkContext jsc = JavaSparkContext.fromSparkContext(df.sparkSession().sparkContext());
+      List<String> names = Arrays.asList(df.schema().fieldNames());
+      long[][] dims = cols.stream().map(TorchScriptSpec.Column::shape).toArray(long[][]::new);
+      BatchInference job =
+          new BatchInference(
+              jsc.broadcast(model),
+              UUID.randomUUID().toString(),
+              featureCols.stream().mapToInt(names::indexOf).toArray(),
+              dims,
+              batchSize,
+              model.loss());
+      job.typed = cols.toArray(new TorchScriptSpec.Column[0]);
+      return job;
+    }
     if (shapes.length != featureCols.size() && shapes.length != 1) {
       throw new IllegalArgumentException(
           "The model has "
@@ -373,6 +411,93 @@ public final class BatchInference implements Serializable {
       java.util.Arrays.fill(mask, r * t, r * t + m, 1f);
     }
     return new NDList(scope.create(flat, new Shape(n, t)), scope.create(mask, new Shape(n, t)));
+  }
+
+  /**
+   * A batch for a TorchScript model's {@link #typed} columns, as the trainer's batches hold them:
+   * float32 and int64 columns {@code [n, ...shape]}; a sequence column as its values {@code [n, T]}
+   * (int64 ids, or float32) padded with 0 to the longest row, at most the maximum length (longer
+   * rows are cut to it, as in training), then its mask {@code [n, T]} float32.
+   */
+  private NDList typedInputs(NDManager scope, List<Row> rows) {
+    int n = rows.size();
+    NDList out = new NDList();
+    for (int i = 0; i < typed.length; i++) {
+      TorchScriptSpec.Column c = typed[i];
+      int col = columns[i];
+      long vocab = c.vocabSize() > 0 ? c.vocabSize() : Long.MAX_VALUE;
+      switch (c.kind()) {
+        case IDS:
+        case SEQ:
+          {
+            int max = c.maxLength();
+            long[][] ids = new long[n][];
+            float[][] values = new float[n][];
+            int[] lengths = new int[n];
+            int t = 1;
+            for (int r = 0; r < n; r++) {
+              if (c.kind() == TorchScriptSpec.Column.Kind.IDS) {
+                ids[r] = Features.ids(rows.get(r), col, vocab);
+                lengths[r] = Math.min(ids[r].length, max);
+              } else {
+                int size =
+                    rows.get(r).isNullAt(col) ? 0 : Features.copy(rows.get(r), col, null, 0, -1);
+                values[r] = new float[size];
+                if (size > 0) {
+                  Features.copy(rows.get(r), col, values[r], 0, size);
+                }
+                lengths[r] = Math.min(size, max);
+              }
+              t = Math.max(t, lengths[r]);
+            }
+            float[] mask = new float[n * t];
+            for (int r = 0; r < n; r++) {
+              Arrays.fill(mask, r * t, r * t + lengths[r], 1f);
+            }
+            if (c.kind() == TorchScriptSpec.Column.Kind.IDS) {
+              long[] flat = new long[n * t];
+              for (int r = 0; r < n; r++) {
+                System.arraycopy(ids[r], 0, flat, r * t, lengths[r]);
+              }
+              out.add(scope.create(flat, new Shape(n, t)));
+            } else {
+              float[] flat = new float[n * t];
+              for (int r = 0; r < n; r++) {
+                System.arraycopy(values[r], 0, flat, r * t, lengths[r]);
+              }
+              out.add(scope.create(flat, new Shape(n, t)));
+            }
+            out.add(scope.create(mask, new Shape(n, t)));
+            break;
+          }
+        case INT64:
+          {
+            int size = inputSize(i);
+            long[] flat = new long[n * size];
+            for (int r = 0; r < n; r++) {
+              long[] v = Features.ids(rows.get(r), col, vocab);
+              Features.checkSize(rows.get(r), col, v.length, size);
+              System.arraycopy(v, 0, flat, r * size, size);
+            }
+            out.add(scope.create(flat, new Shape(n).addAll(new Shape(inputShapes[i]))));
+            break;
+          }
+        default:
+          {
+            int size = inputSize(i);
+            float[] buf = new float[n * size];
+            for (int r = 0; r < n; r++) {
+              int got = Features.copy(rows.get(r), col, buf, r * size, size);
+              Features.checkSize(rows.get(r), col, got, size);
+              if (inputMap != null) {
+                inputMap.applyInference(buf, r * size, columnShapes[i]);
+              }
+            }
+            out.add(scope.create(buf, new Shape(n).addAll(new Shape(inputShapes[i]))));
+          }
+      }
+    }
+    return out;
   }
 
   private BatchInference withInputMap(ImageAugment map, long[][] shapes) {
@@ -535,6 +660,8 @@ public final class BatchInference implements Serializable {
       NDList inputs = new NDList(inputShapes.length);
       if (sequence != null) {
         inputs = sequenceInputs(scope, rows);
+      } else if (typed != null) {
+        inputs = typedInputs(scope, rows);
       } else if (inputShapes.length == columns.length) {
         int first = 0;
         for (int i = 0; i < columns.length; i++) {

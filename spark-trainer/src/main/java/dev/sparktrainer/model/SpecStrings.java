@@ -55,6 +55,39 @@ public final class SpecStrings {
   }
 
   /**
+   * The TorchScript model {@code text} ({@code torchscript:PATH}) fed from {@code columns} (float32
+   * and int64 columns of fixed shapes, and sequences: two forward arguments each, values then mask;
+   * see {@link TorchScriptSpec.Column}), checked against them ({@link TorchScriptSpec#check}).
+   *
+   * @throws IllegalArgumentException when {@code text} is not {@code torchscript:PATH}, or the
+   *     module does not fit the columns (naming the argument, the column and what differs)
+   */
+  public static TorchScriptSpec torchScript(
+      String text, List<TorchScriptSpec.Column> columns, int outputs) {
+    String path = torchScriptPath(text);
+    if (path == null) {
+      throw new IllegalArgumentException("Invalid model '" + text + "': expected torchscript:PATH");
+    }
+    TorchScriptSpec spec = TorchScriptSpec.of(path).forColumns(columns);
+    spec.check(null, outputs);
+    return spec;
+  }
+
+  /** The path of {@code torchscript:PATH}; null for another form. */
+  public static String torchScriptPath(String text) {
+    if (text == null
+        || !text.trim().toLowerCase(Locale.ROOT).startsWith(TorchScriptSpec.TYPE + ":")) {
+      return null;
+    }
+    String path = text.trim().substring(TorchScriptSpec.TYPE.length() + 1).trim();
+    if (path.isEmpty()) {
+      throw new IllegalArgumentException(
+          "Invalid model '" + text + "': torchscript:PATH needs the file's path");
+    }
+    return path;
+  }
+
+  /**
    * As {@link #model(String, List, long[][], int, Activation, float)}, for inputs that may be token
    * sequences: the sequence models {@code embed:DIM} ({@link EmbedSpec}) and {@code
    * transformer:layers=L,dim=D,heads=H[,ff=F]} ({@link TransformerSpec}; {@code ff} defaults to

@@ -9,6 +9,7 @@ import dev.sparktrainer.data.Normalization;
 import dev.sparktrainer.data.PipelineOptions;
 import dev.sparktrainer.model.LossSpec;
 import dev.sparktrainer.model.ModelSpec;
+import dev.sparktrainer.model.torchscript.TorchScriptSpec;
 import dev.sparktrainer.optim.OptimizerSpec;
 import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.elastic.Rescale;
@@ -20,6 +21,8 @@ import dev.sparktrainer.train.step.OptimizerPlacement;
 import dev.sparktrainer.train.step.Precision;
 import dev.sparktrainer.train.step.StepOptions;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -445,6 +448,14 @@ public final class DistributedTrainerBuilder {
     Objects.requireNonNull(c.loss, "loss: setLoss is required");
     Objects.requireNonNull(c.optimizer, "optimizer: setOptimizer is required");
     Objects.requireNonNull(c.trainData, "trainingData: setTrainingData is required");
+    if (c.model instanceof TorchScriptSpec ts
+        && ts.columns().isEmpty()
+        && train != null
+        && !train.spec().fixedFloatOnly()) {
+      // int64 or sequence columns: the module is checked against them, and predictions feed it
+      // what training does
+      c.model = ts.forColumns(torchScriptColumns(train.spec()));
+    }
     if (transform != null && train == null) {
       throw new IllegalArgumentException(
           "Invalid optTransform: it maps training data given as files or a"
@@ -484,6 +495,20 @@ public final class DistributedTrainerBuilder {
         c.operationTimeout,
         "a positive duration");
     return new DistributedTrainer(this, c.toConfig());
+  }
+
+  /** The columns of {@code spec} as a TorchScript module's forward receives them. */
+  static List<TorchScriptSpec.Column> torchScriptColumns(DatasetSpec spec) {
+    List<TorchScriptSpec.Column> out = new ArrayList<>();
+    for (DatasetSpec.Feature f : spec.features()) {
+      boolean int64 = f.type() == DatasetSpec.ValueType.INT64;
+      TorchScriptSpec.Column.Kind kind =
+          f.sequence()
+              ? (int64 ? TorchScriptSpec.Column.Kind.IDS : TorchScriptSpec.Column.Kind.SEQ)
+              : (int64 ? TorchScriptSpec.Column.Kind.INT64 : TorchScriptSpec.Column.Kind.FLOAT32);
+      out.add(new TorchScriptSpec.Column(f.name(), kind, f.shape(), f.vocabSize()));
+    }
+    return out;
   }
 
   private static void check(boolean ok, String name, Object value, String expected) {

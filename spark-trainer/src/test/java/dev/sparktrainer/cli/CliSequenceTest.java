@@ -186,6 +186,67 @@ class CliSequenceTest {
     assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.5);
   }
 
+  /**
+   * A user's TorchScript module reads the ids column as two forward arguments, ids then mask
+   * ({@code src/test/resources/torchscript/text_classifier.pt}: an embedding of 20 ids averaged
+   * over the mask, a linear head): it learns, and predict, which pads its own batches, feeds it the
+   * same: its accuracy is the trainer's validation accuracy. (Two workers with their own lengths:
+   * TorchScriptSequenceTest; what the module must take: TorchScriptChecksTest.)
+   */
+  @Test
+  void aTorchScriptModuleTakesTheIdsAndTheMask() throws IOException {
+    Random r = new Random(11);
+    for (String[] d : new String[][] {{"ts-train", "240"}, {"ts-validation", "60"}}) {
+      Path dir = tmp.resolve(d[0]);
+      Files.createDirectories(dir);
+      try (OutputStream os = Files.newOutputStream(dir.resolve("part-0.tfrecord"));
+          TFRecordWriter w = new TFRecordWriter(os)) {
+        for (int i = 0; i < Integer.parseInt(d[1]); i++) {
+          int label = r.nextInt(3);
+          long[] tokens = new long[1 + r.nextInt(12)];
+          for (int j = 0; j < tokens.length; j++) {
+            tokens[j] = 3 + r.nextInt(17); // ids 3..19 of the module's 20
+          }
+          tokens[r.nextInt(tokens.length)] = label;
+          Map<String, Feature> m = new LinkedHashMap<>();
+          m.put("tokens", Feature.ofInt64(tokens));
+          m.put("label", Feature.ofInt64(label));
+          w.write(Examples.encodeExample(m));
+        }
+      }
+    }
+    String module =
+        Path.of("src/test/resources/torchscript/text_classifier.pt").toAbsolutePath().toString();
+    String[] args = train("ts", "torchscript:" + module, "--epochs", "3");
+    args[2] = tmp.resolve("ts-train").toString();
+    args[4] = tmp.resolve("ts-validation").toString();
+    args[java.util.Arrays.asList(args).indexOf("--workers") + 1] = "1";
+    args[java.util.Arrays.asList(args).indexOf("--learning-rate") + 1] = "0.1";
+    CliRunner t = CliRunner.run(args);
+    assertThat(t.code()).as(t.err()).isZero();
+    JsonNode m = new ObjectMapper().readTree(tmp.resolve("ts/metrics.json").toFile());
+    assertThat(m.get("final").get("val_accuracy").asDouble()).isGreaterThan(0.8);
+    CliRunner pr =
+        CliRunner.run(
+            "predict",
+            "--model",
+            tmp.resolve("ts/model").toString(),
+            "--data",
+            tmp.resolve("ts-validation").toString(),
+            "--output",
+            tmp.resolve("ts-predictions").toString());
+    assertThat(pr.code()).as(pr.err()).isZero();
+    var rows = spark.read().parquet(tmp.resolve("ts-predictions").toString()).collectAsList();
+    assertThat(rows).hasSize(60);
+    long right =
+        rows.stream()
+            .filter(
+                row ->
+                    row.<Double>getAs("prediction") == ((Number) row.getAs("label")).doubleValue())
+            .count();
+    assertThat(right / 60.0).isCloseTo(m.get("final").get("val_accuracy").asDouble(), within(1e-9));
+  }
+
   @Test
   void badSequenceInputIsNamed() {
     CliRunner small = CliRunner.run(train("small", "embed:8", "--vocab-size", "10"));

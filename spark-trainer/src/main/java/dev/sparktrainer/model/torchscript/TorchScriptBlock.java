@@ -57,8 +57,9 @@ import java.util.Set;
  *       first points them back at the float32 master weights.
  * </ul>
  *
- * <p>The forward's arguments are the feature tensors, in order, one each; its output is a tensor or
- * a tuple whose first element is the model's output.
+ * <p>The forward's arguments are the batch's feature tensors, in order (a sequence column's values
+ * then its mask, see {@link TorchScriptSpec.Column}), as they are: int64 ids stay int64; its output
+ * is a tensor or a tuple whose first element is the model's output.
  */
 public final class TorchScriptBlock extends PtSymbolBlock {
   /** The exported method that returns the module's buffers (the same tensors it uses). */

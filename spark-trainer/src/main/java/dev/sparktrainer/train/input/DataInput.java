@@ -40,6 +40,11 @@ public final class DataInput {
   }
 
   /** The same data read with {@code transform} as its per-example map. */
+  /** The feature columns (with their shapes) and the label. */
+  public DatasetSpec spec() {
+    return spec;
+  }
+
   public DataInput withTransform(ExampleTransform transform) {
     return new DataInput(spec, frame, options.toBuilder().optTransform(transform).build());
   }

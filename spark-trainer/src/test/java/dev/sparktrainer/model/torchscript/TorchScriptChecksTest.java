@@ -211,6 +211,125 @@ class TorchScriptChecksTest {
         .hasMessageContaining("feature column 'pixels' is shaped 64");
   }
 
+  /**
+   * A sequence column is two forward arguments, ids (int64) then mask (float32), of a length that
+   * varies per batch: the export helper's [-1]. The spec keeps the columns through its properties
+   * (a trained model's predictions feed them as training did).
+   */
+  @Test
+  void aSequenceColumnIsTheIdsThenTheMask() {
+    TorchScriptSpec spec =
+        SpecStrings.torchScript(
+            "torchscript:" + path("text_classifier.pt"),
+            List.of(TorchScriptSpec.Column.ids("tokens", 12, 20)),
+            3);
+    assertThat(spec.inputShapes()).containsExactly(new Shape(12), new Shape(12));
+    assertThat(spec.inputTypes()).containsExactly("int64", "float32");
+    assertThat(spec.outputs()).isEqualTo(3);
+    assertThat(spec.file().metadata().inputs().get(0).shape()).containsExactly(-1L);
+    TorchScriptSpec trained = TorchScriptSpec.fromProperties(spec.toProperties());
+    assertThat(trained.inputTypes()).containsExactly("int64", "float32");
+    assertThat(trained.columns()).hasSize(1);
+    TorchScriptSpec.Column c = trained.columns().get(0);
+    assertThat(c.name()).isEqualTo("tokens");
+    assertThat(c.kind()).isEqualTo(TorchScriptSpec.Column.Kind.IDS);
+    assertThat(c.maxLength()).isEqualTo(12);
+    assertThat(c.vocabSize()).isEqualTo(20);
+  }
+
+  @Test
+  void theArgumentsDataTypesAreCheckedAgainstWhatTheColumnsSend() {
+    TorchScriptSpec intMask =
+        TorchScriptSpec.of(path("text_mask_int64.pt"))
+            .forColumns(List.of(TorchScriptSpec.Column.ids("tokens", 12, 20)));
+    assertThatThrownBy(() -> intMask.check(null, 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("text_mask_int64.pt")
+                + ": argument 2 (mask) of its forward is int64 but feature column 'tokens' sends"
+                + " its mask as float32");
+    TorchScriptSpec floatValues =
+        TorchScriptSpec.of(path("text_classifier.pt"))
+            .forColumns(List.of(TorchScriptSpec.Column.sequence("tokens", 12)));
+    assertThatThrownBy(() -> floatValues.check(null, 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("text_classifier.pt")
+                + ": argument 1 (ids) of its forward is int64 but feature column 'tokens' sends"
+                + " its values as float32");
+    TorchScriptSpec int64Column =
+        TorchScriptSpec.of(path("mlp.pt"))
+            .forColumns(List.of(TorchScriptSpec.Column.int64("x", 20)));
+    assertThatThrownBy(() -> int64Column.check(null, 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("mlp.pt")
+                + ": argument 1 (x) of its forward is float32 but feature column 'x' is int64");
+  }
+
+  @Test
+  void aSequenceColumnNeedsTwoArgumentsOfAVariableLength() {
+    TorchScriptSpec oneArgument =
+        TorchScriptSpec.of(path("mlp.pt"))
+            .forColumns(List.of(TorchScriptSpec.Column.ids("tokens", 12, 20)));
+    assertThatThrownBy(() -> oneArgument.check(null, 5))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("mlp.pt")
+                + ": its forward takes 1 input(s) (x) but the feature columns send 2 tensor(s)"
+                + " (tokens ids, tokens mask): a sequence column is two arguments, its ids (or"
+                + " values) then its mask");
+    assertThatThrownBy(() -> TorchScriptSpec.of(path("text_classifier.pt")).check(null, 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("text_classifier.pt")
+                + ": argument 1 of its forward was exported with a variable length (shape -1), for a"
+                + " sequence column, but the feature columns are not known: give them"
+                + " (TorchScriptSpec.forColumns, a DatasetSpec with the sequence column, or"
+                + " --features COL:ids)");
+    TorchScriptSpec fixed =
+        TorchScriptSpec.of(path("text_fixed_length.pt"))
+            .forColumns(List.of(TorchScriptSpec.Column.ids("tokens", 12, 20)));
+    assertThatThrownBy(() -> fixed.check(null, 3))
+        .hasMessage(
+            "Invalid model torchscript:"
+                + path("text_fixed_length.pt")
+                + ": argument 1 (ids) of its forward was exported for examples shaped 12 but feature"
+                + " column 'tokens' is a sequence whose length T varies from batch to batch (at"
+                + " most 12): its ids are [batch, T]; export the module with the sequence's"
+                + " arguments of a variable length (python/export_torchscript.py: export(...,"
+                + " variable_length=(...)), --variable-length)");
+  }
+
+  /** The Java API fits a module to the training data's int64 and sequence columns in build(). */
+  @Test
+  void theBuilderFitsTheModuleToTheDatasetsColumns() {
+    dev.sparktrainer.data.DatasetSpec data =
+        dev.sparktrainer.data.DatasetSpec.builder()
+            .addPath(tmp.resolve("data").toString())
+            .addSequenceFeature("tokens", dev.sparktrainer.data.DatasetSpec.ValueType.INT64, 12, 20)
+            .setLabel("label", dev.sparktrainer.data.DatasetSpec.LabelType.INT)
+            .build();
+    ModelSpec built =
+        dev.sparktrainer.train.DistributedTrainer.builder()
+            .setModel(TorchScriptSpec.of(path("text_classifier.pt")))
+            .setLoss(dev.sparktrainer.model.LossSpec.SOFTMAX_CROSS_ENTROPY)
+            .setOptimizer(dev.sparktrainer.optim.OptimizerSpec.adam().build())
+            .setTrainingData(
+                data, dev.sparktrainer.data.PipelineOptions.builder().optBatchSize(8).build())
+            .setNumWorkers(1)
+            .build()
+            .config()
+            .model()
+            .spec();
+    TorchScriptSpec spec = (TorchScriptSpec) built;
+    assertThat(spec.columns())
+        .extracting(TorchScriptSpec.Column::kind)
+        .containsExactly(TorchScriptSpec.Column.Kind.IDS);
+    assertThat(spec.inputTypes()).containsExactly("int64", "float32");
+    spec.check(null, 3);
+  }
+
   private static String metadataOf(String name) throws IOException {
     TorchScriptFile f = TorchScriptFile.parse(name, bytes(name));
     ZipDirectory zip = new ZipDirectory(f.bytes());
