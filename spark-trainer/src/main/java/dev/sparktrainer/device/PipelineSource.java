@@ -72,7 +72,9 @@ public final class PipelineSource implements BatchSource {
       LOG.info("--image-transfer uint8 asked for, images travel as float32: {}", images.reason());
     }
     PipelineOptions host = images.active() ? images.hostOptions(options) : options;
-    InputPipeline pipeline = InputPipeline.create(plan, host, rank, numWorkers, conf);
+    // Images travelling as uint8 stay bytes on the host from the decoder on (TFRecord data).
+    InputPipeline pipeline =
+        InputPipeline.create(images.hostPlan(plan), host, rank, numWorkers, conf);
     try {
       return new PipelineSource(
           pipeline, new BatchUpload(plan.spec(), normalization, images, manager));
