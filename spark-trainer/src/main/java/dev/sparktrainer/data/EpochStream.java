@@ -493,7 +493,7 @@ final class EpochStream implements AutoCloseable {
         consumerNanos,
         permits.limit(),
         prefetch.capacity(),
-        records * imageColumns,
+        imageColumns,
         ctx.imageClock().images() - decodedAtStart,
         ctx.imageClock().nanos() - decodeNanosAtStart);
   }

@@ -8,7 +8,7 @@ public final class PipelineStats {
   private final long consumerNanos;
   private final int readerParallelism;
   private final int prefetchBatches;
-  private final long images;
+  private final int imageColumns;
   private final long decodedImages;
   private final long decodeNanos;
 
@@ -29,10 +29,10 @@ public final class PipelineStats {
       long consumerNanos,
       int readerParallelism,
       int prefetchBatches,
-      long images,
+      int imageColumns,
       long decodedImages,
       long decodeNanos) {
-    this.images = images;
+    this.imageColumns = imageColumns;
     this.decodedImages = decodedImages;
     this.decodeNanos = decodeNanos;
     this.batches = batches;
@@ -72,9 +72,14 @@ public final class PipelineStats {
     return prefetchBatches;
   }
 
+  /** The spec's image columns (encoded images decoded by the pipeline). */
+  public int imageColumns() {
+    return imageColumns;
+  }
+
   /** Images in the batches handed out: records times the spec's image columns. */
   public long images() {
-    return images;
+    return records * imageColumns;
   }
 
   /**
@@ -83,7 +88,7 @@ public final class PipelineStats {
    */
   public double imagesPerSecond() {
     long total = waitNanos + consumerNanos;
-    return total == 0 ? 0 : images * 1e9 / total;
+    return total == 0 ? 0 : images() * 1e9 / total;
   }
 
   /**
@@ -114,7 +119,7 @@ public final class PipelineStats {
             100 * waitFraction(),
             readerParallelism,
             prefetchBatches);
-    if (images > 0) {
+    if (imageColumns > 0) {
       s +=
           String.format(
               java.util.Locale.ROOT,

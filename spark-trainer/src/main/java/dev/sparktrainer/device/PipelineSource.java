@@ -95,8 +95,20 @@ public final class PipelineSource implements BatchSource {
   }
 
   /** Measurements of the current (or last) epoch ({@link InputPipeline#stats}). */
+  @Override
   public PipelineStats stats() {
     return pipeline.stats();
+  }
+
+  @Override
+  public int imageColumns() {
+    int n = 0;
+    for (DatasetSpec.Feature f : pipeline.spec().features()) {
+      if (f.encoding() == DatasetSpec.Encoding.IMAGE) {
+        n++;
+      }
+    }
+    return n;
   }
 
   @Override
