@@ -34,6 +34,11 @@ import org.apache.hadoop.conf.Configuration;
  *   <li>{@code pipeline-float32}: the input pipeline itself ({@link InputPipeline}) over the photos
  *       written once to TFRecord files, {@code random-resized-crop,flip} as the map, {@code cores}
  *       readers, batches of 64 (host batches, float32);
+ *   <li>{@code pipeline-uint8-floathost}: the host side of image transfer uint8 before #33 item 2
+ *       (the crop in the decoder, the flip only drawn, float32 records and batches {@code k /
+ *       255f}, each batch packed to bytes as {@code BatchUpload} did);
+ *   <li>{@code pipeline-uint8}: the same with the images held as bytes from the decoder on ({@link
+ *       DatasetSpec#withImageBytes()}): the batch's column is what the device gets;
  *   <li>on one thread, the JPEG decoder's modes: the whole photo decoded then the box resampled,
  *       only the box decoded ({@code setSourceRegion}, the default), and the box decoded with
  *       ImageIO's source subsampling (point sampling, not a DCT-domain scaled decode).
@@ -50,6 +55,8 @@ public final class ImageBenchmark {
     int cores = Runtime.getRuntime().availableProcessors();
     double seconds = 5;
     int rounds = 3;
+    int shuffle = 0;
+    String only = null;
     Path out = Path.of("target/bench/images.jsonl");
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
@@ -58,6 +65,8 @@ public final class ImageBenchmark {
         case "--seconds" -> seconds = Double.parseDouble(args[++i]);
         case "--rounds" -> rounds = Integer.parseInt(args[++i]);
         case "--out" -> out = Path.of(args[++i]);
+        case "--shuffle" -> shuffle = Integer.parseInt(args[++i]);
+        case "--only" -> only = args[++i];
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
     }
@@ -92,6 +101,22 @@ public final class ImageBenchmark {
         total / 1e6,
         cores);
     List<String> json = new ArrayList<>();
+    Path tf = images.resolveSibling(images.getFileName() + "-tfrecord");
+    writeRecords(bytes, labels, tf);
+    if (only != null) { // one pipeline contender in this JVM: its peak RSS is its own
+      double best = 0;
+      for (int r = 0; r < rounds; r++) {
+        best = Math.max(best, pipeline(tf, cores, seconds, only, shuffle));
+      }
+      json.add(
+          line(
+              "pipeline-" + only + (shuffle > 0 ? "-shuffle" + shuffle : ""),
+              best,
+              cores,
+              bytes.length));
+      writeJson(json, out);
+      return;
+    }
     double u8 = 0;
     double f32 = 0;
     for (int r = 0; r < rounds; r++) {
@@ -100,13 +125,17 @@ public final class ImageBenchmark {
     }
     json.add(line("decode-uint8", u8, cores, bytes.length));
     json.add(line("decode-float32", f32, cores, bytes.length));
-    Path tf = images.resolveSibling(images.getFileName() + "-tfrecord");
-    writeRecords(bytes, labels, tf);
-    double pipe = 0;
+    // The pipeline's contenders interleaved round by round (the machine's load moves between them).
+    String[] modes = {"float32", "uint8-floathost", "uint8"};
+    double[] pipe = new double[modes.length];
     for (int r = 0; r < rounds; r++) {
-      pipe = Math.max(pipe, pipeline(tf, cores, seconds));
+      for (int m = 0; m < modes.length; m++) {
+        pipe[m] = Math.max(pipe[m], pipeline(tf, cores, seconds, modes[m], shuffle));
+      }
     }
-    json.add(line("pipeline-float32", pipe, cores, bytes.length));
+    for (int m = 0; m < modes.length; m++) {
+      json.add(line("pipeline-" + modes[m], pipe[m], cores, bytes.length));
+    }
     for (String mode : new String[] {"full", "region", "region-subsample"}) {
       double best = 0;
       for (int r = 0; r < rounds; r++) {
@@ -114,6 +143,10 @@ public final class ImageBenchmark {
       }
       json.add(line("jpeg-" + mode + "-1thread", best, 1, bytes.length));
     }
+    writeJson(json, out);
+  }
+
+  private static void writeJson(List<String> json, Path out) throws IOException {
     long rss = rssKb();
     System.out.printf(Locale.ROOT, "RSS %.0f MB%n", rss / 1024.0);
     Files.createDirectories(out.toAbsolutePath().getParent());
@@ -272,8 +305,13 @@ public final class ImageBenchmark {
     Files.move(tmp, dir);
   }
 
-  /** The input pipeline's images/s over the TFRecord photos, epochs back to back. */
-  private static double pipeline(Path dir, int cores, double seconds) throws IOException {
+  /**
+   * The input pipeline's images/s over the TFRecord photos, epochs back to back: {@code mode}
+   * float32 (the map on the host), uint8-floathost (image transfer uint8's host side before the
+   * images stayed bytes: float records, each batch packed to bytes), uint8 (bytes throughout).
+   */
+  private static double pipeline(Path dir, int cores, double seconds, String mode, int shuffle)
+      throws IOException {
     DatasetSpec spec =
         DatasetSpec.builder()
             .addPath(dir.toString())
@@ -283,25 +321,41 @@ public final class ImageBenchmark {
     PipelineOptions o =
         PipelineOptions.builder()
             .optBatchSize(64)
-            .optShuffleBuffer(0)
+            .optShuffleBuffer(shuffle)
             .optCycleLength(Math.max(cores, 2))
             .optReaderParallelism(cores)
             .optMemoryBudgetBytes(1L << 30)
             .optTransform(
                 ImageAugment.parse("random-resized-crop,flip", ImageAugment.Layout.HWC).training())
             .build();
+    boolean uint8 = !mode.equals("float32");
+    if (uint8) { // as DeviceImages.hostOptions: the crop in the decoder, the flip only drawn
+      o =
+          o.toBuilder()
+              .optImageResize(o.effectiveImageResize())
+              .optTransform(ex -> ex.setDraws(ex.random().nextBoolean() ? 1 : 0))
+              .build();
+    }
+    boolean packed = mode.equals("uint8");
+    ByteBuffer upload =
+        mode.equals("uint8-floathost") ? ByteBuffer.allocateDirect(64 * 224 * 224 * 3) : null;
     Configuration conf = new Configuration();
     long n = 0;
     long start = 0;
     long end = Long.MAX_VALUE;
     int epoch = 0;
+    DatasetPlan plan = DatasetPlanner.plan(spec, o, conf);
     try (InputPipeline p =
-        InputPipeline.create(DatasetPlanner.plan(spec, o, conf), o, 0, 1, conf)) {
+        InputPipeline.create(packed ? plan.withImageBytes() : plan, o, 0, 1, conf)) {
       long warm = System.nanoTime() + 2_000_000_000L;
       while (System.nanoTime() < end) {
         Iterator<HostBatch> it = p.epoch(epoch++, 0);
         while (it.hasNext()) {
           HostBatch b = it.next();
+          if (upload != null) { // what BatchUpload did with the float batch
+            dev.sparktrainer.device.DeviceImages.pack(
+                b.floats(0), b.size() * 224 * 224 * 3, upload);
+          }
           long now = System.nanoTime();
           if (start == 0 && now >= warm) {
             start = now;
@@ -315,7 +369,15 @@ public final class ImageBenchmark {
           }
         }
       }
-      return n / ((System.nanoTime() - start) / 1e9);
+      double perS = n / ((System.nanoTime() - start) / 1e9);
+      System.out.printf(
+          Locale.ROOT,
+          "  pipeline-%s: %.1f images/s, record %d bytes, %s%n",
+          mode,
+          perS,
+          4 * (packed ? plan.withImageBytes() : plan).spec().featureSize(),
+          p.stats());
+      return perS;
     }
   }
 

@@ -39,6 +39,14 @@ public final class DatasetPlan implements Serializable {
     return totalRecords;
   }
 
+  /**
+   * The same splits with every image column held as bytes on the host ({@link
+   * DatasetSpec#withImageBytes()}).
+   */
+  public DatasetPlan withImageBytes() {
+    return spec.hasImageBytes() ? this : new DatasetPlan(spec.withImageBytes(), splits);
+  }
+
   /** The shard of worker {@code rank} of {@code numWorkers}; see {@link WorkerShard}. */
   public WorkerShard shard(int rank, int numWorkers, PipelineOptions options) {
     return WorkerShard.of(this, rank, numWorkers, options);

@@ -82,6 +82,9 @@ public final class DatasetSpec implements Serializable {
     private final long vocabSize;
     private final int size;
 
+    /** An image column held as its bytes, four to a float slot ({@link #bytes()}). */
+    private final boolean bytes;
+
     Feature(String name, long[] shape, Encoding encoding) {
       this(name, shape, encoding, ValueType.FLOAT32, false, 0);
     }
@@ -93,6 +96,17 @@ public final class DatasetSpec implements Serializable {
         ValueType type,
         boolean sequence,
         long vocabSize) {
+      this(name, shape, encoding, type, sequence, vocabSize, false);
+    }
+
+    private Feature(
+        String name,
+        long[] shape,
+        Encoding encoding,
+        ValueType type,
+        boolean sequence,
+        long vocabSize,
+        boolean bytes) {
       this.name = name;
       this.shape = shape.clone();
       this.encoding = encoding;
@@ -105,7 +119,9 @@ public final class DatasetSpec implements Serializable {
       }
       // A record keeps its values in float slots: an int64 takes two, a sequence one more for its
       // length (see Slots).
-      long slots = (type == ValueType.INT64 ? 2 : 1) * n + (sequence ? 1 : 0);
+      // An image column held as bytes (image transfer uint8) packs four pixel values into a slot.
+      long slots = bytes ? (n + 3) / 4 : (type == ValueType.INT64 ? 2 : 1) * n + (sequence ? 1 : 0);
+      this.bytes = bytes;
       if (slots > Integer.MAX_VALUE / 8) {
         throw new IllegalArgumentException(
             "DatasetSpec: feature '" + name + "' has " + n + " values per example: too many");
@@ -167,6 +183,28 @@ public final class DatasetSpec implements Serializable {
       return size;
     }
 
+    /**
+     * Whether this image column is held on the host as its decoded bytes (0..255, HWC), four to a
+     * float slot as raw bits (native byte order, the last slot's unused bytes 0): what image
+     * transfer uint8 hands the device, one byte per pixel in records, the shuffle buffer, the cache
+     * and host batches ({@link DatasetSpec#withImageBytes()}). Such slots are only ever copied,
+     * never read as floats. False for every column of a spec as the user builds it.
+     */
+    public boolean bytes() {
+      return bytes;
+    }
+
+    /** This column held as bytes ({@link #bytes()}); only for image columns. */
+    Feature asBytes() {
+      if (encoding != Encoding.IMAGE) {
+        throw new IllegalArgumentException(
+            "DatasetSpec: feature '"
+                + name
+                + "' is not an image column: only images travel as bytes");
+      }
+      return bytes ? this : new Feature(name, shape, encoding, type, sequence, vocabSize, true);
+    }
+
     /** Values of one example of a fixed shape (the product of the shape), a sequence's maximum. */
     public int values() {
       long n = 1;
@@ -188,7 +226,7 @@ public final class DatasetSpec implements Serializable {
       }
       return name
           + Arrays.toString(shape)
-          + (encoding == Encoding.IMAGE ? " image" : "")
+          + (encoding == Encoding.IMAGE ? (bytes ? " image bytes" : " image") : "")
           + (type == ValueType.INT64 ? " int64" : "");
     }
   }
@@ -273,6 +311,32 @@ public final class DatasetSpec implements Serializable {
       n += f.size();
     }
     return n;
+  }
+
+  /**
+   * This spec with every image column held as bytes on the host ({@link Feature#bytes()}): what the
+   * input pipeline reads when images travel to the device as uint8 and nothing on the host needs
+   * them as floats. The shapes are the same; a record takes a quarter of the slots for its images.
+   */
+  public DatasetSpec withImageBytes() {
+    Builder b = toBuilder();
+    for (int i = 0; i < b.features.size(); i++) {
+      Feature f = b.features.get(i);
+      if (f.encoding() == Encoding.IMAGE) {
+        b.features.set(i, f.asBytes());
+      }
+    }
+    return b.build();
+  }
+
+  /** Whether an image column is held as bytes ({@link #withImageBytes()}). */
+  public boolean hasImageBytes() {
+    for (Feature f : features) {
+      if (f.bytes()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   @Override

@@ -75,6 +75,11 @@ final class EpochStream implements AutoCloseable {
   private long windowTotal;
   private int windowBatches;
 
+  /** The pipeline's image clock when this stream started (its images are what it added since). */
+  private final long decodedAtStart;
+
+  private final long decodeNanosAtStart;
+
   /**
    * Starts the producer of {@code epoch}, skipping its first {@code skip} batches, with {@code
    * prefetch} batches of queue and {@code parallelism} decoding readers to begin with.
@@ -85,6 +90,8 @@ final class EpochStream implements AutoCloseable {
     this.skip = skip;
     this.prefetch = new ResizableQueue<>(prefetch);
     this.permits = new AdjustableSemaphore(parallelism);
+    this.decodedAtStart = ctx.imageClock().images();
+    this.decodeNanosAtStart = ctx.imageClock().nanos();
     if (ctx.unordered() || ctx.planned()) {
       this.producer = null;
       this.batcher = null;
@@ -473,8 +480,22 @@ final class EpochStream implements AutoCloseable {
   }
 
   PipelineStats stats() {
+    int imageColumns = 0;
+    for (DatasetSpec.Feature f : ctx.spec().features()) {
+      if (f.encoding() == DatasetSpec.Encoding.IMAGE) {
+        imageColumns++;
+      }
+    }
     return new PipelineStats(
-        batches, records, waitNanos, consumerNanos, permits.limit(), prefetch.capacity());
+        batches,
+        records,
+        waitNanos,
+        consumerNanos,
+        permits.limit(),
+        prefetch.capacity(),
+        imageColumns,
+        ctx.imageClock().images() - decodedAtStart,
+        ctx.imageClock().nanos() - decodeNanosAtStart);
   }
 
   @Override

@@ -81,7 +81,9 @@ public final class HostBatch {
 
   /**
    * Column {@code c}: {@code size() x} the column's values, float32 in native order, in a direct
-   * buffer (position 0, limit its bytes).
+   * buffer (position 0, limit its bytes). For an image column held as bytes ({@link
+   * DatasetSpec.Feature#bytes()}) each row is its {@code values()} bytes (HWC, 0..255) padded with
+   * zeros to {@code 4 x size()}.
    */
   public ByteBuffer column(int c) {
     return features[c];

@@ -40,6 +40,10 @@ final class PipelineContext {
   private final BufferPool[] columns;
   private final BufferPool[] masks;
   private final BufferPool labels;
+  private final ImageClock imageClock = new ImageClock();
+
+  /** AUTOTUNE's ceiling for decoding readers ({@link #decodeThreads}). */
+  private final int maxParallelism;
 
   PipelineContext(
       DatasetPlan plan, PipelineOptions options, int rank, int numWorkers, Configuration conf) {
@@ -166,9 +170,12 @@ final class PipelineContext {
               + maxPrefetch
               + ")");
     }
+    this.maxParallelism =
+        decodeThreads(
+            options.cycleLength(), taskCpus(), Runtime.getRuntime().availableProcessors());
     this.initialParallelism =
         options.readerParallelism() == PipelineOptions.AUTOTUNE
-            ? Math.min(2, k)
+            ? Math.min(Math.min(2, k), maxParallelism)
             : Math.min(options.readerParallelism(), options.cycleLength());
     int live =
         Math.max(1, options.shuffleBuffer()) + k * (slotCapacity + 17) + 2 * options.batchSize();
@@ -193,8 +200,10 @@ final class PipelineContext {
             maxPrefetch + 4 + (planned ? plannedWindow : 0));
     this.readBuffers = decodeInBatch ? new ReadBuffers(READ_BUFFERS_PER_READER * k) : null;
     ImageResize resize = options.effectiveImageResize();
-    this.decoders = ThreadLocal.withInitial(() -> new RecordDecoder(spec, resize));
-    this.opener = new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers);
+    this.decoders =
+        ThreadLocal.withInitial(() -> new RecordDecoder(spec, resize).clock(imageClock));
+    this.opener =
+        new Opener(plan, shard, conf, options, rank, numWorkers, records, readBuffers, imageClock);
   }
 
   /**
@@ -317,6 +326,11 @@ final class PipelineContext {
     return plannedWindow;
   }
 
+  /** The images this pipeline decoded and its decoders' time on them (TFRecord data). */
+  ImageClock imageClock() {
+    return imageClock;
+  }
+
   /** A decoder for the calling (batch) thread. */
   RecordDecoder decoder() {
     return decoders.get();
@@ -344,9 +358,41 @@ final class PipelineContext {
     return Math.max(1, Math.min(2, Runtime.getRuntime().availableProcessors()));
   }
 
-  /** AUTOTUNE's ceiling for decoding readers: the cycle length, and no more than the cores. */
+  /** AUTOTUNE's ceiling for decoding readers ({@link #decodeThreads}). */
   int maxParallelism() {
-    return Math.max(1, Math.min(options.cycleLength(), Runtime.getRuntime().availableProcessors()));
+    return maxParallelism;
+  }
+
+  /**
+   * AUTOTUNE's ceiling for the parallel decode stage (the readers, which decode and map): as many
+   * as the task has CPUs ({@code taskCpus}, Spark's {@code spark.task.cpus} inside a task on an
+   * executor; 0 outside a task or in local mode, where the task shares the machine: then its {@code
+   * cores}), and no more than the cycle length (one reader per open split).
+   */
+  static int decodeThreads(int cycleLength, int taskCpus, int cores) {
+    int cpus = taskCpus > 0 ? taskCpus : cores;
+    return Math.max(1, Math.min(cycleLength, cpus));
+  }
+
+  /**
+   * The CPUs Spark gave the calling task ({@code TaskContext.cpus()}, i.e. {@code
+   * spark.task.cpus}), or 0 outside a task, in local mode (tasks run in the driver and share its
+   * machine) and without Spark on the class path.
+   */
+  static int taskCpus() {
+    try {
+      org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+      if (task == null) {
+        return 0;
+      }
+      org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+      if (env == null || "driver".equals(env.executorId())) { // SparkContext.DRIVER_IDENTIFIER
+        return 0;
+      }
+      return task.cpus();
+    } catch (NoClassDefFoundError e) {
+      return 0;
+    }
   }
 
   /**
@@ -360,6 +406,7 @@ final class PipelineContext {
     private final ArrayPool records;
     private final ReadBuffers readBuffers;
     private final ImageResize resize;
+    private final ImageClock clock;
 
     Opener(
         DatasetPlan plan,
@@ -369,7 +416,9 @@ final class PipelineContext {
         int rank,
         int numWorkers,
         ArrayPool records,
-        ReadBuffers readBuffers) {
+        ReadBuffers readBuffers,
+        ImageClock clock) {
+      this.clock = clock;
       this.records = records;
       this.readBuffers = readBuffers;
       this.resize = options.effectiveImageResize();
@@ -402,14 +451,15 @@ final class PipelineContext {
           plan.spec().format() == DatasetSpec.Format.PARQUET
               ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records, resize)
               : new TFRecordStream(
-                  s,
-                  plan.spec(),
-                  j -> shard.owns(i, j),
-                  conf,
-                  TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
-                  records,
-                  readBuffers,
-                  resize);
+                      s,
+                      plan.spec(),
+                      j -> shard.owns(i, j),
+                      conf,
+                      TFRecordReader.DEFAULT_MAX_RECORD_LENGTH,
+                      records,
+                      readBuffers,
+                      resize)
+                  .clock(clock);
       return cache == null ? source : cache.writeThrough(s, source);
     }
 

@@ -58,6 +58,12 @@ final class RecordDecoder {
     return images.resize();
   }
 
+  /** Counts this decoder's images and their decode time on {@code clock} (null: nowhere). */
+  RecordDecoder clock(ImageClock clock) {
+    images.clock = clock;
+    return this;
+  }
+
   /** Seeds the next record's random image box ({@link Images#seed}). */
   void seedImages(long seed) {
     images.seed(seed);
@@ -146,6 +152,35 @@ final class RecordDecoder {
               "feature '" + f.name() + "' must hold one encoded image");
         }
         long[] s = f.shape();
+        if (f.bytes()) { // one byte per value, four to a slot: no float conversion
+          try {
+            if (out != null) {
+              images.decodeImageBytes(
+                  values.bytesBuffer(),
+                  values.bytesOffset(0),
+                  values.bytesLength(0),
+                  (int) s[0],
+                  (int) s[1],
+                  (int) s[2],
+                  out,
+                  pos);
+            } else {
+              images.decodeImageBytesInto(
+                  values.bytesBuffer(),
+                  values.bytesOffset(0),
+                  values.bytesLength(0),
+                  (int) s[0],
+                  (int) s[1],
+                  (int) s[2],
+                  columns[c],
+                  4 * row * n);
+            }
+          } catch (IOException e) {
+            throw new MalformedRecordException("feature '" + f.name() + "': " + e.getMessage());
+          }
+          pos += n;
+          continue;
+        }
         try {
           images.decodeImage(
               values.bytesBuffer(),

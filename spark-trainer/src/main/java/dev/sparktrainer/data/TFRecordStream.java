@@ -99,6 +99,14 @@ final class TFRecordStream implements RecordStream, ImageSeeding {
     }
   }
 
+  /** Counts the images this stream decodes on {@code clock} (null: nowhere). */
+  TFRecordStream clock(ImageClock clock) {
+    if (decoder != null) {
+      decoder.clock(clock);
+    }
+    return this;
+  }
+
   @Override
   public Record next() throws IOException {
     while (reader.next()) {

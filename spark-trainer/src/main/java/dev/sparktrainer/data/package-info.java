@@ -31,5 +31,22 @@
  * ArchitectureTest.dataHasNoDeviceCode}): the {@code device} package uploads the host batches
  * ({@code PipelineSource}, the trainer's {@code BatchSource}), including the image columns that
  * cross as bytes ({@code DeviceImages}, whose plan gives the pipeline its host options).
+ *
+ * <p>Images as bytes: a decoded record is one float array of slots ({@code Slots}: an int64 takes
+ * two as raw bits). When image columns travel to the device as uint8 and nothing on the host needs
+ * them as floats, the device package reads {@link
+ * dev.sparktrainer.data.DatasetPlan#withImageBytes()}: each image column's {@link
+ * dev.sparktrainer.data.DatasetSpec.Feature#bytes()} is set, so its {@code size()} — the slots
+ * everything here sizes records, the shuffle buffer, the cache, batch columns and the memory budget
+ * by — is {@code ceil(values / 4)}, and the decoder ({@code Images}) writes the decoded bytes four
+ * to a slot as raw bits (native order, one bulk copy; into a batch row, the bytes themselves). The
+ * slots are only ever copied as floats (arrays, {@code FloatBuffer}s, the cache's raw bits), never
+ * computed with, so a batch column copied from them holds the image's bytes, one per pixel: no
+ * float conversion on the host, a quarter of the memory. Nothing else changes: a spec as the user
+ * builds it has no bytes column, so the float32 path is the code it was. Decoders count their
+ * images and time ({@code ImageClock}) for {@link dev.sparktrainer.data.PipelineStats}' images/s
+ * and decode time per image; AUTOTUNE's ceiling for decoding readers is the task's CPUs ({@code
+ * spark.task.cpus} on an executor; the machine's cores in local mode or outside Spark) and the
+ * cycle length ({@code PipelineContext.decodeThreads}).
  */
 package dev.sparktrainer.data;

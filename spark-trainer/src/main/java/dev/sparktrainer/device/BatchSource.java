@@ -1,6 +1,7 @@
 package dev.sparktrainer.device;
 
 import dev.sparktrainer.data.EpochSegment;
+import dev.sparktrainer.data.PipelineStats;
 import java.util.Iterator;
 import java.util.List;
 
@@ -70,6 +71,22 @@ public interface BatchSource extends AutoCloseable {
    * source may ignore it; a different next call is still correct.
    */
   default void prepare(int epoch) {}
+
+  /**
+   * Image columns of the examples (encoded images the source decodes): images per example, for
+   * images/s. 0 for none.
+   */
+  default int imageColumns() {
+    return 0;
+  }
+
+  /**
+   * The input pipeline's measurements of the current (or last) epoch (images/s, decode time per
+   * image); null for a source without one (data in memory) or before its first epoch.
+   */
+  default PipelineStats stats() {
+    return null;
+  }
 
   /** Stops reader threads and releases buffers. */
   @Override

@@ -74,11 +74,16 @@ final class BatchUpload {
       for (int c = 0; c < hb.columns(); c++) {
         int width = spec.features().get(c).size();
         if (images.uint8(c)) { // one byte per pixel crosses; float32 made on the device
-          ByteBuffer bytes = images.pack(c, hb.floats(c), size);
+          // The host batch holds the bytes (TFRecord data), or floats k / 255f packed here.
+          boolean own = images.hostBytes();
+          ByteBuffer bytes =
+              own ? images.bytes(c, hb.column(c), size) : images.pack(c, hb.floats(c), size);
           try {
             features.add(images.upload(m, c, bytes, size, hb.draws()));
           } finally {
-            images.give(c, bytes);
+            if (!own || images.pooledBytes(c)) {
+              images.give(c, bytes);
+            }
           }
           upload += (long) size * width;
           first += width;

@@ -7,6 +7,7 @@ import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import dev.sparktrainer.data.BufferPool;
+import dev.sparktrainer.data.DatasetPlan;
 import dev.sparktrainer.data.DatasetSpec;
 import dev.sparktrainer.data.ExampleTransform;
 import dev.sparktrainer.data.ImageAugment;
@@ -58,6 +59,13 @@ public final class DeviceImages {
   private final String reason;
   private final BufferPool[] pools;
 
+  /**
+   * Whether the host pipeline holds the image columns as bytes ({@link
+   * DatasetSpec#withImageBytes()}): TFRecord data. Parquet data is decoded to floats by its readers
+   * and packed to bytes here.
+   */
+  private final boolean hostBytes;
+
   private DeviceImages(
       DatasetSpec spec,
       boolean[] uint8,
@@ -73,9 +81,10 @@ public final class DeviceImages {
     this.pools = new BufferPool[uint8.length];
     for (int c = 0; c < uint8.length; c++) {
       if (uint8[c]) {
-        pools[c] = new BufferPool(batchSize * spec.features().get(c).size(), 4);
+        pools[c] = new BufferPool(batchSize * spec.features().get(c).values(), 4);
       }
     }
+    this.hostBytes = reason == null && spec.format() == DatasetSpec.Format.TFRECORD;
   }
 
   /**
@@ -160,6 +169,19 @@ public final class DeviceImages {
   }
 
   /**
+   * The plan the host pipeline reads: with image columns held as bytes ({@link
+   * DatasetPlan#withImageBytes()}) when they travel as uint8 from TFRecord data, else {@code plan}.
+   */
+  DatasetPlan hostPlan(DatasetPlan plan) {
+    return hostBytes ? plan.withImageBytes() : plan;
+  }
+
+  /** Whether the host batches hold the image columns as bytes ({@link #hostPlan}). */
+  boolean hostBytes() {
+    return hostBytes;
+  }
+
+  /**
    * The options the host pipeline runs with: the built-in augmentation replaced by drawing its
    * random choices only (none when it draws nothing).
    */
@@ -228,13 +250,42 @@ public final class DeviceImages {
    * #give}.
    */
   ByteBuffer pack(int c, FloatBuffer floats, int n) {
-    int count = n * spec.features().get(c).size();
+    int count = n * spec.features().get(c).values();
     ByteBuffer out = pools[c].take();
     pack(floats, count, out);
     out.limit(count);
     return out;
   }
 
+  /**
+   * Column {@code c} of a host batch of {@code n} rows that holds it as bytes ({@link #hostPlan}):
+   * the column's own buffer when its rows are whole slots (values a multiple of 4: no copy), else
+   * the rows moved together (one bulk copy per row) into a pooled buffer; either way limited to
+   * {@code n x values} bytes. Give it back with {@link #give}.
+   */
+  ByteBuffer bytes(int c, ByteBuffer column, int n) {
+    int values = spec.features().get(c).values();
+    if (values % 4 == 0) {
+      return column.duplicate().order(ByteOrder.nativeOrder()).limit(n * values);
+    }
+    int stride = 4 * ((values + 3) / 4);
+    ByteBuffer out = pools[c].take();
+    for (int i = 0; i < n; i++) {
+      out.put(i * values, column, i * stride, values);
+    }
+    out.limit(n * values);
+    return out;
+  }
+
+  /**
+   * Whether {@link #bytes} of column {@code c} is a pooled buffer (to {@link #give} back) rather
+   * than a view of the batch's own column.
+   */
+  boolean pooledBytes(int c) {
+    return spec.features().get(c).values() % 4 != 0;
+  }
+
+  /** Gives back a buffer of {@link #pack} or a pooled one of {@link #bytes}. */
   void give(int c, ByteBuffer b) {
     b.clear();
     pools[c].give(b);

@@ -72,7 +72,9 @@ public final class PipelineSource implements BatchSource {
       LOG.info("--image-transfer uint8 asked for, images travel as float32: {}", images.reason());
     }
     PipelineOptions host = images.active() ? images.hostOptions(options) : options;
-    InputPipeline pipeline = InputPipeline.create(plan, host, rank, numWorkers, conf);
+    // Images travelling as uint8 stay bytes on the host from the decoder on (TFRecord data).
+    InputPipeline pipeline =
+        InputPipeline.create(images.hostPlan(plan), host, rank, numWorkers, conf);
     try {
       return new PipelineSource(
           pipeline, new BatchUpload(plan.spec(), normalization, images, manager));
@@ -93,8 +95,20 @@ public final class PipelineSource implements BatchSource {
   }
 
   /** Measurements of the current (or last) epoch ({@link InputPipeline#stats}). */
+  @Override
   public PipelineStats stats() {
     return pipeline.stats();
+  }
+
+  @Override
+  public int imageColumns() {
+    int n = 0;
+    for (DatasetSpec.Feature f : pipeline.spec().features()) {
+      if (f.encoding() == DatasetSpec.Encoding.IMAGE) {
+        n++;
+      }
+    }
+    return n;
   }
 
   @Override

@@ -82,6 +82,10 @@ public final class MetricsReport {
     e.put("val_accuracy", m.validationAccuracy());
     e.put("samples_per_sec", m.samplesPerSecond());
     e.put("seconds", m.seconds());
+    if (m.images() != null) {
+      e.put("images_per_sec", m.imagesPerSecond());
+      e.put("decode_ms_per_image", m.decodeMillisPerImage());
+    }
     Map<String, Object> time = new LinkedHashMap<>();
     time.put("data_wait_s", m.dataWaitSeconds());
     time.put("compute_s", m.computeSeconds());

@@ -119,6 +119,10 @@ final class MonitorCallback implements TrainingCallback {
         m.put("batch_loss", p.loss());
         m.put("batch_learning_rate", p.learningRate());
         m.put("batch_samples_per_sec", p.samplesPerSecond());
+        if (!Double.isNaN(p.imagesPerSecond())) {
+          m.put("batch_images_per_sec", p.imagesPerSecond());
+          m.put("batch_decode_ms_per_image", p.decodeMillisPerImage());
+        }
         write(train, p.globalStep(), m);
         if (now - lastFlush > 5_000_000_000L) {
           flush();
@@ -155,6 +159,10 @@ final class MonitorCallback implements TrainingCallback {
         m.put("epoch_learning_rate", learningRate);
         m.put("epoch_samples_per_sec", e.samplesPerSecond());
         m.put("epoch_seconds", e.seconds());
+        if (e.images() != null) {
+          m.put("epoch_images_per_sec", e.imagesPerSecond());
+          m.put("epoch_decode_ms_per_image", e.decodeMillisPerImage());
+        }
         m.put("epoch_time/data_wait_s", e.dataWaitSeconds());
         m.put("epoch_time/compute_s", e.computeSeconds());
         m.put("epoch_time/allreduce_s", e.allReduceSeconds());

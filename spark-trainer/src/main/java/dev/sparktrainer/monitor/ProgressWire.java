@@ -35,7 +35,10 @@ final class ProgressWire {
         + " "
         + p.epochSeconds()
         + " "
-        + p.numWorkers();
+        + p.numWorkers()
+        + (Double.isNaN(p.imagesPerSecond())
+            ? ""
+            : " " + p.imagesPerSecond() + " " + p.decodeMillisPerImage());
   }
 
   static String epoch(EpochMetrics m) {
@@ -84,7 +87,8 @@ final class ProgressWire {
                 + " "
                 + m.validationMae()
                 + " "
-                + m.validationR2());
+                + m.validationR2())
+        + (m.images() == null ? "" : " I " + m.imagesPerSecond() + " " + m.decodeMillisPerImage());
   }
 
   static String straggler(StragglerReport.Slowest s) {
@@ -122,7 +126,7 @@ final class ProgressWire {
   static Object parse(String line) {
     String[] f = line.split(" ");
     try {
-      if (f[0].equals("S") && f.length == 12) {
+      if (f[0].equals("S") && (f.length == 12 || f.length == 14)) { // 14: with images
         return new StepProgress(
             Integer.parseInt(f[1]),
             Integer.parseInt(f[2]),
@@ -134,7 +138,9 @@ final class ProgressWire {
             d(f[8]),
             d(f[9]),
             d(f[10]),
-            Integer.parseInt(f[11]));
+            Integer.parseInt(f[11]),
+            f.length == 14 ? d(f[12]) : Double.NaN,
+            f.length == 14 ? d(f[13]) : Double.NaN);
       }
       if (f[0].equals("L") && f.length == 11) {
         return new StragglerReport.Slowest(
@@ -148,6 +154,11 @@ final class ProgressWire {
             d(f[8]),
             d(f[9]),
             Boolean.parseBoolean(f[10]));
+      }
+      EpochMetrics.Images images = null;
+      if (f[0].equals("E") && f.length >= 3 && f[f.length - 3].equals("I")) { // with images
+        images = new EpochMetrics.Images(d(f[f.length - 2]), d(f[f.length - 1]));
+        f = java.util.Arrays.copyOf(f, f.length - 3);
       }
       if (f[0].equals("E")
           && (f.length == 17 || f.length == 23)) { // 23: with the regression metrics
@@ -173,7 +184,8 @@ final class ProgressWire {
             d(f[14]),
             d(f[15]),
             f[16],
-            r);
+            r,
+            images);
       }
     } catch (NumberFormatException e) {
       return null;

@@ -130,7 +130,15 @@ class ImageTransferTrainingTest {
     // The same tensors reach the model (DeviceImagesTest): only CPU kernels' own
     // nondeterminism could tell the runs apart.
     assertThat(Math.abs(device.validationAccuracy() - host.validationAccuracy()))
-        .isLessThanOrEqualTo(0.02);
+        .isLessThanOrEqualTo(
+            0.02); // images/s (one image column: the samples/s) and decode time per image, in the
+    // metrics
+    for (EpochMetrics m : List.of(host, device)) {
+      assertThat(m.images()).isNotNull();
+      assertThat(m.imagesPerSecond()).isPositive().isEqualTo(m.samplesPerSecond());
+      assertThat(m.decodeMillisPerImage()).isPositive().isFinite();
+      assertThat(m.toJson()).contains("\"images_per_s\":", "\"decode_ms_per_image\":");
+    }
   }
 
   /** Bytes to the device per step, as the step's ledger counts them, for batches of 32. */

@@ -4,6 +4,7 @@ import ai.djl.training.loss.Loss;
 import dev.sparktrainer.checkpoint.AsyncCheckpointWriter;
 import dev.sparktrainer.collective.Communicator;
 import dev.sparktrainer.collective.ReduceOp;
+import dev.sparktrainer.data.PipelineStats;
 import dev.sparktrainer.device.Batch;
 import dev.sparktrainer.device.BatchSource;
 import dev.sparktrainer.model.LossSpec;
@@ -59,6 +60,9 @@ public final class EpochEnd {
   private final long steps;
   private final double[] trainSums;
   private final long dataWaitNanos;
+  private final int imageColumns;
+  private final PipelineStats pipeline;
+  private EpochMetrics.Images images;
   private final StepTimings timings;
   private final long startNanos;
   private final double trainSeconds;
@@ -87,6 +91,8 @@ public final class EpochEnd {
       long steps,
       double[] trainSums,
       long dataWaitNanos,
+      int imageColumns,
+      PipelineStats pipeline,
       StepTimings timings,
       long startNanos,
       double restoredSamples,
@@ -96,6 +102,8 @@ public final class EpochEnd {
     this.steps = steps;
     this.trainSums = trainSums;
     this.dataWaitNanos = dataWaitNanos;
+    this.imageColumns = imageColumns;
+    this.pipeline = pipeline;
     this.timings = timings;
     this.startNanos = startNanos;
     this.trainSeconds = (System.nanoTime() - startNanos) / 1e9;
@@ -134,6 +142,19 @@ public final class EpochEnd {
       case METRICS -> {
         sums = EpochSums.of(trainSums, dataWaitNanos, timings).allReduce(run.comm);
         Divergence.check(sums.loss(), epoch, globalStep);
+        if (imageColumns > 0) { // the same on every rank: the same spec
+          double[] decoded = {
+            pipeline == null ? 0 : pipeline.decodedImages(),
+            pipeline == null ? 0 : pipeline.decodedImages() * pipeline.decodeMillisPerImage()
+          };
+          if (!Double.isFinite(decoded[1])) {
+            decoded[1] = 0;
+          }
+          run.comm.allReduce(decoded, ReduceOp.SUM);
+          images =
+              new EpochMetrics.Images(
+                  Double.NaN, decoded[0] > 0 ? decoded[1] / decoded[0] : Double.NaN);
+        }
       }
       case STRAGGLERS -> {
         StragglerReport straggler = run.times.exchange(run.comm, epoch);
@@ -212,7 +233,12 @@ public final class EpochEnd {
             sums.backwardSeconds() / size,
             sums.communicationSeconds() / size,
             replicaHash,
-            regression(loss, sums, val, validated));
+            regression(loss, sums, val, validated),
+            images == null
+                ? null
+                : new EpochMetrics.Images(
+                    (sums.samples() - restoredSamples) / seconds[0] * imageColumns,
+                    images.decodeMillisPerImage()));
     run.history.add(metrics);
     run.progress.epochEnd(metrics);
     if (run.comm.rank() == 0) {

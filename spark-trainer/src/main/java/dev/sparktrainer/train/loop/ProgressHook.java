@@ -1,5 +1,7 @@
 package dev.sparktrainer.train.loop;
 
+import dev.sparktrainer.data.PipelineStats;
+import dev.sparktrainer.device.BatchSource;
 import dev.sparktrainer.train.config.TrainingConfig;
 import dev.sparktrainer.train.metrics.EpochMetrics;
 import dev.sparktrainer.train.metrics.StepProgress;
@@ -24,6 +26,8 @@ final class ProgressHook implements AutoCloseable {
   private double lastSamples;
   private long epochStartNanos;
   private double epochStartSamples;
+  private BatchSource source;
+  private int imageColumns;
 
   ProgressHook(TrainingConfig cfg, TrainingCallback callback, int rank, int size) {
     this.cfg = rank == 0 ? cfg : null;
@@ -43,6 +47,12 @@ final class ProgressHook implements AutoCloseable {
     }
   }
 
+  /** The training data, whose image columns and decode time the progress reports. */
+  void source(BatchSource s) {
+    this.source = s;
+    this.imageColumns = s.imageColumns();
+  }
+
   /** At the start (or resumption) of an epoch; {@code acc} holds its sums so far. */
   void epochBegin(double[] acc) {
     epochStartNanos = System.nanoTime();
@@ -56,6 +66,8 @@ final class ProgressHook implements AutoCloseable {
     if (listener == null) {
       return;
     }
+    double images = Double.NaN;
+    double decodeMs = Double.NaN;
     double n = acc[2] - lastSamples;
     double batchLoss = n > 0 ? (acc[0] - lastLoss) / n : Double.NaN;
     lastLoss = acc[0];
@@ -63,6 +75,11 @@ final class ProgressHook implements AutoCloseable {
     double seconds = (System.nanoTime() - epochStartNanos) / 1e9;
     // rank 0's own samples x N: every worker takes the same number of equally sized steps.
     double rate = seconds > 0 ? (acc[2] - epochStartSamples) * size / seconds : Double.NaN;
+    if (source != null && imageColumns > 0) {
+      images = rate * imageColumns;
+      PipelineStats s = source.stats();
+      decodeMs = s == null ? Double.NaN : s.decodeMillisPerImage();
+    }
     try {
       listener.onStep(
           new StepProgress(
@@ -76,7 +93,9 @@ final class ProgressHook implements AutoCloseable {
               rate,
               cfg.model().optimizer().learningRate(globalStep - 1, size),
               seconds,
-              size));
+              size,
+              images,
+              decodeMs));
     } catch (RuntimeException e) {
       drop("onStep", e);
     }

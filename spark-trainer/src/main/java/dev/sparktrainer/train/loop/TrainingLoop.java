@@ -149,6 +149,7 @@ public final class TrainingLoop {
           data = data.withBatchSize(state.batchSize);
         }
         BatchSource source = train.open(data.create(rank, size, replicas.manager(), hadoopConf));
+        progress.source(source);
         logLayout(placement, step);
         history = new ArrayList<>(state.history);
         SnapshotWriter snapshots =
@@ -310,6 +311,8 @@ public final class TrainingLoop {
         epochSteps,
         acc,
         waitNanos,
+        source.imageColumns(),
+        source.stats(),
         step.timings().since(before),
         epochStart,
         plan.resumed() ? state.partial[2] : 0,

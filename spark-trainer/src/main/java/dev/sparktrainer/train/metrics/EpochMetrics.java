@@ -29,6 +29,7 @@ import java.io.Serializable;
  *     backward
  * @param parameterHash SHA-256 of all parameters after the epoch, identical on every replica
  * @param regression MSE, MAE and R² of a regression loss ({@code l2}); null for classification
+ * @param images images/s and decode time per image of a run with image columns; null without
  */
 public record EpochMetrics(
     int epoch,
@@ -47,8 +48,49 @@ public record EpochMetrics(
     double backwardSeconds,
     double communicationSeconds,
     String parameterHash,
-    Regression regression)
+    Regression regression,
+    Images images)
     implements Serializable {
+
+  /** The metrics of a run without image columns (no {@link Images}). */
+  public EpochMetrics(
+      int epoch,
+      long steps,
+      long samples,
+      double loss,
+      double accuracy,
+      double validationLoss,
+      double validationAccuracy,
+      double seconds,
+      double samplesPerSecond,
+      double dataWaitSeconds,
+      double computeSeconds,
+      double allReduceSeconds,
+      double optimizerSeconds,
+      double backwardSeconds,
+      double communicationSeconds,
+      String parameterHash,
+      Regression regression) {
+    this(
+        epoch,
+        steps,
+        samples,
+        loss,
+        accuracy,
+        validationLoss,
+        validationAccuracy,
+        seconds,
+        samplesPerSecond,
+        dataWaitSeconds,
+        computeSeconds,
+        allReduceSeconds,
+        optimizerSeconds,
+        backwardSeconds,
+        communicationSeconds,
+        parameterHash,
+        regression,
+        null);
+  }
 
   /** The metrics of a classification loss (no {@link Regression}). */
   public EpochMetrics(
@@ -85,7 +127,31 @@ public record EpochMetrics(
         backwardSeconds,
         communicationSeconds,
         parameterHash,
+        null,
         null);
+  }
+
+  /**
+   * The input pipeline's images of an epoch with image columns (encoded images decoded on the fly),
+   * reduced over all workers.
+   *
+   * @param imagesPerSecond global images trained on per second ({@code samplesPerSecond} times the
+   *     image columns)
+   * @param decodeMillisPerImage wall time a decoding thread spent per image (decode, crop and
+   *     resize, the copy), over every worker's decoded images; NaN when none was decoded (Parquet
+   *     data, or all from the cache)
+   */
+  public record Images(double imagesPerSecond, double decodeMillisPerImage)
+      implements Serializable {}
+
+  /** Global images/s (NaN without image columns). */
+  public double imagesPerSecond() {
+    return images == null ? Double.NaN : images.imagesPerSecond();
+  }
+
+  /** Decode time per image in ms (NaN without image columns or decoded images). */
+  public double decodeMillisPerImage() {
+    return images == null ? Double.NaN : images.decodeMillisPerImage();
   }
 
   /**
@@ -204,6 +270,10 @@ public record EpochMetrics(
       JsonText.put(o, "validation_mse", validationMse());
       JsonText.put(o, "validation_mae", validationMae());
       JsonText.put(o, "validation_r2", validationR2());
+    }
+    if (images != null) {
+      JsonText.put(o, "images_per_s", imagesPerSecond());
+      JsonText.put(o, "decode_ms_per_image", decodeMillisPerImage());
     }
     return JsonText.write(o);
   }

@@ -16,6 +16,10 @@ import java.io.Serializable;
  * @param learningRate the learning rate of the last update
  * @param epochSeconds wall time since the epoch started (or resumed)
  * @param numWorkers N
+ * @param imagesPerSecond global images/s of this epoch so far ({@code samplesPerSecond} times the
+ *     image columns); NaN without image columns
+ * @param decodeMillisPerImage rank 0's input pipeline: wall time a decoding thread spent per image
+ *     in this epoch so far; NaN without image columns or decoded images
  */
 public record StepProgress(
     int epoch,
@@ -28,5 +32,37 @@ public record StepProgress(
     double samplesPerSecond,
     double learningRate,
     double epochSeconds,
-    int numWorkers)
-    implements Serializable {}
+    int numWorkers,
+    double imagesPerSecond,
+    double decodeMillisPerImage)
+    implements Serializable {
+
+  /** Progress of a run without image columns. */
+  public StepProgress(
+      int epoch,
+      int epochs,
+      long step,
+      long stepsPerEpoch,
+      long globalStep,
+      double loss,
+      double epochLoss,
+      double samplesPerSecond,
+      double learningRate,
+      double epochSeconds,
+      int numWorkers) {
+    this(
+        epoch,
+        epochs,
+        step,
+        stepsPerEpoch,
+        globalStep,
+        loss,
+        epochLoss,
+        samplesPerSecond,
+        learningRate,
+        epochSeconds,
+        numWorkers,
+        Double.NaN,
+        Double.NaN);
+  }
+}
