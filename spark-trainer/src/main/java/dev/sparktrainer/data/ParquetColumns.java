@@ -701,13 +701,21 @@ final class ParquetColumns {
       this.leaf = leaf;
     }
 
-    /** The column's declared shape, and the decoder its images go through. */
-    void shape(long[] s, Images decoder) {
+    /** Whether the images go out as bytes, four to a float slot ({@code Feature.bytes()}). */
+    private boolean packed;
+
+    /**
+     * The column's declared shape, the decoder its images go through, and whether they go out as
+     * bytes ({@link DatasetSpec.Feature#bytes()}: {@code ceil(H * W * C / 4)} slots of raw bits).
+     */
+    void shape(long[] s, Images decoder, boolean bytes) {
       this.images = decoder;
       height = (int) s[0];
       width = (int) s[1];
       channels = (int) s[2];
-      scratch = new float[height * width * channels];
+      packed = bytes;
+      int n = height * width * channels;
+      scratch = new float[bytes ? (n + 3) / 4 : n];
     }
 
     @Override
@@ -720,7 +728,11 @@ final class ParquetColumns {
       Binary b = leaf.binary();
       byte[] bytes = b.getBytesUnsafe();
       try {
-        images.decodeImage(bytes, 0, bytes.length, height, width, channels, scratch, 0);
+        if (packed) {
+          images.decodeImageBytes(bytes, 0, bytes.length, height, width, channels, scratch, 0);
+        } else {
+          images.decodeImage(bytes, 0, bytes.length, height, width, channels, scratch, 0);
+        }
       } catch (IOException e) {
         throw new BadValue("column '" + leaf.column + "': " + e.getMessage());
       }

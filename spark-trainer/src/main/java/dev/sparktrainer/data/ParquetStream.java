@@ -69,6 +69,14 @@ final class ParquetStream implements RecordStream, ImageSeeding {
     this(split, spec, owned, conf, pool, null);
   }
 
+  /** Counts the images this stream decodes on {@code clock} (null: nowhere). */
+  ParquetStream clock(ImageClock clock) {
+    if (images != null) {
+      images.clock = clock;
+    }
+    return this;
+  }
+
   /** As above, images of another size resized by {@code resize} (null: the default). */
   ParquetStream(
       Split split,
@@ -132,7 +140,7 @@ final class ParquetStream implements RecordStream, ImageSeeding {
           if (images == null) {
             images = new Images(resize);
           }
-          ((ParquetColumns.Image) columns[c]).shape(f.shape(), images);
+          ((ParquetColumns.Image) columns[c]).shape(f.shape(), images, f.bytes());
         }
       }
       try {

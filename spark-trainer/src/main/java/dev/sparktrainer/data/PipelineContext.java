@@ -450,6 +450,7 @@ final class PipelineContext {
       RecordStream source =
           plan.spec().format() == DatasetSpec.Format.PARQUET
               ? new ParquetStream(s, plan.spec(), j -> shard.owns(i, j), conf, records, resize)
+                  .clock(clock)
               : new TFRecordStream(
                       s,
                       plan.spec(),

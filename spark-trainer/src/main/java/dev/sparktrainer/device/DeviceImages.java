@@ -61,8 +61,7 @@ public final class DeviceImages {
 
   /**
    * Whether the host pipeline holds the image columns as bytes ({@link
-   * DatasetSpec#withImageBytes()}): TFRecord data. Parquet data is decoded to floats by its readers
-   * and packed to bytes here.
+   * DatasetSpec#withImageBytes()}), TFRecord or Parquet data, whenever the images travel as uint8.
    */
   private final boolean hostBytes;
 
@@ -84,7 +83,7 @@ public final class DeviceImages {
         pools[c] = new BufferPool(batchSize * spec.features().get(c).values(), 4);
       }
     }
-    this.hostBytes = reason == null && spec.format() == DatasetSpec.Format.TFRECORD;
+    this.hostBytes = reason == null;
   }
 
   /**

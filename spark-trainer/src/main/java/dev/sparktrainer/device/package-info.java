@@ -13,12 +13,11 @@
  *   <li>{@link dev.sparktrainer.device.DeviceImages} — image transfer uint8: an image column
  *       crosses as one byte per pixel and becomes float32 there, augmented and normalized with the
  *       random choices the host drew, bit for bit the float32 path's tensors; its plan decides it,
- *       and the host pipeline's options then only draw. From TFRecord data the host pipeline reads
- *       its {@code hostPlan} (image columns held as bytes, four to a record's float slot: see the
- *       {@code data} package), so the batch's column already is the bytes: {@code BatchUpload}
- *       hands it to a uint8 tensor as it is when a row's values are a multiple of 4, else after one
- *       bulk copy per row that drops the last slot's padding; Parquet data is decoded to floats by
- *       its readers and packed to bytes here ({@code DeviceImages.pack}) as before;
+ *       and the host pipeline's options then only draw. The host pipeline (TFRecord or Parquet
+ *       data) reads its {@code hostPlan} (image columns held as bytes, four to a record's float
+ *       slot: see the {@code data} package), so the batch's column already is the bytes: {@code
+ *       BatchUpload} hands it to a uint8 tensor as it is when a row's values are a multiple of 4,
+ *       else after one bulk copy per row that drops the last slot's padding;
  *   <li>{@link dev.sparktrainer.device.DevicePrefetch} — batch N+1 taken (uploaded) on a thread of
  *       its own while step N runs, on GPU workers; {@link dev.sparktrainer.device.PrefetchedSource}
  *       holds the training source and opens and closes that slot epoch by epoch;

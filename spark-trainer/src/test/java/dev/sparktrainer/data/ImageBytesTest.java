@@ -43,6 +43,9 @@ class ImageBytesTest {
   private static final int N = 44;
   @TempDir static Path dir;
 
+  /** The same images and labels as a Parquet file (binary column {@code image}, int64 label). */
+  @TempDir static Path parquetDir;
+
   @BeforeAll
   static void write() throws IOException {
     Random r = new Random(3);
@@ -77,17 +80,45 @@ class ImageBytesTest {
           m.put("image", Feature.ofBytes(png.toByteArray()));
           m.put("label", Feature.ofInt64(id));
           w.write(Examples.encodeExample(m));
+          pngs.add(png.toByteArray());
         }
+      }
+    }
+    org.apache.parquet.schema.MessageType schema =
+        org.apache.parquet.schema.MessageTypeParser.parseMessageType(
+            "message m { required binary image; required int64 label; }");
+    org.apache.parquet.example.data.simple.SimpleGroupFactory groups =
+        new org.apache.parquet.example.data.simple.SimpleGroupFactory(schema);
+    try (org.apache.parquet.hadoop.ParquetWriter<org.apache.parquet.example.data.Group> w =
+        org.apache.parquet.hadoop.example.ExampleParquetWriter.builder(
+                org.apache.parquet.hadoop.util.HadoopOutputFile.fromPath(
+                    new org.apache.hadoop.fs.Path(parquetDir.resolve("part-0.parquet").toString()),
+                    TestData.CONF))
+            .withType(schema)
+            .build()) {
+      for (int i = 0; i < pngs.size(); i++) {
+        org.apache.parquet.example.data.Group g = groups.newGroup();
+        g.append("image", org.apache.parquet.io.api.Binary.fromConstantByteArray(pngs.get(i)));
+        g.append("label", (long) i);
+        w.write(g);
       }
     }
   }
 
+  private static final List<byte[]> pngs = new ArrayList<>();
+
   private static DatasetSpec spec() {
-    return DatasetSpec.builder()
-        .addPath(dir.toString())
-        .addImageFeature("image", H, W, C)
-        .setLabel("label", DatasetSpec.LabelType.INT)
-        .build();
+    return spec(false);
+  }
+
+  private static DatasetSpec spec(boolean parquet) {
+    DatasetSpec.Builder b = DatasetSpec.builder();
+    if (parquet) {
+      b.addPath(parquetDir.toString()).optFormat(DatasetSpec.Format.PARQUET);
+    } else {
+      b.addPath(dir.toString());
+    }
+    return b.addImageFeature("image", H, W, C).setLabel("label", DatasetSpec.LabelType.INT).build();
   }
 
   /** Rows of one epoch, in order: label, and the row's bytes (either path's, as bytes). */
@@ -128,7 +159,12 @@ class ImageBytesTest {
 
   /** Epochs 0 and 1 on both paths, the same options: the same rows, byte for byte. */
   private static void assertSameOnBothPaths(PipelineOptions o, boolean ordered) throws IOException {
-    DatasetPlan plan = DatasetPlanner.plan(spec(), o, TestData.CONF);
+    assertSameOnBothPaths(spec(), o, ordered);
+  }
+
+  private static void assertSameOnBothPaths(DatasetSpec spec, PipelineOptions o, boolean ordered)
+      throws IOException {
+    DatasetPlan plan = DatasetPlanner.plan(spec, o, TestData.CONF);
     DatasetPlan bytesPlan = plan.withImageBytes();
     assertThat(bytesPlan.spec().featureSize()).isEqualTo(SLOTS);
     assertThat(plan.spec().featureSize()).isEqualTo(VALUES);
@@ -155,6 +191,11 @@ class ImageBytesTest {
 
   private static PipelineOptions.Builder options() {
     return PipelineOptions.builder().optBatchSize(8).optDropRemainder(false).optSeed(5);
+  }
+
+  @Test
+  void parquetImagesStayBytes() throws IOException {
+    assertSameOnBothPaths(spec(true), options().optShuffleBuffer(16).build(), true);
   }
 
   @Test
