@@ -270,36 +270,52 @@ final class DataChecks {
   }
 
   /**
-   * One pass over an image folder's files reading each one's header (no pixel decoded): the first
-   * file that is not an image ImageIO can read fails the command, named with its path. (A file cut
-   * short after its header is named by the pipeline when it decodes it.)
+   * An image folder's frame whose {@code image} column checks each file's header (no pixel decoded)
+   * as the frame is read — while it is staged to Parquet, the one pass training makes over the
+   * files before streaming them, so the check costs no extra read: a file that is not an image
+   * ImageIO can read fails the staging with a {@link BadImageFile} naming its path ({@link
+   * #badImage} finds it in the failure). A file cut short after its header is named by the pipeline
+   * when it decodes it.
    */
-  static void checkImageFiles(Dataset<Row> frame, String flag) {
-    List<Row> bad =
-        frame
-            .select(col("path"), col("image"))
-            .map(
-                (org.apache.spark.api.java.function.MapFunction<Row, String>)
-                    r -> {
-                      String why = dev.sparktrainer.data.ImageDecoder.problem(r.getAs(1));
-                      return why == null ? null : r.getString(0) + "\t" + why;
-                    },
-                org.apache.spark.sql.Encoders.STRING())
-            .toDF("problem")
-            .where(col("problem").isNotNull())
-            .limit(1)
-            .collectAsList();
-    if (!bad.isEmpty()) {
-      String[] problem = bad.get(0).getString(0).split("\t", 2);
-      throw new CliException(
-          "Cannot read the image "
-              + problem[0]
-              + " ("
-              + flag
-              + "): "
-              + problem[1]
-              + "; expected a JPEG, PNG, BMP or GIF file");
+  static Dataset<Row> checkedImages(Dataset<Row> frame, String flag) {
+    org.apache.spark.sql.expressions.UserDefinedFunction check =
+        org.apache.spark.sql.functions.udf(
+            (org.apache.spark.sql.api.java.UDF2<byte[], String, byte[]>)
+                (bytes, path) -> {
+                  String why = dev.sparktrainer.data.ImageDecoder.problem(bytes);
+                  if (why != null) {
+                    throw new BadImageFile(
+                        "Cannot read the image "
+                            + path
+                            + " ("
+                            + flag
+                            + "): "
+                            + why
+                            + "; expected a JPEG, PNG, BMP or GIF file");
+                  }
+                  return bytes;
+                },
+            org.apache.spark.sql.types.DataTypes.BinaryType);
+    return frame.withColumn("image", check.apply(col("image"), col("path")));
+  }
+
+  /** An image file that is no image: its message names the file. */
+  static final class BadImageFile extends IllegalArgumentException {
+    private static final long serialVersionUID = 1L;
+
+    BadImageFile(String message) {
+      super(message);
     }
+  }
+
+  /** The {@link BadImageFile} behind a failure (a Spark job's, however wrapped); null if none. */
+  static BadImageFile badImage(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof BadImageFile b) {
+        return b;
+      }
+    }
+    return null;
   }
 
   /**

@@ -317,7 +317,7 @@ abstract class ModelCommand extends Command {
               + classes
               + ": expected the same classes (a label is the index of its folder's name)");
     }
-    DataChecks.checkImageFiles(folder.frame(), f.source("data"));
+    // No pass over the files first: the decoder names a file that is no image (its path).
     // The files' bytes under the name of the model's image column (image, unless trained on
     // another column's).
     Dataset<Row> frame = folder.frame().withColumnRenamed("image", features.get(0));

@@ -924,10 +924,6 @@ final class TrainCommand extends Command {
         }
         numClasses = names.size();
       }
-      DataChecks.checkImageFiles(trainImages.frame(), f.source("data"));
-      if (validationImages != null) {
-        DataChecks.checkImageFiles(validationImages.frame(), f.source("validation-data"));
-      }
       ctx.err.println(
           "Image folder "
               + where
@@ -1095,9 +1091,16 @@ final class TrainCommand extends Command {
                   .optCallback(monitor.callback()));
       if (folder) {
         // Staged once to Parquet (the builder's staging directory), then streamed.
-        b.setTrainingData(trainImages.frame(), trainSpec, trainOptions);
+        // Each file's header is checked as it is staged (no extra pass over the files).
+        b.setTrainingData(
+            DataChecks.checkedImages(trainImages.frame(), f.source("data")),
+            trainSpec,
+            trainOptions);
         if (validationImages != null) {
-          b.optValidationData(validationImages.frame(), trainSpec, validationOptions);
+          b.optValidationData(
+              DataChecks.checkedImages(validationImages.frame(), f.source("validation-data")),
+              trainSpec,
+              validationOptions);
         }
       } else {
         b.setTrainingData(trainSpec, trainOptions);
@@ -1118,6 +1121,12 @@ final class TrainCommand extends Command {
         trained = b.build().fit(spark);
       } catch (IllegalArgumentException e) {
         throw new CliException(DataChecks.firstLine(e)); // the trainer's pre-flight checks
+      } catch (Exception e) { // a Spark job's failure may be a (checked) SparkException
+        DataChecks.BadImageFile bad = DataChecks.badImage(e); // found while staging the folder
+        if (bad != null) {
+          throw new CliException(bad.getMessage());
+        }
+        throw e;
       }
     }
     // The model and the columns it was trained on, saved together: all or nothing.

@@ -83,10 +83,20 @@ public final class DataFrameInput implements AutoCloseable {
     Path dir = new Path(stagingDir, "staging-" + UUID.randomUUID());
     Configuration conf = df.sparkSession().sessionState().newHadoopConf();
     LOG.info("Staging the DataFrame to Parquet at {}", dir);
-    df.select(needed.toArray(new Column[0]))
-        .write()
-        .mode(SaveMode.ErrorIfExists)
-        .parquet(dir.toString());
+    try {
+      df.select(needed.toArray(new Column[0]))
+          .write()
+          .mode(SaveMode.ErrorIfExists)
+          .parquet(dir.toString());
+    } catch (RuntimeException e) {
+      // A failed write (a bad row, a lost executor) leaves part files: never read, so removed.
+      try {
+        dir.getFileSystem(conf).delete(dir, true);
+      } catch (IOException cleanup) {
+        e.addSuppressed(cleanup);
+      }
+      throw e;
+    }
     return new DataFrameInput(
         columns.toBuilder()
             .setPaths(List.of(dir.toString()))
