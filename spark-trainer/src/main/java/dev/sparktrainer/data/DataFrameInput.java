@@ -88,8 +88,8 @@ public final class DataFrameInput implements AutoCloseable {
           .write()
           .mode(SaveMode.ErrorIfExists)
           .parquet(dir.toString());
-    } catch (RuntimeException e) {
-      // A failed write (a bad row, a lost executor) leaves part files: never read, so removed.
+    } catch (Exception e) { // Spark's write throws SparkException, a checked one, undeclared
+      // A failed write (a bad row, a lost executor) leaves its directory: never read, so removed.
       try {
         dir.getFileSystem(conf).delete(dir, true);
       } catch (IOException cleanup) {
