@@ -244,7 +244,10 @@ class CliSequenceTest {
                 row ->
                     row.<Double>getAs("prediction") == ((Number) row.getAs("label")).doubleValue())
             .count();
-    assertThat(right / 60.0).isCloseTo(m.get("final").get("val_accuracy").asDouble(), within(1e-9));
+    // predict pads each of its batches to another length than validation's: the masked sums may
+    // round differently, which can only matter for an example whose two top logits all but tie.
+    assertThat(right / 60.0)
+        .isCloseTo(m.get("final").get("val_accuracy").asDouble(), within(1 / 60.0 + 1e-9));
   }
 
   @Test
