@@ -1029,6 +1029,21 @@ final class TrainCommand extends Command {
       }
     }
     DatasetSpec trainSpec = spec.setPaths(p.data()).build();
+    if (p.image() != null && !f.given("shuffle-buffer")) {
+      // Decoded photos are large (224x224x3: 602 KB a record): by default the shuffle buffer takes
+      // at most half of each worker's input memory budget instead of failing for want of it.
+      long recordBytes = 4L * trainSpec.featureSize() + 64;
+      long fits = Math.max(1, trainOptions.memoryBudgetBytes() / 2 / recordBytes);
+      if (fits < trainOptions.shuffleBuffer()) {
+        trainOptions = trainOptions.toBuilder().optShuffleBuffer((int) fits).build();
+        ctx.err.printf(
+            Locale.ROOT,
+            "Shuffle buffer: %d decoded photos a worker (half of its %d MiB input memory budget;"
+                + " --shuffle-buffer sets it)%n",
+            fits,
+            trainOptions.memoryBudgetBytes() >> 20);
+      }
+    }
     String out = p.output();
     String modelDir = new Path(out, "model").toString();
     String logsDir = new Path(out, "logs").toString();
